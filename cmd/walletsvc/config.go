@@ -1,0 +1,62 @@
+package main
+
+import (
+	"io"
+	"time"
+
+	"github.com/walletsaga/walletsaga/internal/cli"
+)
+
+// config is walletsvc's whole configuration, parsed once from flags and environment.
+type config struct {
+	DatabaseURL     string
+	Namesrv         string
+	Topic           string
+	ProducerGroup   string
+	HTTPAddr        string
+	MigrateOnStart  bool
+	LogFormat       string
+	LogLevel        string
+	ShutdownTimeout time.Duration
+	SagaWorkers     int
+	RelayBatch      int
+}
+
+func parseConfig(name string, args []string, getenv func(string) string, stderr io.Writer) (config, []string, error) {
+	var c config
+	f := cli.NewFlags(name, getenv, stderr)
+	f.String(&c.DatabaseURL, "DATABASE_URL", "postgres://walletsaga:walletsaga@127.0.0.1:55432/walletsaga?sslmode=disable", "PostgreSQL URL")
+	f.String(&c.Namesrv, "ROCKETMQ_NAMESRV", "127.0.0.1:9876", "RocketMQ name server addresses, comma-separated")
+	f.String(&c.Topic, "WALLET_EVENTS_TOPIC", "wallet-events", "topic of balance events")
+	f.String(&c.ProducerGroup, "PRODUCER_GROUP", "wallet-relay", "RocketMQ producer group of the outbox relay")
+	f.String(&c.HTTPAddr, "HTTP_ADDR", "127.0.0.1:8080", "address of the REST API")
+	f.Bool(&c.MigrateOnStart, "MIGRATE_ON_START", true, "apply database migrations at start")
+	f.String(&c.LogFormat, "LOG_FORMAT", "text", "log format: text or json")
+	f.String(&c.LogLevel, "LOG_LEVEL", "info", "log level: debug, info, warn, error")
+	f.Duration(&c.ShutdownTimeout, "SHUTDOWN_TIMEOUT", 15*time.Second, "how long a graceful shutdown may take")
+	f.Int(&c.SagaWorkers, "SAGA_WORKERS", 16, "sagas worked on concurrently by this process")
+	f.Int(&c.RelayBatch, "RELAY_BATCH", 256, "outbox rows the relay reads per round")
+	if err := f.Parse(args); err != nil {
+		return c, nil, err
+	}
+	return c, f.FlagSet().Args(), c.validate()
+}
+
+func (c config) validate() error {
+	var p cli.Problems
+	p.CheckPostgresURL("DATABASE_URL", c.DatabaseURL)
+	p.CheckHostPort("ROCKETMQ_NAMESRV", c.Namesrv, true)
+	p.CheckName("WALLET_EVENTS_TOPIC", c.Topic)
+	p.CheckName("PRODUCER_GROUP", c.ProducerGroup)
+	p.CheckHostPort("HTTP_ADDR", c.HTTPAddr, false)
+	if c.ShutdownTimeout <= 0 {
+		p.Addf("SHUTDOWN_TIMEOUT", "must be positive, got %s", c.ShutdownTimeout)
+	}
+	if c.SagaWorkers < 1 || c.SagaWorkers > 1024 {
+		p.Addf("SAGA_WORKERS", "must be 1–1024, got %d", c.SagaWorkers)
+	}
+	if c.RelayBatch < 1 || c.RelayBatch > 10000 {
+		p.Addf("RELAY_BATCH", "must be 1–10000, got %d", c.RelayBatch)
+	}
+	return p.Err()
+}

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/walletsaga/walletsaga/internal/e2etest"
+	"github.com/walletsaga/walletsaga/internal/rmqtest"
+	"github.com/walletsaga/walletsaga/internal/testdb"
+)
+
+func TestConfigValidationNamesTheField(t *testing.T) {
+	t.Parallel()
+	cases := map[string]struct {
+		env  map[string]string
+		want string
+	}{
+		"bad url":        {map[string]string{"DATABASE_URL": "mysql://x"}, "DATABASE_URL"},
+		"bad namesrv":    {map[string]string{"ROCKETMQ_NAMESRV": "nohost"}, "ROCKETMQ_NAMESRV"},
+		"bad topic":      {map[string]string{"WALLET_EVENTS_TOPIC": "a b"}, "WALLET_EVENTS_TOPIC"},
+		"bad addr":       {map[string]string{"HTTP_ADDR": "8080"}, "HTTP_ADDR"},
+		"bad bool":       {map[string]string{"MIGRATE_ON_START": "perhaps"}, "MIGRATE_ON_START"},
+		"bad duration":   {map[string]string{"SHUTDOWN_TIMEOUT": "soon"}, "SHUTDOWN_TIMEOUT"},
+		"workers range":  {map[string]string{"SAGA_WORKERS": "0"}, "SAGA_WORKERS"},
+		"bad log format": {map[string]string{"LOG_FORMAT": "xml"}, "LOG_FORMAT"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			var out bytes.Buffer
+			err := run(context.Background(), nil, func(k string) string { return tc.env[k] }, &out, &out)
+			require.Error(t, err)
+			require.Contains(t, err.Error(), tc.want)
+		})
+	}
+	err := run(context.Background(), []string{"frobnicate"}, func(string) string { return "" }, &bytes.Buffer{}, &bytes.Buffer{})
+	require.ErrorContains(t, err, `unknown command "frobnicate"`)
+}
+
+func TestDefaultsMatchTheDevStack(t *testing.T) {
+	t.Parallel()
+	cfg, _, err := parseConfig("walletsvc", nil, func(string) string { return "" }, &bytes.Buffer{})
+	require.NoError(t, err)
+	require.Equal(t, "127.0.0.1:8080", cfg.HTTPAddr)
+	require.Equal(t, "127.0.0.1:9876", cfg.Namesrv)
+	require.Equal(t, "wallet-events", cfg.Topic)
+	require.Contains(t, cfg.DatabaseURL, "127.0.0.1:55432/walletsaga")
+	cfg, _, err = parseConfig("walletsvc", []string{"-HTTP_ADDR", "127.0.0.1:9999"}, func(k string) string {
+		return map[string]string{"HTTP_ADDR": "127.0.0.1:7777"}[k]
+	}, &bytes.Buffer{})
+	require.NoError(t, err)
+	require.Equal(t, "127.0.0.1:9999", cfg.HTTPAddr, "a flag overrides the environment")
+}
+
+func TestServeMigratesAnswersProbesAndStopsGracefully(t *testing.T) {
+	t.Parallel()
+	b := rmqtest.Require(t)
+	pool, dbURL := testdb.New(t)
+	_ = pool
+	p := e2etest.Start(t, run, []string{"serve"}, map[string]string{"DATABASE_URL": dbURL, "ROCKETMQ_NAMESRV": b.Namesrv})
+
+	resp, err := http.Get(p.BaseURL + "/readyz")
+	require.NoError(t, err)
+	var body struct {
+		Status string            `json:"status"`
+		Checks map[string]string `json:"checks"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%+v", body)
+	require.Equal(t, map[string]string{"postgres": "ok", "rocketmq": "ok"}, body.Checks)
+
+	resp, err = http.Get(p.BaseURL + "/no/such/route")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusNotFound, resp.StatusCode)
+	require.Equal(t, "application/json", strings.Split(resp.Header.Get("Content-Type"), ";")[0])
+	resp.Body.Close()
+
+	require.NoError(t, p.Stop(30*time.Second))
+	require.Contains(t, p.Output(), "walletsvc stopped")
+}
+
+func TestReadyzFailsWhenTheBrokerIsUnreachable(t *testing.T) {
+	t.Parallel()
+	_, dbURL := testdb.New(t)
+	dead := e2etest.FreeAddr(t) // nothing listens there
+	p := e2etest.Start(t, run, nil, map[string]string{"DATABASE_URL": dbURL, "ROCKETMQ_NAMESRV": dead})
+	resp, err := http.Get(p.BaseURL + "/readyz")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var body struct {
+		Checks map[string]string `json:"checks"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	require.Equal(t, "ok", body.Checks["postgres"])
+	require.NotEqual(t, "ok", body.Checks["rocketmq"])
+}
+
+func TestMigrateSubcommandIsIdempotentAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	pool, dbURL := testdb.New(t)
+	// Reset to an empty schema, then let three "replicas" migrate at once.
+	_, err := pool.Exec(context.Background(), "DROP SCHEMA public CASCADE; DROP SCHEMA notify CASCADE; CREATE SCHEMA public")
+	require.NoError(t, err)
+	errs := make(chan error, 3)
+	for i := 0; i < 3; i++ {
+		go func() {
+			errs <- run(context.Background(), []string{"migrate"}, func(k string) string {
+				return map[string]string{"DATABASE_URL": dbURL}[k]
+			}, &bytes.Buffer{}, &bytes.Buffer{})
+		}()
+	}
+	for i := 0; i < 3; i++ {
+		require.NoError(t, <-errs)
+	}
+	var applied int
+	require.NoError(t, pool.QueryRow(context.Background(), "SELECT count(*) FROM goose_db_version WHERE version_id > 0").Scan(&applied))
+	var files int
+	require.NoError(t, pool.QueryRow(context.Background(), "SELECT count(DISTINCT version_id) FROM goose_db_version WHERE version_id > 0").Scan(&files))
+	require.Equal(t, files, applied, "each migration applied exactly once")
+}

@@ -1,0 +1,211 @@
+// Package httpx builds the echo servers of both binaries the same way: JSON errors through
+// apperr's one code→status table, panic recovery, request ids, a body limit, a request
+// timeout, access logs through slog, and the /healthz and /readyz probes.
+package httpx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+
+	"github.com/walletsaga/walletsaga/internal/apperr"
+)
+
+// Options configures New.
+type Options struct {
+	Logger *slog.Logger
+	// BodyLimit is the largest request body accepted, e.g. "64K" (default).
+	BodyLimit string
+	// Timeout bounds one request's handler (default 30s); long waits must stay below it.
+	Timeout time.Duration
+}
+
+// New returns an echo instance with the project's middleware and error handler.
+func New(opts Options) *echo.Echo {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.BodyLimit == "" {
+		opts.BodyLimit = "64K"
+	}
+	if opts.Timeout == 0 {
+		opts.Timeout = 30 * time.Second
+	}
+	log := opts.Logger
+	e := echo.New()
+	e.HideBanner = true
+	e.HidePort = true
+	e.HTTPErrorHandler = ErrorHandler(log)
+	e.Use(middleware.RequestID())
+	e.Use(middleware.RecoverWithConfig(middleware.RecoverConfig{
+		LogErrorFunc: func(c echo.Context, err error, stack []byte) error {
+			log.Error("panic in handler", "err", err, "path", c.Path(), "request_id", requestID(c), "stack", string(stack))
+			return err
+		},
+	}))
+	e.Use(middleware.BodyLimit(opts.BodyLimit))
+	e.Use(middleware.ContextTimeoutWithConfig(middleware.ContextTimeoutConfig{Timeout: opts.Timeout}))
+	e.Use(middleware.RequestLoggerWithConfig(middleware.RequestLoggerConfig{
+		LogStatus: true, LogURI: true, LogMethod: true, LogLatency: true, LogRequestID: true, LogError: true,
+		HandleError: true,
+		LogValuesFunc: func(c echo.Context, v middleware.RequestLoggerValues) error {
+			level := slog.LevelInfo
+			if v.Status >= 500 {
+				level = slog.LevelError
+			}
+			if strings.HasPrefix(v.URI, "/healthz") || strings.HasPrefix(v.URI, "/readyz") || strings.HasPrefix(v.URI, "/metrics") {
+				level = slog.LevelDebug
+			}
+			attrs := []slog.Attr{
+				slog.String("method", v.Method), slog.String("uri", v.URI), slog.Int("status", v.Status),
+				slog.Duration("latency", v.Latency), slog.String("request_id", v.RequestID),
+			}
+			if v.Error != nil {
+				attrs = append(attrs, slog.String("err", v.Error.Error()))
+			}
+			log.LogAttrs(c.Request().Context(), level, "http", attrs...)
+			return nil
+		},
+	}))
+	return e
+}
+
+func requestID(c echo.Context) string { return c.Response().Header().Get(echo.HeaderXRequestID) }
+
+// ErrorHandler writes every error as {"error":{"code","message"}}: *apperr.Error with its
+// own code, echo's HTTP errors (404 route, 405, 413 body limit, 415) mapped to codes, and
+// anything else as a generic 500 whose details only reach the log.
+func ErrorHandler(log *slog.Logger) echo.HTTPErrorHandler {
+	return func(err error, c echo.Context) {
+		if c.Response().Committed {
+			return
+		}
+		var he *echo.HTTPError
+		if errors.As(err, &he) {
+			err = fromEchoError(he)
+		}
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = apperr.Wrap(err, apperr.Unavailable, "request timed out")
+		}
+		status, body := apperr.ToBody(err)
+		if status >= 500 {
+			log.Error("request failed", "err", err, "method", c.Request().Method, "path", c.Path(), "request_id", requestID(c))
+		}
+		if c.Request().Method == http.MethodHead {
+			_ = c.NoContent(status)
+			return
+		}
+		_ = c.JSON(status, body)
+	}
+}
+
+func fromEchoError(he *echo.HTTPError) error {
+	msg := http.StatusText(he.Code)
+	if m, ok := he.Message.(string); ok && m != "" {
+		msg = m
+	}
+	var code apperr.Code
+	switch he.Code {
+	case http.StatusNotFound:
+		code, msg = apperr.NotFound, "no such route"
+	case http.StatusMethodNotAllowed:
+		code, msg = apperr.Invalid, "method not allowed"
+	case http.StatusRequestEntityTooLarge:
+		code, msg = apperr.TooLarge, "request body too large"
+	case http.StatusUnsupportedMediaType:
+		code, msg = apperr.Unsupported, "content type must be application/json"
+	case http.StatusUnauthorized:
+		code = apperr.Unauthorized
+	case http.StatusForbidden:
+		code = apperr.Forbidden
+	case http.StatusServiceUnavailable:
+		code = apperr.Unavailable
+	default:
+		if he.Code >= 400 && he.Code < 500 {
+			code = apperr.Invalid
+		} else {
+			return apperr.Wrap(he, apperr.Internal, "internal error")
+		}
+	}
+	e := apperr.New(code, "%s", msg)
+	e.Err = he
+	return e
+}
+
+// Check is a readiness check: nil when the dependency answers.
+type Check struct {
+	Name string
+	Fn   func(ctx context.Context) error
+}
+
+// Probes registers GET /healthz (the process is up) and GET /readyz (every check passes
+// within 2s; 503 with the failing checks named otherwise).
+func Probes(e *echo.Echo, checks ...Check) {
+	e.GET("/healthz", func(c echo.Context) error {
+		return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+	})
+	e.GET("/readyz", func(c echo.Context) error {
+		ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
+		defer cancel()
+		res := map[string]string{}
+		ok := true
+		for _, ch := range checks {
+			if err := ch.Fn(ctx); err != nil {
+				res[ch.Name] = err.Error()
+				ok = false
+			} else {
+				res[ch.Name] = "ok"
+			}
+		}
+		if !ok {
+			return c.JSON(http.StatusServiceUnavailable, map[string]any{"status": "unavailable", "checks": res})
+		}
+		return c.JSON(http.StatusOK, map[string]any{"status": "ok", "checks": res})
+	})
+}
+
+// DecodeJSON strictly decodes the request body into v: content type application/json,
+// no unknown fields, one value, clear messages naming what is wrong.
+func DecodeJSON(c echo.Context, v any) error {
+	ct := c.Request().Header.Get(echo.HeaderContentType)
+	if !strings.HasPrefix(strings.ToLower(strings.TrimSpace(ct)), echo.MIMEApplicationJSON) {
+		return apperr.New(apperr.Unsupported, "content type must be application/json, got %q", ct)
+	}
+	return decodeStrict(c.Request().Body, v)
+}
+
+// Serve serves h on addr until ctx is done, then shuts down gracefully within timeout. The
+// listening address is reported through onListen (tests use port 0).
+func Serve(ctx context.Context, addr string, h http.Handler, timeout time.Duration, log *slog.Logger, onListen func(net.Addr)) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("HTTP_ADDR %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	if onListen != nil {
+		onListen(ln.Addr())
+	}
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		return fmt.Errorf("http server: %w", err)
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	err = srv.Shutdown(sctx)
+	if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
+		err = errors.Join(err, serr)
+	}
+	log.Debug("http server stopped", "addr", ln.Addr().String())
+	return err
+}

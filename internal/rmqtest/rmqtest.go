@@ -1,0 +1,153 @@
+// Package rmqtest helps integration tests use the real RocketMQ broker started by
+// `make services`: it checks the name server and broker are reachable (failing under CI,
+// skipping otherwise), creates uniquely named topics and verifies the broker really has
+// them, and reads back a dead-letter queue.
+package rmqtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/rocketmq-client-go/v2"
+	"github.com/apache/rocketmq-client-go/v2/admin"
+	"github.com/apache/rocketmq-client-go/v2/consumer"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+
+	"github.com/walletsaga/walletsaga/internal/testenv"
+)
+
+// Broker is the stack a test runs against.
+type Broker struct {
+	Namesrv    string
+	BrokerAddr string
+	Cluster    string
+}
+
+// Require returns the broker of the dev stack, or fails/skips the test (see testenv).
+func Require(t testing.TB) Broker {
+	t.Helper()
+	b := Broker{Namesrv: testenv.Namesrv(), BrokerAddr: os.Getenv("ROCKETMQ_BROKER_ADDR"), Cluster: "DefaultCluster"}
+	if b.BrokerAddr == "" {
+		b.BrokerAddr = "127.0.0.1:10911"
+	}
+	for _, addr := range []string{b.Namesrv, b.BrokerAddr} {
+		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+		if err != nil {
+			testenv.Unavailable(t, "RocketMQ", addr, err)
+			return b
+		}
+		_ = c.Close()
+	}
+	return b
+}
+
+// Unique returns prefix plus a random suffix, for topics and groups that no other test or
+// earlier run has used.
+func Unique(prefix string) string {
+	b := make([]byte, 5)
+	_, _ = rand.Read(b)
+	return prefix + "-" + hex.EncodeToString(b)
+}
+
+var adminMu sync.Mutex
+
+// CreateTopic creates topic with the given number of read/write queues and waits until the
+// name server routes it with that many queues. The admin client ignores the broker's answer,
+// so the route is the proof.
+func (b Broker) CreateTopic(t testing.TB, topic string, queues int) {
+	t.Helper()
+	adminMu.Lock()
+	defer adminMu.Unlock()
+	adm, err := admin.NewAdmin(admin.WithResolver(primitive.NewPassthroughResolver([]string{b.Namesrv})))
+	if err != nil {
+		t.Fatalf("rmqtest: admin: %v", err)
+	}
+	defer adm.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := adm.CreateTopic(ctx, admin.WithTopicCreate(topic), admin.WithBrokerAddrCreate(b.BrokerAddr),
+		admin.WithReadQueueNums(queues), admin.WithWriteQueueNums(queues)); err != nil {
+		t.Fatalf("rmqtest: create topic %s: %v", topic, err)
+	}
+	var last error
+	for ctx.Err() == nil {
+		mqs, err := adm.FetchPublishMessageQueues(ctx, topic)
+		if err == nil && len(mqs) == queues {
+			return
+		}
+		last = err
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("rmqtest: topic %s not routed with %d queues within 30s (last error: %v)", topic, queues, last)
+}
+
+// DLQMessage is one message read back from a dead-letter queue.
+type DLQMessage struct {
+	MsgID, OriginMsgID, Keys, Topic string
+	Body                            []byte
+}
+
+// ReadDLQ subscribes to %DLQ%<group> with a throwaway group from the first offset and
+// returns the messages seen until want of them matched (or timeout).
+func (b Broker) ReadDLQ(t testing.TB, group string, timeout time.Duration, want func([]DLQMessage) bool) []DLQMessage {
+	t.Helper()
+	var (
+		mu  sync.Mutex
+		got []DLQMessage
+	)
+	c, err := rocketmq.NewPushConsumer(
+		consumer.WithNameServer([]string{b.Namesrv}),
+		consumer.WithGroupName(Unique("dlq-reader")),
+		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),
+	)
+	if err != nil {
+		t.Fatalf("rmqtest: dlq consumer: %v", err)
+	}
+	dlq := "%DLQ%" + group
+	err = c.Subscribe(dlq, consumer.MessageSelector{}, func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, m := range msgs {
+			got = append(got, DLQMessage{MsgID: m.MsgId, OriginMsgID: m.GetProperty("ORIGIN_MESSAGE_ID"), Keys: m.GetKeys(), Topic: m.GetProperty("RETRY_TOPIC"), Body: m.Body})
+		}
+		return consumer.ConsumeSuccess, nil
+	})
+	if err != nil {
+		t.Fatalf("rmqtest: subscribe %s: %v", dlq, err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatalf("rmqtest: start dlq consumer: %v", err)
+	}
+	defer c.Shutdown() //nolint:errcheck
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		mu.Lock()
+		done := want(got)
+		snapshot := append([]DLQMessage(nil), got...)
+		mu.Unlock()
+		if done {
+			return snapshot
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return append([]DLQMessage(nil), got...)
+}
+
+// HasKey reports whether keys (space-separated, as the client joins them) holds k.
+func HasKey(keys, k string) bool {
+	for _, f := range strings.Fields(keys) {
+		if f == k {
+			return true
+		}
+	}
+	return false
+}

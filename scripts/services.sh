@@ -1,0 +1,406 @@
+#!/usr/bin/env bash
+# Starts, stops and reports the dev/test stack on loopback: a throwaway PostgreSQL cluster and
+# a real Apache RocketMQ name server + broker, all state under the git-ignored .run/.
+#
+#   scripts/services.sh up       start what is not running (idempotent), create topics
+#   scripts/services.sh down     stop the broker, then the name server, then Postgres
+#   scripts/services.sh status   say what runs where
+#   scripts/services.sh clean    down, then delete .run/ state (jars are kept)
+#   scripts/services.sh topic T N  create topic T with N read/write queues (checked)
+#   scripts/services.sh restart-broker   SIGTERM the broker and start it again (same store)
+#
+# Every knob is an environment variable with a default that matches the rest of the repo.
+set -Eeuo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+RUN="${WALLETSAGA_RUN_DIR:-$ROOT/.run}"
+
+PG_PORT="${PG_PORT:-55432}"
+PG_DB="${PG_DB:-walletsaga}"
+PG_USER="${PG_USER:-walletsaga}"
+PG_PASSWORD="${PG_PASSWORD:-walletsaga}"
+PG_DATA="$RUN/pg/data"
+PG_LOG="$RUN/pg/postgres.log"
+
+RMQ_VERSION="${RMQ_VERSION:-5.3.3}"
+RMQ_DIR="$RUN/rocketmq"
+RMQ_LIB="$RMQ_DIR/lib"
+NAMESRV_PORT="${NAMESRV_PORT:-9876}"
+BROKER_PORT="${BROKER_PORT:-10911}"
+NAMESRV_ADDR="127.0.0.1:$NAMESRV_PORT"
+BROKER_NAME="broker-a"
+CLUSTER="DefaultCluster"
+# Topics the product uses, "name:queues" separated by spaces.
+TOPICS="${TOPICS:-wallet-events:8}"
+START_TIMEOUT="${START_TIMEOUT:-90}"
+
+say() { printf 'services: %s\n' "$*"; }
+die() { printf 'services: ERROR: %s\n' "$*" >&2; exit 1; }
+
+# port_pid PORT prints the pid listening on 127.0.0.1:PORT (or on any address), if any.
+port_pid() {
+	ss -Hltnp "sport = :$1" 2>/dev/null | sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -n1
+}
+port_busy() { [ -n "$(ss -Hltn "sport = :$1" 2>/dev/null)" ]; }
+
+pid_alive() { [ -n "${1:-}" ] && kill -0 "$1" 2>/dev/null; }
+read_pid() { [ -f "$1" ] && cat "$1" || true; }
+
+show_tail() {
+	local f="$1"
+	if [ -f "$f" ]; then
+		printf -- '---- last lines of %s ----\n' "$f" >&2
+		tail -n 40 "$f" >&2
+		printf -- '----\n' >&2
+	fi
+}
+
+# ---------------------------------------------------------------- PostgreSQL
+
+pg_bindir() {
+	local d
+	for d in /usr/lib/postgresql/*/bin; do
+		[ -x "$d/initdb" ] && { echo "$d"; return 0; }
+	done
+	if command -v initdb >/dev/null 2>&1; then dirname "$(readlink -f "$(command -v initdb)")"; return 0; fi
+	return 1
+}
+
+pg_install() {
+	say "no initdb found: installing PostgreSQL from Debian's packages (apt-get)"
+	command -v apt-get >/dev/null || die "no initdb and no apt-get: install PostgreSQL 15+ server binaries"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq || die "apt-get update failed"
+	apt-get install -y -qq postgresql >/dev/null || die "apt-get install postgresql failed"
+}
+
+# As root, initdb and postgres refuse to run: everything runs as the 'postgres' OS user.
+pg_as() {
+	if [ "$(id -u)" = 0 ]; then
+		runuser -u postgres -- "$@"
+	else
+		"$@"
+	fi
+}
+
+pg_prepare_dir() {
+	mkdir -p "$RUN/pg"
+	if [ "$(id -u)" = 0 ]; then
+		id postgres >/dev/null 2>&1 || useradd --system --home-dir /var/lib/postgresql --shell /bin/bash postgres
+		# The postgres user must be able to reach the data dir. When the checkout lives under a
+		# directory it cannot traverse, keep the cluster in /tmp and link it from .run/pg.
+		if ! runuser -u postgres -- test -x "$RUN/pg" 2>/dev/null; then
+			local alt
+			alt="/tmp/walletsaga-pg-$(printf '%s' "$RUN" | md5sum | cut -c1-12)"
+			say "postgres user cannot reach $RUN/pg; keeping the cluster in $alt"
+			mkdir -p "$alt"
+			chown postgres: "$alt"
+			[ -L "$PG_DATA" ] || { rm -rf "$PG_DATA"; ln -s "$alt/data" "$PG_DATA"; }
+			mkdir -p "$alt/data"
+			chown postgres: "$alt/data"
+		fi
+		chown postgres: "$RUN/pg"
+	fi
+}
+
+pg_running() { pg_as "$PG_BIN/pg_ctl" -D "$PG_DATA" status >/dev/null 2>&1; }
+
+pg_up() {
+	PG_BIN="$(pg_bindir)" || { pg_install; PG_BIN="$(pg_bindir)" || die "PostgreSQL installed but initdb still not found"; }
+	pg_prepare_dir
+	if [ -f "$PG_DATA/PG_VERSION" ] && pg_running; then
+		say "postgres already running on 127.0.0.1:$PG_PORT ($PG_DATA)"
+	else
+		if port_busy "$PG_PORT"; then
+			die "port $PG_PORT is taken (pid $(port_pid "$PG_PORT")) but not by this repo's cluster; stop it or set PG_PORT"
+		fi
+		if [ ! -f "$PG_DATA/PG_VERSION" ]; then
+			say "initdb $PG_DATA ($("$PG_BIN/postgres" --version))"
+			mkdir -p "$PG_DATA"
+			[ "$(id -u)" = 0 ] && chown postgres: "$PG_DATA"
+			chmod 700 "$PG_DATA"
+			pg_as "$PG_BIN/initdb" -D "$PG_DATA" -U postgres -A trust -E UTF8 --locale=C.UTF-8 >"$RUN/pg/initdb.log" 2>&1 ||
+				{ show_tail "$RUN/pg/initdb.log"; die "initdb failed"; }
+			# A throwaway cluster for development and tests: durability off for speed
+			# (fsync), loopback only, enough connections for the benchmarks.
+			cat >>"$PG_DATA/postgresql.conf" <<-EOF
+				listen_addresses = '127.0.0.1'
+				port = $PG_PORT
+				unix_socket_directories = '$PG_DATA'
+				max_connections = 300
+				shared_buffers = 256MB
+				fsync = off
+				synchronous_commit = off
+				full_page_writes = off
+				max_wal_size = 2GB
+				log_min_messages = warning
+			EOF
+		fi
+		say "starting postgres on 127.0.0.1:$PG_PORT"
+		local t0=$SECONDS
+		pg_as "$PG_BIN/pg_ctl" -D "$PG_DATA" -l "$PG_LOG" -w -t "$START_TIMEOUT" start >/dev/null ||
+			{ show_tail "$PG_LOG"; die "postgres did not start"; }
+		say "postgres up in $((SECONDS - t0))s"
+	fi
+	# Role and database, idempotently.
+	local psql=("$PG_BIN/psql" -X -q -h 127.0.0.1 -p "$PG_PORT" -U postgres -v ON_ERROR_STOP=1)
+	if ! "${psql[@]}" -d postgres -tAc "SELECT 1 FROM pg_roles WHERE rolname='$PG_USER'" | grep -q 1; then
+		"${psql[@]}" -d postgres -c "CREATE ROLE $PG_USER LOGIN SUPERUSER PASSWORD '$PG_PASSWORD'"
+	fi
+	if ! "${psql[@]}" -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname='$PG_DB'" | grep -q 1; then
+		"${psql[@]}" -d postgres -c "CREATE DATABASE $PG_DB OWNER $PG_USER"
+		say "created database $PG_DB"
+	fi
+}
+
+pg_down() {
+	PG_BIN="$(pg_bindir)" || return 0
+	if [ -f "$PG_DATA/PG_VERSION" ] && pg_running; then
+		say "stopping postgres"
+		pg_as "$PG_BIN/pg_ctl" -D "$PG_DATA" -m fast -w -t 30 stop >/dev/null || pg_as "$PG_BIN/pg_ctl" -D "$PG_DATA" -m immediate stop >/dev/null || true
+	fi
+}
+
+# ---------------------------------------------------------------- RocketMQ
+
+rmq_jars() {
+	if [ -f "$RMQ_LIB/.version" ] && [ "$(cat "$RMQ_LIB/.version")" = "$RMQ_VERSION" ]; then
+		return 0
+	fi
+	command -v mvn >/dev/null || die "Maven (mvn) not found: it resolves the RocketMQ $RMQ_VERSION jars (apt-get install maven)"
+	say "resolving RocketMQ $RMQ_VERSION jars with Maven into $RMQ_LIB"
+	rm -rf "$RMQ_LIB"
+	mkdir -p "$RMQ_LIB"
+	local t0=$SECONDS
+	if ! mvn -B -ntp -q -f "$ROOT/deploy/rocketmq/pom.xml" -Drocketmq.version="$RMQ_VERSION" \
+		dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$RMQ_LIB" >"$RMQ_DIR/mvn.log" 2>&1; then
+		show_tail "$RMQ_DIR/mvn.log"
+		die "Maven could not resolve org.apache.rocketmq $RMQ_VERSION (see $RMQ_DIR/mvn.log)"
+	fi
+	ls "$RMQ_LIB"/rocketmq-broker-*.jar >/dev/null 2>&1 || die "Maven ran but no rocketmq-broker jar is in $RMQ_LIB"
+	echo "$RMQ_VERSION" >"$RMQ_LIB/.version"
+	say "jars resolved in $((SECONDS - t0))s ($(ls "$RMQ_LIB" | wc -l) files)"
+}
+
+java_check() {
+	command -v java >/dev/null || die "java not found: RocketMQ needs Java 11+ (apt-get install openjdk-17-jre-headless)"
+	local v
+	v="$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n1)"
+	[ -n "$v" ] && [ "$v" -ge 11 ] || die "java $v found; RocketMQ needs Java 11+"
+}
+
+JAVA_OPENS=(
+	--add-opens=java.base/java.lang=ALL-UNNAMED
+	--add-opens=java.base/java.nio=ALL-UNNAMED
+	--add-opens=java.base/java.util=ALL-UNNAMED
+	--add-opens=java.base/jdk.internal.ref=ALL-UNNAMED
+	--add-opens=java.base/sun.nio.ch=ALL-UNNAMED
+	--add-exports=java.base/sun.nio.ch=ALL-UNNAMED
+)
+
+# rmq_cmd LOGBACK_CONFIG JVM_OPTS... -- MAIN ARGS... sets CMD to the java command line.
+rmq_cmd() {
+	local logback="$1"; shift
+	local opts=()
+	while [ "$1" != "--" ]; do opts+=("$1"); shift; done
+	shift
+	CMD=(env ROCKETMQ_HOME="$RMQ_DIR/home" java -server "${opts[@]}" -XX:+UseSerialGC
+		-Duser.home="$RMQ_DIR/home" -Drmq.logback.configurationFile="$logback"
+		"${JAVA_OPENS[@]}" -cp "$RMQ_LIB/*" "$@")
+}
+
+mqadmin() {
+	rmq_cmd rmq.tools.logback.xml -Xms64m -Xmx256m -XX:TieredStopAtLevel=1 -- org.apache.rocketmq.tools.command.MQAdminStartup "$@"
+	"${CMD[@]}" 2>&1
+}
+
+rmq_conf() {
+	mkdir -p "$RMQ_DIR/conf" "$RMQ_DIR/home" "$RMQ_DIR/store/commitlog"
+	# Properties files: no inline comments, no trailing spaces (they are misread).
+	cat >"$RMQ_DIR/conf/namesrv.properties" <<-EOF
+		listenPort=$NAMESRV_PORT
+		bindAddress=127.0.0.1
+		kvConfigPath=$RMQ_DIR/home/namesrv/kvConfig.json
+	EOF
+	cat >"$RMQ_DIR/conf/broker.properties" <<-EOF
+		brokerClusterName=$CLUSTER
+		brokerName=$BROKER_NAME
+		brokerId=0
+		namesrvAddr=$NAMESRV_ADDR
+		brokerIP1=127.0.0.1
+		bindAddress=127.0.0.1
+		listenPort=$BROKER_PORT
+		storePathRootDir=$RMQ_DIR/store
+		storePathCommitLog=$RMQ_DIR/store/commitlog
+		mappedFileSizeCommitLog=67108864
+		flushDiskType=ASYNC_FLUSH
+		brokerRole=ASYNC_MASTER
+		autoCreateTopicEnable=false
+		autoCreateSubscriptionGroup=true
+		diskMaxUsedSpaceRatio=95
+		cleanFileForciblyEnable=false
+		traceTopicEnable=false
+	EOF
+}
+
+# wait_for LOGFILE PATTERN PID NAME: waits until PATTERN appears in LOGFILE, failing if PID dies.
+wait_for() {
+	local log="$1" pattern="$2" pid="$3" name="$4" deadline=$((SECONDS + START_TIMEOUT))
+	while ! grep -q "$pattern" "$log" 2>/dev/null; do
+		if ! pid_alive "$pid"; then
+			show_tail "$log"
+			die "$name exited during start-up"
+		fi
+		if [ "$SECONDS" -ge "$deadline" ]; then
+			show_tail "$log"
+			die "$name did not report boot success within ${START_TIMEOUT}s"
+		fi
+		sleep 0.3
+	done
+}
+
+namesrv_up() {
+	local pid
+	pid="$(read_pid "$RMQ_DIR/namesrv.pid")"
+	if pid_alive "$pid" && port_busy "$NAMESRV_PORT"; then
+		say "name server already running on $NAMESRV_ADDR (pid $pid)"
+		return 0
+	fi
+	port_busy "$NAMESRV_PORT" && die "port $NAMESRV_PORT is taken (pid $(port_pid "$NAMESRV_PORT")) but not by this repo's name server"
+	say "starting RocketMQ $RMQ_VERSION name server on $NAMESRV_ADDR"
+	local t0=$SECONDS
+	: >"$RMQ_DIR/namesrv.out"
+	rmq_cmd rmq.namesrv.logback.xml -Xms128m -Xmx128m -Xmn64m -- \
+		org.apache.rocketmq.namesrv.NamesrvStartup -c "$RMQ_DIR/conf/namesrv.properties"
+	nohup "${CMD[@]}" >>"$RMQ_DIR/namesrv.out" 2>&1 </dev/null &
+	echo $! >"$RMQ_DIR/namesrv.pid"
+	wait_for "$RMQ_DIR/namesrv.out" "The Name Server boot success" "$!" "name server"
+	say "name server up in $((SECONDS - t0))s"
+}
+
+broker_up() {
+	local pid
+	pid="$(read_pid "$RMQ_DIR/broker.pid")"
+	if pid_alive "$pid" && port_busy "$BROKER_PORT"; then
+		say "broker already running on 127.0.0.1:$BROKER_PORT (pid $pid)"
+		return 0
+	fi
+	local p
+	for p in "$BROKER_PORT" $((BROKER_PORT - 2)) $((BROKER_PORT + 1)); do
+		port_busy "$p" && die "port $p is taken (pid $(port_pid "$p")) but not by this repo's broker"
+	done
+	say "starting RocketMQ $RMQ_VERSION broker $BROKER_NAME on 127.0.0.1:$BROKER_PORT"
+	local t0=$SECONDS
+	: >"$RMQ_DIR/broker.out"
+	rmq_cmd rmq.broker.logback.xml -Xms256m -Xmx384m -Xmn128m -XX:MaxDirectMemorySize=256m -- \
+		org.apache.rocketmq.broker.BrokerStartup -c "$RMQ_DIR/conf/broker.properties"
+	nohup "${CMD[@]}" >>"$RMQ_DIR/broker.out" 2>&1 </dev/null &
+	echo $! >"$RMQ_DIR/broker.pid"
+	wait_for "$RMQ_DIR/broker.out" "boot success" "$!" "broker"
+	say "broker up in $((SECONDS - t0))s"
+	# The broker registers with the name server asynchronously: wait until the cluster lists it.
+	local deadline=$((SECONDS + START_TIMEOUT)) out
+	while :; do
+		out="$(mqadmin clusterList -n "$NAMESRV_ADDR" || true)"
+		grep -q "$BROKER_NAME" <<<"$out" && break
+		[ "$SECONDS" -ge "$deadline" ] && { printf '%s\n' "$out" >&2; show_tail "$RMQ_DIR/broker.out"; die "broker not listed by clusterList"; }
+		sleep 1
+	done
+	say "clusterList shows $BROKER_NAME ($((SECONDS - t0))s after start)"
+}
+
+topic_create() {
+	local topic="$1" queues="$2" out
+	out="$(mqadmin updateTopic -n "$NAMESRV_ADDR" -c "$CLUSTER" -t "$topic" -r "$queues" -w "$queues" -o false)"
+	# mqadmin exits 0 even when the broker refused: look for its success line.
+	if ! grep -q "success" <<<"$out"; then
+		printf '%s\n' "$out" >&2
+		die "creating topic $topic failed"
+	fi
+	say "topic $topic: $queues queues"
+}
+
+rmq_up() {
+	java_check
+	rmq_jars
+	rmq_conf
+	namesrv_up
+	broker_up
+	local t
+	for t in $TOPICS; do topic_create "${t%%:*}" "${t##*:}"; done
+}
+
+stop_pid() {
+	local name="$1" pidfile="$2" pid
+	pid="$(read_pid "$pidfile")"
+	if pid_alive "$pid"; then
+		say "stopping $name (pid $pid)"
+		kill -TERM "$pid" 2>/dev/null || true
+		local i
+		for i in $(seq 1 100); do
+			pid_alive "$pid" || break
+			sleep 0.2
+		done
+		if pid_alive "$pid"; then
+			say "$name did not stop in 20s: SIGKILL"
+			kill -KILL "$pid" 2>/dev/null || true
+		fi
+	fi
+	rm -f "$pidfile"
+}
+
+rmq_down() {
+	stop_pid broker "$RMQ_DIR/broker.pid"
+	stop_pid "name server" "$RMQ_DIR/namesrv.pid"
+}
+
+status() {
+	local pid
+	PG_BIN="$(pg_bindir 2>/dev/null)" || PG_BIN=""
+	if [ -n "$PG_BIN" ] && [ -f "$PG_DATA/PG_VERSION" ] && pg_running; then
+		say "postgres     running  127.0.0.1:$PG_PORT  db=$PG_DB  DATABASE_URL=postgres://$PG_USER:$PG_PASSWORD@127.0.0.1:$PG_PORT/$PG_DB?sslmode=disable"
+	else
+		say "postgres     stopped  (127.0.0.1:$PG_PORT)"
+	fi
+	pid="$(read_pid "$RMQ_DIR/namesrv.pid")"
+	if pid_alive "$pid"; then say "name server  running  $NAMESRV_ADDR  pid=$pid"; else say "name server  stopped  ($NAMESRV_ADDR)"; fi
+	pid="$(read_pid "$RMQ_DIR/broker.pid")"
+	if pid_alive "$pid"; then say "broker       running  127.0.0.1:$BROKER_PORT  pid=$pid  store=$RMQ_DIR/store"; else say "broker       stopped  (127.0.0.1:$BROKER_PORT)"; fi
+}
+
+cmd="${1:-up}"
+shift || true
+mkdir -p "$RUN" "$RMQ_DIR"
+case "$cmd" in
+up)
+	pg_up
+	rmq_up
+	status
+	;;
+pg-up) pg_up ;;
+rmq-up) rmq_up ;;
+down)
+	rmq_down
+	pg_down
+	;;
+status) status ;;
+clean)
+	rmq_down
+	pg_down
+	say "deleting state under $RUN (keeping the jars)"
+	rm -rf "$RUN/pg" "$RMQ_DIR/store" "$RMQ_DIR/home" "$RMQ_DIR"/*.out
+	rm -rf /tmp/walletsaga-pg-"$(printf '%s' "$RUN" | md5sum | cut -c1-12)"
+	;;
+topic)
+	[ $# -eq 2 ] || die "usage: services.sh topic NAME QUEUES"
+	java_check
+	rmq_jars
+	topic_create "$1" "$2"
+	;;
+restart-broker)
+	java_check
+	stop_pid broker "$RMQ_DIR/broker.pid"
+	broker_up
+	;;
+*) die "unknown command $cmd (up|down|status|clean|topic|restart-broker)" ;;
+esac
