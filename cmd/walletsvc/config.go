@@ -1,7 +1,9 @@
 package main
 
 import (
+	"fmt"
 	"io"
+	"strconv"
 	"time"
 
 	"github.com/walletsaga/walletsaga/internal/cli"
@@ -20,6 +22,10 @@ type config struct {
 	ShutdownTimeout time.Duration
 	SagaWorkers     int
 	RelayBatch      int
+	RelayLockKey    int
+	SimLatency      time.Duration
+	SimFailureRate  float64
+	simFailureRate  string
 }
 
 func parseConfig(name string, args []string, getenv func(string) string, stderr io.Writer) (config, []string, error) {
@@ -36,9 +42,17 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	f.Duration(&c.ShutdownTimeout, "SHUTDOWN_TIMEOUT", 15*time.Second, "how long a graceful shutdown may take")
 	f.Int(&c.SagaWorkers, "SAGA_WORKERS", 16, "sagas worked on concurrently by this process")
 	f.Int(&c.RelayBatch, "RELAY_BATCH", 256, "outbox rows the relay reads per round")
+	f.Int(&c.RelayLockKey, "RELAY_LOCK_KEY", 7421, "advisory lock that keeps one relay active per database")
+	f.Duration(&c.SimLatency, "SIM_LATENCY", 0, "latency of the built-in payment gateway and merchant simulators")
+	f.String(&c.simFailureRate, "SIM_FAILURE_RATE", "0", "share (0–1) of simulator calls that fail retryably")
 	if err := f.Parse(args); err != nil {
 		return c, nil, err
 	}
+	rate, err := strconv.ParseFloat(c.simFailureRate, 64)
+	if err != nil {
+		return c, nil, fmt.Errorf("SIM_FAILURE_RATE: %q is not a number", c.simFailureRate)
+	}
+	c.SimFailureRate = rate
 	return c, f.FlagSet().Args(), c.validate()
 }
 
@@ -54,6 +68,12 @@ func (c config) validate() error {
 	}
 	if c.SagaWorkers < 1 || c.SagaWorkers > 1024 {
 		p.Addf("SAGA_WORKERS", "must be 1–1024, got %d", c.SagaWorkers)
+	}
+	if c.SimFailureRate < 0 || c.SimFailureRate > 1 {
+		p.Addf("SIM_FAILURE_RATE", "must be between 0 and 1, got %v", c.SimFailureRate)
+	}
+	if c.SimLatency < 0 {
+		p.Addf("SIM_LATENCY", "must not be negative, got %s", c.SimLatency)
 	}
 	if c.RelayBatch < 1 || c.RelayBatch > 10000 {
 		p.Addf("RELAY_BATCH", "must be 1–10000, got %d", c.RelayBatch)

@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -14,6 +17,9 @@ import (
 	"github.com/walletsaga/walletsaga/internal/httpx"
 	"github.com/walletsaga/walletsaga/internal/ordering"
 	"github.com/walletsaga/walletsaga/internal/pg"
+	"github.com/walletsaga/walletsaga/internal/saga"
+	"github.com/walletsaga/walletsaga/internal/wallet"
+	"github.com/walletsaga/walletsaga/internal/wallet/httpapi"
 	"github.com/walletsaga/walletsaga/migrations"
 )
 
@@ -81,15 +87,74 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	route := ordering.NewRouteCheck(namesrv, cfg.Topic)
 	defer route.Close() //nolint:errcheck
 
+	producer, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: namesrv, Group: cfg.ProducerGroup, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer producer.Shutdown() //nolint:errcheck
+
+	engine := saga.New(pool, saga.Options{Workers: cfg.SagaWorkers, Logger: log})
+	sim := wallet.SimOptions{Latency: cfg.SimLatency, FailureRate: cfg.SimFailureRate}
+	svc, err := wallet.NewService(pool, engine, wallet.NewSimGateway(pool, sim), wallet.NewSimMerchant(pool, sim), wallet.Options{Logger: log})
+	if err != nil {
+		return err
+	}
+	relay, err := ordering.NewRelay(pool, outboxAdapter{wallet.NewOutboxStore(pool)}, producer, ordering.RelayConfig{
+		Topic: cfg.Topic, Channel: wallet.NotifyChannel, LockKey: int64(cfg.RelayLockKey), Batch: cfg.RelayBatch, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+
 	e := httpx.New(httpx.Options{Logger: log})
 	httpx.Probes(e,
 		httpx.Check{Name: "postgres", Fn: pool.Ping},
 		httpx.Check{Name: "rocketmq", Fn: route.Check},
 	)
+	httpapi.Register(e, svc)
 
+	// Background work stops after the HTTP server, so requests in flight can still start
+	// sagas; the engine and relay then finish what they hold and return.
+	bgCtx, stopBG := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	bgErr := make(chan error, 2)
+	for name, fn := range map[string]func(context.Context) error{"saga engine": engine.Run, "outbox relay": relay.Run} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := fn(bgCtx); err != nil {
+				bgErr <- fmt.Errorf("%s: %w", name, err)
+			}
+		}()
+	}
 	err = httpx.Serve(ctx, cfg.HTTPAddr, e, cfg.ShutdownTimeout, log, func(a net.Addr) {
 		log.Info("walletsvc listening", "addr", a.String(), "namesrv", cfg.Namesrv, "topic", cfg.Topic)
 	})
+	stopBG()
+	wg.Wait()
+	close(bgErr)
+	for berr := range bgErr {
+		err = errors.Join(err, berr)
+	}
 	log.Info("walletsvc stopped")
 	return err
+}
+
+// outboxAdapter presents the wallet's outbox to the relay.
+type outboxAdapter struct{ s *wallet.OutboxStore }
+
+func (a outboxAdapter) Pending(ctx context.Context, limit int) ([]ordering.OutboxRecord, error) {
+	evs, err := a.s.Pending(ctx, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ordering.OutboxRecord, len(evs))
+	for i, ev := range evs {
+		out[i] = ordering.OutboxRecord{ID: ev.ID, Key: strconv.FormatInt(ev.UserID, 10), Seq: ev.Seq, Tag: ev.Kind, Keys: ev.Keys, Body: ev.Body}
+	}
+	return out, nil
+}
+
+func (a outboxAdapter) MarkPublished(ctx context.Context, id int64, msgID string) error {
+	return a.s.MarkPublished(ctx, id, msgID)
 }

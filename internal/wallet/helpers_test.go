@@ -1,0 +1,144 @@
+package wallet_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/walletsaga/walletsaga/internal/saga"
+	"github.com/walletsaga/walletsaga/internal/testdb"
+	"github.com/walletsaga/walletsaga/internal/wallet"
+)
+
+// env is a wallet service on a database of its own, with a running saga engine unless
+// asked otherwise.
+type env struct {
+	pool *pgxpool.Pool
+	eng  *saga.Engine
+	svc  *wallet.Service
+	ctx  context.Context
+}
+
+type envOptions struct {
+	noRunner bool
+	gateway  wallet.PaymentGateway
+	merchant wallet.Merchant
+}
+
+// fastSteps keeps retries quick: flaky- orders need two backoffs.
+var fastSteps = wallet.StepTuning{MaxAttempts: 5, AttemptTimeout: 5 * time.Second, BackoffBase: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond}
+
+func newEnv(t *testing.T, o envOptions) *env {
+	t.Helper()
+	pool, _ := testdb.New(t)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	eng := saga.New(pool, saga.Options{PollInterval: 200 * time.Millisecond, Workers: 16, Logger: log})
+	gw, m := o.gateway, o.merchant
+	if gw == nil {
+		gw = wallet.NewSimGateway(pool, wallet.SimOptions{})
+	}
+	if m == nil {
+		m = wallet.NewSimMerchant(pool, wallet.SimOptions{})
+	}
+	svc, err := wallet.NewService(pool, eng, gw, m, wallet.Options{Logger: log, Steps: fastSteps})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	e := &env{pool: pool, eng: eng, svc: svc, ctx: ctx}
+	var wg sync.WaitGroup
+	if !o.noRunner {
+		wg.Go(func() { _ = eng.Run(ctx) })
+	}
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+	})
+	return e
+}
+
+// user creates a user and returns its id.
+func (e *env) user(t *testing.T) int64 {
+	t.Helper()
+	u, _, err := e.svc.CreateUser(e.ctx, wallet.NewUser{Name: "Test User", Phone: "+8613800138000"})
+	require.NoError(t, err)
+	return u.ID
+}
+
+// wait waits until saga id is terminal and returns it.
+func (e *env) wait(t *testing.T, id int64) wallet.Operation {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(e.ctx, 20*time.Second)
+	defer cancel()
+	op, err := e.svc.WaitSaga(ctx, id)
+	require.NoError(t, err)
+	require.Truef(t, op.State.Terminal(), "saga %d still %s", id, op.State)
+	return op
+}
+
+// fund deposits amount into user's wallet and waits for it to complete.
+func (e *env) fund(t *testing.T, user int64, amount wallet.Money) {
+	t.Helper()
+	op, err := e.svc.Deposit(e.ctx, wallet.DepositRequest{UserID: user, Amount: amount})
+	require.NoError(t, err)
+	require.Equal(t, saga.Completed, e.wait(t, op.ID).State)
+}
+
+// balance returns a user's balance.
+func (e *env) balance(t *testing.T, user int64) wallet.Money {
+	t.Helper()
+	w, err := e.svc.GetWallet(e.ctx, user)
+	require.NoError(t, err)
+	return w.Balance
+}
+
+// waitTerminal polls until every saga in ids is terminal (a deadline, no fixed sleep):
+// many concurrent WaitSaga calls would each hold a connection.
+func (e *env) waitTerminal(t *testing.T, ids []int64) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var open int
+		require.NoError(t, e.pool.QueryRow(e.ctx,
+			`SELECT count(*) FROM sagas WHERE id = ANY($1) AND state IN ('running', 'compensating')`, ids).Scan(&open))
+		if open == 0 {
+			return
+		}
+		require.Truef(t, time.Now().Before(deadline), "%d sagas still open", open)
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// checkInvariants asserts, for user: balance >= 0, balance = sum of the ledger, events
+// numbered 1..n without gaps, ledger rows and events one to one, the last event's
+// balance_after = balance, and last_seq = n.
+func (e *env) checkInvariants(t *testing.T, user int64) {
+	t.Helper()
+	var balance, ledgerSum, lastSeq, nLedger, nEvents, maxSeq, minSeq, distinct int64
+	require.NoError(t, e.pool.QueryRow(e.ctx, `
+SELECT w.balance, w.event_seq,
+       (SELECT COALESCE(sum(amount), 0) FROM ledger_entries WHERE user_id = w.user_id),
+       (SELECT count(*) FROM ledger_entries WHERE user_id = w.user_id),
+       (SELECT count(*) FROM wallet_events WHERE user_id = w.user_id),
+       (SELECT COALESCE(max(seq), 0) FROM wallet_events WHERE user_id = w.user_id),
+       (SELECT COALESCE(min(seq), 1) FROM wallet_events WHERE user_id = w.user_id),
+       (SELECT count(DISTINCT seq) FROM wallet_events WHERE user_id = w.user_id)
+FROM wallets w WHERE w.user_id = $1`, user).Scan(&balance, &lastSeq, &ledgerSum, &nLedger, &nEvents, &maxSeq, &minSeq, &distinct))
+	require.GreaterOrEqual(t, balance, int64(0))
+	require.Equal(t, balance, ledgerSum, "balance = sum(ledger)")
+	require.Equal(t, nLedger, nEvents, "one event per ledger row")
+	require.Equal(t, nEvents, maxSeq, "seqs 1..n")
+	require.Equal(t, nEvents, distinct, "seqs distinct")
+	require.Equal(t, int64(1), minSeq, "seqs start at 1")
+	require.Equal(t, maxSeq, lastSeq, "last_seq = max(seq)")
+	if nEvents > 0 {
+		var after int64
+		require.NoError(t, e.pool.QueryRow(e.ctx,
+			`SELECT balance_after FROM wallet_events WHERE user_id = $1 AND seq = $2`, user, maxSeq).Scan(&after))
+		require.Equal(t, balance, after, "last event's balance_after = balance")
+	}
+}

@@ -1,0 +1,411 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/walletsaga/walletsaga/internal/apperr"
+	"github.com/walletsaga/walletsaga/internal/httpx"
+	"github.com/walletsaga/walletsaga/internal/saga"
+	"github.com/walletsaga/walletsaga/internal/wallet"
+)
+
+// WaitLimit is how long ?wait=true waits for a saga to end before answering 202.
+const WaitLimit = 10 * time.Second
+
+// IdempotencyHeader is the request header that makes an operation idempotent per user.
+const IdempotencyHeader = "Idempotency-Key"
+
+// --- response bodies ---
+
+type walletBody struct {
+	UserID   int64  `json:"user_id"`
+	Balance  int64  `json:"balance"`
+	Currency string `json:"currency"`
+	LastSeq  int64  `json:"last_seq"`
+}
+
+type userBody struct {
+	ID        int64      `json:"id"`
+	Name      string     `json:"name"`
+	Phone     string     `json:"phone"`
+	Locale    string     `json:"locale"`
+	CreatedAt time.Time  `json:"created_at"`
+	Wallet    walletBody `json:"wallet"`
+}
+
+type errorBody struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+type stepBody struct {
+	Name     string     `json:"name"`
+	Phase    string     `json:"phase"`
+	Status   string     `json:"status"`
+	Attempts int        `json:"attempts"`
+	Error    *errorBody `json:"error"`
+}
+
+type sagaBody struct {
+	ID             int64      `json:"id"`
+	Kind           string     `json:"kind"`
+	State          string     `json:"state"`
+	UserID         int64      `json:"user_id"`
+	CounterpartyID int64      `json:"counterparty_id,omitempty"`
+	Amount         int64      `json:"amount"`
+	Currency       string     `json:"currency"`
+	Source         string     `json:"source,omitempty"`
+	Merchant       string     `json:"merchant,omitempty"`
+	Reference      string     `json:"reference,omitempty"`
+	Steps          []stepBody `json:"steps,omitempty"`
+	Error          *errorBody `json:"error"`
+	CreatedAt      time.Time  `json:"created_at"`
+	UpdatedAt      time.Time  `json:"updated_at"`
+}
+
+type eventBody struct {
+	Seq          int64     `json:"seq"`
+	Kind         string    `json:"kind"`
+	Amount       int64     `json:"amount"`
+	Currency     string    `json:"currency"`
+	BalanceAfter int64     `json:"balance_after"`
+	SagaID       int64     `json:"saga_id"`
+	OccurredAt   time.Time `json:"occurred_at"`
+	Published    bool      `json:"published"`
+}
+
+func toWalletBody(w wallet.Wallet) walletBody {
+	return walletBody{UserID: w.UserID, Balance: int64(w.Balance), Currency: w.Currency, LastSeq: w.LastSeq}
+}
+
+func toErrorBody(e *saga.ErrorInfo) *errorBody {
+	if e == nil {
+		return nil
+	}
+	return &errorBody{Code: e.Code, Message: e.Message}
+}
+
+func toSagaBody(op wallet.Operation, withSteps bool) sagaBody {
+	b := sagaBody{
+		ID: op.ID, Kind: op.Kind, State: string(op.State), UserID: op.UserID, CounterpartyID: op.CounterpartyID,
+		Amount: int64(op.Amount), Currency: op.Currency, Source: op.Source, Merchant: op.Merchant, Reference: op.Reference,
+		Error: toErrorBody(op.Error), CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt,
+	}
+	if withSteps {
+		b.Steps = make([]stepBody, 0, len(op.Steps))
+		for _, s := range op.Steps {
+			b.Steps = append(b.Steps, stepBody{Name: s.Name, Phase: s.Phase, Status: s.Status, Attempts: s.Attempts, Error: toErrorBody(s.Error)})
+		}
+	}
+	return b
+}
+
+// --- request bodies ---
+
+type createUserRequest struct {
+	Name   string `json:"name"`
+	Phone  string `json:"phone"`
+	Locale string `json:"locale"`
+}
+
+// Amounts and ids stay raw JSON so that a string, a fraction or an exponent gets a message
+// that says so, instead of a generic type error or a silent conversion.
+type depositRequest struct {
+	Amount json.RawMessage `json:"amount"`
+	Source string          `json:"source"`
+}
+
+type purchaseRequest struct {
+	Amount    json.RawMessage `json:"amount"`
+	Merchant  string          `json:"merchant"`
+	Reference string          `json:"reference"`
+}
+
+type transferRequest struct {
+	From   json.RawMessage `json:"from"`
+	To     json.RawMessage `json:"to"`
+	Amount json.RawMessage `json:"amount"`
+}
+
+// --- handlers ---
+
+func createUser(svc *wallet.Service) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		var req createUserRequest
+		if err := httpx.DecodeJSON(c, &req); err != nil {
+			return err
+		}
+		u, w, err := svc.CreateUser(c.Request().Context(), wallet.NewUser{Name: req.Name, Phone: req.Phone, Locale: req.Locale})
+		if err != nil {
+			return err
+		}
+		c.Response().Header().Set(echo.HeaderLocation, "/v1/users/"+strconv.FormatInt(u.ID, 10)+"/wallet")
+		return c.JSON(http.StatusCreated, userBody{
+			ID: u.ID, Name: u.Name, Phone: u.Phone, Locale: u.Locale, CreatedAt: u.CreatedAt, Wallet: toWalletBody(w),
+		})
+	}
+}
+
+func getWallet(svc *wallet.Service) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		id, err := pathID(c, "user id")
+		if err != nil {
+			return err
+		}
+		w, err := svc.GetWallet(c.Request().Context(), id)
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, toWalletBody(w))
+	}
+}
+
+func listEvents(svc *wallet.Service) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		id, err := pathID(c, "user id")
+		if err != nil {
+			return err
+		}
+		var f wallet.EventFilter
+		if f.AfterSeq, err = queryInt(c, "after", 0); err != nil {
+			return err
+		}
+		limit, err := queryInt(c, "limit", 1)
+		if err != nil {
+			return err
+		}
+		f.Limit = int(min(limit, 1_000_000))
+		evs, err := svc.ListEvents(c.Request().Context(), id, f)
+		if err != nil {
+			return err
+		}
+		items := make([]eventBody, 0, len(evs))
+		for _, e := range evs {
+			items = append(items, eventBody{
+				Seq: e.Seq, Kind: string(e.Kind), Amount: int64(e.Amount), Currency: e.Currency,
+				BalanceAfter: int64(e.BalanceAfter), SagaID: e.SagaID, OccurredAt: e.OccurredAt, Published: e.Published,
+			})
+		}
+		return c.JSON(http.StatusOK, map[string]any{"items": items})
+	}
+}
+
+func deposit(svc *wallet.Service) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		id, err := pathID(c, "user id")
+		if err != nil {
+			return err
+		}
+		wait, key, err := operationParams(c)
+		if err != nil {
+			return err
+		}
+		var req depositRequest
+		if err := httpx.DecodeJSON(c, &req); err != nil {
+			return err
+		}
+		amount, err := wallet.ParseAmount("amount", string(req.Amount))
+		if err != nil {
+			return err
+		}
+		op, err := svc.Deposit(c.Request().Context(), wallet.DepositRequest{UserID: id, Amount: amount, Source: req.Source, IdempotencyKey: key})
+		return answerOperation(c, svc, op, wait, err)
+	}
+}
+
+func purchase(svc *wallet.Service) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		id, err := pathID(c, "user id")
+		if err != nil {
+			return err
+		}
+		wait, key, err := operationParams(c)
+		if err != nil {
+			return err
+		}
+		var req purchaseRequest
+		if err := httpx.DecodeJSON(c, &req); err != nil {
+			return err
+		}
+		amount, err := wallet.ParseAmount("amount", string(req.Amount))
+		if err != nil {
+			return err
+		}
+		op, err := svc.Purchase(c.Request().Context(), wallet.PurchaseRequest{
+			UserID: id, Amount: amount, Merchant: req.Merchant, Reference: req.Reference, IdempotencyKey: key,
+		})
+		return answerOperation(c, svc, op, wait, err)
+	}
+}
+
+func transfer(svc *wallet.Service) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		wait, key, err := operationParams(c)
+		if err != nil {
+			return err
+		}
+		var req transferRequest
+		if err := httpx.DecodeJSON(c, &req); err != nil {
+			return err
+		}
+		from, err := bodyID("from", req.From)
+		if err != nil {
+			return err
+		}
+		to, err := bodyID("to", req.To)
+		if err != nil {
+			return err
+		}
+		amount, err := wallet.ParseAmount("amount", string(req.Amount))
+		if err != nil {
+			return err
+		}
+		op, err := svc.Transfer(c.Request().Context(), wallet.TransferRequest{From: from, To: to, Amount: amount, IdempotencyKey: key})
+		return answerOperation(c, svc, op, wait, err)
+	}
+}
+
+// answerOperation answers a started (or replayed) saga: 202 with a Location, or with
+// wait, 200 once terminal (202 if still running after WaitLimit).
+func answerOperation(c echo.Context, svc *wallet.Service, op wallet.Operation, wait bool, err error) error {
+	if err != nil {
+		return err
+	}
+	if wait && !op.State.Terminal() {
+		ctx, cancel := context.WithTimeout(c.Request().Context(), WaitLimit)
+		defer cancel()
+		if op, err = svc.WaitSaga(ctx, op.ID); err != nil {
+			return err
+		}
+	}
+	h := c.Response().Header()
+	h.Set(echo.HeaderLocation, "/v1/sagas/"+strconv.FormatInt(op.ID, 10))
+	if op.Replayed {
+		h.Set("Idempotent-Replayed", "true")
+	}
+	status := http.StatusAccepted
+	if wait && op.State.Terminal() {
+		status = http.StatusOK
+	}
+	return c.JSON(status, toSagaBody(op, true))
+}
+
+func getSaga(svc *wallet.Service) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		id, err := pathID(c, "saga id")
+		if err != nil {
+			return err
+		}
+		op, err := svc.GetSaga(c.Request().Context(), id)
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, toSagaBody(op, true))
+	}
+}
+
+func listSagas(svc *wallet.Service) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		var f wallet.SagaFilter
+		var err error
+		if f.UserID, err = queryInt(c, "user_id", 1); err != nil {
+			return err
+		}
+		limit, err := queryInt(c, "limit", 1)
+		if err != nil {
+			return err
+		}
+		f.Limit = int(min(limit, 1_000_000))
+		if f.Cursor, err = queryInt(c, "cursor", 1); err != nil {
+			return err
+		}
+		f.State = saga.State(c.QueryParam("state"))
+		page, err := svc.ListSagas(c.Request().Context(), f)
+		if err != nil {
+			return err
+		}
+		body := struct {
+			Items      []sagaBody `json:"items"`
+			NextCursor string     `json:"next_cursor,omitempty"`
+		}{Items: make([]sagaBody, 0, len(page.Items))}
+		for _, op := range page.Items {
+			body.Items = append(body.Items, toSagaBody(op, false))
+		}
+		if page.NextCursor != 0 {
+			body.NextCursor = strconv.FormatInt(page.NextCursor, 10)
+		}
+		return c.JSON(http.StatusOK, body)
+	}
+}
+
+// --- parameters ---
+
+// pathID parses the :id path parameter: a positive int64, else 400.
+func pathID(c echo.Context, what string) (int64, error) {
+	raw := c.Param("id")
+	id, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil || id <= 0 || strings.HasPrefix(raw, "+") {
+		return 0, apperr.New(apperr.Invalid, "%s must be a positive 64-bit integer, got %q", what, raw)
+	}
+	return id, nil
+}
+
+// queryInt parses an optional integer query parameter (absent: 0) that must be >= min.
+func queryInt(c echo.Context, name string, min int64) (int64, error) {
+	raw := c.QueryParam(name)
+	if raw == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil || n < min || strings.HasPrefix(raw, "+") {
+		return 0, apperr.New(apperr.Invalid, "query parameter %s must be an integer >= %d, got %q", name, min, raw)
+	}
+	return n, nil
+}
+
+// bodyID parses a user id given in a JSON body: a positive integer.
+func bodyID(field string, raw json.RawMessage) (int64, error) {
+	lit := strings.TrimSpace(string(raw))
+	if lit == "" || lit == "null" {
+		return 0, apperr.New(apperr.Invalid, "%s is required", field)
+	}
+	n, err := strconv.ParseInt(lit, 10, 64)
+	if err != nil || n <= 0 || strings.HasPrefix(lit, "+") {
+		return 0, apperr.New(apperr.Invalid, "%s must be a positive integer user id, got %s", field, truncate(lit, 40))
+	}
+	return n, nil
+}
+
+// operationParams reads ?wait= and the Idempotency-Key header.
+func operationParams(c echo.Context) (wait bool, key string, err error) {
+	if raw := c.QueryParam("wait"); raw != "" {
+		if wait, err = strconv.ParseBool(raw); err != nil {
+			return false, "", apperr.New(apperr.Invalid, "query parameter wait must be true or false, got %q", raw)
+		}
+	}
+	vals := c.Request().Header.Values(IdempotencyHeader)
+	switch {
+	case len(vals) > 1:
+		return false, "", apperr.New(apperr.Invalid, "send one %s header, got %d", IdempotencyHeader, len(vals))
+	case len(vals) == 1:
+		key = vals[0]
+		if err := wallet.ValidateIdempotencyKey(key); err != nil {
+			return false, "", err
+		}
+	}
+	return wait, key, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,99 @@
+package wallet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/walletsaga/walletsaga/internal/walletevent"
+)
+
+// NotifyChannel is the Postgres channel ApplyChange notifies (payload: the user id) when a
+// balance event is written; the notification is delivered when the transaction commits.
+const NotifyChannel = "wallet_events"
+
+// PendingEvent is an unpublished outbox row, ready to send.
+type PendingEvent struct {
+	ID     int64
+	UserID int64
+	Seq    int64
+	Kind   string
+	Body   []byte   // walletevent.Encode of the event
+	Keys   []string // the event id and "user:seq", for mqadmin look-ups
+}
+
+// OutboxStore is the relay's side of the transactional outbox (wallet_events).
+type OutboxStore struct {
+	pool *pgxpool.Pool
+}
+
+// NewOutboxStore returns the outbox store on pool.
+func NewOutboxStore(pool *pgxpool.Pool) *OutboxStore { return &OutboxStore{pool: pool} }
+
+// Pending returns up to limit unpublished events, oldest first. The result holds, for each
+// user, a prefix of that user's unpublished events in seq order: ids grow with seq within a
+// user because both are assigned under the wallet row lock, and a user's next event cannot
+// commit before the previous one.
+func (s *OutboxStore) Pending(ctx context.Context, limit int) ([]PendingEvent, error) {
+	if limit <= 0 {
+		return nil, fmt.Errorf("wallet: outbox: limit must be positive, got %d", limit)
+	}
+	rows, err := s.pool.Query(ctx, `
+SELECT id, user_id, seq, kind, amount, currency, balance_after, saga_id, phone, locale, occurred_at
+FROM wallet_events
+WHERE published_at IS NULL
+ORDER BY id
+LIMIT $1`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("wallet: outbox pending: %w", err)
+	}
+	evs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (PendingEvent, error) {
+		var (
+			e    walletevent.Event
+			kind string
+		)
+		if err := r.Scan(&e.EventID, &e.UserID, &e.Seq, &kind, &e.Amount, &e.Currency, &e.BalanceAfter,
+			&e.SagaID, &e.Phone, &e.Locale, &e.OccurredAt); err != nil {
+			return PendingEvent{}, err
+		}
+		e.Kind = walletevent.Kind(kind)
+		e.OccurredAt = e.OccurredAt.UTC().Truncate(time.Microsecond)
+		body, err := walletevent.Encode(e)
+		if err != nil {
+			return PendingEvent{}, fmt.Errorf("event %d: %w", e.EventID, err)
+		}
+		return PendingEvent{
+			ID: e.EventID, UserID: e.UserID, Seq: e.Seq, Kind: kind, Body: body,
+			Keys: []string{strconv.FormatInt(e.EventID, 10), e.SeqKey()},
+		}, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("wallet: outbox pending: %w", err)
+	}
+	return evs, nil
+}
+
+// ErrUnknownEvent means MarkPublished was given an id that is not in the outbox.
+var ErrUnknownEvent = errors.New("wallet: outbox: no such event")
+
+// MarkPublished records that event id was sent as broker message msgID. Marking an event
+// already published keeps the first time and message id (the relay publishes at least
+// once). An unknown id is ErrUnknownEvent.
+func (s *OutboxStore) MarkPublished(ctx context.Context, id int64, msgID string) error {
+	tag, err := s.pool.Exec(ctx, `
+UPDATE wallet_events
+SET published_at = COALESCE(published_at, now()), msg_id = COALESCE(msg_id, $2)
+WHERE id = $1`, id, msgID)
+	if err != nil {
+		return fmt.Errorf("wallet: outbox mark published %d: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%w: %d", ErrUnknownEvent, id)
+	}
+	return nil
+}

@@ -1,0 +1,249 @@
+package wallet
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/walletsaga/walletsaga/internal/apperr"
+	"github.com/walletsaga/walletsaga/internal/saga"
+	"github.com/walletsaga/walletsaga/internal/walletevent"
+)
+
+// The step names, which are also the ledger's step labels (a compensation's label is the
+// step name + its suffix). They are part of stored state: renaming one breaks running sagas.
+const (
+	stepCharge     = "charge"
+	stepCredit     = "credit"
+	stepDebit      = "debit"
+	stepPlaceOrder = "place_order"
+
+	ledgerRefund   = "debit:refund"
+	ledgerReversal = "debit:reversal"
+)
+
+// Failure codes the wallet's steps give (others come from the remote parties).
+const (
+	CodeInsufficientFunds = "insufficient_funds"
+	CodeBalanceOverflow   = "balance_overflow"
+	CodeInvalidInput      = "invalid_input"
+)
+
+// depositInput is a deposit saga's input, as stored.
+type depositInput struct {
+	UserID   int64  `json:"user_id"`
+	Amount   Money  `json:"amount"`
+	Currency string `json:"currency"`
+	Source   string `json:"source"`
+}
+
+// depositData is what the deposit saga remembers between steps.
+type depositData struct {
+	ChargeID string `json:"charge_id,omitempty"`
+}
+
+// purchaseInput is a purchase saga's input, as stored.
+type purchaseInput struct {
+	UserID    int64  `json:"user_id"`
+	Amount    Money  `json:"amount"`
+	Currency  string `json:"currency"`
+	Merchant  string `json:"merchant"`
+	Reference string `json:"reference"`
+}
+
+// purchaseData is what the purchase saga remembers.
+type purchaseData struct {
+	OrderID string `json:"order_id,omitempty"`
+}
+
+// transferInput is a transfer saga's input, as stored.
+type transferInput struct {
+	From     int64  `json:"from"`
+	To       int64  `json:"to"`
+	Amount   Money  `json:"amount"`
+	Currency string `json:"currency"`
+}
+
+// StepTuning is passed to every definition; zero fields take the engine's defaults.
+type StepTuning struct {
+	MaxAttempts             int
+	AttemptTimeout          time.Duration
+	BackoffBase, BackoffMax time.Duration
+}
+
+// Definitions returns the deposit, purchase and transfer saga definitions, calling gw and m
+// for their remote steps.
+func Definitions(gw PaymentGateway, m Merchant, t StepTuning) []saga.Definition {
+	tune := func(d saga.Definition) saga.Definition {
+		d.MaxAttempts, d.AttemptTimeout, d.BackoffBase, d.BackoffMax = t.MaxAttempts, t.AttemptTimeout, t.BackoffBase, t.BackoffMax
+		return d
+	}
+	return []saga.Definition{
+		tune(depositDefinition(gw)),
+		tune(purchaseDefinition(m)),
+		tune(transferDefinition()),
+	}
+}
+
+// depositDefinition: charge the payment source (remote) → credit the wallet (local).
+// Compensation: refund the charge.
+func depositDefinition(gw PaymentGateway) saga.Definition {
+	return saga.Definition{Kind: KindDeposit, Steps: []saga.Step{
+		{
+			Name: stepCharge,
+			Do: saga.Remote(func(ctx context.Context, key string, s *saga.Instance) saga.Outcome {
+				var in depositInput
+				if o, ok := decodeInput(s, &in); !ok {
+					return o
+				}
+				chargeID, err := gw.Charge(ctx, key, in.UserID, in.Amount, in.Currency, in.Source)
+				if err != nil {
+					return remoteOutcome(err)
+				}
+				if err := s.SetData(depositData{ChargeID: chargeID}); err != nil {
+					return saga.Retry(err)
+				}
+				return saga.Done()
+			}),
+			Compensate: saga.Remote(func(ctx context.Context, key string, s *saga.Instance) saga.Outcome {
+				var d depositData
+				if len(s.Data) > 0 {
+					if err := json.Unmarshal(s.Data, &d); err != nil {
+						return saga.Fail(CodeInvalidInput, fmt.Errorf("deposit data: %w", err))
+					}
+				}
+				if d.ChargeID == "" {
+					return saga.Fail("no_charge", errors.New("no charge id recorded to refund"))
+				}
+				return remoteOutcome(gw.Refund(ctx, key, d.ChargeID))
+			}),
+		},
+		{
+			Name: stepCredit,
+			Do: saga.Local(func(ctx context.Context, tx pgx.Tx, s *saga.Instance) saga.Outcome {
+				var in depositInput
+				if o, ok := decodeInput(s, &in); !ok {
+					return o
+				}
+				return changeOutcome(ApplyChange(ctx, tx, Change{
+					UserID: in.UserID, SagaID: s.ID, Step: stepCredit, Amount: in.Amount, Kind: walletevent.Deposit,
+				}))
+			}),
+		},
+	}}
+}
+
+// purchaseDefinition: debit the wallet (local; insufficient funds fails the saga with
+// nothing to undo) → place the order (remote). Compensation of the debit: refund the wallet,
+// a balance change with its own event.
+func purchaseDefinition(m Merchant) saga.Definition {
+	return saga.Definition{Kind: KindPurchase, Steps: []saga.Step{
+		{
+			Name: stepDebit,
+			Do: saga.Local(func(ctx context.Context, tx pgx.Tx, s *saga.Instance) saga.Outcome {
+				var in purchaseInput
+				if o, ok := decodeInput(s, &in); !ok {
+					return o
+				}
+				return changeOutcome(ApplyChange(ctx, tx, Change{
+					UserID: in.UserID, SagaID: s.ID, Step: stepDebit, Amount: -in.Amount, Kind: walletevent.Purchase,
+				}))
+			}),
+			Compensate: saga.Local(func(ctx context.Context, tx pgx.Tx, s *saga.Instance) saga.Outcome {
+				var in purchaseInput
+				if o, ok := decodeInput(s, &in); !ok {
+					return o
+				}
+				return changeOutcome(ApplyChange(ctx, tx, Change{
+					UserID: in.UserID, SagaID: s.ID, Step: ledgerRefund, Amount: in.Amount, Kind: walletevent.Refund,
+				}))
+			}),
+		},
+		{
+			Name: stepPlaceOrder,
+			Do: saga.Remote(func(ctx context.Context, key string, s *saga.Instance) saga.Outcome {
+				var in purchaseInput
+				if o, ok := decodeInput(s, &in); !ok {
+					return o
+				}
+				orderID, err := m.PlaceOrder(ctx, key, in.Merchant, in.Reference, in.Amount, in.Currency)
+				if err != nil {
+					return remoteOutcome(err)
+				}
+				if err := s.SetData(purchaseData{OrderID: orderID}); err != nil {
+					return saga.Retry(err)
+				}
+				return saga.Done()
+			}),
+		},
+	}}
+}
+
+// transferDefinition: debit the payer (transfer_out) → credit the payee (transfer_in).
+// Compensation of the debit: credit the payer back (reversal).
+func transferDefinition() saga.Definition {
+	return saga.Definition{Kind: KindTransfer, Steps: []saga.Step{
+		{
+			Name: stepDebit,
+			Do: saga.Local(func(ctx context.Context, tx pgx.Tx, s *saga.Instance) saga.Outcome {
+				var in transferInput
+				if o, ok := decodeInput(s, &in); !ok {
+					return o
+				}
+				return changeOutcome(ApplyChange(ctx, tx, Change{
+					UserID: in.From, SagaID: s.ID, Step: stepDebit, Amount: -in.Amount, Kind: walletevent.TransferOut,
+				}))
+			}),
+			Compensate: saga.Local(func(ctx context.Context, tx pgx.Tx, s *saga.Instance) saga.Outcome {
+				var in transferInput
+				if o, ok := decodeInput(s, &in); !ok {
+					return o
+				}
+				return changeOutcome(ApplyChange(ctx, tx, Change{
+					UserID: in.From, SagaID: s.ID, Step: ledgerReversal, Amount: in.Amount, Kind: walletevent.Reversal,
+				}))
+			}),
+		},
+		{
+			Name: stepCredit,
+			Do: saga.Local(func(ctx context.Context, tx pgx.Tx, s *saga.Instance) saga.Outcome {
+				var in transferInput
+				if o, ok := decodeInput(s, &in); !ok {
+					return o
+				}
+				return changeOutcome(ApplyChange(ctx, tx, Change{
+					UserID: in.To, SagaID: s.ID, Step: stepCredit, Amount: in.Amount, Kind: walletevent.TransferIn,
+				}))
+			}),
+		},
+	}}
+}
+
+// decodeInput decodes a saga's input; a broken input fails the step for good.
+func decodeInput(s *saga.Instance, v any) (saga.Outcome, bool) {
+	if err := json.Unmarshal(s.Input, v); err != nil {
+		return saga.Fail(CodeInvalidInput, fmt.Errorf("saga %d input: %w", s.ID, err)), false
+	}
+	return saga.Outcome{}, true
+}
+
+// changeOutcome turns ApplyChange's result into a step outcome. A change already applied
+// (Applied=false, nil error) is done: the step must not apply twice.
+func changeOutcome(_ Applied, err error) saga.Outcome {
+	switch {
+	case err == nil:
+		return saga.Done()
+	case errors.Is(err, ErrInsufficientFunds):
+		return saga.Fail(CodeInsufficientFunds, errors.New("insufficient funds"))
+	case errors.Is(err, ErrBalanceOverflow):
+		return saga.Fail(CodeBalanceOverflow, errors.New("the balance would exceed its maximum"))
+	}
+	if apperr.CodeOf(err) == apperr.NotFound {
+		return saga.Fail("not_found", err)
+	}
+	return saga.Retry(err)
+}

@@ -1,0 +1,415 @@
+package wallet_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/walletsaga/walletsaga/internal/apperr"
+	"github.com/walletsaga/walletsaga/internal/saga"
+	"github.com/walletsaga/walletsaga/internal/testdb"
+	"github.com/walletsaga/walletsaga/internal/wallet"
+	"github.com/walletsaga/walletsaga/internal/walletevent"
+)
+
+// kinds returns a user's event kinds in seq order.
+func (e *env) kinds(t *testing.T, user int64) []walletevent.Kind {
+	t.Helper()
+	evs, err := e.svc.ListEvents(e.ctx, user, wallet.EventFilter{})
+	require.NoError(t, err)
+	var ks []walletevent.Kind
+	for i, ev := range evs {
+		require.Equal(t, int64(i+1), ev.Seq)
+		ks = append(ks, ev.Kind)
+	}
+	return ks
+}
+
+func stepStatuses(op wallet.Operation) []string {
+	var s []string
+	for _, r := range op.Steps {
+		s = append(s, r.Name+"/"+r.Phase+"/"+r.Status)
+	}
+	return s
+}
+
+func TestDepositCompletes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	u := e.user(t)
+	op, err := e.svc.Deposit(e.ctx, wallet.DepositRequest{UserID: u, Amount: 10000})
+	require.NoError(t, err)
+	require.Equal(t, wallet.KindDeposit, op.Kind)
+	op = e.wait(t, op.ID)
+	require.Equal(t, saga.Completed, op.State)
+	require.Nil(t, op.Error)
+	require.Equal(t, []string{"charge/forward/done", "credit/forward/done"}, stepStatuses(op))
+	require.Equal(t, wallet.Money(10000), e.balance(t, u))
+	require.Equal(t, []walletevent.Kind{walletevent.Deposit}, e.kinds(t, u))
+	var charges int
+	require.NoError(t, e.pool.QueryRow(e.ctx, `SELECT count(*) FROM sim_charges WHERE status = 'charged'`).Scan(&charges))
+	require.Equal(t, 1, charges)
+	e.checkInvariants(t, u)
+}
+
+func TestDepositDeclinedFails(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	u := e.user(t)
+	op, err := e.svc.Deposit(e.ctx, wallet.DepositRequest{UserID: u, Amount: 10000, Source: wallet.DeclinedSource})
+	require.NoError(t, err)
+	op = e.wait(t, op.ID)
+	require.Equal(t, saga.Failed, op.State)
+	require.NotNil(t, op.Error)
+	require.Equal(t, "declined", op.Error.Code)
+	require.Equal(t, wallet.Money(0), e.balance(t, u))
+	require.Empty(t, e.kinds(t, u))
+	e.checkInvariants(t, u)
+}
+
+// A credit that cannot apply (the balance would overflow) compensates: the charge is
+// refunded at the gateway.
+func TestDepositCreditFailureRefundsCharge(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	u := e.user(t)
+	_, err := e.pool.Exec(e.ctx, `UPDATE wallets SET balance = $2 WHERE user_id = $1`, u, int64(math.MaxInt64-10))
+	require.NoError(t, err)
+	op, err := e.svc.Deposit(e.ctx, wallet.DepositRequest{UserID: u, Amount: 100})
+	require.NoError(t, err)
+	op = e.wait(t, op.ID)
+	require.Equal(t, saga.Compensated, op.State)
+	require.Equal(t, wallet.CodeBalanceOverflow, op.Error.Code)
+	var status string
+	require.NoError(t, e.pool.QueryRow(e.ctx, `SELECT status FROM sim_charges`).Scan(&status))
+	require.Equal(t, "refunded", status)
+	require.Equal(t, wallet.Money(math.MaxInt64-10), e.balance(t, u))
+}
+
+func TestPurchaseCompletes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	u := e.user(t)
+	e.fund(t, u, 10000)
+	op, err := e.svc.Purchase(e.ctx, wallet.PurchaseRequest{UserID: u, Amount: 5000, Merchant: "shop", Reference: "order-1"})
+	require.NoError(t, err)
+	op = e.wait(t, op.ID)
+	require.Equal(t, saga.Completed, op.State)
+	require.Equal(t, wallet.Money(5000), e.balance(t, u))
+	require.Equal(t, []walletevent.Kind{walletevent.Deposit, walletevent.Purchase}, e.kinds(t, u))
+	e.checkInvariants(t, u)
+}
+
+func TestPurchaseInsufficientFundsFails(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	u := e.user(t)
+	e.fund(t, u, 100)
+	op, err := e.svc.Purchase(e.ctx, wallet.PurchaseRequest{UserID: u, Amount: 101, Merchant: "shop", Reference: "r"})
+	require.NoError(t, err)
+	op = e.wait(t, op.ID)
+	require.Equal(t, saga.Failed, op.State)
+	require.Equal(t, wallet.CodeInsufficientFunds, op.Error.Code)
+	require.Equal(t, wallet.Money(100), e.balance(t, u))
+	var orders int
+	require.NoError(t, e.pool.QueryRow(e.ctx, `SELECT count(*) FROM sim_orders`).Scan(&orders))
+	require.Zero(t, orders, "no order placed")
+	e.checkInvariants(t, u)
+}
+
+func TestPurchaseRejectedRefunds(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	u := e.user(t)
+	e.fund(t, u, 10000)
+	op, err := e.svc.Purchase(e.ctx, wallet.PurchaseRequest{UserID: u, Amount: 3000, Merchant: "shop", Reference: "reject-42"})
+	require.NoError(t, err)
+	op = e.wait(t, op.ID)
+	require.Equal(t, saga.Compensated, op.State)
+	require.Equal(t, "rejected", op.Error.Code)
+	require.Equal(t, wallet.Money(10000), e.balance(t, u))
+	require.Equal(t, []walletevent.Kind{walletevent.Deposit, walletevent.Purchase, walletevent.Refund}, e.kinds(t, u))
+	require.Contains(t, stepStatuses(op), "debit/compensate/done")
+	e.checkInvariants(t, u)
+}
+
+func TestPurchaseFlakyCompletesAfterRetries(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	u := e.user(t)
+	e.fund(t, u, 10000)
+	op, err := e.svc.Purchase(e.ctx, wallet.PurchaseRequest{UserID: u, Amount: 3000, Merchant: "shop", Reference: "flaky-7"})
+	require.NoError(t, err)
+	op = e.wait(t, op.ID)
+	require.Equal(t, saga.Completed, op.State)
+	require.Equal(t, 3, op.Steps[len(op.Steps)-1].Attempts)
+	var attempts int
+	var status string
+	require.NoError(t, e.pool.QueryRow(e.ctx, `SELECT attempts, status FROM sim_orders`).Scan(&attempts, &status))
+	require.Equal(t, 3, attempts)
+	require.Equal(t, "placed", status)
+	require.Equal(t, wallet.Money(7000), e.balance(t, u))
+	e.checkInvariants(t, u)
+}
+
+func TestTransferCompletes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	a, b := e.user(t), e.user(t)
+	e.fund(t, a, 10000)
+	op, err := e.svc.Transfer(e.ctx, wallet.TransferRequest{From: a, To: b, Amount: 2500})
+	require.NoError(t, err)
+	op = e.wait(t, op.ID)
+	require.Equal(t, saga.Completed, op.State)
+	require.Equal(t, b, op.CounterpartyID)
+	require.Equal(t, wallet.Money(7500), e.balance(t, a))
+	require.Equal(t, wallet.Money(2500), e.balance(t, b))
+	require.Equal(t, []walletevent.Kind{walletevent.Deposit, walletevent.TransferOut}, e.kinds(t, a))
+	require.Equal(t, []walletevent.Kind{walletevent.TransferIn}, e.kinds(t, b))
+	e.checkInvariants(t, a)
+	e.checkInvariants(t, b)
+}
+
+func TestTransferCreditFailureReverses(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	a, b := e.user(t), e.user(t)
+	e.fund(t, a, 10000)
+	_, err := e.pool.Exec(e.ctx, `UPDATE wallets SET balance = $2 WHERE user_id = $1`, b, int64(math.MaxInt64-1))
+	require.NoError(t, err)
+	op, err := e.svc.Transfer(e.ctx, wallet.TransferRequest{From: a, To: b, Amount: 2500})
+	require.NoError(t, err)
+	op = e.wait(t, op.ID)
+	require.Equal(t, saga.Compensated, op.State)
+	require.Equal(t, wallet.CodeBalanceOverflow, op.Error.Code)
+	require.Equal(t, wallet.Money(10000), e.balance(t, a))
+	require.Equal(t, []walletevent.Kind{walletevent.Deposit, walletevent.TransferOut, walletevent.Reversal}, e.kinds(t, a))
+	e.checkInvariants(t, a)
+}
+
+func TestTransferValidation(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{noRunner: true})
+	a := e.user(t)
+	_, err := e.svc.Transfer(e.ctx, wallet.TransferRequest{From: a, To: a, Amount: 1})
+	require.Equal(t, apperr.Invalid, apperr.CodeOf(err))
+	_, err = e.svc.Transfer(e.ctx, wallet.TransferRequest{From: a, To: a + 1000, Amount: 1})
+	require.Equal(t, apperr.NotFound, apperr.CodeOf(err))
+	_, err = e.svc.Deposit(e.ctx, wallet.DepositRequest{UserID: a, Amount: wallet.MaxAmount + 1})
+	require.Equal(t, apperr.Invalid, apperr.CodeOf(err))
+	var n int
+	require.NoError(t, e.pool.QueryRow(e.ctx, `SELECT count(*) FROM sagas`).Scan(&n))
+	require.Zero(t, n)
+}
+
+func TestIdempotencyReplayAndConflict(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	u, v := e.user(t), e.user(t)
+	req := wallet.DepositRequest{UserID: u, Amount: 500, IdempotencyKey: "dep-1"}
+	first, err := e.svc.Deposit(e.ctx, req)
+	require.NoError(t, err)
+	require.False(t, first.Replayed)
+	again, err := e.svc.Deposit(e.ctx, req)
+	require.NoError(t, err)
+	require.True(t, again.Replayed)
+	require.Equal(t, first.ID, again.ID)
+
+	// Same key, other body → unprocessable; same key, other operation → unprocessable.
+	_, err = e.svc.Deposit(e.ctx, wallet.DepositRequest{UserID: u, Amount: 501, IdempotencyKey: "dep-1"})
+	require.Equal(t, apperr.Unprocessable, apperr.CodeOf(err))
+	_, err = e.svc.Purchase(e.ctx, wallet.PurchaseRequest{UserID: u, Amount: 500, Merchant: "m", Reference: "r", IdempotencyKey: "dep-1"})
+	require.Equal(t, apperr.Unprocessable, apperr.CodeOf(err))
+
+	// Keys are per user: v may use the same key.
+	other, err := e.svc.Deposit(e.ctx, wallet.DepositRequest{UserID: v, Amount: 500, IdempotencyKey: "dep-1"})
+	require.NoError(t, err)
+	require.NotEqual(t, first.ID, other.ID)
+
+	e.wait(t, first.ID)
+	e.wait(t, other.ID)
+	require.Equal(t, wallet.Money(500), e.balance(t, u), "credited once")
+	var sagas int
+	require.NoError(t, e.pool.QueryRow(e.ctx, `SELECT count(*) FROM sagas`).Scan(&sagas))
+	require.Equal(t, 2, sagas)
+}
+
+// Concurrent requests with one key start one saga.
+func TestIdempotencyConcurrent(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{noRunner: true})
+	u := e.user(t)
+	const n = 10
+	ids := make(chan int64, n)
+	var failures atomic.Int32
+	done := make(chan struct{})
+	for range n {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			op, err := e.svc.Deposit(e.ctx, wallet.DepositRequest{UserID: u, Amount: 700, IdempotencyKey: "same"})
+			if err != nil {
+				failures.Add(1)
+				return
+			}
+			ids <- op.ID
+		}()
+	}
+	for range n {
+		<-done
+	}
+	close(ids)
+	require.Zero(t, failures.Load())
+	var first int64
+	for id := range ids {
+		if first == 0 {
+			first = id
+		}
+		require.Equal(t, first, id)
+	}
+}
+
+// failingGateway always fails retryably: the deposit runs out of attempts.
+type failingGateway struct{}
+
+func (failingGateway) Charge(context.Context, string, int64, wallet.Money, string, string) (string, error) {
+	return "", wallet.RetryableError("unavailable", errors.New("down"))
+}
+
+func (failingGateway) Refund(context.Context, string, string) error { return nil }
+
+func TestDepositGatewayDownFailsAfterRetries(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{gateway: failingGateway{}})
+	u := e.user(t)
+	op, err := e.svc.Deposit(e.ctx, wallet.DepositRequest{UserID: u, Amount: 100})
+	require.NoError(t, err)
+	op = e.wait(t, op.ID)
+	require.Equal(t, saga.Failed, op.State)
+	require.Equal(t, saga.CodeAttemptsExhausted, op.Error.Code)
+	require.Equal(t, fastSteps.MaxAttempts, op.Steps[0].Attempts)
+	require.Equal(t, wallet.Money(0), e.balance(t, u))
+}
+
+// chargeThenHang charges through the simulator and then hangs until its context ends, as a
+// runner that dies after the gateway charged but before the outcome was recorded.
+type chargeThenHang struct {
+	*wallet.SimGateway
+	charged chan struct{}
+}
+
+func (g chargeThenHang) Charge(ctx context.Context, key string, user int64, amount wallet.Money, currency, source string) (string, error) {
+	if _, err := g.SimGateway.Charge(ctx, key, user, amount, currency, source); err != nil {
+		return "", err
+	}
+	close(g.charged)
+	<-ctx.Done()
+	return "", ctx.Err()
+}
+
+// A runner stopped mid-step (after the remote charge, before recording it): another
+// engine resumes the saga from the database with the same idempotency key, so the user is
+// charged once and credited once.
+func TestDepositResumesAfterRunnerStopsMidStep(t *testing.T) {
+	t.Parallel()
+	pool, _ := testdb.New(t)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	sim := wallet.NewSimGateway(pool, wallet.SimOptions{})
+	m := wallet.NewSimMerchant(pool, wallet.SimOptions{})
+	hang := chargeThenHang{SimGateway: sim, charged: make(chan struct{})}
+
+	engA := saga.New(pool, saga.Options{Owner: "a", Logger: log, PollInterval: 100 * time.Millisecond})
+	svcA, err := wallet.NewService(pool, engA, hang, m, wallet.Options{Logger: log, Steps: fastSteps})
+	require.NoError(t, err)
+	engB := saga.New(pool, saga.Options{Owner: "b", Logger: log, PollInterval: 100 * time.Millisecond})
+	svcB, err := wallet.NewService(pool, engB, sim, m, wallet.Options{Logger: log, Steps: fastSteps})
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	u, _, err := svcA.CreateUser(ctx, wallet.NewUser{Name: "u", Phone: "+8613800138000"})
+	require.NoError(t, err)
+	op, err := svcA.Deposit(ctx, wallet.DepositRequest{UserID: u.ID, Amount: 4200})
+	require.NoError(t, err)
+
+	ctxA, stopA := context.WithCancel(ctx)
+	doneA := make(chan struct{})
+	go func() { defer close(doneA); _ = engA.Run(ctxA) }()
+	select {
+	case <-hang.charged:
+	case <-ctx.Done():
+		t.Fatal("runner A never charged")
+	}
+	stopA()
+	<-doneA
+
+	var wg sync.WaitGroup
+	ctxB, stopB := context.WithCancel(ctx)
+	defer func() { stopB(); wg.Wait() }()
+	wg.Go(func() { _ = engB.Run(ctxB) })
+	wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
+	defer wcancel()
+	op, err = svcB.WaitSaga(wctx, op.ID)
+	require.NoError(t, err)
+	require.Equal(t, saga.Completed, op.State)
+	require.Equal(t, 2, op.Steps[0].Attempts)
+
+	var charges, attempts int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*), max(attempts) FROM sim_charges`).Scan(&charges, &attempts))
+	require.Equal(t, 1, charges, "charged once")
+	require.Equal(t, 2, attempts, "the second runner replayed the same key")
+	w, err := svcB.GetWallet(ctx, u.ID)
+	require.NoError(t, err)
+	require.Equal(t, wallet.Money(4200), w.Balance, "credited once")
+}
+
+// With a gateway and merchant that fail a third of their calls (half of those after doing
+// the work), every saga still completes, and each charge and order happens once.
+func TestUnreliableRemotesStayExactlyOnce(t *testing.T) {
+	t.Parallel()
+	pool, _ := testdb.New(t)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	flaky := wallet.SimOptions{FailureRate: 0.33}
+	eng := saga.New(pool, saga.Options{Logger: log, PollInterval: 100 * time.Millisecond, Workers: 16})
+	steps := fastSteps
+	steps.MaxAttempts = 20
+	svc, err := wallet.NewService(pool, eng, wallet.NewSimGateway(pool, flaky), wallet.NewSimMerchant(pool, flaky), wallet.Options{Logger: log, Steps: steps})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	wg.Go(func() { _ = eng.Run(ctx) })
+	e := &env{pool: pool, eng: eng, svc: svc, ctx: ctx}
+
+	u := e.user(t)
+	var ids []int64
+	for range 20 {
+		op, err := svc.Deposit(ctx, wallet.DepositRequest{UserID: u, Amount: 100})
+		require.NoError(t, err)
+		ids = append(ids, op.ID)
+	}
+	e.waitTerminal(t, ids)
+	for i := range 10 {
+		op, err := svc.Purchase(ctx, wallet.PurchaseRequest{UserID: u, Amount: 50, Merchant: "m", Reference: fmt.Sprintf("o-%d", i)})
+		require.NoError(t, err)
+		ids = append(ids, op.ID)
+	}
+	e.waitTerminal(t, ids)
+	var completed, charges, orders int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM sagas WHERE state = 'completed'),
+		(SELECT count(*) FROM sim_charges WHERE status = 'charged'), (SELECT count(*) FROM sim_orders WHERE status = 'placed')`).
+		Scan(&completed, &charges, &orders))
+	require.Equal(t, 30, completed)
+	require.Equal(t, 20, charges)
+	require.Equal(t, 10, orders)
+	require.Equal(t, wallet.Money(20*100-10*50), e.balance(t, u))
+	e.checkInvariants(t, u)
+}

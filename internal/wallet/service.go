@@ -1,0 +1,332 @@
+package wallet
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/walletsaga/walletsaga/internal/apperr"
+	"github.com/walletsaga/walletsaga/internal/saga"
+)
+
+// Options configure a Service. Zero values take the defaults.
+type Options struct {
+	Logger *slog.Logger
+	// Currency of wallets created without one (default CNY).
+	Currency string
+	// Steps tunes the attempts, timeouts and backoff of every saga step.
+	Steps StepTuning
+}
+
+// Service is the wallet's application service: users, wallets, and the sagas that move
+// money. Its methods return *apperr.Error for anything a client did wrong.
+type Service struct {
+	pool   *pgxpool.Pool
+	engine *saga.Engine
+	log    *slog.Logger
+	opts   Options
+}
+
+// NewService returns a service on pool and registers the deposit, purchase and transfer
+// sagas on engine (which the caller runs).
+func NewService(pool *pgxpool.Pool, engine *saga.Engine, gw PaymentGateway, m Merchant, opts Options) (*Service, error) {
+	switch {
+	case pool == nil:
+		return nil, errors.New("wallet: nil pool")
+	case engine == nil:
+		return nil, errors.New("wallet: nil saga engine")
+	case gw == nil:
+		return nil, errors.New("wallet: nil payment gateway")
+	case m == nil:
+		return nil, errors.New("wallet: nil merchant")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Currency == "" {
+		opts.Currency = DefaultCurrency
+	}
+	if err := ValidateCurrency(opts.Currency); err != nil {
+		return nil, fmt.Errorf("wallet: options: %w", err)
+	}
+	for _, d := range Definitions(gw, m, opts.Steps) {
+		if err := engine.Register(d); err != nil {
+			return nil, fmt.Errorf("wallet: %w", err)
+		}
+	}
+	return &Service{pool: pool, engine: engine, log: opts.Logger.With("component", "wallet"), opts: opts}, nil
+}
+
+// CreateUser creates a user and an empty wallet. Invalid input is an Invalid error.
+func (s *Service) CreateUser(ctx context.Context, nu NewUser) (User, Wallet, error) {
+	nu, err := nu.normalize(s.opts.Currency)
+	if err != nil {
+		return User{}, Wallet{}, err
+	}
+	return insertUser(ctx, s.pool, nu)
+}
+
+// GetUser returns a user, or a NotFound error.
+func (s *Service) GetUser(ctx context.Context, id int64) (User, error) {
+	if err := ValidateID("user id", id); err != nil {
+		return User{}, err
+	}
+	return getUser(ctx, s.pool, id)
+}
+
+// GetWallet returns a user's wallet, or a NotFound error.
+func (s *Service) GetWallet(ctx context.Context, userID int64) (Wallet, error) {
+	if err := ValidateID("user id", userID); err != nil {
+		return Wallet{}, err
+	}
+	return getWallet(ctx, s.pool, userID)
+}
+
+// Deposit starts a deposit saga and returns it as it stands. Errors: Invalid (bad
+// request), NotFound (no such user), Unprocessable (Idempotency-Key reused with another
+// request). An Idempotency-Key seen before with the same request returns the original saga.
+func (s *Service) Deposit(ctx context.Context, r DepositRequest) (Operation, error) {
+	r, err := r.normalize()
+	if err != nil {
+		return Operation{}, err
+	}
+	hash := requestHash(KindDeposit, strconv.FormatInt(r.UserID, 10), strconv.FormatInt(int64(r.Amount), 10), r.Source)
+	return s.start(ctx, r.UserID, r.IdempotencyKey, hash, func(ctx context.Context) (any, operationRow, error) {
+		w, err := getWallet(ctx, s.pool, r.UserID)
+		if err != nil {
+			return nil, operationRow{}, err
+		}
+		in := depositInput{UserID: r.UserID, Amount: r.Amount, Currency: w.Currency, Source: r.Source}
+		return in, operationRow{Kind: KindDeposit, UserID: r.UserID, Amount: r.Amount, Currency: w.Currency, Source: r.Source}, nil
+	})
+}
+
+// Purchase starts a purchase saga and returns it as it stands. Errors as for Deposit;
+// insufficient funds is not an error here but the saga's outcome (failed,
+// insufficient_funds).
+func (s *Service) Purchase(ctx context.Context, r PurchaseRequest) (Operation, error) {
+	r, err := r.normalize()
+	if err != nil {
+		return Operation{}, err
+	}
+	hash := requestHash(KindPurchase, strconv.FormatInt(r.UserID, 10), strconv.FormatInt(int64(r.Amount), 10), r.Merchant, r.Reference)
+	return s.start(ctx, r.UserID, r.IdempotencyKey, hash, func(ctx context.Context) (any, operationRow, error) {
+		w, err := getWallet(ctx, s.pool, r.UserID)
+		if err != nil {
+			return nil, operationRow{}, err
+		}
+		in := purchaseInput{UserID: r.UserID, Amount: r.Amount, Currency: w.Currency, Merchant: r.Merchant, Reference: r.Reference}
+		return in, operationRow{Kind: KindPurchase, UserID: r.UserID, Amount: r.Amount, Currency: w.Currency, Merchant: r.Merchant, Reference: r.Reference}, nil
+	})
+}
+
+// Transfer starts a transfer saga and returns it as it stands. Errors as for Deposit, plus
+// Invalid for a transfer to oneself and Unprocessable for wallets in different currencies.
+// The Idempotency-Key is scoped to the payer.
+func (s *Service) Transfer(ctx context.Context, r TransferRequest) (Operation, error) {
+	r, err := r.normalize()
+	if err != nil {
+		return Operation{}, err
+	}
+	hash := requestHash(KindTransfer, strconv.FormatInt(r.From, 10), strconv.FormatInt(r.To, 10), strconv.FormatInt(int64(r.Amount), 10))
+	return s.start(ctx, r.From, r.IdempotencyKey, hash, func(ctx context.Context) (any, operationRow, error) {
+		from, err := getWallet(ctx, s.pool, r.From)
+		if err != nil {
+			return nil, operationRow{}, err
+		}
+		to, err := getWallet(ctx, s.pool, r.To)
+		if err != nil {
+			return nil, operationRow{}, err
+		}
+		if from.Currency != to.Currency {
+			return nil, operationRow{}, apperr.New(apperr.Unprocessable, "cannot transfer between wallets in %s and %s", from.Currency, to.Currency)
+		}
+		in := transferInput{From: r.From, To: r.To, Amount: r.Amount, Currency: from.Currency}
+		return in, operationRow{Kind: KindTransfer, UserID: r.From, CounterpartyID: r.To, Amount: r.Amount, Currency: from.Currency}, nil
+	})
+}
+
+// start is the common path of the three operations: honour the idempotency key, then in ONE
+// transaction start the saga, record the operation and claim the key. prepare checks the
+// request against the database and returns the saga input and operation row.
+func (s *Service) start(ctx context.Context, payer int64, key string, hash []byte,
+	prepare func(ctx context.Context) (any, operationRow, error)) (Operation, error) {
+	// Two rounds at most: a concurrent request may claim the key between our look-up and
+	// our insert; then the second look-up finds it.
+	for range 2 {
+		if key != "" {
+			if op, found, err := s.replay(ctx, payer, key, hash); found || err != nil {
+				return op, err
+			}
+		}
+		input, row, err := prepare(ctx)
+		if err != nil {
+			return Operation{}, err
+		}
+		var id int64
+		err = withTx(ctx, s.pool, func(tx pgx.Tx) error {
+			if id, err = s.engine.Start(ctx, tx, row.Kind, input); err != nil {
+				return fmt.Errorf("wallet: start %s saga: %w", row.Kind, err)
+			}
+			row.SagaID = id
+			if err := insertOperation(ctx, tx, row); err != nil {
+				return err
+			}
+			if key != "" {
+				return insertIdempotencyKey(ctx, tx, payer, key, hash, id)
+			}
+			return nil
+		})
+		if errors.Is(err, errKeyTaken) {
+			continue
+		}
+		if err != nil {
+			return Operation{}, err
+		}
+		s.log.Debug("saga started", "saga", id, "kind", row.Kind, "user", row.UserID, "amount", int64(row.Amount))
+		return s.GetSaga(ctx, id)
+	}
+	return Operation{}, apperr.New(apperr.Conflict, "Idempotency-Key %q is in use by a concurrent request; retry", key)
+}
+
+// replay returns the saga an earlier request with (payer, key) started, found=false if
+// there was none, or Unprocessable if that request differed.
+func (s *Service) replay(ctx context.Context, payer int64, key string, hash []byte) (Operation, bool, error) {
+	prev, id, found, err := lookupIdempotencyKey(ctx, s.pool, payer, key)
+	if err != nil || !found {
+		return Operation{}, false, err
+	}
+	if !bytes.Equal(prev, hash) {
+		return Operation{}, true, apperr.New(apperr.Unprocessable,
+			"Idempotency-Key %q was already used with a different request (saga %d)", key, id)
+	}
+	op, err := s.GetSaga(ctx, id)
+	op.Replayed = true
+	return op, true, err
+}
+
+// requestHash identifies an operation's request for idempotency: its kind and normalised
+// fields, each length-prefixed so no two field lists collide.
+func requestHash(kind string, fields ...string) []byte {
+	h := sha256.New()
+	for _, f := range append([]string{kind}, fields...) {
+		fmt.Fprintf(h, "%d:%s;", len(f), f)
+	}
+	return h.Sum(nil)
+}
+
+// GetSaga returns one of the wallet's sagas with its step history, or NotFound.
+func (s *Service) GetSaga(ctx context.Context, id int64) (Operation, error) {
+	if err := ValidateID("saga id", id); err != nil {
+		return Operation{}, err
+	}
+	op, err := getOperation(ctx, s.pool, id)
+	if err != nil {
+		return Operation{}, err
+	}
+	snap, err := s.engine.Get(ctx, id)
+	if errors.Is(err, saga.ErrNotFound) {
+		return Operation{}, apperr.New(apperr.NotFound, "saga %d not found", id)
+	}
+	if err != nil {
+		return Operation{}, fmt.Errorf("wallet: get saga %d: %w", id, err)
+	}
+	return withSnapshot(op, snap), nil
+}
+
+// WaitSaga waits until saga id is terminal or ctx ends, and returns it as it then stands
+// (check State.Terminal). Errors as for GetSaga.
+func (s *Service) WaitSaga(ctx context.Context, id int64) (Operation, error) {
+	op, err := s.GetSaga(ctx, id)
+	if err != nil || op.State.Terminal() {
+		return op, err
+	}
+	snap, err := s.engine.Wait(ctx, id)
+	if err == nil {
+		return withSnapshot(op, snap), nil
+	}
+	if ctx.Err() == nil {
+		return Operation{}, fmt.Errorf("wallet: wait for saga %d: %w", id, err)
+	}
+	// Out of time: answer with the saga as it stands now.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	return s.GetSaga(rctx, id)
+}
+
+func withSnapshot(op Operation, snap saga.Snapshot) Operation {
+	op.State = snap.State
+	op.Error = snap.Error
+	op.Steps = snap.Steps
+	op.UpdatedAt = snap.UpdatedAt
+	return op
+}
+
+// ListSagas returns a page of the wallet's sagas, newest first. Errors: Invalid (bad
+// filter), NotFound (no such user).
+func (s *Service) ListSagas(ctx context.Context, f SagaFilter) (SagaPage, error) {
+	switch {
+	case f.Limit == 0:
+		f.Limit = 20
+	case f.Limit < 1 || f.Limit > 100:
+		return SagaPage{}, apperr.New(apperr.Invalid, "limit must be between 1 and 100, got %d", f.Limit)
+	}
+	if f.Cursor < 0 {
+		return SagaPage{}, apperr.New(apperr.Invalid, "cursor must be a positive integer, got %d", f.Cursor)
+	}
+	if f.State != "" && !validState(f.State) {
+		return SagaPage{}, apperr.New(apperr.Invalid,
+			"state must be one of running, compensating, completed, compensated, failed, needs_attention; got %q", f.State)
+	}
+	if f.UserID != 0 {
+		if _, err := s.GetUser(ctx, f.UserID); err != nil {
+			return SagaPage{}, err
+		}
+	}
+	want := f.Limit
+	f.Limit++ // one more tells whether there is a next page
+	ops, err := listOperations(ctx, s.pool, f)
+	if err != nil {
+		return SagaPage{}, err
+	}
+	page := SagaPage{Items: ops}
+	if len(ops) > want {
+		page.Items = ops[:want]
+		page.NextCursor = ops[want-1].ID
+	}
+	return page, nil
+}
+
+func validState(st saga.State) bool {
+	switch st {
+	case saga.Running, saga.Compensating, saga.Completed, saga.Compensated, saga.Failed, saga.NeedsAttention:
+		return true
+	}
+	return false
+}
+
+// ListEvents returns a user's balance events in seq order. Errors: Invalid (bad filter),
+// NotFound (no such user).
+func (s *Service) ListEvents(ctx context.Context, userID int64, f EventFilter) ([]Event, error) {
+	switch {
+	case f.Limit == 0:
+		f.Limit = 100
+	case f.Limit < 1 || f.Limit > 1000:
+		return nil, apperr.New(apperr.Invalid, "limit must be between 1 and 1000, got %d", f.Limit)
+	}
+	if f.AfterSeq < 0 {
+		return nil, apperr.New(apperr.Invalid, "after must not be negative, got %d", f.AfterSeq)
+	}
+	if _, err := s.GetUser(ctx, userID); err != nil {
+		return nil, err
+	}
+	return listEvents(ctx, s.pool, userID, f)
+}

@@ -1,0 +1,299 @@
+// Package wallet is where money moves: users and their wallets, the ledger, the transactional
+// outbox of balance events (one gap-free sequence per user), and the deposit, purchase and
+// transfer sagas run by internal/saga against a payment gateway and merchants.
+//
+// The domain knows no HTTP framework; internal/wallet/httpapi adapts it to echo. Errors meant
+// for clients are *apperr.Error; anything else is internal.
+package wallet
+
+import (
+	"errors"
+	"regexp"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/walletsaga/walletsaga/internal/apperr"
+	"github.com/walletsaga/walletsaga/internal/saga"
+	"github.com/walletsaga/walletsaga/internal/walletevent"
+)
+
+// The saga kinds this package registers.
+const (
+	KindDeposit  = "deposit"
+	KindPurchase = "purchase"
+	KindTransfer = "transfer"
+)
+
+// The locales a user may choose for SMS.
+const (
+	LocaleZhCN = "zh-CN"
+	LocaleEn   = "en"
+)
+
+// ErrInsufficientFunds means a debit would take a balance below zero.
+var ErrInsufficientFunds = errors.New("wallet: insufficient funds")
+
+// ErrBalanceOverflow means a credit would take a balance beyond what an int64 holds.
+var ErrBalanceOverflow = errors.New("wallet: balance would overflow")
+
+// User is an account holder.
+type User struct {
+	ID        int64
+	Name      string
+	Phone     string // E.164
+	Locale    string // zh-CN or en
+	CreatedAt time.Time
+}
+
+// Wallet is a user's balance. LastSeq is the seq of the user's latest balance event.
+type Wallet struct {
+	UserID   int64
+	Balance  Money
+	Currency string
+	LastSeq  int64
+}
+
+// NewUser is what CreateUser needs.
+type NewUser struct {
+	Name     string
+	Phone    string
+	Locale   string // "" means zh-CN
+	Currency string // "" means the service's default currency
+}
+
+// Event is a stored balance event, as the events API lists it.
+type Event struct {
+	ID           int64
+	UserID       int64
+	Seq          int64
+	Kind         walletevent.Kind
+	Amount       Money // signed: negative for debits
+	Currency     string
+	BalanceAfter Money
+	SagaID       int64
+	OccurredAt   time.Time
+	Published    bool
+}
+
+// Operation is a saga as the wallet sees it: the engine's state and steps, plus who moved
+// how much to whom.
+type Operation struct {
+	ID             int64
+	Kind           string
+	State          saga.State
+	UserID         int64
+	CounterpartyID int64 // transfers: the payee; 0 otherwise
+	Amount         Money
+	Currency       string
+	Merchant       string
+	Reference      string
+	Source         string
+	Steps          []saga.StepRecord
+	Error          *saga.ErrorInfo
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	// Replayed is true when an Idempotency-Key matched an earlier request and this is its saga.
+	Replayed bool
+}
+
+// DepositRequest asks to top up a wallet from a payment source.
+type DepositRequest struct {
+	UserID         int64
+	Amount         Money
+	Source         string // "" means DefaultSource
+	IdempotencyKey string // optional
+}
+
+// PurchaseRequest asks to pay a merchant from a wallet.
+type PurchaseRequest struct {
+	UserID         int64
+	Amount         Money
+	Merchant       string
+	Reference      string
+	IdempotencyKey string // optional
+}
+
+// TransferRequest asks to move money from one wallet to another.
+type TransferRequest struct {
+	From, To       int64
+	Amount         Money
+	IdempotencyKey string // optional; scoped to From
+}
+
+// SagaFilter selects sagas for ListSagas.
+type SagaFilter struct {
+	UserID int64      // 0: any user; otherwise sagas where the user pays or receives
+	State  saga.State // "": any state
+	Limit  int        // 1–100; 0 means 20
+	Cursor int64      // only sagas with an id below this (the previous page's NextCursor)
+}
+
+// SagaPage is one page of ListSagas, newest first.
+type SagaPage struct {
+	Items      []Operation // without Steps
+	NextCursor int64       // 0 when there is no further page
+}
+
+// EventFilter selects events for ListEvents.
+type EventFilter struct {
+	AfterSeq int64 // only events with a larger seq
+	Limit    int   // 1–1000; 0 means 100
+}
+
+// DefaultSource is the payment source of a deposit that names none.
+const DefaultSource = "card"
+
+// DeclinedSource is the payment source the simulated gateway always declines.
+const DeclinedSource = "card_declined"
+
+var phoneRE = regexp.MustCompile(`^\+[1-9][0-9]{7,14}$`)
+
+// ValidatePhone checks an E.164 number: "+", then 8 to 15 digits, the first not 0.
+func ValidatePhone(p string) error {
+	if !phoneRE.MatchString(p) {
+		return apperr.New(apperr.Invalid, "phone must be an E.164 number: + then 8 to 15 digits, e.g. +8613800138000; got %q", p)
+	}
+	return nil
+}
+
+// ValidateLocale checks a locale (zh-CN or en).
+func ValidateLocale(l string) error {
+	if l != LocaleZhCN && l != LocaleEn {
+		return apperr.New(apperr.Invalid, "locale must be %q or %q, got %q", LocaleZhCN, LocaleEn, l)
+	}
+	return nil
+}
+
+// ValidateID checks that an id given by a client is positive.
+func ValidateID(field string, id int64) error {
+	if id <= 0 {
+		return apperr.New(apperr.Invalid, "%s must be a positive integer, got %d", field, id)
+	}
+	return nil
+}
+
+// validateText checks a free-text field: trimmed, 1..max characters (min 0 when optional),
+// printable.
+func validateText(field, v string, required bool, max int) error {
+	if v == "" {
+		if required {
+			return apperr.New(apperr.Invalid, "%s is required", field)
+		}
+		return nil
+	}
+	if !utf8.ValidString(v) {
+		return apperr.New(apperr.Invalid, "%s must be valid UTF-8", field)
+	}
+	if strings.TrimSpace(v) != v {
+		return apperr.New(apperr.Invalid, "%s must not start or end with spaces", field)
+	}
+	if n := utf8.RuneCountInString(v); n > max {
+		return apperr.New(apperr.Invalid, "%s must be at most %d characters, got %d", field, max, n)
+	}
+	for _, r := range v {
+		if !unicode.IsPrint(r) {
+			return apperr.New(apperr.Invalid, "%s must not contain control characters", field)
+		}
+	}
+	return nil
+}
+
+// ValidateIdempotencyKey checks an Idempotency-Key: 1 to 255 printable ASCII characters.
+func ValidateIdempotencyKey(k string) error {
+	if len(k) == 0 || len(k) > 255 {
+		return apperr.New(apperr.Invalid, "Idempotency-Key must be 1 to 255 characters, got %d", len(k))
+	}
+	for i := range len(k) {
+		if k[i] < 0x21 || k[i] > 0x7e {
+			return apperr.New(apperr.Invalid, "Idempotency-Key must be printable ASCII without spaces")
+		}
+	}
+	return nil
+}
+
+func (u NewUser) normalize(defaultCurrency string) (NewUser, error) {
+	if u.Locale == "" {
+		u.Locale = LocaleZhCN
+	}
+	if u.Currency == "" {
+		u.Currency = defaultCurrency
+	}
+	if err := validateText("name", u.Name, true, 200); err != nil {
+		return u, err
+	}
+	if err := ValidatePhone(u.Phone); err != nil {
+		return u, err
+	}
+	if err := ValidateLocale(u.Locale); err != nil {
+		return u, err
+	}
+	if err := ValidateCurrency(u.Currency); err != nil {
+		return u, err
+	}
+	return u, nil
+}
+
+func (r DepositRequest) normalize() (DepositRequest, error) {
+	if r.Source == "" {
+		r.Source = DefaultSource
+	}
+	if err := ValidateID("user id", r.UserID); err != nil {
+		return r, err
+	}
+	if err := ValidateAmount("amount", r.Amount); err != nil {
+		return r, err
+	}
+	if err := validateText("source", r.Source, true, 64); err != nil {
+		return r, err
+	}
+	if r.IdempotencyKey != "" {
+		if err := ValidateIdempotencyKey(r.IdempotencyKey); err != nil {
+			return r, err
+		}
+	}
+	return r, nil
+}
+
+func (r PurchaseRequest) normalize() (PurchaseRequest, error) {
+	if err := ValidateID("user id", r.UserID); err != nil {
+		return r, err
+	}
+	if err := ValidateAmount("amount", r.Amount); err != nil {
+		return r, err
+	}
+	if err := validateText("merchant", r.Merchant, true, 100); err != nil {
+		return r, err
+	}
+	if err := validateText("reference", r.Reference, true, 100); err != nil {
+		return r, err
+	}
+	if r.IdempotencyKey != "" {
+		if err := ValidateIdempotencyKey(r.IdempotencyKey); err != nil {
+			return r, err
+		}
+	}
+	return r, nil
+}
+
+func (r TransferRequest) normalize() (TransferRequest, error) {
+	if err := ValidateID("from", r.From); err != nil {
+		return r, err
+	}
+	if err := ValidateID("to", r.To); err != nil {
+		return r, err
+	}
+	if r.From == r.To {
+		return r, apperr.New(apperr.Invalid, "cannot transfer to oneself: from and to are both %d", r.From)
+	}
+	if err := ValidateAmount("amount", r.Amount); err != nil {
+		return r, err
+	}
+	if r.IdempotencyKey != "" {
+		if err := ValidateIdempotencyKey(r.IdempotencyKey); err != nil {
+			return r, err
+		}
+	}
+	return r, nil
+}
