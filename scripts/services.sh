@@ -30,8 +30,10 @@ BROKER_PORT="${BROKER_PORT:-10911}"
 NAMESRV_ADDR="127.0.0.1:$NAMESRV_PORT"
 BROKER_NAME="broker-a"
 CLUSTER="DefaultCluster"
-# Topics the product uses, "name:queues" separated by spaces.
-TOPICS="${TOPICS:-wallet-events:8}"
+# Topics the product uses, "name:queues" separated by spaces. The notifier group's retry and
+# dead-letter topics are created up front: the broker would create them on first use, and
+# until then the client logs a route warning every few seconds.
+TOPICS="${TOPICS:-wallet-events:8 %RETRY%wallet-notifier:1 %DLQ%wallet-notifier:1}"
 START_TIMEOUT="${START_TIMEOUT:-90}"
 
 say() { printf 'services: %s\n' "$*"; }

@@ -16,7 +16,7 @@ import (
 
 func TestDefaultsMatchTheDevStack(t *testing.T) {
 	t.Parallel()
-	cfg, _, err := parseConfig("notifier", nil, func(string) string { return "" }, &bytes.Buffer{})
+	cfg, _, err := parseConfig("notifier", nil, func(string) string { return "" }, &bytes.Buffer{}, nil)
 	require.NoError(t, err)
 	require.Equal(t, "127.0.0.1:8081", cfg.HTTPAddr)
 	require.Equal(t, "wallet-notifier", cfg.ConsumerGroup)

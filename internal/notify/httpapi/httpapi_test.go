@@ -1,0 +1,248 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/labstack/echo/v4"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/walletsaga/walletsaga/internal/httpx"
+	"github.com/walletsaga/walletsaga/internal/notify"
+	"github.com/walletsaga/walletsaga/internal/notify/httpapi"
+	"github.com/walletsaga/walletsaga/internal/notify/notifytest"
+	"github.com/walletsaga/walletsaga/internal/testdb"
+	"github.com/walletsaga/walletsaga/internal/walletevent"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const adminToken = "s3cret-admin-token"
+
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+type env struct {
+	pool *pgxpool.Pool
+	srv  *httptest.Server
+	out  *bytes.Buffer
+}
+
+// newEnv serves the notifier API on a database of its own, seeded with user 1: seq 1 sent,
+// seq 2 dead-lettered, seq 3 sent; and user 2: seq 1 sent. wrap, when set, wraps the echo
+// handler (the page test uses it to add an SMS while the page is open).
+func newEnv(t *testing.T, wrap func(echo.HandlerFunc) echo.HandlerFunc) *env {
+	t.Helper()
+	pool, _ := testdb.New(t)
+	notifytest.Seed(t, pool,
+		notifytest.Row{Event: notifytest.Event(1, 1, walletevent.Deposit, 10000), Status: notify.StatusSent, Attempts: 1,
+			Text: "You topped up 100.00 CNY. Balance: 100.00 CNY.", FinishedAt: t0.Add(time.Second)},
+		notifytest.Row{Event: notifytest.Event(1, 2, walletevent.Purchase, -404), Status: notify.StatusDeadLettered, Attempts: 5,
+			LastError: "simulated failure: amount -404", FinishedAt: t0.Add(2 * time.Second)},
+		notifytest.Row{Event: notifytest.Event(1, 3, walletevent.Purchase, -5000), Status: notify.StatusSent, Attempts: 1,
+			Text: "You paid 50.00 CNY for a purchase. Balance: 50.00 CNY.", FinishedAt: t0.Add(3 * time.Second)},
+		notifytest.Row{Event: notifytest.Event(2, 1, walletevent.TransferIn, 2000), Status: notify.StatusSent, Attempts: 1,
+			FinishedAt: t0.Add(4 * time.Second)},
+	)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	e := httpx.New(httpx.Options{Logger: log})
+	if wrap != nil {
+		e.Use(wrap)
+	}
+	out := &bytes.Buffer{}
+	httpapi.Register(e, httpapi.Deps{Store: notify.NewStore(pool), Sender: notify.NewLogSender(out), AdminToken: adminToken, Logger: log})
+	srv := httptest.NewServer(e)
+	t.Cleanup(srv.Close)
+	return &env{pool: pool, srv: srv, out: out}
+}
+
+func (e *env) do(t *testing.T, method, path, auth, body string) (int, map[string]any) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, e.srv.URL+path, rd)
+	require.NoError(t, err)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	resp, err := e.srv.Client().Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var v map[string]any
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &v), "body %s", b)
+	return resp.StatusCode, v
+}
+
+func errCode(v map[string]any) string {
+	e, _ := v["error"].(map[string]any)
+	s, _ := e["code"].(string)
+	return s
+}
+
+func TestUserSMS(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	st, v := e.do(t, http.MethodGet, "/v1/users/1/sms", "", "")
+	require.Equal(t, http.StatusOK, st)
+	items := v["items"].([]any)
+	require.Len(t, items, 3)
+	var seqs []float64
+	for _, it := range items {
+		seqs = append(seqs, it.(map[string]any)["seq"].(float64))
+	}
+	require.Equal(t, []float64{1, 2, 3}, seqs)
+	dead := items[1].(map[string]any)
+	require.Equal(t, "dead_lettered", dead["status"])
+	require.Nil(t, dead["sent_at"])
+	require.Equal(t, "You paid 4.04 CNY for a purchase. Balance: 95.96 CNY.", dead["text"])
+	first := items[0].(map[string]any)
+	require.Equal(t, "2026-03-01T12:00:01Z", first["sent_at"])
+	require.Equal(t, "deposit", first["kind"])
+
+	st, v = e.do(t, http.MethodGet, "/v1/users/abc/sms", "", "")
+	require.Equal(t, http.StatusBadRequest, st)
+	require.Equal(t, "invalid", errCode(v))
+
+	st, v = e.do(t, http.MethodGet, "/v1/users/77/sms", "", "")
+	require.Equal(t, http.StatusOK, st)
+	require.Equal(t, []any{}, v["items"])
+}
+
+func TestListsAndPagination(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	st, v := e.do(t, http.MethodGet, "/v1/users?limit=1", "", "")
+	require.Equal(t, http.StatusOK, st)
+	require.Len(t, v["items"], 1)
+	u := v["items"].([]any)[0].(map[string]any)
+	require.Equal(t, 1.0, u["user_id"])
+	require.Equal(t, 2.0, u["sent"])
+	require.Equal(t, 1.0, u["dead_lettered"])
+	st, v = e.do(t, http.MethodGet, "/v1/users?limit=1&cursor="+v["next_cursor"].(string), "", "")
+	require.Equal(t, http.StatusOK, st)
+	require.Equal(t, 2.0, v["items"].([]any)[0].(map[string]any)["user_id"])
+	require.Nil(t, v["next_cursor"])
+
+	st, v = e.do(t, http.MethodGet, "/v1/dead-letters", "", "")
+	require.Equal(t, http.StatusOK, st)
+	dl := v["items"].([]any)
+	require.Len(t, dl, 1)
+	d := dl[0].(map[string]any)
+	require.Equal(t, 1.0, d["user_id"])
+	require.Equal(t, 2.0, d["seq"])
+	require.Equal(t, 5.0, d["attempts"])
+	require.Equal(t, "simulated failure: amount -404", d["last_error"])
+	require.Equal(t, "2026-03-01T12:00:02Z", d["dead_lettered_at"])
+
+	st, v = e.do(t, http.MethodGet, "/v1/bad-messages", "", "")
+	require.Equal(t, http.StatusOK, st)
+	require.Equal(t, []any{}, v["items"])
+
+	st, v = e.do(t, http.MethodGet, "/v1/sms", "", "")
+	require.Equal(t, http.StatusOK, st)
+	require.Len(t, v["items"], 4)
+	require.Equal(t, "", v["next_cursor"], "rows younger than the feed lag keep the cursor where it was")
+
+	for _, q := range []string{"limit=0", "limit=-1", "limit=x", "limit=100000", "cursor=%25%25"} {
+		for _, p := range []string{"/v1/users", "/v1/dead-letters", "/v1/bad-messages", "/v1/sms"} {
+			st, v = e.do(t, http.MethodGet, p+"?"+q, "", "")
+			require.Equal(t, http.StatusBadRequest, st, "%s?%s", p, q)
+			require.Equal(t, "invalid", errCode(v))
+		}
+	}
+}
+
+func TestReplayEndpoint(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	const path = "/v1/dead-letters/1/2/replay"
+
+	st, v := e.do(t, http.MethodPost, path, "", "")
+	require.Equal(t, http.StatusUnauthorized, st)
+	require.Equal(t, "unauthorized", errCode(v))
+	st, _ = e.do(t, http.MethodPost, path, "Basic YWRtaW46eA==", "")
+	require.Equal(t, http.StatusUnauthorized, st)
+	st, v = e.do(t, http.MethodPost, path, "Bearer wrong", "")
+	require.Equal(t, http.StatusForbidden, st)
+	require.Equal(t, "forbidden", errCode(v))
+
+	auth := "Bearer " + adminToken
+	st, v = e.do(t, http.MethodPost, path, auth, `{"reason":"provider outage"}`)
+	require.Equal(t, http.StatusOK, st, "%v", v)
+	require.Equal(t, "1:2:late:1", v["idempotency_key"])
+	require.Equal(t, "(Delayed) You paid 4.04 CNY for a purchase. Balance: 95.96 CNY.", v["text"])
+	require.Contains(t, e.out.String(), "late=true")
+
+	st, v = e.do(t, http.MethodPost, path, auth, "") // the body is optional
+	require.Equal(t, http.StatusOK, st, "%v", v)
+	require.Equal(t, 2.0, v["replay"])
+
+	var reason string
+	require.NoError(t, e.pool.QueryRow(context.Background(),
+		`SELECT reason FROM notify.audit WHERE action = 'replay_dead_letter' ORDER BY id LIMIT 1`).Scan(&reason))
+	require.Equal(t, "provider outage", reason)
+
+	st, v = e.do(t, http.MethodPost, "/v1/dead-letters/1/9/replay", auth, "")
+	require.Equal(t, http.StatusNotFound, st)
+	require.Equal(t, "not_found", errCode(v))
+	st, v = e.do(t, http.MethodPost, "/v1/dead-letters/1/1/replay", auth, "")
+	require.Equal(t, http.StatusConflict, st)
+	require.Equal(t, "conflict", errCode(v))
+	st, _ = e.do(t, http.MethodPost, "/v1/dead-letters/1/x/replay", auth, "")
+	require.Equal(t, http.StatusBadRequest, st)
+	st, _ = e.do(t, http.MethodPost, path, auth, `{"reason":"x","extra":1}`)
+	require.Equal(t, http.StatusBadRequest, st)
+	st, _ = e.do(t, http.MethodPost, path, auth, `{"reason":"`+strings.Repeat("x", 501)+`"}`)
+	require.Equal(t, http.StatusBadRequest, st)
+
+	st, v = e.do(t, http.MethodGet, "/v1/users/1/sms", "", "")
+	require.Equal(t, http.StatusOK, st)
+	require.Equal(t, 2.0, v["items"].([]any)[1].(map[string]any)["replay_count"])
+}
+
+func TestReplayDisabledWithoutToken(t *testing.T) {
+	t.Parallel()
+	pool, _ := testdb.New(t)
+	e := httpx.New(httpx.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	httpapi.Register(e, httpapi.Deps{Store: notify.NewStore(pool), Sender: notify.NewLogSender(nil)})
+	req := httptest.NewRequest(http.MethodPost, "/v1/dead-letters/1/2/replay", nil)
+	req.Header.Set("Authorization", "Bearer ")
+	rec := httptest.NewRecorder()
+	e.ServeHTTP(rec, req)
+	require.Equal(t, http.StatusForbidden, rec.Code)
+	require.Contains(t, rec.Body.String(), "no admin token is configured")
+}
+
+func TestPageIsSelfContained(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	for _, p := range []struct{ path, ctype string }{
+		{"/", "text/html"}, {"/assets/app.js", "javascript"}, {"/assets/style.css", "text/css"},
+	} {
+		resp, err := e.srv.Client().Get(e.srv.URL + p.path)
+		require.NoError(t, err)
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, resp.StatusCode, p.path)
+		require.Contains(t, resp.Header.Get("Content-Type"), p.ctype, p.path)
+		require.NotContains(t, string(b), "http://", "%s loads nothing from elsewhere", p.path)
+		require.NotContains(t, string(b), "https://", "%s loads nothing from elsewhere", p.path)
+	}
+}

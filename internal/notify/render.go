@@ -1,0 +1,138 @@
+package notify
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/walletsaga/walletsaga/internal/apperr"
+	"github.com/walletsaga/walletsaga/internal/walletevent"
+)
+
+// The locales Render writes. Any other locale gets English.
+const (
+	LocaleEN   = "en"
+	LocaleZhCN = "zh-CN"
+)
+
+// templates holds, per locale and kind, a format taking the amount and the balance after,
+// both already formatted with their currency ("100.00 CNY").
+var templates = map[string]map[walletevent.Kind]string{
+	LocaleEN: {
+		walletevent.Deposit:     "You topped up %s. Balance: %s.",
+		walletevent.Purchase:    "You paid %s for a purchase. Balance: %s.",
+		walletevent.Refund:      "Refund of %s for a cancelled purchase. Balance: %s.",
+		walletevent.TransferOut: "You sent %s to another user. Balance: %s.",
+		walletevent.TransferIn:  "You received %s from another user. Balance: %s.",
+		walletevent.Reversal:    "Your transfer of %s did not go through and was returned. Balance: %s.",
+	},
+	LocaleZhCN: {
+		walletevent.Deposit:     "您已充值 %s，余额 %s。",
+		walletevent.Purchase:    "您已消费 %s，余额 %s。",
+		walletevent.Refund:      "您取消的订单已退款 %s，余额 %s。",
+		walletevent.TransferOut: "您已转出 %s，余额 %s。",
+		walletevent.TransferIn:  "您收到转账 %s，余额 %s。",
+		walletevent.Reversal:    "您的转账 %s 未成功，已退回，余额 %s。",
+	},
+}
+
+// latePrefix starts the text of an operator replay, so the user knows the SMS is old news.
+var latePrefix = map[string]string{
+	LocaleEN:   "(Delayed) ",
+	LocaleZhCN: "【延迟通知】",
+}
+
+// Render returns the SMS for a balance event: its text in the event's locale (zh-CN or en;
+// anything else falls back to en), amounts with two decimals and the currency, and the
+// idempotency key "user:seq". It returns an apperr.Invalid error for an event that fails
+// validation (unknown kind, bad currency, …).
+func Render(e walletevent.Event) (SMS, error) {
+	if err := validateForRender(e); err != nil {
+		return SMS{}, err
+	}
+	locale := ResolveLocale(e.Locale)
+	tmpl := templates[locale][e.Kind]
+	text := fmt.Sprintf(tmpl, FormatMoney(e.Amount, e.Currency), FormatMoney(e.BalanceAfter, e.Currency))
+	return SMS{
+		UserID:         e.UserID,
+		Seq:            e.Seq,
+		Phone:          e.Phone,
+		Locale:         locale,
+		Kind:           string(e.Kind),
+		Amount:         e.Amount,
+		Text:           text,
+		IdempotencyKey: e.SeqKey(),
+	}, nil
+}
+
+// validateForRender checks what Render relies on. The version is not checked: an event
+// stored by the gate is rendered again long after it was decoded.
+func validateForRender(e walletevent.Event) error {
+	switch {
+	case e.UserID <= 0:
+		return apperr.New(apperr.Invalid, "render: user_id must be positive, got %d", e.UserID)
+	case e.Seq <= 0:
+		return apperr.New(apperr.Invalid, "render: user %d: seq must be positive, got %d", e.UserID, e.Seq)
+	case !e.Kind.Valid():
+		return apperr.New(apperr.Invalid, "render: user %d seq %d: unknown kind %q", e.UserID, e.Seq, e.Kind)
+	case len(e.Currency) != 3:
+		return apperr.New(apperr.Invalid, "render: user %d seq %d: bad currency %q", e.UserID, e.Seq, e.Currency)
+	}
+	return nil
+}
+
+// MarkLate turns a rendered SMS into an operator replay of it: Late set, the text prefixed
+// with "(Delayed) " (or its zh-CN equivalent) and the idempotency key
+// "user:seq:late:<replay>", replay counting from 1 per (user, seq).
+func MarkLate(m SMS, replay int) SMS {
+	m.Late = true
+	m.Text = latePrefix[ResolveLocale(m.Locale)] + m.Text
+	m.IdempotencyKey = fmt.Sprintf("%d:%d:late:%d", m.UserID, m.Seq, replay)
+	return m
+}
+
+// ResolveLocale maps a user's locale to one Render writes: zh-CN for Chinese ("zh",
+// "zh-CN", "zh_cn", "zh-Hans", …), en for anything else.
+func ResolveLocale(locale string) string {
+	l := strings.ToLower(strings.TrimSpace(locale))
+	if l == "zh" || strings.HasPrefix(l, "zh-") || strings.HasPrefix(l, "zh_") {
+		return LocaleZhCN
+	}
+	return LocaleEN
+}
+
+// FormatMoney writes minor units as an absolute amount with two decimals and the currency:
+// FormatMoney(-5050, "CNY") == "50.50 CNY". The sign is left to the words around it.
+func FormatMoney(minor int64, currency string) string {
+	u := uint64(minor)
+	if minor < 0 {
+		u = -u // two's complement: also right for math.MinInt64
+	}
+	whole, cents := u/100, u%100
+	s := strconv.FormatUint(whole, 10) + "." + strconv.FormatUint(cents/10, 10) + strconv.FormatUint(cents%10, 10)
+	return s + " " + currency
+}
+
+// MaskPhone hides all digits of a phone number but the last four: "+8613800001234" →
+// "+*********1234". Numbers with four digits or fewer are shown as they are.
+func MaskPhone(phone string) string {
+	digits := 0
+	for _, r := range phone {
+		if r >= '0' && r <= '9' {
+			digits++
+		}
+	}
+	var b strings.Builder
+	seen := 0
+	for _, r := range phone {
+		if r >= '0' && r <= '9' {
+			seen++
+			if seen <= digits-4 {
+				b.WriteByte('*')
+				continue
+			}
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
