@@ -389,3 +389,21 @@ func jsonOrNull(b []byte) any {
 	}
 	return string(b)
 }
+
+// WaitingUser is a user whose next message is held because a predecessor is missing.
+type WaitingUser struct {
+	UserID     int64     `json:"user_id"`
+	LastSeq    int64     `json:"last_seq"`
+	WaitingSeq int64     `json:"waiting_seq"`
+	Since      time.Time `json:"since"`
+}
+
+// Waiting lists the users the gate is holding, longest wait first (at most limit).
+func (g *Gate) Waiting(ctx context.Context, limit int) ([]WaitingUser, error) {
+	rows, err := g.pool.Query(ctx, `SELECT user_id, last_seq, waiting_seq, waiting_since FROM notify.progress
+		WHERE waiting_seq IS NOT NULL ORDER BY waiting_since, user_id LIMIT $1`, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[WaitingUser])
+}
