@@ -10,10 +10,13 @@ PKGS      ?= ./...
 # broker address and their counts there); the full log is kept in .run/test.log.
 TEST_FILTER := grep -Ev '^=== (RUN|PAUSE|CONT|NAME)' || true
 
-.PHONY: help services services-down services-status services-clean build test test-unit vet demo bench fuzz chaos
+.PHONY: help tools services services-down services-status services-clean build test test-unit vet demo bench fuzz chaos
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
+
+tools: ## install what the tests need beyond Go (headless Chromium)
+	@scripts/tools.sh
 
 services: ## start Postgres, the RocketMQ name server and broker on loopback (idempotent)
 	@scripts/services.sh up
@@ -34,7 +37,7 @@ build: ## build both binaries into bin/
 vet: ## go vet
 	$(GO) vet $(PKGS)
 
-test: services vet ## start the services if needed, then vet and run every test with -race
+test: tools services vet ## start the services if needed, then vet and run every test with -race
 	@mkdir -p .run
 	WALLETSAGA_REQUIRE_SERVICES=1 $(GO) test $(GOFLAGS) -race -count=1 -timeout 20m -v $(PKGS) 2>&1 \
 		| tee .run/test.log | { $(TEST_FILTER); }

@@ -17,7 +17,9 @@ CREATE TABLE notify.progress (
 CREATE TABLE notify.notifications (
     user_id        bigint NOT NULL,
     seq            bigint NOT NULL CHECK (seq > 0),
-    status         text NOT NULL CHECK (status IN ('pending', 'sent', 'dead_lettered', 'skipped_by_operator')),
+    -- parked: arrived ahead of a missing predecessor; acknowledged on the broker and kept
+    -- here until the predecessor is finished, so the queue moves on meanwhile.
+    status         text NOT NULL CHECK (status IN ('pending', 'parked', 'sent', 'dead_lettered', 'skipped_by_operator')),
     attempts       integer NOT NULL DEFAULT 0,
     last_error     text,
     msg_id         text,
@@ -30,6 +32,8 @@ CREATE TABLE notify.notifications (
     PRIMARY KEY (user_id, seq)
 );
 CREATE INDEX notifications_dead ON notify.notifications (finished_at, user_id, seq) WHERE status = 'dead_lettered';
+CREATE INDEX notifications_parked ON notify.notifications (user_id, seq) WHERE status = 'parked';
+CREATE INDEX notifications_changes ON notify.notifications (updated_at, user_id, seq);
 
 -- What the built-in log sender "delivered": one row per SMS, written in the gate's
 -- transaction, so an SMS exists exactly once. Replays by an operator are extra rows marked late.

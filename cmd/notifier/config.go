@@ -33,6 +33,7 @@ type config struct {
 	MaxAttempts    int
 	RetryBase      time.Duration
 	SuspendDelay   time.Duration
+	ParkAfter      time.Duration
 	HandlerTimeout time.Duration
 	AdminToken     string
 	Reconcile      bool
@@ -62,6 +63,7 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	f.Int(&c.MaxAttempts, "SMS_MAX_ATTEMPTS", 3, "attempts per SMS before it is dead-lettered")
 	f.Duration(&c.RetryBase, "SMS_RETRY_BASE", 200*time.Millisecond, "first backoff after a failed attempt (doubles, capped at 5s)")
 	f.Duration(&c.SuspendDelay, "QUEUE_SUSPEND", time.Second, "default pause of a queue on retry")
+	f.Duration(&c.ParkAfter, "PARK_AFTER", time.Second, "how long a message waits for a missing predecessor before it is parked in Postgres and its queue moves on")
 	f.Duration(&c.HandlerTimeout, "HANDLER_TIMEOUT", 30*time.Second, "bound on handling one message")
 	f.String(&c.AdminToken, "ADMIN_TOKEN", "", "bearer token of the operator endpoints (empty: they are disabled)")
 	f.String(&c.adminTokenFile, "ADMIN_TOKEN_FILE", "", "file holding ADMIN_TOKEN (for secrets mounted as files)")
@@ -114,6 +116,9 @@ func (c config) validate() error {
 	}
 	if c.RetryBase <= 0 {
 		p.Addf("SMS_RETRY_BASE", "must be positive, got %s", c.RetryBase)
+	}
+	if c.ParkAfter <= 0 {
+		p.Addf("PARK_AFTER", "must be positive, got %s", c.ParkAfter)
 	}
 	if c.SuspendDelay <= 0 {
 		p.Addf("QUEUE_SUSPEND", "must be positive, got %s", c.SuspendDelay)

@@ -22,7 +22,11 @@ func routes(e *echo.Echo, cfg config, pool *pgxpool.Pool, gate *ordering.Gate, s
 		if waiting == nil {
 			waiting = []ordering.WaitingUser{}
 		}
-		return c.JSON(http.StatusOK, map[string]any{"stats": gate.Stats(), "max_attempts": gate.MaxAttempts(), "waiting": waiting})
+		parked, err := gate.ParkedCount(c.Request().Context())
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, map[string]any{"stats": gate.Stats(), "max_attempts": gate.MaxAttempts(), "waiting": waiting, "parked": parked})
 	})
 	httpapi.Register(e, httpapi.Deps{Store: notify.NewStore(pool), Sender: sender, AdminToken: cfg.AdminToken, Logger: log})
 }

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/walletsaga/walletsaga/internal/cli"
 	"github.com/walletsaga/walletsaga/internal/httpx"
@@ -114,7 +115,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 		return err
 	}
 	gate := ordering.NewGate(pool, ordering.GateConfig{
-		MaxAttempts: cfg.MaxAttempts, RetryBase: cfg.RetryBase, IsPermanent: pipeline.IsPermanent, Logger: log,
+		MaxAttempts: cfg.MaxAttempts, RetryBase: cfg.RetryBase, ParkAfter: cfg.ParkAfter, IsPermanent: pipeline.IsPermanent, Logger: log,
 	})
 	pipe := pipeline.New(pool, gate, sender, log)
 	instance := fmt.Sprintf("notifier-%d", os.Getpid())
@@ -153,6 +154,11 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 			return err
 		}
 	}
+	drainCtx, stopDrain := context.WithCancel(context.WithoutCancel(ctx))
+	drained := make(chan struct{})
+	go func() { defer close(drained); pipe.RunDrainer(drainCtx, 500*time.Millisecond) }()
+	defer func() { stopDrain(); <-drained }()
+
 	// On SIGTERM: stop taking messages and let the one in flight finish (offsets are then
 	// persisted by the client), stop the reconciler, then the HTTP server.
 	stopped := make(chan error, 1)

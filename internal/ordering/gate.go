@@ -22,7 +22,8 @@ type Verdict string
 const (
 	Sent         Verdict = "sent"          // delivered now, recorded, user advanced
 	Duplicate    Verdict = "duplicate"     // seq already finished: acknowledged, nothing sent
-	Waiting      Verdict = "waiting"       // a predecessor is missing: the queue waits
+	Waiting      Verdict = "waiting"       // a predecessor is missing: the queue waits a moment
+	Parked       Verdict = "parked"        // still missing after ParkAfter: kept in Postgres, acknowledged
 	Retrying     Verdict = "retrying"      // delivery failed with attempts left (or the database did)
 	DeadLettered Verdict = "dead_lettered" // attempts exhausted or permanent: recorded, then to the DLQ
 )
@@ -58,6 +59,10 @@ type GateConfig struct {
 	RetryBase, RetryMax time.Duration
 	// WaitBase and WaitMax bound the backoff while a predecessor is missing (50ms, 2s).
 	WaitBase, WaitMax time.Duration
+	// ParkAfter is how long a message waits for a missing predecessor before it is parked in
+	// Postgres and acknowledged, so its queue moves on (default 1s). Waiting alone cannot
+	// work when the predecessor sits behind it on the same queue.
+	ParkAfter time.Duration
 	// IsPermanent reports whether a delivery error cannot be fixed by retrying (dead-letter
 	// at once). Default: never.
 	IsPermanent func(error) bool
@@ -66,7 +71,7 @@ type GateConfig struct {
 
 // GateStats counts the gate's decisions since start.
 type GateStats struct {
-	Sent, Duplicate, Waiting, Retrying, DeadLettered int64
+	Sent, Duplicate, Waiting, Parked, Retrying, DeadLettered int64
 }
 
 // Gate enforces per-user order and exactly-once delivery in Postgres (DESIGN invariant 6):
@@ -76,14 +81,17 @@ type GateStats struct {
 // in Postgres; when they run out the item is recorded dead-lettered, the user advances, and
 // the message goes to the DLQ (invariant 7), so the user's next message proceeds.
 //
-// The gate holds a user's queue while it waits; parking a failing user's messages in Postgres
-// instead would slot in at the Waiting and Retrying verdicts.
+// A message that arrives ahead of a missing predecessor waits a moment (the predecessor may be
+// on another queue, e.g. after the topic's queue count changed), then is parked: kept in
+// Postgres and acknowledged, so the queue moves on; ParkedReady hands it back once its
+// predecessor is finished. Parking a failing user's messages too would slot in at the
+// Retrying verdict.
 type Gate struct {
 	pool *pgxpool.Pool
 	cfg  GateConfig
 	log  *slog.Logger
 
-	sent, dup, waiting, retrying, dead atomic.Int64
+	sent, dup, waiting, parked, retrying, dead atomic.Int64
 }
 
 // NewGate returns a gate over the notify schema's progress and notifications tables.
@@ -103,6 +111,9 @@ func NewGate(pool *pgxpool.Pool, cfg GateConfig) *Gate {
 	if cfg.WaitMax < cfg.WaitBase {
 		cfg.WaitMax = max(2*time.Second, cfg.WaitBase)
 	}
+	if cfg.ParkAfter <= 0 {
+		cfg.ParkAfter = time.Second
+	}
 	if cfg.IsPermanent == nil {
 		cfg.IsPermanent = func(error) bool { return false }
 	}
@@ -117,7 +128,8 @@ func (g *Gate) MaxAttempts() int { return g.cfg.MaxAttempts }
 
 // Stats returns the decision counters.
 func (g *Gate) Stats() GateStats {
-	return GateStats{Sent: g.sent.Load(), Duplicate: g.dup.Load(), Waiting: g.waiting.Load(), Retrying: g.retrying.Load(), DeadLettered: g.dead.Load()}
+	return GateStats{Sent: g.sent.Load(), Duplicate: g.dup.Load(), Waiting: g.waiting.Load(), Parked: g.parked.Load(),
+		Retrying: g.retrying.Load(), DeadLettered: g.dead.Load()}
 }
 
 var errAlreadyDone = errors.New("gate: already finished by another consumer")
@@ -157,7 +169,10 @@ func (g *Gate) Handle(ctx context.Context, it GateItem, deliver DeliverFunc) Dec
 		return Decision{Verdict: Duplicate, Result: Ack()}
 	case Waiting:
 		g.waiting.Add(1)
-		return Decision{Verdict: Waiting, Result: Wait(backoff(g.cfg.WaitBase, g.cfg.WaitMax, adm.waited))}
+		return Decision{Verdict: Waiting, Result: Wait(min(backoff(g.cfg.WaitBase, g.cfg.WaitMax, adm.waited), g.cfg.ParkAfter))}
+	case Parked:
+		g.parked.Add(1)
+		return Decision{Verdict: Parked, Result: Ack()}
 	case DeadLettered:
 		g.dead.Add(1)
 		return Decision{Verdict: DeadLettered, Attempts: adm.attempts, Result: DeadLetter()}
@@ -228,7 +243,24 @@ func (g *Gate) admit(ctx context.Context, tx pgx.Tx, it GateItem) (admission, er
 		} else if _, err := tx.Exec(ctx, `UPDATE notify.progress SET waiting_seq = $2, waiting_since = now() WHERE user_id = $1`, it.UserID, it.Seq); err != nil {
 			return admission{}, err
 		}
-		return admission{verdict: Waiting, waited: time.Since(since)}, nil
+		waited := time.Since(since)
+		if waited < g.cfg.ParkAfter {
+			var parked bool
+			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM notify.notifications WHERE user_id = $1 AND seq = $2 AND status = 'parked')`,
+				it.UserID, it.Seq).Scan(&parked); err != nil {
+				return admission{}, err
+			}
+			if !parked {
+				return admission{verdict: Waiting, waited: waited}, nil
+			}
+		}
+		// Park it (a duplicate of a parked message parks nothing new).
+		if _, err := tx.Exec(ctx, `INSERT INTO notify.notifications (user_id, seq, status, msg_id, event, kind, text)
+			VALUES ($1, $2, 'parked', $3, $4, $5, $6) ON CONFLICT (user_id, seq) DO NOTHING`,
+			it.UserID, it.Seq, it.MsgID, jsonOrNull(it.Event), it.Kind, it.Text); err != nil {
+			return admission{}, err
+		}
+		return admission{verdict: Parked}, nil
 	}
 	var attempts int
 	err := tx.QueryRow(ctx, `INSERT INTO notify.notifications (user_id, seq, status, attempts, msg_id, event, kind, text)
@@ -406,4 +438,31 @@ func (g *Gate) Waiting(ctx context.Context, limit int) ([]WaitingUser, error) {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, pgx.RowToStructByPos[WaitingUser])
+}
+
+// ParkedReady returns parked items whose predecessor is finished (seq = last_seq + 1), at
+// most limit, skipping those whose last failed attempt is more recent than the retry backoff.
+// The caller hands each to Handle again with its delivery.
+func (g *Gate) ParkedReady(ctx context.Context, limit int) ([]GateItem, error) {
+	rows, err := g.pool.Query(ctx, `SELECT n.user_id, n.seq, COALESCE(n.msg_id, ''), COALESCE(n.event::text, ''), COALESCE(n.kind, ''), COALESCE(n.text, '')
+		FROM notify.notifications n JOIN notify.progress p ON p.user_id = n.user_id AND n.seq = p.last_seq + 1
+		WHERE n.status = 'parked' AND (n.attempts = 0 OR n.updated_at <= now() - make_interval(secs => $2 * least(n.attempts, 6)))
+		ORDER BY n.user_id LIMIT $1`, limit, g.cfg.RetryBase.Seconds())
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (GateItem, error) {
+		var it GateItem
+		var event string
+		err := row.Scan(&it.UserID, &it.Seq, &it.MsgID, &event, &it.Kind, &it.Text)
+		it.Event = []byte(event)
+		return it, err
+	})
+}
+
+// ParkedCount returns how many items are parked.
+func (g *Gate) ParkedCount(ctx context.Context) (int, error) {
+	var n int
+	err := g.pool.QueryRow(ctx, `SELECT count(*) FROM notify.notifications WHERE status = 'parked'`).Scan(&n)
+	return n, err
 }

@@ -225,3 +225,41 @@ func TestReconcilerRecordsAnUnrecordedDeadLetter(t *testing.T) {
 	st, _ := status(t, pool, 6, 2)
 	require.Equal(t, "sent", st)
 }
+
+// TestGateParksWhenThePredecessorIsBehind: seq 3 arrives first and seq 2 sits behind it on
+// the same queue, so waiting cannot help: after ParkAfter seq 3 is parked and acknowledged,
+// seq 2 is sent, and the parked seq 3 is then ready and delivered, in order, once.
+func TestGateParksWhenThePredecessorIsBehind(t *testing.T) {
+	t.Parallel()
+	pool, _ := testdb.New(t)
+	g := ordering.NewGate(pool, ordering.GateConfig{MaxAttempts: 3, RetryBase: time.Millisecond, WaitBase: time.Millisecond, ParkAfter: 20 * time.Millisecond})
+	ctx := context.Background()
+	require.Equal(t, ordering.Sent, g.Handle(ctx, item(7, 1), logDeliver(7, 1)).Verdict)
+	never := func(context.Context, pgx.Tx) error { t.Fatal("delivered out of order"); return nil }
+	d := g.Handle(ctx, item(7, 3), never)
+	require.Equal(t, ordering.Waiting, d.Verdict)
+	deadline := time.Now().Add(5 * time.Second)
+	for d.Verdict == ordering.Waiting && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond) // the queue's suspend, in miniature
+		d = g.Handle(ctx, item(7, 3), never)
+	}
+	require.Equal(t, ordering.Parked, d.Verdict)
+	require.False(t, d.Result.IsRetry(), "a parked message is acknowledged: its queue moves on")
+	require.Equal(t, ordering.Parked, g.Handle(ctx, item(7, 3), never).Verdict, "a duplicate of a parked message parks nothing new")
+	ready, err := g.ParkedReady(ctx, 10)
+	require.NoError(t, err)
+	require.Empty(t, ready, "not ready while seq 2 is missing")
+
+	require.Equal(t, ordering.Sent, g.Handle(ctx, item(7, 2), logDeliver(7, 2)).Verdict)
+	ready, err = g.ParkedReady(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, ready, 1)
+	require.EqualValues(t, 3, ready[0].Seq)
+	require.Equal(t, item(7, 3).Text, ready[0].Text)
+	require.JSONEq(t, string(item(7, 3).Event), string(ready[0].Event))
+	require.Equal(t, ordering.Sent, g.Handle(ctx, ready[0], logDeliver(7, 3)).Verdict)
+	require.Equal(t, []int64{1, 2, 3}, smsRows(t, pool, 7))
+	n, err := g.ParkedCount(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n)
+}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -55,7 +56,61 @@ func (p *Pipeline) Handle(ctx context.Context, d ordering.Delivery) ordering.Res
 	it := ordering.GateItem{UserID: ev.UserID, Seq: ev.Seq, MsgID: d.MsgID, Event: d.Body, Kind: string(ev.Kind), Text: sms.Text}
 	dec := p.gate.Handle(ctx, it, func(ctx context.Context, tx pgx.Tx) error { return p.sender.Send(ctx, tx, sms) })
 	p.log.Debug("gate", "user_id", ev.UserID, "seq", ev.Seq, "verdict", dec.Verdict, "attempts", dec.Attempts, "queue", d.QueueLabel())
+	if dec.Verdict == ordering.Sent || dec.Verdict == ordering.DeadLettered {
+		// Successors of this one may be parked: deliver them now rather than at the next sweep.
+		p.DrainParked(ctx)
+	}
 	return dec.Result
+}
+
+// DrainParked delivers, in order, the parked messages whose predecessor is now finished. It
+// returns how many it delivered or dead-lettered; the rest wait for the next call.
+func (p *Pipeline) DrainParked(ctx context.Context) int {
+	n := 0
+	for ctx.Err() == nil {
+		items, err := p.gate.ParkedReady(ctx, 100)
+		if err != nil {
+			p.log.Warn("reading parked messages failed", "err", err)
+			return n
+		}
+		progressed := 0
+		for _, it := range items {
+			ev, err := walletevent.Decode(it.Event)
+			if err != nil {
+				p.log.Error("a parked event no longer decodes", "user_id", it.UserID, "seq", it.Seq, "err", err)
+				continue
+			}
+			sms, err := notify.Render(ev)
+			if err != nil {
+				p.log.Error("a parked event no longer renders", "user_id", it.UserID, "seq", it.Seq, "err", err)
+				continue
+			}
+			dec := p.gate.Handle(ctx, it, func(ctx context.Context, tx pgx.Tx) error { return p.sender.Send(ctx, tx, sms) })
+			if dec.Verdict == ordering.Sent || dec.Verdict == ordering.DeadLettered {
+				progressed++
+			}
+		}
+		n += progressed
+		if progressed == 0 {
+			return n
+		}
+	}
+	return n
+}
+
+// RunDrainer sweeps parked messages every interval until ctx is done: it delivers those whose
+// predecessor was finished by another process, and retries parked deliveries that failed.
+func (p *Pipeline) RunDrainer(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			p.DrainParked(ctx)
+		}
+	}
 }
 
 // bad records an undecodable message (once per message id) and dead-letters it.

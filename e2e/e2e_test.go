@@ -1,0 +1,241 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/walletsaga/walletsaga/internal/ordering"
+	"github.com/walletsaga/walletsaga/internal/rmqtest"
+	"github.com/walletsaga/walletsaga/internal/walletevent"
+)
+
+// drive makes users×perUser deposits, each user's in sequence, users in parallel, each with an
+// idempotency key so a retried request never deposits twice. Amounts differ per deposit.
+func drive(a api, users []int64, perUser int, progress *atomic.Int64) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for _, u := range users {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(u int64) {
+			defer func() { <-sem; wg.Done() }()
+			for i := 1; i <= perUser; i++ {
+				a.deposit(u, int64(100*i+1), fmt.Sprintf("dep-%d-%d", u, i))
+				if progress != nil {
+					progress.Add(1)
+				}
+			}
+		}(u)
+	}
+	wg.Wait()
+}
+
+func createUsers(a api, n int, phone func(i int) string) []int64 {
+	ids := make([]int64, n)
+	for i := range ids {
+		ids[i] = a.createUser(fmt.Sprintf("user %d", i), phone(i))
+	}
+	return ids
+}
+
+func okPhone(i int) string { return fmt.Sprintf("+86138%08d", 10000000+i*7+1) }
+
+func logResult(t *testing.T, s *stack, what string, r auditResult, extra string) {
+	t.Logf("%s on broker %s: events=%d sms=%d lost=%d duplicated=%d out_of_order=%d dead_lettered=%d %s",
+		what, s.broker.BrokerAddr, r.events, r.sms, r.lost, r.dup, r.ooo, r.dead, extra)
+}
+
+// TestOrderedSMSForFiftyUsers: 50 users × 40 balance changes through the REST API, the sagas,
+// the outbox relay, the broker and the notifier: every user gets 40 SMS, in seq order, once.
+// Midway the walletsvc process is killed with SIGKILL and restarted (sagas resume, the relay
+// resumes, clients retry with their idempotency keys).
+func TestOrderedSMSForFiftyUsers(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	w := s.start("walletsvc", nil)
+	s.start("notifier", nil)
+	var base atomic.Value
+	base.Store(w.url)
+	a := api{t: t, base: func() string { return base.Load().(string) }}
+	users := createUsers(a, 50, okPhone)
+
+	var sent atomic.Int64
+	done := make(chan struct{})
+	go func() { defer close(done); drive(a, users, 40, &sent) }()
+	waitFor(t, 120*time.Second, "a quarter of the deposits", func() bool { return sent.Load() >= 500 })
+	w.kill()
+	w2 := s.start("walletsvc", nil)
+	base.Store(w2.url)
+	<-done
+	start := time.Now()
+	// Sagas the killed runner held resume once its lease (30s) expires.
+	resumed := waitFor(t, 120*time.Second, "every saga terminal", func() bool {
+		return s.count(`SELECT count(*) FROM sagas WHERE state IN ('running','compensating')`) == 0
+	})
+	waitFor(t, 180*time.Second, "every SMS", s.smsDone)
+	r := s.audit()
+	logResult(t, s, "50 users × 40 deposits, walletsvc killed -9 at 500", r, fmt.Sprintf("sagas_terminal_after=%s drain_after_last_request=%s", resumed.Round(time.Millisecond), time.Since(start).Round(time.Millisecond)))
+	require.Equal(t, 2000, r.events)
+	require.Equal(t, 2000, r.sms)
+	require.Zero(t, r.lost+r.dup+r.ooo+r.dead)
+	require.Equal(t, 2000, s.count(`SELECT count(*) FROM sim_charges`), "each deposit charged once")
+}
+
+// TestNotifierKilledMidStream: kill -9 of the notifier while SMS flow, then a restart:
+// no SMS lost or repeated, order kept.
+func TestNotifierKilledMidStream(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	w := s.start("walletsvc", nil)
+	n := s.start("notifier", nil)
+	a := api{t: t, base: func() string { return w.url }}
+	users := createUsers(a, 20, okPhone)
+	done := make(chan struct{})
+	go func() { defer close(done); drive(a, users, 30, nil) }()
+	waitFor(t, 120*time.Second, "200 SMS", func() bool { return s.count(`SELECT count(*) FROM notify.sms_log`) >= 200 })
+	n.kill()
+	killedAt := s.count(`SELECT count(*) FROM notify.sms_log`)
+	s.start("notifier", nil)
+	<-done
+	waitFor(t, 180*time.Second, "every SMS", s.smsDone)
+	r := s.audit()
+	logResult(t, s, "notifier killed -9", r, fmt.Sprintf("sms_at_kill=%d", killedAt))
+	require.Equal(t, 600, r.sms)
+	require.Zero(t, r.lost+r.dup+r.ooo+r.dead)
+}
+
+// queueOf is the Go client's hash selector: FNV-1a 32 of the sharding key modulo the queues.
+func queueOf(user int64, queues int) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(strconv.FormatInt(user, 10)))
+	q := int(h.Sum32()) % queues
+	if q < 0 {
+		q = -q
+	}
+	return q
+}
+
+// TestPoisonedUserIsDeadLetteredAndOthersProceed: a user whose phone always fails gets
+// exactly the configured attempts per SMS, each then dead-lettered (recorded, and in the
+// DLQ), and that user's next SMS still goes out; a deposit of 4.04 fails the same way for a
+// healthy user, whose next SMS follows. Users sharing the poisoned user's queue are held up
+// meanwhile; the test measures for how long.
+func TestPoisonedUserIsDeadLetteredAndOthersProceed(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	w := s.start("walletsvc", nil)
+	s.start("notifier", nil)
+	a := api{t: t, base: func() string { return w.url }}
+	poisoned := a.createUser("poisoned", "+8613800000000")
+	var neighbour int64
+	for i := 0; neighbour == 0; i++ {
+		id := a.createUser(fmt.Sprintf("candidate %d", i), okPhone(i))
+		if queueOf(id, 8) == queueOf(poisoned, 8) {
+			neighbour = id
+		}
+	}
+	healthy := a.createUser("healthy", okPhone(99))
+
+	// Each deposit waits for its saga, as a person would: balance changes in request order.
+	a.depositWait(poisoned, 1000, "p1")
+	a.depositWait(poisoned, 2000, "p2")
+	a.depositWait(healthy, 10000, "h1")
+	a.depositWait(healthy, 404, "h2") // its SMS fails by amount
+	a.depositWait(healthy, 5000, "h3")
+	enqueued := time.Now()
+	a.deposit(neighbour, 700, "n1")
+	heldUp := waitFor(t, 60*time.Second, "the neighbour's SMS", func() bool {
+		return s.count(`SELECT count(*) FROM notify.sms_log WHERE user_id = $1`, neighbour) == 1
+	})
+	waitFor(t, 60*time.Second, "every SMS", s.smsDone)
+	r := s.audit()
+	require.Equal(t, 3, r.dead)
+	for _, seq := range []int64{1, 2} {
+		var st string
+		var attempts int
+		require.NoError(t, s.pool.QueryRow(context.Background(), `SELECT status, attempts FROM notify.notifications WHERE user_id = $1 AND seq = $2`, poisoned, seq).Scan(&st, &attempts))
+		require.Equal(t, "dead_lettered", st)
+		require.Equal(t, 3, attempts, "exactly the configured attempts")
+	}
+	var texts []string
+	rows, err := s.pool.Query(context.Background(), `SELECT text FROM notify.sms_log WHERE user_id = $1 ORDER BY id`, healthy)
+	require.NoError(t, err)
+	for rows.Next() {
+		var x string
+		require.NoError(t, rows.Scan(&x))
+		texts = append(texts, x)
+	}
+	require.Equal(t, []string{"You topped up 100.00 CNY. Balance: 100.00 CNY.", "You topped up 50.00 CNY. Balance: 154.04 CNY."}, texts,
+		"the 4.04 SMS is dead-lettered and the next one follows")
+	// The dead letters are in the broker's DLQ too.
+	dlq := s.broker.ReadDLQ(t, s.group, 60*time.Second, func(ms []rmqtest.DLQMessage) bool { return len(ms) >= 3 })
+	keys := map[string]bool{}
+	for _, m := range dlq {
+		ev, err := walletevent.Decode(m.Body)
+		require.NoError(t, err)
+		keys[ev.SeqKey()] = true
+	}
+	require.Equal(t, map[string]bool{fmt.Sprintf("%d:1", poisoned): true, fmt.Sprintf("%d:2", poisoned): true, fmt.Sprintf("%d:2", healthy): true}, keys)
+	logResult(t, s, "poisoned user", r, fmt.Sprintf("neighbour_on_queue_%d_held_for=%s (since its deposit %s)", queueOf(poisoned, 8), heldUp.Round(time.Millisecond), time.Since(enqueued).Round(time.Millisecond)))
+}
+
+// TestDuplicatesGapsAndBadMessages publishes straight to the topic: seq 1, then 3 before 2,
+// then 2, then duplicates of 2 and 3, and an undecodable message on the same key. The user
+// gets SMS 1, 2, 3 once each and in order; the bad message is recorded and dead-lettered
+// without blocking the key's later messages.
+func TestDuplicatesGapsAndBadMessages(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	n := s.start("notifier", map[string]string{"LOG_LEVEL": "info"})
+	p, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: []string{s.broker.Namesrv}, Group: rmqtest.Unique("e2e-raw")})
+	require.NoError(t, err)
+	defer p.Shutdown() //nolint:errcheck
+	const user = 9001
+	send := func(seq int64, body []byte) {
+		_, err := p.SendOrderly(context.Background(), ordering.Message{Topic: s.topic, ShardingKey: strconv.Itoa(user), Body: body})
+		require.NoError(t, err)
+	}
+	ev := func(seq, amount, balance int64) []byte {
+		b, err := walletevent.Encode(walletevent.Event{EventID: seq, UserID: user, Seq: seq, Kind: walletevent.Deposit, Amount: amount,
+			Currency: "CNY", BalanceAfter: balance, SagaID: seq, Phone: "+8613911112222", Locale: "en", OccurredAt: time.Now()})
+		require.NoError(t, err)
+		return b
+	}
+	send(1, ev(1, 100, 100))
+	send(3, ev(3, 300, 600))
+	waitFor(t, 30*time.Second, "the gate to wait on seq 2", func() bool {
+		return s.count(`SELECT count(*) FROM notify.progress WHERE user_id = $1 AND waiting_seq = 3`, user) == 1
+	})
+	require.Equal(t, 1, s.count(`SELECT count(*) FROM notify.sms_log WHERE user_id = $1`, user), "seq 3 is not sent before seq 2")
+	send(2, ev(2, 200, 300))
+	send(2, ev(2, 200, 300))
+	send(3, ev(3, 300, 600))
+	send(0, []byte(`{"v":1,"user_id":"not a number"}`))
+	send(4, ev(4, 400, 1000))
+	waitFor(t, 60*time.Second, "seq 4", func() bool {
+		return s.count(`SELECT count(*) FROM notify.sms_log WHERE user_id = $1 AND seq = 4`, user) == 1
+	})
+	var seqs []int64
+	rows, err := s.pool.Query(context.Background(), `SELECT seq FROM notify.sms_log WHERE user_id = $1 ORDER BY id`, user)
+	require.NoError(t, err)
+	for rows.Next() {
+		var x int64
+		require.NoError(t, rows.Scan(&x))
+		seqs = append(seqs, x)
+	}
+	require.Equal(t, []int64{1, 2, 3, 4}, seqs)
+	require.Equal(t, 1, s.count(`SELECT count(*) FROM notify.bad_messages`), "the bad message is recorded")
+	dlq := s.broker.ReadDLQ(t, s.group, 60*time.Second, func(ms []rmqtest.DLQMessage) bool { return len(ms) >= 1 })
+	require.Len(t, dlq, 1)
+	require.Contains(t, string(dlq[0].Body), "not a number")
+	n.stop(t)
+	require.Contains(t, n.out.String(), "duplicates=2", "the two duplicates were acknowledged without sending")
+}
