@@ -29,7 +29,7 @@ var ErrNotRetryable = errors.New("saga: not in needs_attention")
 type Options struct {
 	Owner        string        // lease owner id; default hostname:pid:random
 	Lease        time.Duration // default 30s; a runner extends it while working on a saga
-	PollInterval time.Duration // fallback poll when no notification arrives; default 1s
+	PollInterval time.Duration // fallback poll when no notification arrives, for runners and Waits; default 1s
 	Workers      int           // sagas worked on concurrently by this engine; default 8
 	Logger       *slog.Logger  // default slog.Default()
 }
@@ -48,6 +48,7 @@ type Engine struct {
 	dues []time.Time    // when sagas this engine left in backoff become due
 
 	wake chan struct{}
+	lis  *listener
 }
 
 // New returns an engine on pool. Register the definitions, then call Run.
@@ -70,10 +71,12 @@ func New(pool *pgxpool.Pool, opts Options) *Engine {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Engine{
+	e := &Engine{
 		pool: pool, opts: opts, log: opts.Logger.With("component", "saga", "owner", opts.Owner),
 		defs: map[string]*Definition{}, held: map[int64]bool{}, wake: make(chan struct{}, 1),
 	}
+	e.lis = newListener(e)
+	return e
 }
 
 // Register adds a kind of saga. It fails if the kind is taken, there are no steps, step
@@ -119,17 +122,16 @@ func (e *Engine) Get(ctx context.Context, id int64) (Snapshot, error) {
 
 // Wait returns the saga once it is in a terminal state. When ctx ends first it returns the
 // latest snapshot and ctx's error; a missing saga gives ErrNotFound.
+//
+// Waits take no connection of their own: they share the engine's one listening connection
+// (outside the pool), which is opened by the first Wait or by Run and closed once Run has
+// returned and no Wait is in progress. A Wait is woken by its saga's saga_done notification
+// or, should that be lost (the connection dropped), by a re-check of every waited saga each
+// PollInterval. Each wake-up reads the saga once through the pool.
 func (e *Engine) Wait(ctx context.Context, id int64) (Snapshot, error) {
-	var conn *pgx.Conn // listens on saga_done; nil: poll
-	if pc, err := e.pool.Acquire(ctx); err == nil {
-		conn = pc.Hijack() // never hand a listening connection back to the pool
-		defer closeConn(ctx, conn)
-		if _, err := conn.Exec(ctx, "LISTEN saga_done"); err != nil {
-			conn = nil
-		}
-	}
+	wake, unsubscribe := e.lis.subscribe(id) // before the first read: no notification is missed
+	defer unsubscribe()
 	var last Snapshot
-	want := strconv.FormatInt(id, 10)
 	for {
 		s, err := e.Get(ctx, id)
 		switch {
@@ -143,26 +145,11 @@ func (e *Engine) Wait(ctx context.Context, id int64) (Snapshot, error) {
 		case errors.Is(err, ErrNotFound):
 			return s, err
 		}
-		// Wake on our saga's notification, or re-read after a poll interval anyway.
-		wctx, cancel := context.WithTimeout(ctx, e.opts.PollInterval)
-		for conn != nil {
-			n, err := conn.WaitForNotification(wctx)
-			if err != nil {
-				if wctx.Err() == nil || conn.IsClosed() {
-					conn = nil // broken: fall back to polling
-				}
-				break
-			}
-			if n.Payload == want {
-				break
-			}
-		}
-		if conn == nil {
-			<-wctx.Done()
-		}
-		cancel()
-		if ctx.Err() != nil {
+		// A failed read is retried at the next wake-up; the re-check guarantees one.
+		select {
+		case <-ctx.Done():
 			return last, ctx.Err()
+		case <-wake:
 		}
 	}
 }
@@ -176,15 +163,22 @@ func (e *Engine) Retry(ctx context.Context, id int64) error {
 
 // Run claims due sagas and works on them until ctx is done; it returns nil after every
 // attempt in flight has ended (a cancelled attempt is abandoned and re-run later with the
-// same idempotency key).
+// same idempotency key) and, unless a Wait is still in progress, the engine's listening
+// connection has closed. There is no separate Close: stopping Run (and letting the Waits
+// return) releases everything the engine holds.
 func (e *Engine) Run(ctx context.Context) error {
 	if !e.running.CompareAndSwap(false, true) {
 		return errors.New("saga: engine already running")
 	}
 	defer e.running.Store(false)
+	e.lis.acquire() // wakes the dispatcher on saga_due
+	defer func() {
+		if stopped := e.lis.release(); stopped != nil {
+			<-stopped
+		}
+	}()
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	wg.Go(func() { e.listen(ctx) })
 
 	for ctx.Err() == nil {
 		kinds, held, free := e.claimable()
@@ -262,47 +256,4 @@ func (e *Engine) signal() {
 	case e.wake <- struct{}{}:
 	default:
 	}
-}
-
-// listen wakes the dispatcher on every saga_due notification, reconnecting as needed.
-func (e *Engine) listen(ctx context.Context) {
-	for {
-		err := e.listenOnce(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		e.log.Warn("saga: listener lost; polling until it reconnects", "err", err)
-		t := time.NewTimer(e.opts.PollInterval)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-	}
-}
-
-func (e *Engine) listenOnce(ctx context.Context) error {
-	pc, err := e.pool.Acquire(ctx)
-	if err != nil {
-		return fmt.Errorf("saga: listen: %w", err)
-	}
-	conn := pc.Hijack()
-	defer closeConn(ctx, conn)
-	if _, err := conn.Exec(ctx, "LISTEN saga_due"); err != nil {
-		return fmt.Errorf("saga: listen: %w", err)
-	}
-	e.signal() // sagas may have been started while no one listened
-	for {
-		if _, err := conn.WaitForNotification(ctx); err != nil {
-			return fmt.Errorf("saga: listen: %w", err)
-		}
-		e.signal()
-	}
-}
-
-func closeConn(ctx context.Context, c *pgx.Conn) {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-	defer cancel()
-	_ = c.Close(cctx)
 }

@@ -70,12 +70,16 @@ func decide(d *Definition, at position, attempt int, o Outcome, cur *ErrorInfo, 
 	if at.Phase == phaseCompensate && st.Compensate.zero() {
 		return compensateFrom(d, transition{}, at.Step) // the definition changed since the saga started
 	}
+	// A remote action that ran out of attempts may have taken effect (a lost response, a
+	// timeout): unlike one that failed for good, it is compensated itself.
+	uncertain := false
 	if o.Kind == OutcomeRetry && attempt >= d.MaxAttempts {
 		code := o.Code
 		if code == "" {
 			code = CodeAttemptsExhausted
 		}
 		o = Fail(code, fmt.Errorf("gave up after %d attempts: %s", attempt, errText(o.Err)))
+		uncertain = at.Phase == phaseForward && st.Do.Remote != nil
 	}
 	rec := stepWrite{Step: at.Step, Name: st.Name, Phase: at.Phase, Attempts: attempt}
 
@@ -124,6 +128,9 @@ func decide(d *Definition, at position, attempt int, o Outcome, cur *ErrorInfo, 
 		return t
 	}
 	t.Err = e
+	if uncertain && !st.Compensate.zero() {
+		return compensateFrom(d, t, at.Step)
+	}
 	if at.Step == 0 {
 		t.To = position{State: Failed, Step: 0, Phase: phaseForward, Attempts: attempt}
 		return t

@@ -152,9 +152,9 @@ func (e *Engine) runRemote(ctx context.Context, d *Definition, r sagaRow, f Remo
 		return false, err
 	}
 	r.Attempts = n
-	key := fmt.Sprintf("%d:%s", r.ID, name)
+	key := StepKey(r.ID, name)
 	if r.Phase == phaseCompensate {
-		key += ":compensate"
+		key += CompensateSuffix
 	}
 	inst := r.instance()
 	actx, cancel := context.WithTimeout(ctx, d.AttemptTimeout)

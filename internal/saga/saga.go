@@ -8,12 +8,31 @@
 // jitter up to a limit, each attempt bounded by a timeout. Compensations run in reverse order
 // and are retried too; when they are exhausted the saga enters NeedsAttention.
 //
+// Which steps are compensated when a forward step fails:
+//
+//   - A step that returned Fail had a definite outcome: it did not take effect. Only the
+//     steps before it are compensated, latest first; with none, the saga is Failed.
+//   - A remote step that ran out of attempts (every attempt gave Retry, timed out, or was
+//     lost in a crash) has no definite outcome: a call whose response was lost may have
+//     taken effect. Its own compensation runs first (with the key "<id>:<step>:compensate"),
+//     then those of the steps before it, latest first. A remote step without a compensation
+//     is taken to need no undoing.
+//   - A local step that ran out of attempts never committed, so it is not compensated.
+//
+// A compensation may therefore run for a step that never took effect: each must be
+// idempotent and must succeed when there is nothing to undo.
+//
+// Wait and the runners share one dedicated connection per Engine, outside the pool's
+// MaxConns, that LISTENs for saga_due and saga_done; it is open while Run runs or a Wait is
+// in progress and closes when neither is (see Engine.Wait).
+//
 // This file is the contract other packages build against; engine.go implements it.
 package saga
 
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -95,9 +114,23 @@ func (i *Instance) SetData(v any) error {
 type LocalFunc func(ctx context.Context, tx pgx.Tx, s *Instance) Outcome
 
 // RemoteFunc is a remote step: it calls another party with idempotencyKey, which is stable
-// across retries and crashes ("<saga id>:<step name>" or "<saga id>:<step name>:compensate").
-// ctx carries the per-attempt timeout.
+// across retries and crashes (StepKey for an action, StepKey + CompensateSuffix for a
+// compensation). ctx carries the per-attempt timeout. It returns Fail only when it knows the
+// call did not and will not take effect (e.g. a declined card); when in doubt (a timeout, a
+// lost response) it returns Retry, and once the attempts run out the engine compensates the
+// step itself too.
 type RemoteFunc func(ctx context.Context, idempotencyKey string, s *Instance) Outcome
+
+// CompensateSuffix ends the idempotency key of a compensation: StepKey(id, step) +
+// CompensateSuffix.
+const CompensateSuffix = ":compensate"
+
+// StepKey is the idempotency key the engine gives the remote action of step in saga
+// sagaID: "<saga id>:<step name>". A compensation can use it to find what the action did
+// at the remote party (e.g. refund the charge made with that key).
+func StepKey(sagaID int64, step string) string {
+	return strconv.FormatInt(sagaID, 10) + ":" + step
+}
 
 // Action is a step's action or compensation: exactly one of Local and Remote is set.
 type Action struct {
@@ -113,9 +146,15 @@ func Remote(f RemoteFunc) Action { return Action{Remote: f} }
 
 // Step is one step of a saga definition.
 type Step struct {
-	Name       string
-	Do         Action
-	Compensate Action // zero value: nothing to undo
+	Name string
+	Do   Action
+	// Compensate undoes Do; the zero value means there is nothing to undo. It runs after a
+	// later step failed, and also after Do itself, if remote, ran out of attempts without a
+	// definite outcome (see the package doc): it may then find that Do never took effect.
+	// It must be idempotent and must tolerate nothing-to-undo, succeeding in that case; if
+	// it can, it should also make sure a late-arriving Do cannot take effect afterwards
+	// (e.g. by voiding Do's idempotency key at the remote party).
+	Compensate Action
 }
 
 // Definition describes a kind of saga.

@@ -258,6 +258,49 @@ func retrySaga(ctx context.Context, tx pgx.Tx, id int64) error {
 	return nil
 }
 
+// The notification channels: saga_due carries the id of a saga that became due (started or
+// retried), saga_done that of a saga that reached a terminal state.
+const (
+	channelDue  = "saga_due"
+	channelDone = "saga_done"
+)
+
+// listen opens a connection of its own (configured as the pool's connections, but outside
+// the pool and its MaxConns) listening on both channels. The caller closes it.
+func listen(ctx context.Context, pool *pgxpool.Pool) (*pgx.Conn, error) {
+	conn, err := pgx.ConnectConfig(ctx, pool.Config().ConnConfig)
+	if err != nil {
+		return nil, fmt.Errorf("saga: listen: connect: %w", err)
+	}
+	if _, err := conn.Exec(ctx, "LISTEN "+channelDue+"; LISTEN "+channelDone); err != nil {
+		closeConn(ctx, conn)
+		return nil, fmt.Errorf("saga: listen: %w", err)
+	}
+	return conn, nil
+}
+
+// closeConn closes c, with a fresh timeout so that a cancelled ctx still says goodbye.
+func closeConn(ctx context.Context, c *pgx.Conn) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	_ = c.Close(cctx)
+}
+
+// endedSagas returns those of ids that are in a terminal state or do not exist.
+func endedSagas(ctx context.Context, pool *pgxpool.Pool, ids []int64) ([]int64, error) {
+	rows, err := pool.Query(ctx, `
+		SELECT w.id FROM unnest($1::bigint[]) AS w(id)
+		WHERE NOT EXISTS (SELECT 1 FROM sagas s WHERE s.id = w.id AND s.state IN ('running', 'compensating'))`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("saga: re-check: %w", err)
+	}
+	ended, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("saga: re-check: %w", err)
+	}
+	return ended, nil
+}
+
 // snapshot reads a saga and its history.
 func snapshot(ctx context.Context, pool *pgxpool.Pool, id int64) (Snapshot, error) {
 	var s Snapshot

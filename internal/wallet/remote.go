@@ -13,18 +13,32 @@ import (
 // classified with RemoteError; an unclassified error is taken as retryable.
 type PaymentGateway interface {
 	// Charge takes amount from source and returns the gateway's charge id. A declined source
-	// is a permanent RemoteError with code "declined".
+	// is a permanent RemoteError with code "declined"; so is a chargeKey already voided by
+	// RefundByKey.
 	Charge(ctx context.Context, key string, userID int64, amount Money, currency, source string) (chargeID string, err error)
-	// Refund gives a charge back. Refunding a refunded charge succeeds; an unknown charge is
-	// a permanent RemoteError with code "unknown_charge".
-	Refund(ctx context.Context, key, chargeID string) error
+	// RefundByKey gives back the charge made with chargeKey (the key Charge was called with),
+	// so that a charge whose response was lost can be refunded without its id. It succeeds
+	// with nothing to do when there is nothing to give back: no charge was made with
+	// chargeKey (the key is then voided, so that a Charge with it arriving late is declined),
+	// the charge was declined, or it is refunded already.
+	RefundByKey(ctx context.Context, key, chargeKey string) error
 }
 
-// Merchant takes orders paid from wallets. PlaceOrder is idempotent per key; a rejected order
-// is a permanent RemoteError with code "rejected".
+// Merchant takes orders paid from wallets. Both calls are idempotent per key.
 type Merchant interface {
+	// PlaceOrder places an order and returns the merchant's order id. A rejected order is a
+	// permanent RemoteError with code "rejected"; so is an orderKey cancelled by CancelOrder.
 	PlaceOrder(ctx context.Context, key, merchant, reference string, amount Money, currency string) (orderID string, err error)
+	// CancelOrder cancels the order placed with orderKey (the key PlaceOrder was called with).
+	// It succeeds with nothing to do when no order was placed with orderKey (the key is then
+	// cancelled, so that a PlaceOrder with it arriving late is rejected) or the order was
+	// rejected or cancelled already. An order the merchant can no longer cancel is a
+	// permanent RemoteError with code CodeNotCancellable.
+	CancelOrder(ctx context.Context, key, orderKey string) error
 }
+
+// CodeNotCancellable is the code of a CancelOrder refused because the order stands.
+const CodeNotCancellable = "not_cancellable"
 
 // RemoteError is a failure reported by a remote party, classified for the saga engine:
 // permanent (compensate now) or retryable (try again after a backoff).

@@ -90,7 +90,9 @@ func Definitions(gw PaymentGateway, m Merchant, t StepTuning) []saga.Definition 
 }
 
 // depositDefinition: charge the payment source (remote) → credit the wallet (local).
-// Compensation: refund the charge.
+// Compensation: refund the charge, by its idempotency key; it runs when the credit fails,
+// and when the charge itself ran out of attempts (it may have happened). A declined charge
+// is not refunded: the saga fails.
 func depositDefinition(gw PaymentGateway) saga.Definition {
 	return saga.Definition{Kind: KindDeposit, Steps: []saga.Step{
 		{
@@ -109,17 +111,11 @@ func depositDefinition(gw PaymentGateway) saga.Definition {
 				}
 				return saga.Done()
 			}),
+			// By the charge's key, not its id: the engine also runs this after the charge ran
+			// out of attempts, when a charge may exist whose id never reached us (and if none
+			// does, the refund voids the key so a late charge cannot land).
 			Compensate: saga.Remote(func(ctx context.Context, key string, s *saga.Instance) saga.Outcome {
-				var d depositData
-				if len(s.Data) > 0 {
-					if err := json.Unmarshal(s.Data, &d); err != nil {
-						return saga.Fail(CodeInvalidInput, fmt.Errorf("deposit data: %w", err))
-					}
-				}
-				if d.ChargeID == "" {
-					return saga.Fail("no_charge", errors.New("no charge id recorded to refund"))
-				}
-				return remoteOutcome(gw.Refund(ctx, key, d.ChargeID))
+				return remoteOutcome(gw.RefundByKey(ctx, key, saga.StepKey(s.ID, stepCharge)))
 			}),
 		},
 		{
@@ -140,6 +136,13 @@ func depositDefinition(gw PaymentGateway) saga.Definition {
 // purchaseDefinition: debit the wallet (local; insufficient funds fails the saga with
 // nothing to undo) → place the order (remote). Compensation of the debit: refund the wallet,
 // a balance change with its own event.
+//
+// When placing the order runs out of attempts, the merchant may have placed it. The engine
+// then compensates place_order itself first: cancel the order by its key. If the merchant
+// had no order, the key is cancelled (a late PlaceOrder is rejected) and the wallet is
+// refunded. If the order stands and cannot be cancelled, the compensation fails for good and
+// the saga goes to needs_attention with the wallet still debited: the purchase may well have
+// happened, and only an operator can tell; the money is neither lost nor refunded twice.
 func purchaseDefinition(m Merchant) saga.Definition {
 	return saga.Definition{Kind: KindPurchase, Steps: []saga.Step{
 		{
@@ -178,6 +181,9 @@ func purchaseDefinition(m Merchant) saga.Definition {
 					return saga.Retry(err)
 				}
 				return saga.Done()
+			}),
+			Compensate: saga.Remote(func(ctx context.Context, key string, s *saga.Instance) saga.Outcome {
+				return remoteOutcome(m.CancelOrder(ctx, key, saga.StepKey(s.ID, stepPlaceOrder)))
 			}),
 		},
 	}}

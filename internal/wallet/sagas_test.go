@@ -284,18 +284,21 @@ func (failingGateway) Charge(context.Context, string, int64, wallet.Money, strin
 	return "", wallet.RetryableError("unavailable", errors.New("down"))
 }
 
-func (failingGateway) Refund(context.Context, string, string) error { return nil }
+func (failingGateway) RefundByKey(context.Context, string, string) error { return nil }
 
-func TestDepositGatewayDownFailsAfterRetries(t *testing.T) {
+// The charge ran out of attempts without a definite outcome, so the engine refunds it by
+// key (here: nothing to refund) and the deposit ends compensated rather than failed.
+func TestDepositGatewayDownCompensatesAfterRetries(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{gateway: failingGateway{}})
 	u := e.user(t)
 	op, err := e.svc.Deposit(e.ctx, wallet.DepositRequest{UserID: u, Amount: 100})
 	require.NoError(t, err)
 	op = e.wait(t, op.ID)
-	require.Equal(t, saga.Failed, op.State)
+	require.Equal(t, saga.Compensated, op.State)
 	require.Equal(t, saga.CodeAttemptsExhausted, op.Error.Code)
 	require.Equal(t, fastSteps.MaxAttempts, op.Steps[0].Attempts)
+	require.Equal(t, []string{"charge/forward/failed", "charge/compensate/done"}, stepStatuses(op))
 	require.Equal(t, wallet.Money(0), e.balance(t, u))
 }
 

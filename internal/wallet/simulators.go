@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -65,18 +64,21 @@ func (g *SimGateway) Charge(ctx context.Context, key string, userID int64, amoun
 		chargeID, gotStatus string
 		gotUser             int64
 		gotAmount           Money
+		voidedBy            *string
 	)
 	err = g.pool.QueryRow(ctx, `
 INSERT INTO sim_charges (key, charge_id, user_id, amount, currency, source, status)
 VALUES ($1, $2, $3, $4, $5, $6, $7)
 ON CONFLICT (key) DO UPDATE SET attempts = sim_charges.attempts + 1
-RETURNING charge_id, status, user_id, amount`,
+RETURNING charge_id, status, user_id, amount, CASE WHEN charge_id LIKE 'void\_%' THEN refund_key END`,
 		key, "ch_"+randomID(), userID, int64(amount), currency, source, status,
-	).Scan(&chargeID, &gotStatus, &gotUser, &gotAmount)
+	).Scan(&chargeID, &gotStatus, &gotUser, &gotAmount, &voidedBy)
 	if err != nil {
 		return "", RetryableError("unavailable", fmt.Errorf("sim gateway: %w", err))
 	}
 	switch {
+	case voidedBy != nil:
+		return "", PermanentError("declined", fmt.Errorf("charge key %q was voided by refund %q", key, *voidedBy))
 	case gotUser != userID || gotAmount != amount:
 		return "", PermanentError("idempotency_mismatch", fmt.Errorf("key %q was used for another charge", key))
 	case gotStatus == "declined":
@@ -87,8 +89,9 @@ RETURNING charge_id, status, user_id, amount`,
 	return chargeID, nil
 }
 
-// Refund implements PaymentGateway.
-func (g *SimGateway) Refund(ctx context.Context, key, chargeID string) error {
+// RefundByKey implements PaymentGateway. A key with no charge is voided with a row of its
+// own (status declined, charge id "void_…", refund_key set), which a late Charge meets.
+func (g *SimGateway) RefundByKey(ctx context.Context, key, chargeKey string) error {
 	before, after, err := simulate(ctx, g.opts)
 	if err != nil {
 		return err
@@ -96,17 +99,14 @@ func (g *SimGateway) Refund(ctx context.Context, key, chargeID string) error {
 	if before {
 		return RetryableError("unavailable", errors.New("simulated gateway outage"))
 	}
-	var status string
-	err = g.pool.QueryRow(ctx, `
-UPDATE sim_charges
-SET status = CASE WHEN status = 'charged' THEN 'refunded' ELSE status END,
-    refund_key = CASE WHEN status = 'charged' THEN $1 ELSE refund_key END,
-    refunded_at = CASE WHEN status = 'charged' THEN now() ELSE refunded_at END
-WHERE charge_id = $2
-RETURNING status`, key, chargeID).Scan(&status)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return PermanentError("unknown_charge", fmt.Errorf("no charge %q", chargeID))
-	}
+	_, err = g.pool.Exec(ctx, `
+INSERT INTO sim_charges (key, charge_id, user_id, amount, currency, source, status, refund_key, refunded_at)
+VALUES ($1, $2, 0, 0, '', '', 'declined', $3, now())
+ON CONFLICT (key) DO UPDATE SET
+    status = CASE WHEN sim_charges.status = 'charged' THEN 'refunded' ELSE sim_charges.status END,
+    refund_key = CASE WHEN sim_charges.status = 'charged' THEN $3 ELSE sim_charges.refund_key END,
+    refunded_at = CASE WHEN sim_charges.status = 'charged' THEN now() ELSE sim_charges.refunded_at END`,
+		chargeKey, "void_"+randomID(), key)
 	if err != nil {
 		return RetryableError("unavailable", fmt.Errorf("sim gateway: %w", err))
 	}
@@ -152,6 +152,7 @@ func (m *SimMerchant) PlaceOrder(ctx context.Context, key, merchant, reference s
 		attempts        int
 		gotAmount       Money
 	)
+	var gotReference string
 	err = m.pool.QueryRow(ctx, `
 INSERT INTO sim_orders (key, order_id, merchant, reference, amount, currency, status)
 VALUES ($1, $2, $3, $4, $5, $6, $7)
@@ -159,13 +160,15 @@ ON CONFLICT (key) DO UPDATE SET
     attempts = sim_orders.attempts + 1,
     status = CASE WHEN sim_orders.status = 'pending' AND sim_orders.attempts + 1 > $8 THEN 'placed'
                   ELSE sim_orders.status END
-RETURNING order_id, status, attempts, amount`,
+RETURNING order_id, status, attempts, amount, reference`,
 		key, "ord_"+randomID(), merchant, reference, int64(amount), currency, first, flakyFailures,
-	).Scan(&orderID, &status, &attempts, &gotAmount)
+	).Scan(&orderID, &status, &attempts, &gotAmount, &gotReference)
 	if err != nil {
 		return "", RetryableError("unavailable", fmt.Errorf("sim merchant: %w", err))
 	}
 	switch {
+	case gotReference == cancelledBeforePlaced:
+		return "", PermanentError("rejected", fmt.Errorf("order key %q was cancelled", key))
 	case gotAmount != amount:
 		return "", PermanentError("idempotency_mismatch", fmt.Errorf("key %q was used for another order", key))
 	case status == "rejected":
@@ -176,6 +179,40 @@ RETURNING order_id, status, attempts, amount`,
 		return "", RetryableError("unavailable", errors.New("simulated lost response after placing the order"))
 	}
 	return orderID, nil
+}
+
+// cancelledBeforePlaced is the reference of the row that CancelOrder leaves for a key with
+// no order: the schema has no "cancelled" status, so the row is "rejected" with this mark.
+const cancelledBeforePlaced = "(cancelled before placed)"
+
+// CancelOrder implements Merchant. The simulator cancels what it has not placed yet (no
+// order, or a pending flaky- one, both become rejected); a placed order it cannot cancel,
+// as its schema has no cancelled status, so it answers CodeNotCancellable.
+func (m *SimMerchant) CancelOrder(ctx context.Context, key, orderKey string) error {
+	before, after, err := simulate(ctx, m.opts)
+	if err != nil {
+		return err
+	}
+	if before {
+		return RetryableError("unavailable", errors.New("simulated merchant outage"))
+	}
+	var status string
+	err = m.pool.QueryRow(ctx, `
+INSERT INTO sim_orders (key, order_id, merchant, reference, amount, currency, status)
+VALUES ($1, $2, '', $3, 0, '', 'rejected')
+ON CONFLICT (key) DO UPDATE SET
+    status = CASE WHEN sim_orders.status = 'pending' THEN 'rejected' ELSE sim_orders.status END
+RETURNING status`, orderKey, "ord_"+randomID(), cancelledBeforePlaced).Scan(&status)
+	if err != nil {
+		return RetryableError("unavailable", fmt.Errorf("sim merchant: %w", err))
+	}
+	if status == "placed" {
+		return PermanentError(CodeNotCancellable, fmt.Errorf("order key %q: the order is placed (cancel %q)", orderKey, key))
+	}
+	if after {
+		return RetryableError("unavailable", errors.New("simulated lost response after cancelling"))
+	}
+	return nil
 }
 
 // simulate waits the configured latency and draws this call's injected failure: before

@@ -1,0 +1,205 @@
+package saga_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/walletsaga/walletsaga/internal/saga"
+	"github.com/walletsaga/walletsaga/internal/testdb"
+)
+
+// blockedUntil is a one-step definition whose step waits for release.
+func blockedUntil(kind string, release <-chan struct{}) saga.Definition {
+	return fast(kind, saga.Step{Name: "wait", Do: saga.Remote(func(ctx context.Context, _ string, _ *saga.Instance) saga.Outcome {
+		select {
+		case <-release:
+			return saga.Done()
+		case <-ctx.Done():
+			return saga.Retry(ctx.Err())
+		}
+	})})
+}
+
+// poll calls cond until it holds, failing the test after d.
+func poll(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		require.True(t, time.Now().Before(deadline), "timed out waiting for %s", what)
+		time.Sleep(10 * time.Millisecond) // polling with a deadline
+	}
+}
+
+// Many concurrent Waits share the engine's one listening connection: the pool never grows
+// past MaxConns, and the database sees at most MaxConns + 1 connections from the engine.
+func TestConcurrentWaitsStayWithinThePool(t *testing.T) {
+	t.Parallel()
+	const (
+		n        = 200
+		maxConns = 10
+		app      = "saga_wait_test"
+	)
+	pool, url := testdb.New(t)
+	cfg, err := pgxpool.ParseConfig(url)
+	require.NoError(t, err)
+	cfg.MaxConns = maxConns
+	cfg.ConnConfig.RuntimeParams["application_name"] = app // the listener inherits it
+	epool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(epool.Close)
+
+	release := make(chan struct{})
+	e := newEngine(t, epool, saga.Options{}, blockedUntil("slow", release))
+	ids := make([]int64, n)
+	for i := range ids {
+		ids[i] = start(t, pool, e, "slow", nil)
+	}
+	runEngine(t, e)
+
+	// Sample the engine's connections, as the pool and as the server count them.
+	var maxPool, maxServer, samples atomic.Int32
+	stopSampling := make(chan struct{})
+	var sampling sync.WaitGroup
+	sampling.Go(func() {
+		for {
+			maxPool.Store(max(maxPool.Load(), epool.Stat().TotalConns()))
+			var server int32
+			if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+				WHERE datname = current_database() AND application_name = $1`, app).Scan(&server); err == nil {
+				maxServer.Store(max(maxServer.Load(), server))
+				samples.Add(1)
+			}
+			select {
+			case <-stopSampling:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
+	defer cancel()
+	type result struct {
+		s   saga.Snapshot
+		err error
+	}
+	results := make(chan result, n)
+	for _, id := range ids {
+		go func() {
+			s, err := e.Wait(ctx, id)
+			results <- result{s, err}
+		}()
+	}
+	// Let the waiters settle in while every saga is still blocked, then let them all end.
+	poll(t, 10*time.Second, "samples during the waits", func() bool { return samples.Load() >= 30 })
+	close(release)
+	for range n {
+		r := <-results
+		require.NoError(t, r.err)
+		require.Equal(t, saga.Completed, r.s.State)
+	}
+	close(stopSampling)
+	sampling.Wait()
+
+	t.Logf("%d samples: at most %d pool connections, %d on the server", samples.Load(), maxPool.Load(), maxServer.Load())
+	require.LessOrEqual(t, maxPool.Load(), int32(maxConns), "the pool stayed within MaxConns")
+	require.LessOrEqual(t, maxServer.Load(), int32(maxConns+1), "the pool plus the engine's one listener")
+	require.Positive(t, maxServer.Load())
+}
+
+// A waiter whose notification never comes (here: the saga is ended behind the engine's
+// back, without one) is woken by the periodic re-check.
+func TestWaitRechecksWithoutANotification(t *testing.T) {
+	t.Parallel()
+	pool, _ := testdb.New(t)
+	e := newEngine(t, pool, saga.Options{PollInterval: 50 * time.Millisecond}, blockedUntil("slow", nil))
+	id := start(t, pool, e, "slow", nil) // no runner: it stays running
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	done := make(chan saga.Snapshot, 1)
+	go func() {
+		s, err := e.Wait(ctx, id)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- s
+	}()
+	exec(t, pool, `UPDATE sagas SET state = 'completed' WHERE id = $1`, id) // no saga_done
+	select {
+	case s := <-done:
+		require.Equal(t, saga.Completed, s.State)
+	case <-ctx.Done():
+		t.Fatal("Wait was not woken by the re-check")
+	}
+}
+
+// The listener LISTENs again after its connection drops, and waiters are woken by
+// notifications on the new connection.
+func TestWaitSurvivesTheListenerReconnecting(t *testing.T) {
+	t.Parallel()
+	pool, _ := testdb.New(t)
+	release := make(chan struct{})
+	// PollInterval is an hour: only notifications can wake the waiter.
+	e := newEngine(t, pool, saga.Options{PollInterval: time.Hour}, blockedUntil("slow", release))
+	runEngine(t, e)
+	id := start(t, pool, e, "slow", nil)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	done := make(chan saga.Snapshot, 1)
+	go func() {
+		s, err := e.Wait(ctx, id)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- s
+	}()
+
+	listenerPID := func() int {
+		var pid int
+		_ = pool.QueryRow(context.Background(), `SELECT COALESCE(max(pid), 0) FROM pg_stat_activity
+			WHERE datname = current_database() AND query LIKE 'LISTEN saga_due%'`).Scan(&pid)
+		return pid
+	}
+	var first int
+	poll(t, 10*time.Second, "the listener", func() bool { first = listenerPID(); return first != 0 })
+	exec(t, pool, `SELECT pg_terminate_backend($1)`, first)
+	poll(t, 10*time.Second, "the listener to reconnect", func() bool {
+		pid := listenerPID()
+		return pid != 0 && pid != first
+	})
+	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM pg_stat_activity
+		WHERE datname = current_database() AND query LIKE 'LISTEN saga_due%'`), "one listener")
+
+	close(release)
+	select {
+	case s := <-done:
+		require.Equal(t, saga.Completed, s.State)
+	case <-ctx.Done():
+		t.Fatal("Wait was not woken after the listener reconnected")
+	}
+}
+
+// Wait returns on ctx's end even while the database is unreachable, and leaves no
+// goroutine behind (goleak checks in TestMain).
+func TestWaitReturnsOnContextWhenTheDatabaseIsDown(t *testing.T) {
+	t.Parallel()
+	pool, err := pgxpool.New(context.Background(), "postgres://nobody@127.0.0.1:1/none?sslmode=disable&connect_timeout=5")
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	e := newEngine(t, pool, saga.Options{}, blockedUntil("slow", nil))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	began := time.Now()
+	_, err = e.Wait(ctx, 1)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Less(t, time.Since(began), 2*time.Second)
+}
