@@ -313,3 +313,35 @@ func (s *stack) smsDone() bool {
 		ON n.user_id = e.user_id AND n.seq = e.seq AND n.status IN ('sent','dead_lettered')
 		WHERE n.user_id IS NULL`) == 0
 }
+
+// logProgress logs, every interval, the pipeline's counts and each notifier's gate view, so a
+// stall in a failing run can be read from the log.
+func (s *stack) logProgress(interval time.Duration, notifiers ...*proc) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			var events, published, sms, parked int
+			_ = s.pool.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM wallet_events), (SELECT count(*) FROM wallet_events WHERE published_at IS NOT NULL),
+				(SELECT count(*) FROM notify.sms_log), (SELECT count(*) FROM notify.notifications WHERE status = 'parked')`).Scan(&events, &published, &sms, &parked)
+			line := fmt.Sprintf("progress: events=%d published=%d sms=%d parked=%d", events, published, sms, parked)
+			for i, n := range notifiers {
+				if resp, err := http.Get(n.url + "/v1/gate"); err == nil {
+					b, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					line += fmt.Sprintf(" n%d=%s", i+1, bytes.TrimSpace(b))
+				}
+			}
+			s.t.Log(line)
+		}
+	}()
+	return func() { close(done); <-finished }
+}

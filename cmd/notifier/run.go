@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"strings"
 	"time"
 
@@ -118,21 +117,20 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 		MaxAttempts: cfg.MaxAttempts, RetryBase: cfg.RetryBase, ParkAfter: cfg.ParkAfter, IsPermanent: pipeline.IsPermanent, Logger: log,
 	})
 	pipe := pipeline.New(pool, gate, sender, log)
-	instance := fmt.Sprintf("notifier-%d", os.Getpid())
 	consumer, err := ordering.NewOrderlyConsumer(ordering.ConsumerConfig{
 		Namesrv: namesrv, Group: cfg.ConsumerGroup, Topic: cfg.Topic,
 		// A backstop only: the gate counts attempts in Postgres and dead-letters explicitly;
 		// its retries and waits never spend the client's counter.
 		MaxReconsumeTimes: 16,
 		HandlerTimeout:    cfg.HandlerTimeout, SuspendDelay: cfg.SuspendDelay,
-		FromFirstOffset: true, Instance: instance, Logger: log,
+		FromFirstOffset: true, Logger: log,
 	}, pipe.Handle)
 	if err != nil {
 		return err
 	}
 	var watcher *ordering.DLQWatcher
 	if cfg.Reconcile {
-		watcher, err = ordering.NewDLQWatcher(ordering.DLQWatcherConfig{Namesrv: namesrv, Group: cfg.ConsumerGroup, Instance: instance, Logger: log}, pipe.Reconcile)
+		watcher, err = ordering.NewDLQWatcher(ordering.DLQWatcherConfig{Namesrv: namesrv, Group: cfg.ConsumerGroup, Logger: log}, pipe.Reconcile)
 		if err != nil {
 			return err
 		}

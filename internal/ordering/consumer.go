@@ -151,9 +151,7 @@ func NewOrderlyConsumer(cfg ConsumerConfig, h Handler) (*OrderlyConsumer, error)
 		consumer.WithConsumeFromWhere(from),
 		consumer.WithSuspendCurrentQueueTimeMillis(cfg.SuspendDelay),
 	}
-	if cfg.Instance != "" {
-		opts = append(opts, consumer.WithInstance(cfg.Instance))
-	}
+	opts = append(opts, consumer.WithInstance(instanceName(cfg.Instance, cfg.Group)))
 	pc, err := rocketmq.NewPushConsumer(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("ordering: new consumer: %w", err)

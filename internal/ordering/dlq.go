@@ -103,9 +103,7 @@ func (w *DLQWatcher) tryStart() error {
 		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),
 		consumer.WithConsumeMessageBatchMaxSize(1),
 	}
-	if w.cfg.Instance != "" {
-		opts = append(opts, consumer.WithInstance(w.cfg.Instance))
-	}
+	opts = append(opts, consumer.WithInstance(instanceName(w.cfg.Instance, w.cfg.Group+"-dlq")))
 	pc, err := rocketmq.NewPushConsumer(opts...)
 	if err != nil {
 		return err

@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/apache/rocketmq-client-go/v2"
@@ -45,7 +47,7 @@ type ProducerConfig struct {
 	Group       string        // producer group
 	SendTimeout time.Duration // per attempt; default 3s
 	Retries     int           // client retries on the same queue; default 2
-	Instance    string        // instance name; default pid-based
+	Instance    string        // instance name; default unique per producer (see instanceName)
 	Logger      *slog.Logger
 }
 
@@ -81,9 +83,7 @@ func NewOrderedProducer(cfg ProducerConfig) (*OrderedProducer, error) {
 		producer.WithSendMsgTimeout(cfg.SendTimeout),
 		producer.WithRetry(cfg.Retries),
 	}
-	if cfg.Instance != "" {
-		opts = append(opts, producer.WithInstanceName(cfg.Instance))
-	}
+	opts = append(opts, producer.WithInstanceName(instanceName(cfg.Instance, cfg.Group)))
 	p, err := rocketmq.NewProducer(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("ordering: new producer: %w", err)
@@ -153,4 +153,17 @@ func statusName(s primitive.SendStatus) string {
 		return "UNKNOWN_ERROR"
 	}
 	return strings.TrimSpace(fmt.Sprintf("status(%d)", s))
+}
+
+var instanceSeq atomic.Int64
+
+// instanceName returns name, or a name unique in this process. The client keeps one
+// connection object per "IP@instance" for the whole process and refuses a second one with
+// other name servers, so two clients in one process (tests, or one binary talking to two
+// clusters) must not share the default instance name.
+func instanceName(name, group string) string {
+	if name != "" {
+		return name
+	}
+	return fmt.Sprintf("%s-%d-%d", group, os.Getpid(), instanceSeq.Add(1))
 }

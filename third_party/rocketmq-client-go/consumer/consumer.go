@@ -788,6 +788,22 @@ func (dc *defaultConsumer) updateProcessQueueTable(topic string, mqs []*primitiv
 func (dc *defaultConsumer) removeUnnecessaryMessageQueue(mq *primitive.MessageQueue, pq *processQueue) bool {
 	dc.storage.persist([]*primitive.MessageQueue{mq})
 	dc.storage.remove(mq)
+	// walletsaga patch: in orderly clustering mode, release the broker lock of a queue this
+	// client gives up on rebalance, as the Java client does; otherwise its new owner waits
+	// for the lock to expire (about 60 s). The consumption in flight, if any, gets up to 1 s
+	// to finish first.
+	if dc.consumeOrderly && dc.model == Clustering {
+		deadline := time.Now().Add(time.Second)
+		locked := pq.lockConsume.TryLock()
+		for !locked && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+			locked = pq.lockConsume.TryLock()
+		}
+		if locked {
+			pq.lockConsume.Unlock()
+		}
+		dc.unlock(mq, true)
+	}
 	return true
 }
 
