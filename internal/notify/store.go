@@ -75,7 +75,7 @@ func (s *Store) UserSMS(ctx context.Context, userID, afterSeq int64) ([]SMSItem,
 			SELECT count(*)::int AS n, max(a.at) AS last FROM notify.audit a
 			WHERE a.user_id = n.user_id AND a.seq = n.seq AND a.action = $3
 		) r ON true
-		WHERE n.user_id = $1 AND n.seq > $2 AND n.status <> 'pending'
+		WHERE n.user_id = $1 AND n.seq > $2 AND n.status IN ('sent', 'dead_lettered', 'skipped_by_operator')
 		ORDER BY n.seq`, userID, afterSeq, ActionReplay)
 	if err != nil {
 		return nil, fmt.Errorf("list SMS of user %d: %w", userID, err)

@@ -1,0 +1,249 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// client talks to the two services.
+type client struct {
+	wallet, notifier string
+	http             *http.Client
+}
+
+func (c *client) call(ctx context.Context, method, url, key string, body, out any) (int, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		return 0, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return resp.StatusCode, err
+	}
+	if resp.StatusCode >= 400 {
+		return resp.StatusCode, fmt.Errorf("%s %s: %d %s", method, url, resp.StatusCode, strings.TrimSpace(string(b)))
+	}
+	if out != nil {
+		return resp.StatusCode, json.Unmarshal(b, out)
+	}
+	return resp.StatusCode, nil
+}
+
+type user struct {
+	ID   int64  `json:"id"`
+	Name string `json:"name"`
+}
+
+type sagaView struct {
+	ID    int64  `json:"id"`
+	Kind  string `json:"kind"`
+	State string `json:"state"`
+}
+
+type smsItem struct {
+	Seq    int64  `json:"seq"`
+	Kind   string `json:"kind"`
+	Text   string `json:"text"`
+	Status string `json:"status"`
+}
+
+type wallet struct {
+	Balance  int64  `json:"balance"`
+	Currency string `json:"currency"`
+	LastSeq  int64  `json:"last_seq"`
+}
+
+// step is one operation of the scenario, run to its end (?wait=true).
+func (c *client) step(ctx context.Context, path, key string, body map[string]any, want string) (sagaView, error) {
+	var s sagaView
+	code, err := c.call(ctx, "POST", c.wallet+path+"?wait=true", key, body, &s)
+	if err != nil {
+		return s, err
+	}
+	if code != http.StatusOK || s.State != want {
+		return s, fmt.Errorf("%s: saga %d ended %q (HTTP %d), want %q", path, s.ID, s.State, code, want)
+	}
+	return s, nil
+}
+
+// expectation is what a user's SMS log must be at the end.
+type expectation struct {
+	kinds    []string
+	statuses []string
+	balance  int64
+}
+
+func play(ctx context.Context, cfg config, out io.Writer) error {
+	c := &client{wallet: strings.TrimRight(cfg.WalletsvcURL, "/"), notifier: strings.TrimRight(cfg.NotifierURL, "/"), http: &http.Client{Timeout: 20 * time.Second}}
+	run := time.Now().Format("150405")
+	// Phone numbers unique per run whose last digit is never 0 (numbers ending in 0000 are the
+	// notifier's failure switch).
+	stamp := time.Now().UnixNano() % 1_000_0000
+
+	fmt.Fprintf(out, "walletsaga demo: walletsvc %s, notifier %s\n\n", c.wallet, c.notifier)
+	var a, b user
+	if _, err := c.call(ctx, "POST", c.wallet+"/v1/users", "", map[string]any{"name": "Alice " + run, "phone": fmt.Sprintf("+86138%07d1", stamp), "locale": "en"}, &a); err != nil {
+		return err
+	}
+	if _, err := c.call(ctx, "POST", c.wallet+"/v1/users", "", map[string]any{"name": "Bob " + run, "phone": fmt.Sprintf("+86139%07d2", stamp), "locale": "en"}, &b); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "users: A = %s (id %d), B = %s (id %d)\n", a.Name, a.ID, b.Name, b.ID)
+
+	fmt.Fprintf(out, "A: top up 100.00, then spend 50.00 — ten times\n")
+	for i := 1; i <= 10; i++ {
+		if _, err := c.step(ctx, fmt.Sprintf("/v1/users/%d/deposits", a.ID), fmt.Sprintf("demo-%s-a-dep-%d", run, i), map[string]any{"amount": 10000}, "completed"); err != nil {
+			return err
+		}
+		if _, err := c.step(ctx, fmt.Sprintf("/v1/users/%d/purchases", a.ID), fmt.Sprintf("demo-%s-a-buy-%d", run, i),
+			map[string]any{"amount": 5000, "merchant": "coffee-shop", "reference": fmt.Sprintf("order-%s-%d", run, i)}, "completed"); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(out, "B: deposit 100.00, then 4.04 (its SMS is set to fail), then 50.00\n")
+	for i, amount := range []int64{10000, 404, 5000} {
+		if _, err := c.step(ctx, fmt.Sprintf("/v1/users/%d/deposits", b.ID), fmt.Sprintf("demo-%s-b-dep-%d", run, i), map[string]any{"amount": amount}, "completed"); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(out, "B: buy for 30.00 from a merchant that rejects the order (refund follows)\n")
+	if _, err := c.step(ctx, fmt.Sprintf("/v1/users/%d/purchases", b.ID), fmt.Sprintf("demo-%s-b-reject", run),
+		map[string]any{"amount": 3000, "merchant": "grumpy-shop", "reference": "reject-" + run}, "compensated"); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "A → B: transfer 25.00\n\n")
+	if _, err := c.step(ctx, "/v1/transfers", fmt.Sprintf("demo-%s-transfer", run), map[string]any{"from": a.ID, "to": b.ID, "amount": 2500}, "completed"); err != nil {
+		return err
+	}
+
+	var aKinds, aStatuses []string
+	for i := 0; i < 10; i++ {
+		aKinds = append(aKinds, "deposit", "purchase")
+		aStatuses = append(aStatuses, "sent", "sent")
+	}
+	want := map[int64]expectation{
+		a.ID: {kinds: append(aKinds, "transfer_out"), statuses: append(aStatuses, "sent"), balance: 50000 - 2500},
+		b.ID: {kinds: []string{"deposit", "deposit", "deposit", "purchase", "refund", "transfer_in"},
+			statuses: []string{"sent", "dead_lettered", "sent", "sent", "sent", "sent"}, balance: 15404 + 2500},
+	}
+	var problems []string
+	for _, u := range []user{a, b} {
+		items, err := c.waitSMS(ctx, u.ID, len(want[u.ID].kinds), 60*time.Second)
+		if err != nil {
+			problems = append(problems, err.Error())
+		}
+		var w wallet
+		if _, err := c.call(ctx, "GET", fmt.Sprintf("%s/v1/users/%d/wallet", c.wallet, u.ID), "", nil, &w); err != nil {
+			return err
+		}
+		printLog(out, u, items, w)
+		problems = append(problems, check(u, items, w, want[u.ID])...)
+	}
+	fmt.Fprintf(out, "Open the live SMS page:   %s/\n", c.notifier)
+	fmt.Fprintf(out, "SMS log API:              curl %s/v1/users/%d/sms\n", c.notifier, b.ID)
+	fmt.Fprintf(out, "Dead letters:             curl %s/v1/dead-letters\n", c.notifier)
+	fmt.Fprintf(out, "SMS log on the terminal:  go run ./cmd/notifier sms-log --user %d --follow\n", a.ID)
+	fmt.Fprintf(out, "Wallet API:               curl %s/v1/users/%d/wallet\n\n", c.wallet, a.ID)
+	if len(problems) > 0 {
+		fmt.Fprintf(out, "NOT AS EXPECTED:\n  %s\n", strings.Join(problems, "\n  "))
+		return errors.New("the SMS logs are not as expected")
+	}
+	fmt.Fprintf(out, "OK: A got %d SMS in order; B's 4.04 SMS was dead-lettered and the next one still arrived; the rejected purchase was refunded by SMS.\n", len(want[a.ID].kinds))
+	return nil
+}
+
+// waitSMS polls the user's SMS log until it has n finished entries or the timeout passes.
+func (c *client) waitSMS(ctx context.Context, userID int64, n int, timeout time.Duration) ([]smsItem, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		var page struct {
+			Items []smsItem `json:"items"`
+		}
+		if _, err := c.call(ctx, "GET", fmt.Sprintf("%s/v1/users/%d/sms", c.notifier, userID), "", nil, &page); err != nil {
+			return nil, err
+		}
+		if len(page.Items) >= n {
+			return page.Items, nil
+		}
+		if time.Now().After(deadline) {
+			return page.Items, fmt.Errorf("user %d: %d of %d SMS after %s", userID, len(page.Items), n, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return page.Items, ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+func printLog(out io.Writer, u user, items []smsItem, w wallet) {
+	fmt.Fprintf(out, "SMS log of %s (id %d) — balance %s %s\n", u.Name, u.ID, money(w.Balance), w.Currency)
+	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  SEQ\tSTATUS\tSMS")
+	for _, it := range items {
+		status := it.Status
+		if status == "dead_lettered" {
+			status = "DEAD-LETTERED"
+		}
+		fmt.Fprintf(tw, "  %d\t%s\t%s\n", it.Seq, status, it.Text)
+	}
+	_ = tw.Flush()
+	fmt.Fprintln(out)
+}
+
+func check(u user, items []smsItem, w wallet, want expectation) []string {
+	var p []string
+	if len(items) != len(want.kinds) {
+		p = append(p, fmt.Sprintf("%s: %d SMS, want %d", u.Name, len(items), len(want.kinds)))
+	}
+	for i, it := range items {
+		if i >= len(want.kinds) {
+			break
+		}
+		if it.Seq != int64(i+1) {
+			p = append(p, fmt.Sprintf("%s: entry %d has seq %d", u.Name, i+1, it.Seq))
+		}
+		if it.Kind != want.kinds[i] || it.Status != want.statuses[i] {
+			p = append(p, fmt.Sprintf("%s: seq %d is %s/%s, want %s/%s", u.Name, it.Seq, it.Kind, it.Status, want.kinds[i], want.statuses[i]))
+		}
+	}
+	if w.Balance != want.balance {
+		p = append(p, fmt.Sprintf("%s: balance %s, want %s", u.Name, money(w.Balance), money(want.balance)))
+	}
+	return p
+}
+
+func money(minor int64) string {
+	sign := ""
+	if minor < 0 {
+		sign, minor = "-", -minor
+	}
+	return fmt.Sprintf("%s%d.%02d", sign, minor/100, minor%100)
+}

@@ -1,0 +1,66 @@
+// Command demo plays the walletsaga story against a running walletsvc and notifier, through
+// their REST APIs, and prints each user's SMS log in order:
+//
+//   - user A tops up 100.00 then spends 50.00, ten times in a row (20 balance changes);
+//   - user B deposits 100.00, then 4.04 (an amount whose SMS is set to fail: it is
+//     dead-lettered after its retries), then 50.00, whose SMS still arrives;
+//   - user B buys something the merchant rejects: the refund arrives as its own SMS;
+//   - A transfers 25.00 to B.
+//
+// With DEMO_EXIT=1 it exits 0 only when both SMS logs are exactly as expected.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/walletsaga/walletsaga/internal/cli"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], cli.Getenv, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
+	}
+}
+
+type config struct {
+	WalletsvcURL string
+	NotifierURL  string
+	Exit         bool
+}
+
+func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
+	var c config
+	f := cli.NewFlags("demo", getenv, stderr)
+	f.String(&c.WalletsvcURL, "WALLETSVC_URL", "http://127.0.0.1:8080", "walletsvc base URL")
+	f.String(&c.NotifierURL, "NOTIFIER_URL", "http://127.0.0.1:8081", "notifier base URL")
+	f.Bool(&c.Exit, "DEMO_EXIT", false, "exit when done: status 0 only if the SMS logs are as expected")
+	if err := f.Parse(args); err != nil {
+		return c, err
+	}
+	if len(f.FlagSet().Args()) > 0 {
+		return c, fmt.Errorf("unexpected arguments %q", f.FlagSet().Args())
+	}
+	return c, nil
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	cfg, err := parseConfig(args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	if err := play(ctx, cfg, stdout); err != nil {
+		if cfg.Exit {
+			return err
+		}
+		fmt.Fprintln(stderr, "demo:", err)
+	}
+	return nil
+}
