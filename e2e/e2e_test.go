@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -19,7 +22,9 @@ import (
 
 // drive makes users×perUser deposits, each user's in sequence, users in parallel, each with an
 // idempotency key so a retried request never deposits twice. Amounts differ per deposit.
-func drive(a api, users []int64, perUser int, progress *atomic.Int64) { driveRound(a, users, perUser, progress, "dep") }
+func drive(a api, users []int64, perUser int, progress *atomic.Int64) {
+	driveRound(a, users, perUser, progress, "dep")
+}
 
 // driveRound is drive with a key prefix, so several rounds make distinct deposits.
 func driveRound(a api, users []int64, perUser int, progress *atomic.Int64, prefix string) {
@@ -282,4 +287,21 @@ func TestTwoNotifiersRebalance(t *testing.T) {
 		maxGap, joined.Sub(joined).Round(time.Second), left.Sub(joined).Round(time.Second)))
 	require.Equal(t, 600, r.sms)
 	require.Zero(t, r.lost+r.dup+r.ooo+r.dead)
+}
+
+// TestDemoTellsTheStory runs the demo program (what make demo and the compose demo runner
+// play) against a fresh stack with DEMO_EXIT=1: it exits 0 only when both users' SMS logs are
+// exactly as the story says.
+func TestDemoTellsTheStory(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	w := s.start("walletsvc", nil)
+	n := s.start("notifier", map[string]string{"SMS_MAX_ATTEMPTS": "3"})
+	cmd := exec.Command(filepath.Join(binDir, "demo"))
+	cmd.Env = append(os.Environ(), "WALLETSVC_URL="+w.url, "NOTIFIER_URL="+n.url, "DEMO_EXIT=1")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "demo output:\n%s", out)
+	require.Contains(t, string(out), "DEAD-LETTERED  You topped up 4.04 CNY.")
+	require.Contains(t, string(out), "Refund of 30.00 CNY for a cancelled purchase.")
+	require.Contains(t, string(out), "OK: A got 21 SMS in order")
 }

@@ -35,7 +35,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	for _, name := range []string{"walletsvc", "notifier"} {
+	for _, name := range []string{"walletsvc", "notifier", "demo"} {
 		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, name), "../cmd/"+name)
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Run(); err != nil {
