@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -426,4 +427,59 @@ func TestWaitDeadLetterAndPanic(t *testing.T) {
 	require.Equal(t, 1, calls["dead"])
 	require.Equal(t, []string{"dead"}, keys, "only the dead-lettered message is in the DLQ")
 	require.EqualValues(t, 1, c.Panics())
+}
+
+// TestHandlerDeadlineAndShutdownWaitsForTheHandler: each handler call carries a deadline
+// (HandlerTimeout), and Shutdown does not return while a handler is still running.
+func TestHandlerDeadlineAndShutdownWaitsForTheHandler(t *testing.T) {
+	t.Parallel()
+	b := rmqtest.Require(t)
+	topic, group := rmqtest.Unique("it-shutdown"), rmqtest.Unique("it-shutdown-group")
+	b.CreateTopic(t, topic, 8)
+	entered, release := make(chan time.Duration, 1), make(chan struct{})
+	var finished atomic.Bool
+	c, err := ordering.NewOrderlyConsumer(ordering.ConsumerConfig{Namesrv: []string{b.Namesrv}, Group: group, Topic: topic,
+		MaxReconsumeTimes: 3, FromFirstOffset: true, HandlerTimeout: 7 * time.Second},
+		func(ctx context.Context, d ordering.Delivery) ordering.Result {
+			dl, ok := ctx.Deadline()
+			if !ok {
+				entered <- -1
+			} else {
+				entered <- time.Until(dl)
+			}
+			<-release
+			finished.Store(true)
+			return ordering.Ack()
+		})
+	require.NoError(t, err)
+	require.NoError(t, c.Start())
+	p, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: []string{b.Namesrv}, Group: rmqtest.Unique("it-shutdown-producer")})
+	require.NoError(t, err)
+	defer p.Shutdown() //nolint:errcheck
+	_, err = p.SendOrderly(context.Background(), ordering.Message{Topic: topic, ShardingKey: "k", Body: []byte("slow")})
+	require.NoError(t, err)
+
+	var left time.Duration
+	select {
+	case left = <-entered:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the handler was never called")
+	}
+	require.Greater(t, left, 5*time.Second, "the handler's context carries the deadline")
+	require.LessOrEqual(t, left, 7*time.Second)
+
+	stopped := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		stopped <- c.Shutdown(ctx)
+	}()
+	select {
+	case err := <-stopped:
+		t.Fatalf("Shutdown returned (%v) while the handler was running", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(release)
+	require.NoError(t, <-stopped)
+	require.True(t, finished.Load(), "the handler in flight finished before Shutdown returned")
 }
