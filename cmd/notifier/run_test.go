@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,4 +39,24 @@ func TestRunAnswersProbesAndStopsGracefully(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.NoError(t, p.Stop(30*time.Second))
 	require.Contains(t, p.Output(), "notifier stopped")
+}
+
+func TestSMSLogCommand(t *testing.T) {
+	t.Parallel()
+	pool, dbURL := testdb.New(t)
+	_, err := pool.Exec(context.Background(), `INSERT INTO notify.notifications (user_id, seq, status, attempts, kind, text, finished_at)
+		VALUES (42, 1, 'sent', 1, 'deposit', 'You topped up 1.00 CNY. Balance: 1.00 CNY.', now()),
+		       (42, 2, 'dead_lettered', 3, 'deposit', 'You topped up 4.04 CNY. Balance: 5.04 CNY.', now())`)
+	require.NoError(t, err)
+	var out, errOut bytes.Buffer
+	err = run(context.Background(), []string{"sms-log", "--user", "42"}, func(k string) string {
+		return map[string]string{"DATABASE_URL": dbURL}[k]
+	}, &out, &errOut)
+	require.NoError(t, err, errOut.String())
+	require.Contains(t, out.String(), "You topped up 1.00 CNY. Balance: 1.00 CNY.")
+	require.Contains(t, out.String(), "dead")
+	require.Less(t, strings.Index(out.String(), "1.00 CNY"), strings.Index(out.String(), "4.04 CNY"), "in seq order")
+
+	err = run(context.Background(), []string{"sms-log"}, func(string) string { return "" }, &out, &errOut)
+	require.ErrorContains(t, err, "--user")
 }
