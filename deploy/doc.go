@@ -1,0 +1,5 @@
+// Package deploy holds what runs the stack outside `make services`: the broker configuration
+// of the Docker Compose stack (rocketmq/broker.conf; docker-compose.yml and Dockerfile live at
+// the repository root) and LoadCompose, which the tests use to read docker-compose.yml the way
+// `docker compose` does, since no Docker engine runs where the tests do.
+package deploy
