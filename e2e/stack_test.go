@@ -29,6 +29,9 @@ import (
 
 var binDir string
 
+// devServiceToken is walletsvc's documented default SERVICE_TOKEN.
+const devServiceToken = "walletsaga-dev-service-token"
+
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "walletsaga-e2e-")
 	if err != nil {
@@ -188,6 +191,8 @@ func (a api) do(method, path, key string, body any) (int, map[string]any, error)
 	if key != "" {
 		req.Header.Set("Idempotency-Key", key)
 	}
+	// walletsvc runs with its documented dev service token (no SERVICE_TOKEN in the stack's env).
+	req.Header.Set("Authorization", "Bearer "+devServiceToken)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, nil, err

@@ -10,6 +10,9 @@ RUN="$ROOT/.run/demo"
 mkdir -p "$RUN" bin
 WALLETSVC_ADDR="${WALLETSVC_ADDR:-127.0.0.1:8080}"
 NOTIFIER_ADDR="${NOTIFIER_ADDR:-127.0.0.1:8081}"
+# walletsvc's user-facing API needs a service token; the demo uses the documented dev default
+# unless SERVICE_TOKEN is set (walletsvc and bin/demo both read it from the environment).
+export SERVICE_TOKEN="${SERVICE_TOKEN:-walletsaga-dev-service-token}"
 say() { printf 'demo: %s\n' "$*"; }
 
 scripts/services.sh up | grep -E 'ERROR|up in|already running|resolving|jars resolved' || true

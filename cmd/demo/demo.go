@@ -16,6 +16,7 @@ import (
 // client talks to the two services.
 type client struct {
 	wallet, notifier string
+	token            string // walletsvc's service token
 	http             *http.Client
 }
 
@@ -37,6 +38,9 @@ func (c *client) call(ctx context.Context, method, url, key string, body, out an
 	}
 	if key != "" {
 		req.Header.Set("Idempotency-Key", key)
+	}
+	if strings.HasPrefix(url, c.wallet+"/") {
+		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
@@ -101,7 +105,8 @@ type expectation struct {
 }
 
 func play(ctx context.Context, cfg config, out io.Writer) error {
-	c := &client{wallet: strings.TrimRight(cfg.WalletsvcURL, "/"), notifier: strings.TrimRight(cfg.NotifierURL, "/"), http: &http.Client{Timeout: 20 * time.Second}}
+	c := &client{wallet: strings.TrimRight(cfg.WalletsvcURL, "/"), notifier: strings.TrimRight(cfg.NotifierURL, "/"),
+		token: cfg.ServiceToken, http: &http.Client{Timeout: 20 * time.Second}}
 	run := time.Now().Format("150405")
 	// Phone numbers unique per run whose last digit is never 0 (numbers ending in 0000 are the
 	// notifier's failure switch).

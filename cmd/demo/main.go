@@ -33,17 +33,25 @@ func main() {
 type config struct {
 	WalletsvcURL string
 	NotifierURL  string
+	ServiceToken string
 	Exit         bool
 }
+
+// devServiceToken is walletsvc's documented default SERVICE_TOKEN.
+const devServiceToken = "walletsaga-dev-service-token"
 
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
 	var c config
 	f := cli.NewFlags("demo", getenv, stderr)
 	f.String(&c.WalletsvcURL, "WALLETSVC_URL", "http://127.0.0.1:8080", "walletsvc base URL")
 	f.String(&c.NotifierURL, "NOTIFIER_URL", "http://127.0.0.1:8081", "notifier base URL")
+	f.Secret(&c.ServiceToken, "SERVICE_TOKEN", "walletsvc's service token (default: the dev token "+devServiceToken+")")
 	f.Bool(&c.Exit, "DEMO_EXIT", false, "exit when done: status 0 only if the SMS logs are as expected")
 	if err := f.Parse(args); err != nil {
 		return c, err
+	}
+	if c.ServiceToken == "" {
+		c.ServiceToken = devServiceToken
 	}
 	if len(f.FlagSet().Args()) > 0 {
 		return c, fmt.Errorf("unexpected arguments %q", f.FlagSet().Args())

@@ -4,7 +4,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"regexp"
 	"strings"
 	"time"
@@ -65,7 +64,7 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	f.Duration(&c.SuspendDelay, "QUEUE_SUSPEND", time.Second, "default pause of a queue on retry")
 	f.Duration(&c.ParkAfter, "PARK_AFTER", time.Second, "how long a message waits for a missing predecessor before it is parked in Postgres and its queue moves on")
 	f.Duration(&c.HandlerTimeout, "HANDLER_TIMEOUT", 30*time.Second, "bound on handling one message")
-	f.String(&c.AdminToken, "ADMIN_TOKEN", "", "bearer token of the operator endpoints (empty: they are disabled)")
+	f.Secret(&c.AdminToken, "ADMIN_TOKEN", "bearer token of the operator endpoints (empty: they are disabled)")
 	f.String(&c.adminTokenFile, "ADMIN_TOKEN_FILE", "", "file holding ADMIN_TOKEN (for secrets mounted as files)")
 	f.Bool(&c.Reconcile, "DLQ_RECONCILE", true, "read the dead-letter queue and record what the gate did not")
 	if extra != nil {
@@ -74,12 +73,9 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	if err := f.Parse(args); err != nil {
 		return c, nil, err
 	}
-	if c.adminTokenFile != "" {
-		b, err := os.ReadFile(c.adminTokenFile)
-		if err != nil {
-			return c, nil, fmt.Errorf("ADMIN_TOKEN_FILE: %w", err)
-		}
-		c.AdminToken = strings.TrimSpace(string(b))
+	var err error
+	if c.AdminToken, err = cli.ReadSecret("ADMIN_TOKEN_FILE", c.AdminToken, c.adminTokenFile); err != nil {
+		return c, nil, err
 	}
 	re, err := notify.ParsePhonePattern(c.failPhone)
 	if err != nil {

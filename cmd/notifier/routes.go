@@ -1,32 +1,34 @@
 package main
 
 import (
+	"context"
 	"log/slog"
-	"net/http"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/walletsaga/walletsaga/internal/httpx"
+	"github.com/walletsaga/walletsaga/internal/metrics"
 	"github.com/walletsaga/walletsaga/internal/notify"
 	"github.com/walletsaga/walletsaga/internal/notify/httpapi"
+	"github.com/walletsaga/walletsaga/internal/notify/pipeline"
 	"github.com/walletsaga/walletsaga/internal/ordering"
 )
 
-// routes lists every route of the notifier beyond the probes.
-func routes(e *echo.Echo, cfg config, pool *pgxpool.Pool, gate *ordering.Gate, sender notify.Sender, log *slog.Logger) {
-	e.GET("/v1/gate", func(c echo.Context) error {
-		waiting, err := gate.Waiting(c.Request().Context(), 100)
-		if err != nil {
-			return err
-		}
-		if waiting == nil {
-			waiting = []ordering.WaitingUser{}
-		}
-		parked, err := gate.ParkedCount(c.Request().Context())
-		if err != nil {
-			return err
-		}
-		return c.JSON(http.StatusOK, map[string]any{"stats": gate.Stats(), "max_attempts": gate.MaxAttempts(), "waiting": waiting, "parked": parked})
-	})
-	httpapi.Register(e, httpapi.Deps{Store: notify.NewStore(pool), Sender: sender, AdminToken: cfg.AdminToken, Logger: log})
+// newServer builds the notifier's HTTP server: probes, /metrics, and the API of
+// internal/notify/httpapi (SMS log, gate, operator actions, page, /openapi.yaml). This is
+// every route; cmd/notifier's OpenAPI test checks the document against it.
+func newServer(cfg config, log *slog.Logger, pool *pgxpool.Pool, gate *ordering.Gate, pipe *pipeline.Pipeline,
+	sender notify.Sender, reg *prometheus.Registry, checks ...httpx.Check,
+) *echo.Echo {
+	e := httpx.New(httpx.Options{Logger: log})
+	httpx.Probes(e, checks...)
+	httpx.Handler(e, "/metrics", metrics.Handler(reg, log))
+	d := httpapi.Deps{Store: notify.NewStore(pool), Sender: sender, Gate: gate, AdminToken: cfg.AdminToken, Logger: log}
+	if pipe != nil {
+		d.Drain = func(ctx context.Context) { pipe.DrainParked(ctx) }
+	}
+	httpapi.Register(e, d)
+	return e
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/walletsaga/walletsaga/internal/cli"
 	"github.com/walletsaga/walletsaga/internal/httpx"
+	"github.com/walletsaga/walletsaga/internal/metrics"
 	"github.com/walletsaga/walletsaga/internal/notify"
 	"github.com/walletsaga/walletsaga/internal/notify/pipeline"
 	"github.com/walletsaga/walletsaga/internal/ordering"
@@ -113,6 +114,11 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 	if err != nil {
 		return err
 	}
+	if cfg.AdminToken == "" {
+		log.Info("ADMIN_TOKEN is not set: the operator endpoints (replay, skip) are disabled")
+	}
+	reg := metrics.NewRegistry()
+	sender = notify.ObservedSender{Inner: sender, Observe: metrics.NewSMS(reg)}
 	gate := ordering.NewGate(pool, ordering.GateConfig{
 		MaxAttempts: cfg.MaxAttempts, RetryBase: cfg.RetryBase, ParkAfter: cfg.ParkAfter, IsPermanent: pipeline.IsPermanent, Logger: log,
 	})
@@ -136,12 +142,12 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 		}
 	}
 
-	e := httpx.New(httpx.Options{Logger: log})
-	httpx.Probes(e,
+	metrics.NewGate(reg, gate)
+	metrics.NewDLQ(reg, notify.NewStore(pool).DLQDepth)
+	e := newServer(cfg, log, pool, gate, pipe, sender, reg,
 		httpx.Check{Name: "postgres", Fn: pool.Ping},
 		httpx.Check{Name: "rocketmq", Fn: route.Check},
 	)
-	routes(e, cfg, pool, gate, sender, log)
 
 	if err := consumer.Start(); err != nil {
 		return err

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -37,6 +38,24 @@ func TestRunAnswersProbesAndStopsGracefully(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
+
+	resp, err = http.Get(p.BaseURL + "/metrics")
+	require.NoError(t, err)
+	metricsText, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	for _, name := range []string{
+		`walletsaga_gate_decisions_total{verdict="sent"} 0`, `walletsaga_gate_decisions_total{verdict="dead_lettered"} 0`,
+		"walletsaga_gate_waiting_users 0", "walletsaga_gate_head_of_line_wait_seconds 0", "walletsaga_gate_parked 0",
+		"walletsaga_sms_send_duration_seconds_bucket", "walletsaga_dlq_depth 0",
+	} {
+		require.Contains(t, string(metricsText), name)
+	}
+	resp, err = http.Post(p.BaseURL+"/v1/gate/1/skip", "application/json", strings.NewReader(`{"seq":1,"reason":"x"}`))
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusForbidden, resp.StatusCode, "no ADMIN_TOKEN: operator actions are off")
 	require.NoError(t, p.Stop(30*time.Second))
 	require.Contains(t, p.Output(), "notifier stopped")
 }

@@ -25,8 +25,22 @@ type config struct {
 	RelayLockKey    int
 	SimLatency      time.Duration
 	SimFailureRate  float64
-	simFailureRate  string
+	// ServiceToken is the bearer token the user-facing wallet API requires.
+	ServiceToken string
+	// AdminToken is the bearer token of the operator endpoints (empty: disabled).
+	AdminToken string
+
+	simFailureRate   string
+	serviceTokenFile string
+	adminTokenFile   string
 }
+
+// DevServiceToken is SERVICE_TOKEN's documented default, for the dev stack and the demo; a
+// warning is logged at start while it is in use.
+const DevServiceToken = "walletsaga-dev-service-token"
+
+// minTokenLen is the shortest token accepted.
+const minTokenLen = 16
 
 func parseConfig(name string, args []string, getenv func(string) string, stderr io.Writer) (config, []string, error) {
 	var c config
@@ -45,10 +59,25 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	f.Int(&c.RelayLockKey, "RELAY_LOCK_KEY", 7421, "advisory lock that keeps one relay active per database")
 	f.Duration(&c.SimLatency, "SIM_LATENCY", 0, "latency of the built-in payment gateway and merchant simulators")
 	f.String(&c.simFailureRate, "SIM_FAILURE_RATE", "0", "share (0–1) of simulator calls that fail retryably")
+	f.Secret(&c.ServiceToken, "SERVICE_TOKEN", "bearer token of the wallet API's user-facing endpoints (default: the dev token "+DevServiceToken+")")
+	f.String(&c.serviceTokenFile, "SERVICE_TOKEN_FILE", "", "file holding SERVICE_TOKEN (for secrets mounted as files)")
+	f.Secret(&c.AdminToken, "ADMIN_TOKEN", "bearer token of the operator endpoints (empty: they are disabled)")
+	f.String(&c.adminTokenFile, "ADMIN_TOKEN_FILE", "", "file holding ADMIN_TOKEN (for secrets mounted as files)")
 	if err := f.Parse(args); err != nil {
 		return c, nil, err
 	}
-	rate, err := strconv.ParseFloat(c.simFailureRate, 64)
+	var err error
+	if c.ServiceToken, err = cli.ReadSecret("SERVICE_TOKEN_FILE", c.ServiceToken, c.serviceTokenFile); err != nil {
+		return c, nil, err
+	}
+	if c.ServiceToken == "" {
+		c.ServiceToken = DevServiceToken
+	}
+	if c.AdminToken, err = cli.ReadSecret("ADMIN_TOKEN_FILE", c.AdminToken, c.adminTokenFile); err != nil {
+		return c, nil, err
+	}
+	var rate float64
+	rate, err = strconv.ParseFloat(c.simFailureRate, 64)
 	if err != nil {
 		return c, nil, fmt.Errorf("SIM_FAILURE_RATE: %q is not a number", c.simFailureRate)
 	}
@@ -77,6 +106,15 @@ func (c config) validate() error {
 	}
 	if c.RelayBatch < 1 || c.RelayBatch > 10000 {
 		p.Addf("RELAY_BATCH", "must be 1–10000, got %d", c.RelayBatch)
+	}
+	if len(c.ServiceToken) < minTokenLen {
+		p.Addf("SERVICE_TOKEN", "must be at least %d characters", minTokenLen)
+	}
+	if c.AdminToken != "" && len(c.AdminToken) < minTokenLen {
+		p.Addf("ADMIN_TOKEN", "must be at least %d characters when set", minTokenLen)
+	}
+	if c.AdminToken != "" && c.AdminToken == c.ServiceToken {
+		p.Addf("ADMIN_TOKEN", "must differ from SERVICE_TOKEN")
 	}
 	return p.Err()
 }

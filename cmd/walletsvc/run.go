@@ -15,11 +15,11 @@ import (
 
 	"github.com/walletsaga/walletsaga/internal/cli"
 	"github.com/walletsaga/walletsaga/internal/httpx"
+	"github.com/walletsaga/walletsaga/internal/metrics"
 	"github.com/walletsaga/walletsaga/internal/ordering"
 	"github.com/walletsaga/walletsaga/internal/pg"
 	"github.com/walletsaga/walletsaga/internal/saga"
 	"github.com/walletsaga/walletsaga/internal/wallet"
-	"github.com/walletsaga/walletsaga/internal/wallet/httpapi"
 	"github.com/walletsaga/walletsaga/migrations"
 )
 
@@ -93,25 +93,38 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 	defer producer.Shutdown() //nolint:errcheck
 
-	engine := saga.New(pool, saga.Options{Workers: cfg.SagaWorkers, Logger: log})
+	if cfg.ServiceToken == DevServiceToken {
+		log.Warn("SERVICE_TOKEN is the documented dev default: anyone who read the README can use the wallet API; set SERVICE_TOKEN or SERVICE_TOKEN_FILE")
+	}
+	if cfg.AdminToken == "" {
+		log.Info("ADMIN_TOKEN is not set: the operator endpoints (saga retry/resolve) are disabled")
+	}
+	reg := metrics.NewRegistry()
+	// The engine observes into the saga metrics, which count through the engine.
+	var engine *saga.Engine
+	sagaMetrics := metrics.NewSaga(reg, func(ctx context.Context) ([]saga.KindStateCount, error) { return engine.CountByKindState(ctx) })
+	engine = saga.New(pool, saga.Options{Workers: cfg.SagaWorkers, Logger: log, Observer: sagaMetrics})
 	sim := wallet.SimOptions{Latency: cfg.SimLatency, FailureRate: cfg.SimFailureRate}
 	svc, err := wallet.NewService(pool, engine, wallet.NewSimGateway(pool, sim), wallet.NewSimMerchant(pool, sim), wallet.Options{Logger: log})
 	if err != nil {
 		return err
 	}
-	relay, err := ordering.NewRelay(pool, outboxAdapter{wallet.NewOutboxStore(pool)}, producer, ordering.RelayConfig{
+	outbox := wallet.NewOutboxStore(pool)
+	metrics.NewOutbox(reg, outbox.Backlog)
+	var relay *ordering.Relay
+	observeSend := metrics.NewRelay(reg, func() ordering.RelayStats { return relay.Stats() })
+	relay, err = ordering.NewRelay(pool, outboxAdapter{outbox}, producer, ordering.RelayConfig{
 		Topic: cfg.Topic, Channel: wallet.NotifyChannel, LockKey: int64(cfg.RelayLockKey), Batch: cfg.RelayBatch, Logger: log,
+		ObserveSend: observeSend,
 	})
 	if err != nil {
 		return err
 	}
 
-	e := httpx.New(httpx.Options{Logger: log})
-	httpx.Probes(e,
+	e := newServer(cfg, log, svc, reg,
 		httpx.Check{Name: "postgres", Fn: pool.Ping},
 		httpx.Check{Name: "rocketmq", Fn: route.Check},
 	)
-	httpapi.Register(e, svc)
 
 	// Background work stops after the HTTP server, so requests in flight can still start
 	// sagas; the engine and relay then finish what they hold and return.

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -30,6 +33,10 @@ func TestConfigValidationNamesTheField(t *testing.T) {
 		"bad duration":   {map[string]string{"SHUTDOWN_TIMEOUT": "soon"}, "SHUTDOWN_TIMEOUT"},
 		"workers range":  {map[string]string{"SAGA_WORKERS": "0"}, "SAGA_WORKERS"},
 		"bad log format": {map[string]string{"LOG_FORMAT": "xml"}, "LOG_FORMAT"},
+		"short service":  {map[string]string{"SERVICE_TOKEN": "short"}, "SERVICE_TOKEN"},
+		"short admin":    {map[string]string{"ADMIN_TOKEN": "short"}, "ADMIN_TOKEN"},
+		"same tokens":    {map[string]string{"ADMIN_TOKEN": "same-token-for-both", "SERVICE_TOKEN": "same-token-for-both"}, "ADMIN_TOKEN"},
+		"missing file":   {map[string]string{"SERVICE_TOKEN_FILE": "/nonexistent/token"}, "SERVICE_TOKEN_FILE"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -57,6 +64,29 @@ func TestDefaultsMatchTheDevStack(t *testing.T) {
 	}, &bytes.Buffer{})
 	require.NoError(t, err)
 	require.Equal(t, "127.0.0.1:9999", cfg.HTTPAddr, "a flag overrides the environment")
+	require.Equal(t, DevServiceToken, cfg.ServiceToken, "the documented dev default")
+	require.Empty(t, cfg.AdminToken, "operator endpoints are off unless configured")
+}
+
+func TestTokensComeFromEnvOrFilesAndAreNeverShown(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "admin")
+	require.NoError(t, os.WriteFile(file, []byte("admin-token-from-a-file\n"), 0o600))
+	var help bytes.Buffer
+	cfg, _, err := parseConfig("walletsvc", nil, func(k string) string {
+		return map[string]string{"SERVICE_TOKEN": "service-token-from-env", "ADMIN_TOKEN_FILE": file}[k]
+	}, &help)
+	require.NoError(t, err)
+	require.Equal(t, "service-token-from-env", cfg.ServiceToken)
+	require.Equal(t, "admin-token-from-a-file", cfg.AdminToken)
+	_, _, err = parseConfig("walletsvc", []string{"-h"}, func(k string) string {
+		return map[string]string{"SERVICE_TOKEN": "service-token-from-env", "ADMIN_TOKEN": "admin-token-from-env-0"}[k]
+	}, &help)
+	require.Error(t, err)
+	require.Contains(t, help.String(), "SERVICE_TOKEN")
+	require.NotContains(t, help.String(), "service-token-from-env")
+	require.NotContains(t, help.String(), "admin-token-from-env-0")
 }
 
 func TestServeMigratesAnswersProbesAndStopsGracefully(t *testing.T) {
@@ -77,6 +107,31 @@ func TestServeMigratesAnswersProbesAndStopsGracefully(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode, "%+v", body)
 	require.Equal(t, map[string]string{"postgres": "ok", "rocketmq": "ok"}, body.Checks)
 
+	resp, err = http.Get(p.BaseURL + "/v1/sagas")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "the wallet API needs the service token")
+	req, err := http.NewRequest(http.MethodGet, p.BaseURL+"/v1/sagas", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+DevServiceToken)
+	resp, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+
+	resp, err = http.Get(p.BaseURL + "/metrics")
+	require.NoError(t, err)
+	metricsText, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	for _, name := range []string{
+		"walletsaga_outbox_unpublished 0", "walletsaga_outbox_oldest_unpublished_age_seconds 0",
+		"walletsaga_relay_send_duration_seconds_bucket", "walletsaga_relay_active", "process_cpu_seconds_total",
+	} {
+		require.Contains(t, string(metricsText), name)
+	}
+
 	resp, err = http.Get(p.BaseURL + "/no/such/route")
 	require.NoError(t, err)
 	require.Equal(t, http.StatusNotFound, resp.StatusCode)
@@ -85,6 +140,8 @@ func TestServeMigratesAnswersProbesAndStopsGracefully(t *testing.T) {
 
 	require.NoError(t, p.Stop(30*time.Second))
 	require.Contains(t, p.Output(), "walletsvc stopped")
+	require.Contains(t, p.Output(), "SERVICE_TOKEN is the documented dev default", "a warning while the dev token is in use")
+	require.NotContains(t, p.Output(), DevServiceToken, "the token itself is never logged")
 }
 
 func TestReadyzFailsWhenTheBrokerIsUnreachable(t *testing.T) {

@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/walletsaga/walletsaga/internal/reqid"
 )
 
 // Flags binds flags named like environment variables (DATABASE_URL, HTTP_ADDR, …); each
@@ -41,6 +43,38 @@ func (f *Flags) String(p *string, name, def, usage string) {
 		def = v
 	}
 	f.fs.StringVar(p, name, def, usage+" (env "+name+")")
+}
+
+// Secret binds a secret string: like String, but neither the environment's value nor the
+// default is ever shown (not in -h, not in error messages).
+func (f *Flags) Secret(p *string, name, usage string) {
+	*p = f.getenv(name)
+	f.fs.Var(secretValue{p}, name, usage+" (env "+name+"; never shown)")
+}
+
+// secretValue is a flag.Value whose String never reveals the value.
+type secretValue struct{ p *string }
+
+func (s secretValue) String() string {
+	return ""
+}
+
+func (s secretValue) Set(v string) error {
+	*s.p = v
+	return nil
+}
+
+// ReadSecret returns the secret in file (trimmed) when file is set, else value. field names
+// the setting in errors; the secret itself never appears in them.
+func ReadSecret(field, value, file string) (string, error) {
+	if file == "" {
+		return value, nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", field, err)
+	}
+	return strings.TrimSpace(string(b)), nil
 }
 
 // Int binds an int.
@@ -150,7 +184,8 @@ func Redact(v string) string {
 	return u.Redacted()
 }
 
-// Logger returns a slog logger: JSON when format is "json", text otherwise.
+// Logger returns a slog logger: JSON when format is "json", text otherwise. Records logged
+// with a request's context carry its request_id (see reqid).
 func Logger(w io.Writer, format, level string) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
@@ -159,9 +194,9 @@ func Logger(w io.Writer, format, level string) (*slog.Logger, error) {
 	opts := &slog.HandlerOptions{Level: lv}
 	switch format {
 	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
+		return slog.New(reqid.Handler(slog.NewJSONHandler(w, opts))), nil
 	case "text", "":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
+		return slog.New(reqid.Handler(slog.NewTextHandler(w, opts))), nil
 	}
 	return nil, fmt.Errorf("LOG_FORMAT: %q is not text or json", format)
 }

@@ -5,6 +5,8 @@ package httpx
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,6 +19,7 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 
 	"github.com/walletsaga/walletsaga/internal/apperr"
+	"github.com/walletsaga/walletsaga/internal/reqid"
 )
 
 // Options configures New.
@@ -39,22 +42,33 @@ func New(opts Options) *echo.Echo {
 	if opts.Timeout == 0 {
 		opts.Timeout = 30 * time.Second
 	}
-	log := opts.Logger
+	// Every line logged with a request's context carries its request id.
+	log := slog.New(reqid.Handler(opts.Logger.Handler()))
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
 	e.HTTPErrorHandler = ErrorHandler(log)
-	e.Use(middleware.RequestID())
+	e.Use(middleware.RequestIDWithConfig(middleware.RequestIDConfig{
+		// A caller's id is kept (so one id follows a request across services) unless it is
+		// too long or holds anything but printable ASCII; then a fresh one is made.
+		RequestIDHandler: func(c echo.Context, id string) {
+			if !validRequestID(id) {
+				id = newRequestID()
+				c.Response().Header().Set(echo.HeaderXRequestID, id)
+			}
+			c.SetRequest(c.Request().WithContext(reqid.With(c.Request().Context(), id)))
+		},
+	}))
 	e.Use(middleware.RecoverWithConfig(middleware.RecoverConfig{
 		LogErrorFunc: func(c echo.Context, err error, stack []byte) error {
-			log.Error("panic in handler", "err", err, "path", c.Path(), "request_id", requestID(c), "stack", string(stack))
+			log.ErrorContext(c.Request().Context(), "panic in handler", "err", err, "path", c.Path(), "stack", string(stack))
 			return err
 		},
 	}))
 	e.Use(middleware.BodyLimit(opts.BodyLimit))
 	e.Use(middleware.ContextTimeoutWithConfig(middleware.ContextTimeoutConfig{Timeout: opts.Timeout}))
 	e.Use(middleware.RequestLoggerWithConfig(middleware.RequestLoggerConfig{
-		LogStatus: true, LogURI: true, LogMethod: true, LogLatency: true, LogRequestID: true, LogError: true,
+		LogStatus: true, LogURI: true, LogMethod: true, LogLatency: true, LogError: true,
 		HandleError: true,
 		LogValuesFunc: func(c echo.Context, v middleware.RequestLoggerValues) error {
 			level := slog.LevelInfo
@@ -66,7 +80,7 @@ func New(opts Options) *echo.Echo {
 			}
 			attrs := []slog.Attr{
 				slog.String("method", v.Method), slog.String("uri", v.URI), slog.Int("status", v.Status),
-				slog.Duration("latency", v.Latency), slog.String("request_id", v.RequestID),
+				slog.Duration("latency", v.Latency),
 			}
 			if v.Error != nil {
 				attrs = append(attrs, slog.String("err", v.Error.Error()))
@@ -78,7 +92,24 @@ func New(opts Options) *echo.Echo {
 	return e
 }
 
-func requestID(c echo.Context) string { return c.Response().Header().Get(echo.HeaderXRequestID) }
+func newRequestID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// validRequestID accepts 1–128 printable ASCII characters.
+func validRequestID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] < 0x21 || id[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
 
 // ErrorHandler writes every error as {"error":{"code","message"}}: *apperr.Error with its
 // own code, echo's HTTP errors (404 route, 405, 413 body limit, 415) mapped to codes, and
@@ -97,7 +128,7 @@ func ErrorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 		}
 		status, body := apperr.ToBody(err)
 		if status >= 500 {
-			log.Error("request failed", "err", err, "method", c.Request().Method, "path", c.Path(), "request_id", requestID(c))
+			log.ErrorContext(c.Request().Context(), "request failed", "err", err, "method", c.Request().Method, "path", c.Path())
 		}
 		if c.Request().Method == http.MethodHead {
 			_ = c.NoContent(status)

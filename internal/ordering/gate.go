@@ -466,3 +466,76 @@ func (g *Gate) ParkedCount(ctx context.Context) (int, error) {
 	err := g.pool.QueryRow(ctx, `SELECT count(*) FROM notify.notifications WHERE status = 'parked'`).Scan(&n)
 	return n, err
 }
+
+// ErrNotHeld means an operator asked to skip a seq the gate is not waiting for: the user is
+// not held by a missing predecessor, or the seq is not the one missing (last_seq + 1).
+var ErrNotHeld = errors.New("gate: the user is not held by that missing seq")
+
+// ErrNotLost means the seq an operator asked to skip has arrived (it is pending delivery,
+// parked, or finished): it is not lost, so it must not be skipped.
+var ErrNotLost = errors.New("gate: that seq has arrived; it is not lost")
+
+// Skip records the missing seq of a held user as skipped_by_operator and advances the user
+// past it (and past any finished successors), in one transaction with audit, which records
+// who skipped it and why. seq must be last_seq + 1 of a user the gate is waiting on (else
+// ErrNotHeld), and the message must never have arrived (else ErrNotLost). Parked successors
+// are then delivered by the next drain. It returns the user's new progress.
+func (g *Gate) Skip(ctx context.Context, userID, seq int64, reason string, audit func(ctx context.Context, tx pgx.Tx) error) (int64, error) {
+	var last int64
+	err := pg.WithTx(ctx, g.pool, func(tx pgx.Tx) error {
+		var waitingSeq *int64
+		err := tx.QueryRow(ctx, `SELECT last_seq, waiting_seq FROM notify.progress WHERE user_id = $1 FOR UPDATE`, userID).Scan(&last, &waitingSeq)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrNotHeld
+		}
+		if err != nil {
+			return err
+		}
+		if waitingSeq == nil || seq != last+1 {
+			return ErrNotHeld
+		}
+		var status string
+		err = tx.QueryRow(ctx, `SELECT status FROM notify.notifications WHERE user_id = $1 AND seq = $2`, userID, seq).Scan(&status)
+		if err == nil {
+			return fmt.Errorf("%w (status %s)", ErrNotLost, status)
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO notify.notifications (user_id, seq, status, last_error, finished_at)
+			VALUES ($1, $2, 'skipped_by_operator', $3, now())`, userID, seq, truncate("skipped by an operator: "+reason)); err != nil {
+			return err
+		}
+		if err := advance(ctx, tx, userID, seq); err != nil {
+			return err
+		}
+		if err := audit(ctx, tx); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, `SELECT last_seq FROM notify.progress WHERE user_id = $1`, userID).Scan(&last)
+	})
+	if err != nil {
+		return 0, err
+	}
+	g.log.WarnContext(ctx, "missing seq skipped by an operator", "user_id", userID, "seq", seq, "last_seq", last)
+	return last, nil
+}
+
+// HeadOfLine is what the gate holds: users waiting on a missing predecessor, how long the
+// oldest has waited, and how many messages are parked.
+type HeadOfLine struct {
+	Waiting    int64
+	OldestWait time.Duration
+	Parked     int64
+}
+
+// HeadOfLine reads what the gate holds (for metrics: two index scans).
+func (g *Gate) HeadOfLine(ctx context.Context) (HeadOfLine, error) {
+	var h HeadOfLine
+	var secs float64
+	err := g.pool.QueryRow(ctx, `SELECT count(*), COALESCE(EXTRACT(EPOCH FROM now() - min(waiting_since)), 0)::float8,
+			(SELECT count(*) FROM notify.notifications WHERE status = 'parked')
+		FROM notify.progress WHERE waiting_seq IS NOT NULL`).Scan(&h.Waiting, &secs, &h.Parked)
+	h.OldestWait = time.Duration(max(secs, 0) * float64(time.Second))
+	return h, err
+}

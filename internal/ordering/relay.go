@@ -52,6 +52,9 @@ type RelayConfig struct {
 	// RetryBackoff is the wait after a failed send before the key is tried again (default 500ms).
 	RetryBackoff time.Duration
 	Logger       *slog.Logger
+	// ObserveSend, when set, is told how long each send to the broker took and whether it
+	// failed (metrics). It must be quick and safe for concurrent use.
+	ObserveSend func(took time.Duration, err error)
 }
 
 // RelayStats counts what a relay did.
@@ -247,7 +250,11 @@ func (r *Relay) publishStream(ctx context.Context, stream []OutboxRecord) error 
 		// A send cancelled half way may still be stored by the broker and then be sent again:
 		// on shutdown let the send in flight finish (bounded) and mark it.
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		start := time.Now()
 		res, err := r.sender.SendOrderly(sctx, Message{Topic: r.cfg.Topic, ShardingKey: rec.Key, Tag: rec.Tag, Keys: rec.Keys, Body: rec.Body})
+		if r.cfg.ObserveSend != nil {
+			r.cfg.ObserveSend(time.Since(start), err)
+		}
 		cancel()
 		if err != nil {
 			r.failed.Add(1)

@@ -22,7 +22,7 @@ import (
 // ErrNotFound means there is no saga with that id.
 var ErrNotFound = errors.New("saga: not found")
 
-// ErrNotRetryable means Retry was asked for a saga that is not in NeedsAttention.
+// ErrNotRetryable means Retry or Resolve was asked for a saga that is not in NeedsAttention.
 var ErrNotRetryable = errors.New("saga: not in needs_attention")
 
 // Options tune an Engine. Zero values take the defaults.
@@ -32,6 +32,7 @@ type Options struct {
 	PollInterval time.Duration // fallback poll when no notification arrives, for runners and Waits; default 1s
 	Workers      int           // sagas worked on concurrently by this engine; default 8
 	Logger       *slog.Logger  // default slog.Default()
+	Observer     StepObserver  // told about every step attempt; none when nil
 }
 
 // Engine starts sagas and runs them. Several engines, in one process or many, may share a
@@ -159,6 +160,24 @@ func (e *Engine) Wait(ctx context.Context, id int64) (Snapshot, error) {
 // ErrNotRetryable.
 func (e *Engine) Retry(ctx context.Context, id int64) error {
 	return withTx(ctx, e.pool, func(tx pgx.Tx) error { return retrySaga(ctx, tx, id) })
+}
+
+// RetryTx is Retry in the caller's transaction (e.g. with an audit row); runners are woken
+// when tx commits. It returns ErrNotFound or ErrNotRetryable.
+func (e *Engine) RetryTx(ctx context.Context, tx pgx.Tx, id int64) error {
+	return retrySaga(ctx, tx, id)
+}
+
+// ResolveTx marks a saga in NeedsAttention Resolved in the caller's transaction: an operator
+// settled what the failed compensation left by hand, and the engine must not touch it
+// again. The saga keeps its error and history. It returns ErrNotFound or ErrNotRetryable.
+func (e *Engine) ResolveTx(ctx context.Context, tx pgx.Tx, id int64) error {
+	return resolveSaga(ctx, tx, id)
+}
+
+// CountByKindState counts the sagas by kind and state (for metrics).
+func (e *Engine) CountByKindState(ctx context.Context) ([]KindStateCount, error) {
+	return countSagas(ctx, e.pool)
 }
 
 // Run claims due sagas and works on them until ctx is done; it returns nil after every

@@ -113,13 +113,17 @@ func (e *Engine) attempt(ctx context.Context, id int64) (bool, error) {
 func (e *Engine) runLocal(ctx context.Context, d *Definition, r sagaRow, f LocalFunc) (bool, error) {
 	var o Outcome
 	var t transition
+	var took time.Duration
 	err := withTx(ctx, e.pool, func(tx pgx.Tx) error {
 		cur, err := e.lock(ctx, tx, r)
 		if err != nil {
 			return err
 		}
 		inst := cur.instance()
-		if o = call(func() Outcome { return f(ctx, tx, inst) }); o.Kind != OutcomeDone {
+		start := time.Now()
+		o = call(func() Outcome { return f(ctx, tx, inst) })
+		took = time.Since(start)
+		if o.Kind != OutcomeDone {
 			return errNotDone
 		}
 		t = decide(d, cur.position, cur.Attempts+1, o, cur.Err, rand.Int64N)
@@ -127,6 +131,7 @@ func (e *Engine) runLocal(ctx context.Context, d *Definition, r sagaRow, f Local
 	})
 	switch {
 	case err == nil:
+		e.observe(r, d, o, took)
 		return e.left(t), nil
 	case errors.Is(err, errMoved) || ctx.Err() != nil:
 		return false, err
@@ -134,6 +139,7 @@ func (e *Engine) runLocal(ctx context.Context, d *Definition, r sagaRow, f Local
 		// The step said Done but its transaction did not commit: nothing took effect.
 		o = Retry(err)
 	}
+	e.observe(r, d, o, took)
 	return e.record(ctx, d, r, r.Attempts+1, o, r.Data)
 }
 
@@ -158,8 +164,13 @@ func (e *Engine) runRemote(ctx context.Context, d *Definition, r sagaRow, f Remo
 	}
 	inst := r.instance()
 	actx, cancel := context.WithTimeout(ctx, d.AttemptTimeout)
+	start := time.Now()
 	o := call(func() Outcome { return f(actx, key, inst) })
+	took := time.Since(start)
 	cancel()
+	if ctx.Err() == nil || o.Kind == OutcomeDone {
+		e.observe(r, d, o, took)
+	}
 	if ctx.Err() != nil {
 		if o.Kind != OutcomeDone {
 			return false, ctx.Err() // abandoned: re-run later with the same key
@@ -214,6 +225,14 @@ func (e *Engine) left(t transition) bool {
 		e.noteDue(time.Now().Add(t.Delay))
 	}
 	return false
+}
+
+// observe tells the observer, if any, about an attempt of r's current step.
+func (e *Engine) observe(r sagaRow, d *Definition, o Outcome, took time.Duration) {
+	if e.opts.Observer == nil || r.Step >= len(d.Steps) {
+		return
+	}
+	e.opts.Observer.ObserveStep(r.Kind, d.Steps[r.Step].Name, r.Phase, o.Kind, took)
 }
 
 // call runs a step, turning a panic into a retryable outcome.

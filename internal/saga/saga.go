@@ -41,7 +41,7 @@ import (
 // State is a saga's state.
 type State string
 
-// The states. Completed, Compensated, Failed and NeedsAttention are terminal.
+// The states. Completed, Compensated, Failed, NeedsAttention and Resolved are terminal.
 const (
 	Running        State = "running"
 	Compensating   State = "compensating"
@@ -49,12 +49,18 @@ const (
 	Compensated    State = "compensated"
 	Failed         State = "failed"
 	NeedsAttention State = "needs_attention"
+	// Resolved is a saga an operator settled by hand after it needed attention (see
+	// Engine.ResolveTx); the engine never touches it again.
+	Resolved State = "resolved"
 )
 
 // Terminal reports whether no runner will touch a saga in state s again by itself.
 func (s State) Terminal() bool {
-	return s == Completed || s == Compensated || s == Failed || s == NeedsAttention
+	return s == Completed || s == Compensated || s == Failed || s == NeedsAttention || s == Resolved
 }
+
+// States lists every state, in lifecycle order.
+var States = []State{Running, Compensating, Completed, Compensated, Failed, NeedsAttention, Resolved}
 
 // OutcomeKind says what a step's attempt came to.
 type OutcomeKind int
@@ -72,6 +78,33 @@ type Outcome struct {
 	Delay time.Duration // for OutcomeRetry: at least this long before the next attempt (0 = engine backoff)
 	Code  string        // for OutcomeFail: a machine-readable reason, e.g. "insufficient_funds"
 	Err   error         // the reason, human-readable (recorded in step history and saga error)
+}
+
+// String names the outcome kind as metrics and logs show it: done, retry or fail.
+func (k OutcomeKind) String() string {
+	switch k {
+	case OutcomeDone:
+		return "done"
+	case OutcomeRetry:
+		return "retry"
+	case OutcomeFail:
+		return "fail"
+	}
+	return "unknown"
+}
+
+// StepObserver is told about each attempt of a step or compensation once it has an outcome:
+// the saga kind, the step name, the phase ("forward" or "compensate"), the outcome and how
+// long the attempt's work took. It must be quick and safe for concurrent use (metrics).
+type StepObserver interface {
+	ObserveStep(kind, step, phase string, outcome OutcomeKind, took time.Duration)
+}
+
+// KindStateCount is how many sagas of a kind are in a state.
+type KindStateCount struct {
+	Kind  string
+	State State
+	Count int64
 }
 
 // Done means the step succeeded.

@@ -258,6 +258,39 @@ func retrySaga(ctx context.Context, tx pgx.Tx, id int64) error {
 	return nil
 }
 
+// resolveSaga marks a saga in NeedsAttention resolved.
+func resolveSaga(ctx context.Context, tx pgx.Tx, id int64) error {
+	var state State
+	err := tx.QueryRow(ctx, `SELECT state FROM sagas WHERE id = $1 FOR UPDATE`, id).Scan(&state)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("saga: resolve: %w", err)
+	}
+	if state != NeedsAttention {
+		return fmt.Errorf("%w (state %s)", ErrNotRetryable, state)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE sagas SET state = 'resolved', lease_owner = NULL, lease_until = NULL, updated_at = now()
+		WHERE id = $1`, id); err != nil {
+		return fmt.Errorf("saga: resolve: %w", err)
+	}
+	return nil
+}
+
+// countSagas counts sagas by kind and state (an index-only scan of sagas_kind_state_created_idx).
+func countSagas(ctx context.Context, pool *pgxpool.Pool) ([]KindStateCount, error) {
+	rows, err := pool.Query(ctx, `SELECT kind, state, count(*) FROM sagas GROUP BY kind, state ORDER BY kind, state`)
+	if err != nil {
+		return nil, fmt.Errorf("saga: count: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[KindStateCount])
+	if err != nil {
+		return nil, fmt.Errorf("saga: count: %w", err)
+	}
+	return out, nil
+}
+
 // The notification channels: saga_due carries the id of a saga that became due (started or
 // retried), saga_done that of a saga that reached a terminal state.
 const (

@@ -97,3 +97,25 @@ WHERE id = $1`, id, msgID)
 	}
 	return nil
 }
+
+// Backlog is the outbox's unpublished part: how many events, and how long ago the oldest
+// happened (0 when none).
+type Backlog struct {
+	Unpublished int64
+	OldestAge   time.Duration
+}
+
+// Backlog reads the unpublished part of the outbox (for metrics: the partial index on
+// unpublished rows keeps it cheap).
+func (s *OutboxStore) Backlog(ctx context.Context) (Backlog, error) {
+	var b Backlog
+	var secs float64
+	err := s.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM wallet_events WHERE published_at IS NULL),
+		COALESCE((SELECT EXTRACT(EPOCH FROM now() - occurred_at)::float8 FROM wallet_events
+		          WHERE published_at IS NULL ORDER BY id LIMIT 1), 0)`).Scan(&b.Unpublished, &secs)
+	if err != nil {
+		return Backlog{}, fmt.Errorf("wallet: outbox backlog: %w", err)
+	}
+	b.OldestAge = time.Duration(max(secs, 0) * float64(time.Second))
+	return b, nil
+}

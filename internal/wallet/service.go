@@ -284,7 +284,7 @@ func (s *Service) ListSagas(ctx context.Context, f SagaFilter) (SagaPage, error)
 	}
 	if f.State != "" && !validState(f.State) {
 		return SagaPage{}, apperr.New(apperr.Invalid,
-			"state must be one of running, compensating, completed, compensated, failed, needs_attention; got %q", f.State)
+			"state must be one of running, compensating, completed, compensated, failed, needs_attention, resolved; got %q", f.State)
 	}
 	if f.UserID != 0 {
 		if _, err := s.GetUser(ctx, f.UserID); err != nil {
@@ -307,7 +307,7 @@ func (s *Service) ListSagas(ctx context.Context, f SagaFilter) (SagaPage, error)
 
 func validState(st saga.State) bool {
 	switch st {
-	case saga.Running, saga.Compensating, saga.Completed, saga.Compensated, saga.Failed, saga.NeedsAttention:
+	case saga.Running, saga.Compensating, saga.Completed, saga.Compensated, saga.Failed, saga.NeedsAttention, saga.Resolved:
 		return true
 	}
 	return false

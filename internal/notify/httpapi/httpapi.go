@@ -1,16 +1,22 @@
-// Package httpapi is the notifier's HTTP side on echo: the SMS log read API, the dead-letter
-// admin API and the live page. Errors go out as {"error":{"code","message"}} through
-// apperr's one code→status table (see httpx).
+// Package httpapi is the notifier's HTTP side on echo: the SMS log read API, the gate's
+// state, the operator API (replay a dead letter, skip a lost seq) and the live page. Errors
+// go out as {"error":{"code","message"}} through apperr's one code→status table (see httpx).
+//
+// Authentication: the read routes and the page are open — the notifier listens on loopback
+// by default and they show only what the page shows (masked phones are never stored here;
+// SMS texts and user ids are). Put them behind your network's access control if you expose
+// the port. The operator routes need the admin token and an X-Operator header (see
+// httpx.Operator).
 package httpapi
 
 import (
-	"crypto/sha256"
-	"crypto/subtle"
+	"context"
+	_ "embed"
+	"errors"
 	"io/fs"
 	"log/slog"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -18,7 +24,14 @@ import (
 	"github.com/walletsaga/walletsaga/internal/httpx"
 	"github.com/walletsaga/walletsaga/internal/notify"
 	"github.com/walletsaga/walletsaga/internal/notify/web"
+	"github.com/walletsaga/walletsaga/internal/ordering"
 )
+
+// OpenAPI is the OpenAPI 3 description of every route the notifier serves, served at
+// /openapi.yaml. cmd/notifier's test checks it against the routes actually registered.
+//
+//go:embed openapi.yaml
+var OpenAPI []byte
 
 // Deps is what the notifier's HTTP API needs.
 type Deps struct {
@@ -26,8 +39,12 @@ type Deps struct {
 	// Sender re-sends replayed dead letters; use the gate's sender (with its failure switch,
 	// if the operator wants replays to meet the same switches).
 	Sender notify.Sender
-	// AdminToken guards the replay endpoint (Authorization: Bearer <token>). Empty disables
-	// replays: every request is refused with 403.
+	// Gate serves GET /v1/gate and the skip action; nil leaves both out.
+	Gate *ordering.Gate
+	// Drain, when set, is called after a skip so that parked successors go out at once.
+	Drain func(ctx context.Context)
+	// AdminToken guards the operator endpoints (Authorization: Bearer <token>). Empty
+	// disables them: every request is refused with 403.
 	AdminToken string
 	Logger     *slog.Logger // slog.Default() when nil
 }
@@ -50,10 +67,21 @@ func Register(e *echo.Echo, d Deps) {
 		{http.MethodGet, "/v1/dead-letters", listDeadLetters(d.Store)},
 		{http.MethodGet, "/v1/bad-messages", listBadMessages(d.Store)},
 		{http.MethodPost, "/v1/dead-letters/:user_id/:seq/replay", replay(d)},
+		{http.MethodGet, "/v1/audit", listAudit(d.Store)},
+	}
+	if d.Gate != nil {
+		routes = append(routes, []struct {
+			method, path string
+			handler      echo.HandlerFunc
+		}{
+			{http.MethodGet, "/v1/gate", gateState(d.Gate)},
+			{http.MethodPost, "/v1/gate/:user_id/skip", skip(d)},
+		}...)
 	}
 	for _, r := range routes {
 		e.Add(r.method, r.path, r.handler)
 	}
+	httpx.Document(e, "/openapi.yaml", "application/yaml", OpenAPI)
 }
 
 // page serves the SMS log page, allowed to load only its own assets.
@@ -158,8 +186,8 @@ func listBadMessages(s *notify.Store) echo.HandlerFunc {
 	}
 }
 
-// MaxReasonLen bounds the reason an operator gives for a replay.
-const MaxReasonLen = 500
+// MaxReasonLen bounds the reason an operator gives for an action.
+const MaxReasonLen = httpx.MaxReasonLen
 
 type replayRequest struct {
 	Reason string `json:"reason"`
@@ -167,7 +195,8 @@ type replayRequest struct {
 
 func replay(d Deps) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if err := checkAdmin(c, d.AdminToken); err != nil {
+		actor, err := httpx.Operator(c, d.AdminToken)
+		if err != nil {
 			return err
 		}
 		userID, err := positiveInt(c.Param("user_id"), "user id")
@@ -179,43 +208,102 @@ func replay(d Deps) echo.HandlerFunc {
 			return err
 		}
 		var req replayRequest
-		if c.Request().ContentLength != 0 {
-			if err := httpx.DecodeJSON(c, &req); err != nil {
-				return err
-			}
+		if err := httpx.DecodeJSON(c, &req); err != nil {
+			return err
 		}
-		req.Reason = strings.TrimSpace(req.Reason)
-		if len(req.Reason) > MaxReasonLen {
-			return apperr.New(apperr.Invalid, "reason must be at most %d bytes, got %d", MaxReasonLen, len(req.Reason))
+		if req.Reason, err = httpx.CheckReason(req.Reason); err != nil {
+			return err
 		}
-		res, err := d.Store.Replay(c.Request().Context(), d.Sender, "admin", userID, seq, req.Reason)
+		res, err := d.Store.Replay(c.Request().Context(), d.Sender, actor, userID, seq, req.Reason)
 		if err != nil {
 			return err
 		}
-		d.Logger.Info("dead letter replayed", "user_id", userID, "seq", seq, "replay", res.Replay,
-			"idempotency_key", res.IdempotencyKey, "reason", req.Reason)
+		d.Logger.InfoContext(c.Request().Context(), "dead letter replayed", "user_id", userID, "seq", seq, "replay", res.Replay,
+			"idempotency_key", res.IdempotencyKey, "actor", actor, "reason", req.Reason)
 		return c.JSON(http.StatusOK, res)
 	}
 }
 
-// checkAdmin accepts "Authorization: Bearer <token>" with the configured token, compared in
-// constant time (over digests, so the length does not leak either).
-func checkAdmin(c echo.Context, token string) error {
-	if token == "" {
-		return apperr.New(apperr.Forbidden, "replays are disabled: no admin token is configured")
+type skipRequest struct {
+	Seq    int64  `json:"seq"`
+	Reason string `json:"reason"`
+}
+
+// skip serves POST /v1/gate/{user_id}/skip: the operator states which seq is lost (it must
+// be the one the user is held by) and why; the gate records it skipped_by_operator and
+// advances the user, in one transaction with the audit row.
+func skip(d Deps) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		actor, err := httpx.Operator(c, d.AdminToken)
+		if err != nil {
+			return err
+		}
+		userID, err := positiveInt(c.Param("user_id"), "user id")
+		if err != nil {
+			return err
+		}
+		var req skipRequest
+		if err := httpx.DecodeJSON(c, &req); err != nil {
+			return err
+		}
+		if req.Seq <= 0 {
+			return apperr.New(apperr.Invalid, "seq must be the positive seq that is lost, got %d", req.Seq)
+		}
+		if req.Reason, err = httpx.CheckReason(req.Reason); err != nil {
+			return err
+		}
+		ctx := c.Request().Context()
+		last, err := d.Gate.Skip(ctx, userID, req.Seq, req.Reason, d.Store.AuditTx(actor, notify.ActionSkip, userID, req.Seq, req.Reason))
+		switch {
+		case errors.Is(err, ordering.ErrNotHeld):
+			return apperr.Wrap(err, apperr.Conflict, "user %d is not held waiting for seq %d (see GET /v1/gate)", userID, req.Seq)
+		case errors.Is(err, ordering.ErrNotLost):
+			return apperr.Wrap(err, apperr.Conflict, "seq %d of user %d has arrived; it is not lost and will be delivered", req.Seq, userID)
+		case err != nil:
+			return err
+		}
+		d.Logger.WarnContext(ctx, "missing seq skipped", "user_id", userID, "seq", req.Seq, "last_seq", last, "actor", actor, "reason", req.Reason)
+		if d.Drain != nil {
+			d.Drain(ctx)
+		}
+		return c.JSON(http.StatusOK, map[string]any{"user_id": userID, "skipped_seq": req.Seq, "last_seq": last})
 	}
-	h := c.Request().Header.Get(echo.HeaderAuthorization)
-	scheme, given, ok := strings.Cut(strings.TrimSpace(h), " ")
-	if h == "" || !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(given) == "" {
-		c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="notifier"`)
-		return apperr.New(apperr.Unauthorized, "an admin token is required: Authorization: Bearer <token>")
+}
+
+// gateState serves GET /v1/gate: users held by a missing predecessor, parked messages, the
+// gate's decision counters.
+func gateState(gate *ordering.Gate) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		waiting, err := gate.Waiting(c.Request().Context(), 100)
+		if err != nil {
+			return err
+		}
+		if waiting == nil {
+			waiting = []ordering.WaitingUser{}
+		}
+		parked, err := gate.ParkedCount(c.Request().Context())
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, map[string]any{"stats": gate.Stats(), "max_attempts": gate.MaxAttempts(), "waiting": waiting, "parked": parked})
 	}
-	want := sha256.Sum256([]byte(token))
-	got := sha256.Sum256([]byte(strings.TrimSpace(given)))
-	if subtle.ConstantTimeCompare(want[:], got[:]) != 1 {
-		return apperr.New(apperr.Forbidden, "the admin token is not valid")
+}
+
+func listAudit(s *notify.Store) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		limit, err := limitParam(c)
+		if err != nil {
+			return err
+		}
+		items, err := s.Audit(c.Request().Context(), limit)
+		if err != nil {
+			return err
+		}
+		if items == nil {
+			items = []notify.AuditEntry{}
+		}
+		return c.JSON(http.StatusOK, map[string]any{"items": items})
 	}
-	return nil
 }
 
 func positiveInt(s, what string) (int64, error) {

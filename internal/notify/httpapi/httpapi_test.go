@@ -21,11 +21,16 @@ import (
 	"github.com/walletsaga/walletsaga/internal/notify"
 	"github.com/walletsaga/walletsaga/internal/notify/httpapi"
 	"github.com/walletsaga/walletsaga/internal/notify/notifytest"
+	"github.com/walletsaga/walletsaga/internal/ordering"
 	"github.com/walletsaga/walletsaga/internal/testdb"
 	"github.com/walletsaga/walletsaga/internal/walletevent"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// The gate's package links the RocketMQ client, whose go-cache starts a janitor goroutine at
+// package init: not a leak of any test.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/patrickmn/go-cache.(*janitor).Run"))
+}
 
 const adminToken = "s3cret-admin-token"
 
@@ -59,13 +64,24 @@ func newEnv(t *testing.T, wrap func(echo.HandlerFunc) echo.HandlerFunc) *env {
 		e.Use(wrap)
 	}
 	out := &bytes.Buffer{}
-	httpapi.Register(e, httpapi.Deps{Store: notify.NewStore(pool), Sender: notify.NewLogSender(out), AdminToken: adminToken, Logger: log})
+	gate := ordering.NewGate(pool, ordering.GateConfig{Logger: log})
+	httpapi.Register(e, httpapi.Deps{Store: notify.NewStore(pool), Sender: notify.NewLogSender(out), Gate: gate, AdminToken: adminToken, Logger: log})
 	srv := httptest.NewServer(e)
 	t.Cleanup(srv.Close)
 	return &env{pool: pool, srv: srv, out: out}
 }
 
+// do sends a request; with auth set it names the operator "tester" (X-Operator).
 func (e *env) do(t *testing.T, method, path, auth, body string) (int, map[string]any) {
+	t.Helper()
+	operator := ""
+	if auth != "" {
+		operator = "tester"
+	}
+	return e.doAs(t, method, path, auth, operator, body)
+}
+
+func (e *env) doAs(t *testing.T, method, path, auth, operator, body string) (int, map[string]any) {
 	t.Helper()
 	var rd io.Reader
 	if body != "" {
@@ -78,6 +94,9 @@ func (e *env) do(t *testing.T, method, path, auth, body string) (int, map[string
 	}
 	if auth != "" {
 		req.Header.Set("Authorization", auth)
+	}
+	if operator != "" {
+		req.Header.Set(httpx.OperatorHeader, operator)
 	}
 	resp, err := e.srv.Client().Do(req)
 	require.NoError(t, err)
@@ -189,22 +208,29 @@ func TestReplayEndpoint(t *testing.T) {
 	require.Equal(t, "(Delayed) You paid 4.04 CNY for a purchase. Balance: 95.96 CNY.", v["text"])
 	require.Contains(t, e.out.String(), "late=true")
 
-	st, v = e.do(t, http.MethodPost, path, auth, "") // the body is optional
+	st, v = e.do(t, http.MethodPost, path, auth, "")
+	require.Equal(t, http.StatusUnsupportedMediaType, st, "a body with a reason is required: %v", v)
+	st, v = e.do(t, http.MethodPost, path, auth, `{"reason":" "}`)
+	require.Equal(t, http.StatusBadRequest, st, "the reason is required: %v", v)
+	st, v = e.doAs(t, http.MethodPost, path, auth, "", `{"reason":"again"}`)
+	require.Equal(t, http.StatusBadRequest, st, "X-Operator is required: %v", v)
+	st, v = e.doAs(t, http.MethodPost, path, auth, "carol", `{"reason":"again"}`)
 	require.Equal(t, http.StatusOK, st, "%v", v)
 	require.Equal(t, 2.0, v["replay"])
 
-	var reason string
+	var reason, actor string
 	require.NoError(t, e.pool.QueryRow(context.Background(),
-		`SELECT reason FROM notify.audit WHERE action = 'replay_dead_letter' ORDER BY id LIMIT 1`).Scan(&reason))
+		`SELECT reason, actor FROM notify.audit WHERE action = 'replay_dead_letter' ORDER BY id LIMIT 1`).Scan(&reason, &actor))
 	require.Equal(t, "provider outage", reason)
+	require.Equal(t, "tester", actor)
 
-	st, v = e.do(t, http.MethodPost, "/v1/dead-letters/1/9/replay", auth, "")
+	st, v = e.do(t, http.MethodPost, "/v1/dead-letters/1/9/replay", auth, `{"reason":"r"}`)
 	require.Equal(t, http.StatusNotFound, st)
 	require.Equal(t, "not_found", errCode(v))
-	st, v = e.do(t, http.MethodPost, "/v1/dead-letters/1/1/replay", auth, "")
+	st, v = e.do(t, http.MethodPost, "/v1/dead-letters/1/1/replay", auth, `{"reason":"r"}`)
 	require.Equal(t, http.StatusConflict, st)
 	require.Equal(t, "conflict", errCode(v))
-	st, _ = e.do(t, http.MethodPost, "/v1/dead-letters/1/x/replay", auth, "")
+	st, _ = e.do(t, http.MethodPost, "/v1/dead-letters/1/x/replay", auth, `{"reason":"r"}`)
 	require.Equal(t, http.StatusBadRequest, st)
 	st, _ = e.do(t, http.MethodPost, path, auth, `{"reason":"x","extra":1}`)
 	require.Equal(t, http.StatusBadRequest, st)

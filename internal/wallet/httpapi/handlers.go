@@ -409,3 +409,63 @@ func truncate(s string, n int) string {
 	}
 	return s[:n] + "…"
 }
+
+// --- operator actions ---
+
+type operatorRequest struct {
+	Reason string `json:"reason"`
+}
+
+// operatorAction serves POST /v1/sagas/{id}/retry and /resolve: admin token, X-Operator,
+// a required reason; the action and its audit row commit together.
+func operatorAction(svc *wallet.Service, adminToken string,
+	act func(context.Context, int64, wallet.OperatorAction) (wallet.Operation, error),
+) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		actor, err := httpx.Operator(c, adminToken)
+		if err != nil {
+			return err
+		}
+		id, err := pathID(c, "saga id")
+		if err != nil {
+			return err
+		}
+		var req operatorRequest
+		if err := httpx.DecodeJSON(c, &req); err != nil {
+			return err
+		}
+		reason, err := httpx.CheckReason(req.Reason)
+		if err != nil {
+			return err
+		}
+		op, err := act(c.Request().Context(), id, wallet.OperatorAction{Actor: actor, Reason: reason})
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, toSagaBody(op, true))
+	}
+}
+
+// sagaAudit serves GET /v1/sagas/{id}/audit: the operator actions recorded on a saga.
+func sagaAudit(svc *wallet.Service, adminToken string) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if err := httpx.CheckBearer(c, adminToken, "admin", "operator endpoints are disabled: no admin token is configured"); err != nil {
+			return err
+		}
+		id, err := pathID(c, "saga id")
+		if err != nil {
+			return err
+		}
+		if _, err := svc.GetSaga(c.Request().Context(), id); err != nil {
+			return err
+		}
+		items, err := svc.SagaAudit(c.Request().Context(), id)
+		if err != nil {
+			return err
+		}
+		if items == nil {
+			items = []wallet.AuditEntry{}
+		}
+		return c.JSON(http.StatusOK, map[string]any{"items": items})
+	}
+}

@@ -23,6 +23,11 @@ import (
 	"github.com/walletsaga/walletsaga/internal/wallet/httpapi"
 )
 
+const (
+	serviceToken = "test-service-token-0123"
+	adminToken   = "test-admin-token-0123456"
+)
+
 type server struct {
 	url  string
 	pool *pgxpool.Pool
@@ -38,7 +43,7 @@ func newServer(t *testing.T, runSagas bool) *server {
 		wallet.Options{Logger: log, Steps: wallet.StepTuning{BackoffBase: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond}})
 	require.NoError(t, err)
 	e := httpx.New(httpx.Options{Logger: log})
-	httpapi.Register(e, svc)
+	httpapi.Register(e, svc, httpapi.Options{ServiceToken: serviceToken, AdminToken: adminToken, Logger: log})
 	ts := httptest.NewServer(e)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	var wg sync.WaitGroup
@@ -71,6 +76,7 @@ func (s *server) do(t *testing.T, method, path, body string, headers ...string) 
 	req, err := http.NewRequestWithContext(s.ctx, method, s.url+path, r)
 	require.NoError(t, err)
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+serviceToken)
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}

@@ -1,0 +1,97 @@
+package httpx
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/walletsaga/walletsaga/internal/apperr"
+)
+
+// CheckBearer accepts "Authorization: Bearer <token>" with the configured token, compared in
+// constant time (over digests, so the length does not leak either). A missing or malformed
+// header is Unauthorized (401, with WWW-Authenticate naming realm); a wrong token is
+// Forbidden (403). An empty token means the endpoints it guards are disabled: Forbidden,
+// with disabled as the message.
+func CheckBearer(c echo.Context, token, realm, disabled string) error {
+	if token == "" {
+		return apperr.New(apperr.Forbidden, "%s", disabled)
+	}
+	h := c.Request().Header.Get(echo.HeaderAuthorization)
+	scheme, given, ok := strings.Cut(strings.TrimSpace(h), " ")
+	if h == "" || !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(given) == "" {
+		c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="`+realm+`"`)
+		return apperr.New(apperr.Unauthorized, "a %s token is required: Authorization: Bearer <token>", realm)
+	}
+	want := sha256.Sum256([]byte(token))
+	got := sha256.Sum256([]byte(strings.TrimSpace(given)))
+	if subtle.ConstantTimeCompare(want[:], got[:]) != 1 {
+		return apperr.New(apperr.Forbidden, "the %s token is not valid", realm)
+	}
+	return nil
+}
+
+// RequireBearer is CheckBearer as middleware.
+func RequireBearer(token, realm, disabled string) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			if err := CheckBearer(c, token, realm, disabled); err != nil {
+				return err
+			}
+			return next(c)
+		}
+	}
+}
+
+// OperatorHeader names the person behind an operator action; it is recorded as the actor
+// of the audit row (the admin token proves the right to act, this header says who acted).
+const OperatorHeader = "X-Operator"
+
+// MaxReasonLen bounds the reason an operator gives for an action.
+const MaxReasonLen = 500
+
+// Operator checks an operator request: the admin bearer token (see CheckBearer), then the
+// X-Operator header (1–64 characters: letters, digits, and . _ @ -), which it returns as the
+// actor to audit.
+func Operator(c echo.Context, adminToken string) (actor string, err error) {
+	if err := CheckBearer(c, adminToken, "admin", "operator actions are disabled: no admin token is configured"); err != nil {
+		return "", err
+	}
+	actor = strings.TrimSpace(c.Request().Header.Get(OperatorHeader))
+	if actor == "" {
+		return "", apperr.New(apperr.Invalid, "the %s header must name who acts (e.g. %s: alice)", OperatorHeader, OperatorHeader)
+	}
+	if len(actor) > 64 || strings.IndexFunc(actor, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._@-", r))
+	}) >= 0 {
+		return "", apperr.New(apperr.Invalid, "the %s header may hold 1–64 letters, digits, '.', '_', '@' or '-'", OperatorHeader)
+	}
+	return actor, nil
+}
+
+// CheckReason trims an operator's reason and requires it: 1–MaxReasonLen bytes.
+func CheckReason(reason string) (string, error) {
+	reason = strings.TrimSpace(reason)
+	if reason == "" {
+		return "", apperr.New(apperr.Invalid, "reason is required: say why (it is kept in the audit trail)")
+	}
+	if len(reason) > MaxReasonLen {
+		return "", apperr.New(apperr.Invalid, "reason must be at most %d bytes, got %d", MaxReasonLen, len(reason))
+	}
+	return reason, nil
+}
+
+// Document serves an embedded document (the OpenAPI description) at path.
+func Document(e *echo.Echo, path, contentType string, doc []byte) {
+	e.GET(path, func(c echo.Context) error {
+		return c.Blob(http.StatusOK, contentType, doc)
+	})
+}
+
+// Handler serves h (e.g. the Prometheus handler) at GET path.
+func Handler(e *echo.Echo, path string, h http.Handler) {
+	e.GET(path, echo.WrapHandler(h))
+}

@@ -1,0 +1,113 @@
+package metrics_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/walletsaga/walletsaga/internal/metrics"
+	"github.com/walletsaga/walletsaga/internal/ordering"
+	"github.com/walletsaga/walletsaga/internal/saga"
+	"github.com/walletsaga/walletsaga/internal/wallet"
+)
+
+type fakeGate struct{}
+
+func (fakeGate) Stats() ordering.GateStats {
+	return ordering.GateStats{Sent: 7, Duplicate: 2, Waiting: 3, Parked: 1, Retrying: 4, DeadLettered: 1}
+}
+
+func (fakeGate) HeadOfLine(context.Context) (ordering.HeadOfLine, error) {
+	return ordering.HeadOfLine{Waiting: 2, OldestWait: 90 * time.Second, Parked: 5}, nil
+}
+
+func scrape(t *testing.T, h http.Handler) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	require.Equal(t, http.StatusOK, rec.Code)
+	return rec.Body.String()
+}
+
+func TestWalletsvcMetrics(t *testing.T) {
+	t.Parallel()
+	reg := metrics.NewRegistry()
+	m := metrics.NewSaga(reg, func(context.Context) ([]saga.KindStateCount, error) {
+		return []saga.KindStateCount{{Kind: "deposit", State: saga.Completed, Count: 3}, {Kind: "deposit", State: saga.NeedsAttention, Count: 1}}, nil
+	})
+	m.ObserveStep("deposit", "charge", "forward", saga.OutcomeRetry, 20*time.Millisecond)
+	m.ObserveStep("deposit", "charge", "forward", saga.OutcomeDone, 10*time.Millisecond)
+	metrics.NewOutbox(reg, func(context.Context) (wallet.Backlog, error) {
+		return wallet.Backlog{Unpublished: 4, OldestAge: 2500 * time.Millisecond}, nil
+	})
+	observe := metrics.NewRelay(reg, func() ordering.RelayStats { return ordering.RelayStats{Published: 9, Active: true} })
+	observe(3*time.Millisecond, nil)
+	observe(time.Second, errors.New("broker down"))
+
+	out := scrape(t, metrics.Handler(reg, nil))
+	for _, want := range []string{
+		`walletsaga_sagas{kind="deposit",state="completed"} 3`,
+		`walletsaga_sagas{kind="deposit",state="needs_attention"} 1`,
+		`walletsaga_sagas{kind="deposit",state="running"} 0`,
+		`walletsaga_sagas{kind="deposit",state="resolved"} 0`,
+		`walletsaga_saga_step_attempts_total{kind="deposit",outcome="retry",phase="forward",step="charge"} 1`,
+		`walletsaga_saga_step_attempts_total{kind="deposit",outcome="done",phase="forward",step="charge"} 1`,
+		`walletsaga_saga_step_duration_seconds_count{kind="deposit",phase="forward",step="charge"} 2`,
+		`walletsaga_outbox_unpublished 4`,
+		`walletsaga_outbox_oldest_unpublished_age_seconds 2.5`,
+		`walletsaga_relay_send_duration_seconds_count{result="ok"} 1`,
+		`walletsaga_relay_send_duration_seconds_count{result="error"} 1`,
+		`walletsaga_relay_published_total 9`,
+		`walletsaga_relay_active 1`,
+		`go_goroutines `,
+	} {
+		require.Contains(t, out, want)
+	}
+}
+
+func TestNotifierMetrics(t *testing.T) {
+	t.Parallel()
+	reg := metrics.NewRegistry()
+	metrics.NewGate(reg, fakeGate{})
+	observe := metrics.NewSMS(reg)
+	observe(5*time.Millisecond, nil)
+	metrics.NewDLQ(reg, func(context.Context) (int64, error) { return 6, nil })
+
+	out := scrape(t, metrics.Handler(reg, nil))
+	for _, want := range []string{
+		`walletsaga_gate_decisions_total{verdict="sent"} 7`,
+		`walletsaga_gate_decisions_total{verdict="duplicate"} 2`,
+		`walletsaga_gate_decisions_total{verdict="waiting"} 3`,
+		`walletsaga_gate_decisions_total{verdict="parked"} 1`,
+		`walletsaga_gate_decisions_total{verdict="retrying"} 4`,
+		`walletsaga_gate_decisions_total{verdict="dead_lettered"} 1`,
+		`walletsaga_gate_waiting_users 2`,
+		`walletsaga_gate_head_of_line_wait_seconds 90`,
+		`walletsaga_gate_parked 5`,
+		`walletsaga_sms_send_duration_seconds_count{result="ok"} 1`,
+		`walletsaga_sms_send_duration_seconds_count{result="error"} 0`,
+		`walletsaga_dlq_depth 6`,
+	} {
+		require.Contains(t, out, want)
+	}
+	require.NotContains(t, out, "user_id", "no per-user label")
+}
+
+func TestAFailingScrapeQueryLeavesTheRestServed(t *testing.T) {
+	t.Parallel()
+	reg := metrics.NewRegistry()
+	metrics.NewDLQ(reg, func(context.Context) (int64, error) { return 0, errors.New("database down") })
+	observe := metrics.NewSMS(reg)
+	observe(time.Millisecond, nil)
+	out := scrape(t, metrics.Handler(reg, slog.New(slog.NewTextHandler(io.Discard, nil))))
+	require.Contains(t, out, "walletsaga_sms_send_duration_seconds_count")
+	require.False(t, strings.Contains(out, "walletsaga_dlq_depth "), "no made-up value")
+}

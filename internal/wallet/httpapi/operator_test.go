@@ -1,0 +1,115 @@
+package httpapi_test
+
+import (
+	"net/http"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestUserFacingRoutesNeedTheServiceToken(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, false)
+	before := s.counts(t)
+	res := s.do(t, http.MethodPost, "/v1/users", `{"name":"Han Meimei","phone":"+8613800138001"}`, "Authorization", "")
+	require.Equal(t, http.StatusUnauthorized, res.status, res.raw)
+	require.Equal(t, "unauthorized", res.body["error"].(map[string]any)["code"])
+	require.Contains(t, res.header.Get("WWW-Authenticate"), "Bearer")
+	res = s.do(t, http.MethodGet, "/v1/sagas", "", "Authorization", "Bearer "+adminToken)
+	require.Equal(t, http.StatusForbidden, res.status, "the admin token is not the service token")
+	res = s.do(t, http.MethodGet, "/v1/sagas", "", "Authorization", "Bearer wrong-token-wrong-token")
+	require.Equal(t, http.StatusForbidden, res.status)
+	require.Equal(t, before, s.counts(t), "nothing was written")
+	doc, err := http.Get(s.url + "/openapi.yaml")
+	require.NoError(t, err)
+	doc.Body.Close()
+	require.Equal(t, http.StatusOK, doc.StatusCode, "the API description is open")
+	id := s.createUser(t)
+	res = s.do(t, http.MethodGet, "/v1/users/"+strconv.FormatInt(id, 10)+"/wallet", "")
+	require.Equal(t, http.StatusOK, res.status, res.raw)
+}
+
+// needsAttention starts a deposit (no engine runs) and puts it where a failed compensation
+// leaves a saga.
+func (s *server) needsAttention(t *testing.T, user int64) string {
+	t.Helper()
+	res := s.do(t, http.MethodPost, "/v1/users/"+strconv.FormatInt(user, 10)+"/deposits", `{"amount":500}`)
+	require.Equal(t, http.StatusAccepted, res.status, res.raw)
+	id := int64(res.body["id"].(float64))
+	_, err := s.pool.Exec(s.ctx, `UPDATE sagas SET state = 'needs_attention', phase = 'compensate', attempts = 5,
+		error_code = 'compensation_failed', error_message = 'refund failed' WHERE id = $1`, id)
+	require.NoError(t, err)
+	return strconv.FormatInt(id, 10)
+}
+
+func TestOperatorRetriesAndResolvesSagasWithAnAuditTrail(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, false)
+	user := s.createUser(t)
+	first, second := s.needsAttention(t, user), s.needsAttention(t, user)
+	admin := []string{"Authorization", "Bearer " + adminToken, "X-Operator", "alice"}
+
+	// Who may act.
+	res := s.do(t, http.MethodPost, "/v1/sagas/"+first+"/retry", `{"reason":"refund API is back"}`)
+	require.Equal(t, http.StatusForbidden, res.status, "the service token is not enough: %s", res.raw)
+	res = s.do(t, http.MethodPost, "/v1/sagas/"+first+"/retry", `{"reason":"refund API is back"}`, "Authorization", "")
+	require.Equal(t, http.StatusUnauthorized, res.status)
+	res = s.do(t, http.MethodPost, "/v1/sagas/"+first+"/retry", `{"reason":"refund API is back"}`, "Authorization", "Bearer "+adminToken)
+	require.Equal(t, http.StatusBadRequest, res.status, "X-Operator is required: %s", res.raw)
+	res = s.do(t, http.MethodPost, "/v1/sagas/"+first+"/retry", `{"reason":"  "}`, admin...)
+	require.Equal(t, http.StatusBadRequest, res.status, "a reason is required: %s", res.raw)
+	res = s.do(t, http.MethodPost, "/v1/sagas/"+first+"/retry", `{}`, admin...)
+	require.Equal(t, http.StatusBadRequest, res.status)
+
+	// Retry: back to compensating, audited.
+	res = s.do(t, http.MethodPost, "/v1/sagas/"+first+"/retry", `{"reason":"refund API is back"}`, admin...)
+	require.Equal(t, http.StatusOK, res.status, res.raw)
+	require.Equal(t, "compensating", res.body["state"])
+	res = s.do(t, http.MethodPost, "/v1/sagas/"+first+"/retry", `{"reason":"again"}`, admin...)
+	require.Equal(t, http.StatusConflict, res.status, "only a saga in needs_attention: %s", res.raw)
+	res = s.do(t, http.MethodPost, "/v1/sagas/"+first+"/resolve", `{"reason":"x"}`, admin...)
+	require.Equal(t, http.StatusConflict, res.status)
+
+	// Resolve: terminal, audited, listed by state.
+	res = s.do(t, http.MethodPost, "/v1/sagas/"+second+"/resolve", `{"reason":"refunded by hand, ticket OPS-7"}`,
+		"Authorization", "Bearer "+adminToken, "X-Operator", "bob@ops")
+	require.Equal(t, http.StatusOK, res.status, res.raw)
+	require.Equal(t, "resolved", res.body["state"])
+	res = s.do(t, http.MethodGet, "/v1/sagas?state=resolved", "")
+	require.Equal(t, http.StatusOK, res.status, res.raw)
+	require.Len(t, res.body["items"], 1)
+
+	res = s.do(t, http.MethodPost, "/v1/sagas/999999/resolve", `{"reason":"x"}`, admin...)
+	require.Equal(t, http.StatusNotFound, res.status)
+
+	var rows []string
+	r, err := s.pool.Query(s.ctx, `SELECT actor || '|' || action || '|' || saga_id || '|' || reason FROM audit ORDER BY id`)
+	require.NoError(t, err)
+	for r.Next() {
+		var row string
+		require.NoError(t, r.Scan(&row))
+		rows = append(rows, row)
+	}
+	require.NoError(t, r.Err())
+	require.Equal(t, []string{
+		"alice|retry_saga|" + first + "|refund API is back",
+		"bob@ops|resolve_saga|" + second + "|refunded by hand, ticket OPS-7",
+	}, rows, "one audit row per action that happened, none for refused ones")
+
+	res = s.do(t, http.MethodGet, "/v1/sagas/"+second+"/audit", "", "Authorization", "Bearer "+adminToken)
+	require.Equal(t, http.StatusOK, res.status, res.raw)
+	items := res.body["items"].([]any)
+	require.Len(t, items, 1)
+	require.Equal(t, "bob@ops", items[0].(map[string]any)["actor"])
+	res = s.do(t, http.MethodGet, "/v1/sagas/"+second+"/audit", "")
+	require.Equal(t, http.StatusForbidden, res.status, "the audit trail is for operators")
+}
+
+func TestAPhoneNeverReachesTheLog(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, false)
+	res := s.do(t, http.MethodPost, "/v1/users", `{"name":"a","phone":"+86 139 7654 3210"}`)
+	require.Equal(t, http.StatusBadRequest, res.status)
+	require.NotContains(t, res.raw, "7654", "the message (which the access log records) does not echo the phone")
+}
