@@ -48,3 +48,6 @@ test-unit: ## tests that need no services (integration tests skip)
 
 demo: ## play the ordered-SMS story end to end (DEMO_EXIT=1 to exit when done)
 	@scripts/demo.sh
+
+bench: services build ## load-test the stack beside its Postgres and RocketMQ ceilings (~6 min); results in bench/results/
+	$(GO) run $(GOFLAGS) ./bench -bin bin -out bench/results $(BENCH_ARGS)

@@ -1,0 +1,281 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Results is everything one run measured; it is written as JSON as is.
+type Results struct {
+	Started  time.Time      `json:"started"`
+	Seconds  float64        `json:"seconds"`
+	Machine  Machine        `json:"machine"`
+	Settings map[string]any `json:"settings"`
+
+	RawPG           []RawPG   `json:"raw_postgres"`
+	RawPGCPU        CPUSample `json:"raw_postgres_cpu_s,omitempty"`
+	RawPGOthers     float64   `json:"raw_postgres_others_cpu_share"`
+	PGBench         []PGBench `json:"pgbench,omitempty"`
+	RawMQ           *RawMQ    `json:"raw_rocketmq,omitempty"`
+	RawMQSendCPU    CPUSample `json:"raw_rocketmq_send_cpu_s,omitempty"`
+	RawMQConsumeCPU CPUSample `json:"raw_rocketmq_consume_cpu_s,omitempty"`
+
+	Phases   []Phase            `json:"product_phases"`
+	HalfLoad *Phase             `json:"half_load,omitempty"`
+	PeakRSS  map[string]float64 `json:"peak_rss_mib,omitempty"`
+
+	NotifyDrain *NotifyDrain  `json:"notifier_drain,omitempty"`
+	Slow        *SlowProvider `json:"slow_provider,omitempty"`
+
+	Ratios   []Ratio  `json:"ratios"`
+	Targets  []Target `json:"targets"`
+	Profiles []string `json:"cpu_profiles,omitempty"`
+	Notes    []string `json:"notes,omitempty"`
+}
+
+// Ratio is one of the two headline ratios.
+type Ratio struct {
+	Name       string  `json:"name"`
+	Value      float64 `json:"value"`
+	Definition string  `json:"definition"`
+}
+
+// Target is one of the issue's targets and whether this run reached it.
+type Target struct {
+	What    string  `json:"what"`
+	Want    string  `json:"want"`
+	Got     float64 `json:"got"`
+	Reached bool    `json:"reached"`
+}
+
+// finish computes the ratios and checks the targets.
+func (r *Results) finish() {
+	bestRaw, bestRawC := 0.0, 0
+	for _, p := range r.RawPG {
+		if p.TPS > bestRaw {
+			bestRaw, bestRawC = p.TPS, p.Clients
+		}
+	}
+	bestSaga, bestKind, bestC := 0.0, "", 0
+	for _, p := range r.Phases {
+		if p.SagasPerS > bestSaga {
+			bestSaga, bestKind, bestC = p.SagasPerS, p.Kind, p.Clients
+		}
+	}
+	if bestRaw > 0 && bestSaga > 0 {
+		v := round2(bestSaga / bestRaw)
+		r.Ratios = append(r.Ratios, Ratio{Name: "wallet_vs_postgres", Value: v, Definition: fmt.Sprintf(
+			"best completed sagas/s of any kind at any client count (%s, %d clients: %.1f/s, each with ?wait=true) ÷ best raw wallet-step transactions/s at any of the same client counts (%d clients: %.1f/s; pgx: UPDATE one row + INSERT two rows + COMMIT, same cluster, same run)",
+			bestKind, bestC, bestSaga, bestRawC, bestRaw)})
+		r.Targets = append(r.Targets, Target{What: "ratio wallet_vs_postgres", Want: "≥ 0.50", Got: v, Reached: v >= 0.5})
+	}
+	if n, m := r.NotifyDrain, r.RawMQ; n != nil && m != nil && m.ConsumeRate > 0 && m.SendRate > 0 {
+		ceiling := min(m.SendRate, m.ConsumeRate)
+		v := round2(n.SMSPerS / ceiling)
+		r.Ratios = append(r.Ratios, Ratio{Name: "notify_vs_broker", Value: v, Definition: fmt.Sprintf(
+			"notifier SMS/s draining the raw run's backlog (same topic: 8 queues, %d users, %d messages; log sender, fresh database: %.1f/s) ÷ the broker's ordered ceiling = min(raw ordered SendSync msg/s with %d senders, raw orderly consumption msg/s of that backlog by the same consumer harness with a no-op handler) = min(%.1f, %.1f)",
+			m.Users, m.Sent, n.SMSPerS, m.Senders, m.SendRate, m.ConsumeRate)})
+		r.Targets = append(r.Targets, Target{What: "ratio notify_vs_broker", Want: "≥ 0.70", Got: v, Reached: v >= 0.7})
+		r.Notes = append(r.Notes, fmt.Sprintf("against orderly consumption alone (%.1f msg/s) the notifier reaches %.3f", m.ConsumeRate, n.SMSPerS/m.ConsumeRate))
+	}
+	if h := r.HalfLoad; h != nil {
+		r.Targets = append(r.Targets, Target{What: fmt.Sprintf("p99 commit→SMS at half max load (deposits, open loop %.1f/s)", h.OpenRate),
+			Want: "< 100 ms", Got: h.E2E.P99, Reached: h.E2E.P99 > 0 && h.E2E.P99 < 100 && h.Undelivered == 0})
+	}
+}
+
+// table is rendered both as aligned text and as Markdown.
+type table struct {
+	title string
+	head  []string
+	rows  [][]string
+}
+
+func f1(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
+func f0(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) }
+func d(v int64) string    { return strconv.FormatInt(v, 10) }
+
+func perOp(cpuS float64, n int64) string {
+	if n == 0 {
+		return "-"
+	}
+	return f1(cpuS * 1000 / float64(n))
+}
+
+func (r *Results) tables() []table {
+	var ts []table
+	if len(r.RawPG) > 0 {
+		t := table{title: fmt.Sprintf("Ceiling: raw Postgres, wallet-step transaction (pgx; UPDATE 1 row + INSERT 2 rows + COMMIT; others used %.0f%% of the CPUs meanwhile)", r.RawPGOthers*100),
+			head: []string{"clients", "tx/s", "p50 ms", "p95 ms", "p99 ms", "errors"}}
+		for _, p := range r.RawPG {
+			t.rows = append(t.rows, []string{strconv.Itoa(p.Clients), f0(p.TPS), f1(p.Latency.P50), f1(p.Latency.P95), f1(p.Latency.P99), d(p.Errors)})
+		}
+		ts = append(ts, t)
+	}
+	if len(r.PGBench) > 0 {
+		t := table{title: fmt.Sprintf("Ceiling: pgbench TPC-B-like (scale %v, -j 2)", r.Settings["pgbench_scale"]), head: []string{"clients", "tps", "avg ms"}}
+		for _, p := range r.PGBench {
+			t.rows = append(t.rows, []string{strconv.Itoa(p.Clients), f0(p.TPS), f1(p.AvgMS)})
+		}
+		ts = append(ts, t)
+	}
+	if m := r.RawMQ; m != nil {
+		t := table{title: fmt.Sprintf("Ceiling: raw RocketMQ (project client; %d queues, %d users, %d-byte wallet-event bodies, no database)", m.Queues, m.Users, m.BodyBytes),
+			head: []string{"what", "messages", "msg/s", "p50 ms", "p99 ms", "note"}}
+		t.rows = append(t.rows,
+			[]string{fmt.Sprintf("ordered SendSync, %d senders", m.Senders), d(m.Sent), f0(m.SendRate), f1(m.SendLatency.P50), f1(m.SendLatency.P99), fmt.Sprintf("%d send errors", m.SendErrors)},
+			[]string{"orderly consume, no-op handler", d(m.Consumed), f0(m.ConsumeRate), "", "", fmt.Sprintf("first message %.1fs after start; busy %.1fs", m.StartupSecs, m.ConsumeSecs)})
+		ts = append(ts, t)
+	}
+	if len(r.Phases) > 0 {
+		t := table{title: "Product: sagas with ?wait=true (closed loop); commit→SMS = outbox occurred_at → notify.sms_log sent_at",
+			head: []string{"kind", "clients", "sagas/s", "ok", "failed", "202", "err", "API p50", "p95", "p99 ms",
+				"commit→SMS p50", "p95", "p99 ms", "→published p99", "SMS/s", "CPU ms/saga wallet", "notifier", "postgres", "broker", "bench", "DB commits/saga", "others CPU"}}
+		rows := append([]Phase(nil), r.Phases...)
+		if r.HalfLoad != nil {
+			rows = append(rows, *r.HalfLoad)
+		}
+		for _, p := range rows {
+			clients := strconv.Itoa(p.Clients)
+			if p.OpenRate > 0 {
+				clients = "open " + f1(p.OpenRate) + "/s"
+			}
+			commits := "-"
+			if p.Completed > 0 {
+				commits = f1(float64(p.DBCommits) / float64(p.Completed))
+			}
+			t.rows = append(t.rows, []string{p.Kind, clients, f1(p.SagasPerS), d(p.Completed), d(p.Failed), d(p.Timeouts), d(p.Errors),
+				f1(p.API.P50), f1(p.API.P95), f1(p.API.P99), f1(p.E2E.P50), f1(p.E2E.P95), f1(p.E2E.P99), f1(p.ToPublished.P99), f1(p.SMSPerS),
+				perOp(p.CPU["walletsvc"], p.Completed), perOp(p.CPU["notifier"], p.Completed), perOp(p.CPU["postgres"], p.Completed),
+				perOp(p.CPU["broker"], p.Completed), perOp(p.CPU["bench"], p.Completed), commits, f0(p.OthersCPU*100) + "%"})
+		}
+		ts = append(ts, t)
+	}
+	var extra [][]string
+	if len(r.PeakRSS) > 0 {
+		extra = append(extra, []string{"peak RSS (VmHWM) walletsvc", f1(r.PeakRSS["walletsvc"]) + " MiB"},
+			[]string{"peak RSS (VmHWM) notifier", f1(r.PeakRSS["notifier"]) + " MiB"})
+	}
+	if n := r.NotifyDrain; n != nil {
+		extra = append(extra, []string{"notifier draining the raw backlog (log sender, 8 queues)",
+			fmt.Sprintf("%.1f SMS/s (%d SMS in %.1fs; CPU ms/SMS notifier %s postgres %s; %.1f DB commits/SMS; peak RSS %.1f MiB)",
+				n.SMSPerS, n.SMS, n.Seconds, perOp(n.CPU["notifier-drain"], n.SMS), perOp(n.CPU["postgres"], n.SMS),
+				float64(n.DBCommits)/float64(max(n.SMS, 1)), n.PeakRSSMiB)})
+	}
+	if s := r.Slow; s != nil {
+		extra = append(extra, []string{fmt.Sprintf("slow provider (%d ms/SMS, webhook), %d queues, %d active users", s.DelayMS, s.Queues, s.Users),
+			fmt.Sprintf("%.1f SMS/s over %.0fs (design ceiling %d queues × 1/%d ms = %.0f/s)", s.SMSPerS, s.WindowSecs, s.Queues, s.DelayMS, s.DesignCeiling)})
+	}
+	if len(extra) > 0 {
+		ts = append(ts, table{title: "Notifier and resources", head: []string{"what", "result"}, rows: extra})
+	}
+	if len(r.Targets) > 0 {
+		t := table{title: "Targets (issue 7)", head: []string{"target", "want", "got", "reached"}}
+		for _, g := range r.Targets {
+			t.rows = append(t.rows, []string{g.What, g.Want, strconv.FormatFloat(g.Got, 'f', 2, 64), map[bool]string{true: "yes", false: "NO"}[g.Reached]})
+		}
+		ts = append(ts, t)
+	}
+	return ts
+}
+
+// definitions explain the columns; they are printed under the table and in the Markdown.
+var definitions = []string{
+	"sagas/s: sagas answered 200 with state completed within the phase, ÷ the phase's length; 202 = still running after the API's 10 s wait; failed = terminal but not completed.",
+	"API pNN: client-side latency of the POST with ?wait=true (open loop: from the scheduled start, so queueing counts).",
+	"commit→SMS: wallet_events.occurred_at (now() of the step's transaction, just before its commit) → notify.sms_log.sent_at (now() of the notifier's send transaction), for the events written during the phase, read after the phase's SMS have all arrived; →published: occurred_at → published_at (the relay).",
+	"SMS/s: SMS log rows written during the phase ÷ its length.",
+	"CPU ms/saga: CPU time (/proc/PID/stat utime+stime) of each process from the phase's start to the end of its SMS drain ÷ completed sagas; postgres = the whole cluster (postmaster, live and exited backends); broker = the RocketMQ broker JVM; bench = this load generator.",
+	"DB commits/saga: pg_stat_database.xact_commit of the product's database over the same span ÷ completed sagas: every transaction of walletsvc (API, saga engine, relay) and of the notifier (each autocommit statement counts as one); backends flush these counters up to ~1 s late.",
+	"others CPU: share of the machine's CPU capacity over the same span used by processes outside the stack (other sessions' builds and tests, kernel threads): the noise on this run; Postgres work of other databases on the same cluster is counted under postgres, not here.",
+	"peak RSS: VmHWM of /proc/PID/status at the end of the product phases.",
+}
+
+func printTable(w io.Writer, r *Results) {
+	m := r.Machine
+	fmt.Fprintf(w, "\nwalletsaga bench %s — %d CPUs (%s), %s GiB, %s, Postgres %s, RocketMQ %s, %s; %.0fs\n",
+		r.Started.UTC().Format(time.RFC3339), m.CPUs, m.CPUModel, m.MemGiB, m.Go, m.Postgres, m.RocketMQ, m.Java, r.Seconds)
+	for _, t := range r.tables() {
+		fmt.Fprintf(w, "\n%s\n", t.title)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "  "+strings.Join(t.head, "\t")+"\t")
+		for _, row := range t.rows {
+			fmt.Fprintln(tw, "  "+strings.Join(row, "\t")+"\t")
+		}
+		tw.Flush()
+	}
+	fmt.Fprintln(w)
+	if len(r.Phases) > 0 {
+		for _, d := range definitions {
+			fmt.Fprintln(w, "  "+d)
+		}
+		fmt.Fprintln(w)
+	}
+	for _, rt := range r.Ratios {
+		fmt.Fprintf(w, "ratio %s=%.2f\n  = %s\n", rt.Name, rt.Value, rt.Definition)
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintln(w, "note:", n)
+	}
+	for _, p := range r.Profiles {
+		fmt.Fprintln(w, "profile: go tool pprof -top", p)
+	}
+}
+
+func (b *bench) write() error {
+	r := b.res
+	js, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	base := filepath.Join(b.cfg.OutDir, b.ts)
+	if err := os.WriteFile(base+".json", append(js, '\n'), 0o644); err != nil {
+		return err
+	}
+	var sb strings.Builder
+	m := r.Machine
+	fmt.Fprintf(&sb, "# walletsaga bench %s\n\n", r.Started.UTC().Format(time.RFC3339))
+	fmt.Fprintf(&sb, "## Machine\n\n| | |\n|---|---|\n| CPUs (nproc) | %d |\n| CPU model | %s |\n| memory | %s GiB |\n| kernel | %s |\n| Go | %s |\n| Java | %s |\n| PostgreSQL | %s |\n| RocketMQ | %s |\n| load average at start / end | %s / %s |\n| run took | %.0f s |\n\n",
+		m.CPUs, m.CPUModel, m.MemGiB, m.Kernel, m.Go, m.Java, m.Postgres, m.RocketMQ, m.LoadAvg, m.LoadEnd, r.Seconds)
+	sb.WriteString("Everything (Postgres, the RocketMQ name server and broker, walletsvc, notifier and this load generator) shares these CPUs.\n\n")
+	for _, t := range r.tables() {
+		fmt.Fprintf(&sb, "## %s\n\n| %s |\n|%s\n", t.title, strings.Join(t.head, " | "), strings.Repeat("---|", len(t.head)))
+		for _, row := range t.rows {
+			fmt.Fprintf(&sb, "| %s |\n", strings.Join(row, " | "))
+		}
+		sb.WriteString("\n")
+	}
+	if len(r.Phases) > 0 {
+		sb.WriteString("Columns:\n\n")
+		for _, d := range definitions {
+			fmt.Fprintf(&sb, "- %s\n", d)
+		}
+		sb.WriteString("\n")
+	}
+	sb.WriteString("## Ratios\n\n```\n")
+	for _, rt := range r.Ratios {
+		fmt.Fprintf(&sb, "ratio %s=%.2f\n", rt.Name, rt.Value)
+	}
+	sb.WriteString("```\n\n")
+	for _, rt := range r.Ratios {
+		fmt.Fprintf(&sb, "- `%s` = %s.\n", rt.Name, rt.Definition)
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(&sb, "- %s\n", n)
+	}
+	for _, p := range r.Profiles {
+		fmt.Fprintf(&sb, "- CPU profile of the load generator: `go tool pprof -top %s`\n", p)
+	}
+	if err := os.WriteFile(base+".md", []byte(sb.String()), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "bench: wrote %s.json and %s.md\n", base, base)
+	return nil
+}
