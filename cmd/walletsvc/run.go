@@ -168,6 +168,10 @@ func (a outboxAdapter) Pending(ctx context.Context, limit int) ([]ordering.Outbo
 	return out, nil
 }
 
-func (a outboxAdapter) MarkPublished(ctx context.Context, id int64, msgID string) error {
-	return a.s.MarkPublished(ctx, id, msgID)
+func (a outboxAdapter) MarkPublished(ctx context.Context, recs []ordering.Published) error {
+	ids, msgIDs := make([]int64, len(recs)), make([]string, len(recs))
+	for i, r := range recs {
+		ids[i], msgIDs[i] = r.ID, r.MsgID
+	}
+	return a.s.MarkPublishedBatch(ctx, ids, msgIDs)
 }

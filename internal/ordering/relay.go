@@ -26,8 +26,15 @@ type OutboxRecord struct {
 type Outbox interface {
 	// Pending returns up to limit unpublished records, oldest first, each key's in Seq order.
 	Pending(ctx context.Context, limit int) ([]OutboxRecord, error)
-	// MarkPublished records that the record was stored by the broker as msgID.
-	MarkPublished(ctx context.Context, id int64, msgID string) error
+	// MarkPublished records that the records were stored by the broker, each as its MsgID,
+	// in one statement. Marking a record twice must be harmless (at-least-once).
+	MarkPublished(ctx context.Context, recs []Published) error
+}
+
+// Published is a record the broker stored, and the message id it got.
+type Published struct {
+	ID    int64
+	MsgID string
 }
 
 // Sender sends one message in its key's order (OrderedProducer).
@@ -218,59 +225,65 @@ func (r *Relay) round(ctx context.Context) (more bool, err error) {
 		sem      = make(chan struct{}, r.cfg.Parallel)
 		mu       sync.Mutex
 		firstErr error
+		sent     []Published
 	)
 	for _, k := range order {
 		sem <- struct{}{}
 		wg.Add(1)
 		go func(stream []OutboxRecord) {
 			defer func() { <-sem; wg.Done() }()
-			if err := r.publishStream(ctx, stream); err != nil {
-				mu.Lock()
-				if firstErr == nil {
-					firstErr = err
-				}
-				mu.Unlock()
+			done, err := r.publishStream(ctx, stream)
+			mu.Lock()
+			defer mu.Unlock()
+			sent = append(sent, done...)
+			if err != nil && firstErr == nil {
+				firstErr = err
 			}
 		}(byKey[k])
 	}
 	wg.Wait()
+	// One statement marks the whole round (it used to be one commit per event). A crash
+	// before it only means these are sent again, and the consumer's gate drops the copies.
+	if len(sent) > 0 {
+		mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		err := r.outbox.MarkPublished(mctx, sent)
+		cancel()
+		if err != nil {
+			return true, fmt.Errorf("marking %d records published: %w", len(sent), err)
+		}
+		r.published.Add(int64(len(sent)))
+	}
 	return len(recs) == r.cfg.Batch || firstErr != nil, firstErr
 }
 
-// publishStream sends one key's records in order, stopping at the first failure.
-func (r *Relay) publishStream(ctx context.Context, stream []OutboxRecord) error {
+// publishStream sends one key's records in order, stopping at the first failure, and
+// returns those the broker stored.
+func (r *Relay) publishStream(ctx context.Context, stream []OutboxRecord) ([]Published, error) {
+	var done []Published
 	for i := range stream {
 		rec := stream[i]
 		if i > 0 && rec.Seq <= stream[i-1].Seq {
-			return fmt.Errorf("outbox returned key %s out of order (seq %d after %d)", rec.Key, rec.Seq, stream[i-1].Seq)
+			return done, fmt.Errorf("outbox returned key %s out of order (seq %d after %d)", rec.Key, rec.Seq, stream[i-1].Seq)
 		}
 		if ctx.Err() != nil {
-			return nil // stopping: the rest of the stream goes next time, in order
+			return done, nil // stopping: the rest of the stream goes next time, in order
 		}
 		// A send cancelled half way may still be stored by the broker and then be sent again:
-		// on shutdown let the send in flight finish (bounded) and mark it.
+		// on shutdown let the send in flight finish (bounded).
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		start := time.Now()
 		res, err := r.sender.SendOrderly(sctx, Message{Topic: r.cfg.Topic, ShardingKey: rec.Key, Tag: rec.Tag, Keys: rec.Keys, Body: rec.Body})
+		cancel()
 		if r.cfg.ObserveSend != nil {
 			r.cfg.ObserveSend(time.Since(start), err)
 		}
-		cancel()
 		if err != nil {
 			r.failed.Add(1)
-			return fmt.Errorf("key %s seq %d: %w", rec.Key, rec.Seq, err)
+			return done, fmt.Errorf("key %s seq %d: %w", rec.Key, rec.Seq, err)
 		}
-		// The message is on the broker; marking it may still fail (then it is sent again
-		// later and the consumer's gate drops the duplicate).
-		mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		err = r.outbox.MarkPublished(mctx, rec.ID, res.MsgID)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("marking key %s seq %d published: %w", rec.Key, rec.Seq, err)
-		}
-		r.published.Add(1)
+		done = append(done, Published{ID: rec.ID, MsgID: res.MsgID})
 	}
-	return nil
+	return done, nil
 }
 
 func quoteIdent(s string) string {

@@ -58,9 +58,13 @@ func (o *pgOutbox) Pending(ctx context.Context, limit int) ([]ordering.OutboxRec
 	return out, rows.Err()
 }
 
-func (o *pgOutbox) MarkPublished(ctx context.Context, id int64, msgID string) error {
-	_, err := o.pool.Exec(ctx, `UPDATE test_outbox SET published_at = now(), msg_id = $2 WHERE id = $1`, id, msgID)
-	return err
+func (o *pgOutbox) MarkPublished(ctx context.Context, recs []ordering.Published) error {
+	for _, r := range recs {
+		if _, err := o.pool.Exec(ctx, `UPDATE test_outbox SET published_at = now(), msg_id = $2 WHERE id = $1`, r.ID, r.MsgID); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (o *pgOutbox) unpublished(t *testing.T) int {

@@ -98,6 +98,29 @@ WHERE id = $1`, id, msgID)
 	return nil
 }
 
+// MarkPublishedBatch is MarkPublished for many events in one statement: ids[i] was sent as
+// msgIDs[i]. It fails with ErrUnknownEvent when an id is not in the outbox.
+func (s *OutboxStore) MarkPublishedBatch(ctx context.Context, ids []int64, msgIDs []string) error {
+	if len(ids) != len(msgIDs) {
+		return fmt.Errorf("wallet: outbox mark published: %d ids but %d message ids", len(ids), len(msgIDs))
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	tag, err := s.pool.Exec(ctx, `
+UPDATE wallet_events e
+SET published_at = COALESCE(e.published_at, now()), msg_id = COALESCE(e.msg_id, v.msg_id)
+FROM unnest($1::bigint[], $2::text[]) AS v(id, msg_id)
+WHERE e.id = v.id`, ids, msgIDs)
+	if err != nil {
+		return fmt.Errorf("wallet: outbox mark %d published: %w", len(ids), err)
+	}
+	if int(tag.RowsAffected()) != len(ids) {
+		return fmt.Errorf("%w: %d of %d ids", ErrUnknownEvent, len(ids)-int(tag.RowsAffected()), len(ids))
+	}
+	return nil
+}
+
 // Backlog is the outbox's unpublished part: how many events, and how long ago the oldest
 // happened (0 when none).
 type Backlog struct {

@@ -70,7 +70,6 @@ func TestOutboxPendingAndMarkPublished(t *testing.T) {
 	require.NoError(t, e.pool.QueryRow(e.ctx, `SELECT msg_id FROM wallet_events WHERE id = $1`, pend[0].ID).Scan(&msgID))
 	require.Equal(t, "msg-1", msgID, "the first message id stays")
 	require.ErrorIs(t, out.MarkPublished(e.ctx, 1<<40, "x"), wallet.ErrUnknownEvent)
-
 	rest, err := out.Pending(e.ctx, 100)
 	require.NoError(t, err)
 	require.Equal(t, pend[1:], rest)
@@ -79,6 +78,20 @@ func TestOutboxPendingAndMarkPublished(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, evs[0].Published)
 	require.False(t, evs[1].Published)
+
+	// The relay marks a whole round in one statement.
+	var ids []int64
+	var msgIDs []string
+	for i, p := range pend[1:] {
+		ids = append(ids, p.ID)
+		msgIDs = append(msgIDs, fmt.Sprintf("batch-%d", i))
+	}
+	require.NoError(t, out.MarkPublishedBatch(e.ctx, ids, msgIDs))
+	rest, err = out.Pending(e.ctx, 100)
+	require.NoError(t, err)
+	require.Empty(t, rest, "the batch marked every remaining event")
+	require.NoError(t, out.MarkPublishedBatch(e.ctx, ids, msgIDs), "marking twice is fine")
+	require.ErrorIs(t, out.MarkPublishedBatch(e.ctx, []int64{ids[0], 1 << 40}, []string{"a", "b"}), wallet.ErrUnknownEvent)
 }
 
 // A balance change notifies the relay's channel with the user id, on commit.

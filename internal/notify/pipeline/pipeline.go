@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -24,6 +25,11 @@ type Pipeline struct {
 	gate   *ordering.Gate
 	sender notify.Sender
 	log    *slog.Logger
+
+	// mayHaveParked is false only when this process parked nothing since its last look
+	// found nothing to drain: the parked-messages query then need not run after every SMS
+	// (a sweep every RunDrainer interval covers messages parked by other processes).
+	mayHaveParked atomic.Bool
 }
 
 // New returns a pipeline.
@@ -31,7 +37,9 @@ func New(pool *pgxpool.Pool, gate *ordering.Gate, sender notify.Sender, log *slo
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Pipeline{pool: pool, gate: gate, sender: sender, log: log.With("component", "pipeline")}
+	p := &Pipeline{pool: pool, gate: gate, sender: sender, log: log.With("component", "pipeline")}
+	p.mayHaveParked.Store(true)
+	return p
 }
 
 // IsPermanent classifies sender errors for the gate.
@@ -56,9 +64,19 @@ func (p *Pipeline) Handle(ctx context.Context, d ordering.Delivery) ordering.Res
 	it := ordering.GateItem{UserID: ev.UserID, Seq: ev.Seq, MsgID: d.MsgID, Event: d.Body, Kind: string(ev.Kind), Text: sms.Text}
 	dec := p.gate.Handle(ctx, it, func(ctx context.Context, tx pgx.Tx) error { return p.sender.Send(ctx, tx, sms) })
 	p.log.Debug("gate", "user_id", ev.UserID, "seq", ev.Seq, "verdict", dec.Verdict, "attempts", dec.Attempts, "queue", d.QueueLabel())
-	if dec.Verdict == ordering.Sent || dec.Verdict == ordering.DeadLettered {
-		// Successors of this one may be parked: deliver them now rather than at the next sweep.
-		p.DrainParked(ctx)
+	switch dec.Verdict {
+	case ordering.Parked:
+		p.mayHaveParked.Store(true)
+	case ordering.Sent, ordering.DeadLettered:
+		// Successors of this one may be parked: deliver them now rather than at the next
+		// sweep — if anything may be parked at all.
+		if p.mayHaveParked.Load() {
+			p.mayHaveParked.Store(false)
+			p.DrainParked(ctx)
+			if n, err := p.gate.ParkedCount(ctx); err != nil || n > 0 {
+				p.mayHaveParked.Store(true)
+			}
+		}
 	}
 	return dec.Result
 }
@@ -108,7 +126,9 @@ func (p *Pipeline) RunDrainer(ctx context.Context, interval time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			p.DrainParked(ctx)
+			if p.DrainParked(ctx) > 0 {
+				p.mayHaveParked.Store(true)
+			}
 		}
 	}
 }
