@@ -178,7 +178,7 @@ func (s *Store) Users(ctx context.Context, limit int, cursor string) (UserPage, 
 	if err != nil {
 		return UserPage{}, fmt.Errorf("list users: %w", err)
 	}
-	page := UserPage{Items: items}
+	page := UserPage{Items: nonNil(items)}
 	if len(items) > limit {
 		page.Items = items[:limit]
 		page.NextCursor = encodeCursor(cursorKey{U: items[limit-1].UserID})
@@ -238,7 +238,7 @@ func (s *Store) DeadLetters(ctx context.Context, limit int, cursor string) (Dead
 	if err != nil {
 		return DeadLetterPage{}, fmt.Errorf("list dead letters: %w", err)
 	}
-	page := DeadLetterPage{Items: items}
+	page := DeadLetterPage{Items: nonNil(items)}
 	if len(items) > limit {
 		last := items[limit-1]
 		page.Items = items[:limit]
@@ -298,7 +298,7 @@ func (s *Store) BadMessages(ctx context.Context, limit int, cursor string) (BadM
 	if err != nil {
 		return BadMessagePage{}, fmt.Errorf("list bad messages: %w", err)
 	}
-	page := BadMessagePage{Items: items}
+	page := BadMessagePage{Items: nonNil(items)}
 	if len(items) > limit {
 		last := items[limit-1]
 		page.Items = items[:limit]
@@ -369,10 +369,7 @@ func (s *Store) Changes(ctx context.Context, limit int, cursor string) (ChangePa
 	if err != nil {
 		return ChangePage{}, fmt.Errorf("list SMS changes: %w", err)
 	}
-	page := ChangePage{Items: items, NextCursor: cursor, More: len(items) == limit}
-	if page.Items == nil {
-		page.Items = []Change{}
-	}
+	page := ChangePage{Items: nonNil(items), NextCursor: cursor, More: len(items) == limit}
 	// Advance past the last row old enough that no transaction still in flight can commit
 	// a row before it.
 	for i := len(items) - 1; i >= 0; i-- {
@@ -535,4 +532,12 @@ func decodeCursor(s string) (cursorKey, error) {
 		return cursorKey{}, apperr.New(apperr.Invalid, "cursor %q is not one this API returned", s)
 	}
 	return c, nil
+}
+
+// nonNil returns s, or an empty slice for nil, so that an empty page is "items": [] in JSON.
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
 }

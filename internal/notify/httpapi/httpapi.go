@@ -61,11 +61,11 @@ func Register(e *echo.Echo, d Deps) {
 	}{
 		{http.MethodGet, "/", page()},
 		{http.MethodGet, "/assets/*", echo.WrapHandler(assets)},
-		{http.MethodGet, "/v1/users", listUsers(d.Store)},
+		{http.MethodGet, "/v1/users", listPage(d.Store.Users)},
 		{http.MethodGet, "/v1/users/:id/sms", listUserSMS(d.Store)},
-		{http.MethodGet, "/v1/sms", listChanges(d.Store)},
-		{http.MethodGet, "/v1/dead-letters", listDeadLetters(d.Store)},
-		{http.MethodGet, "/v1/bad-messages", listBadMessages(d.Store)},
+		{http.MethodGet, "/v1/sms", noStore(listPage(d.Store.Changes))},
+		{http.MethodGet, "/v1/dead-letters", listPage(d.Store.DeadLetters)},
+		{http.MethodGet, "/v1/bad-messages", listPage(d.Store.BadMessages)},
 		{http.MethodPost, "/v1/dead-letters/:user_id/:seq/replay", replay(d)},
 		{http.MethodGet, "/v1/audit", listAudit(d.Store)},
 	}
@@ -120,69 +120,27 @@ func listUserSMS(s *notify.Store) echo.HandlerFunc {
 	}
 }
 
-func listUsers(s *notify.Store) echo.HandlerFunc {
+// listPage serves a paginated listing: ?limit= and ?cursor= go to fetch, its page comes back
+// as JSON.
+func listPage[P any](fetch func(ctx context.Context, limit int, cursor string) (P, error)) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		limit, err := limitParam(c)
 		if err != nil {
 			return err
 		}
-		p, err := s.Users(c.Request().Context(), limit, c.QueryParam("cursor"))
+		p, err := fetch(c.Request().Context(), limit, c.QueryParam("cursor"))
 		if err != nil {
 			return err
-		}
-		if p.Items == nil {
-			p.Items = []notify.UserSummary{}
 		}
 		return c.JSON(http.StatusOK, p)
 	}
 }
 
-func listChanges(s *notify.Store) echo.HandlerFunc {
+// noStore marks a response as not cacheable (the page's live feed).
+func noStore(h echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		limit, err := limitParam(c)
-		if err != nil {
-			return err
-		}
-		p, err := s.Changes(c.Request().Context(), limit, c.QueryParam("cursor"))
-		if err != nil {
-			return err
-		}
 		c.Response().Header().Set("Cache-Control", "no-store")
-		return c.JSON(http.StatusOK, p)
-	}
-}
-
-func listDeadLetters(s *notify.Store) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		limit, err := limitParam(c)
-		if err != nil {
-			return err
-		}
-		p, err := s.DeadLetters(c.Request().Context(), limit, c.QueryParam("cursor"))
-		if err != nil {
-			return err
-		}
-		if p.Items == nil {
-			p.Items = []notify.DeadLetter{}
-		}
-		return c.JSON(http.StatusOK, p)
-	}
-}
-
-func listBadMessages(s *notify.Store) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		limit, err := limitParam(c)
-		if err != nil {
-			return err
-		}
-		p, err := s.BadMessages(c.Request().Context(), limit, c.QueryParam("cursor"))
-		if err != nil {
-			return err
-		}
-		if p.Items == nil {
-			p.Items = []notify.BadMessage{}
-		}
-		return c.JSON(http.StatusOK, p)
+		return h(c)
 	}
 }
 
