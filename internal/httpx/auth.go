@@ -84,6 +84,23 @@ func CheckReason(reason string) (string, error) {
 	return reason, nil
 }
 
+// OperatorRequest is how every operator action starts: the admin token and the X-Operator
+// name (see Operator) are checked before anything is read, then the JSON body is decoded
+// strictly into body, and the reason it carries is required, trimmed in place (see
+// CheckReason). It returns the actor to audit.
+func OperatorRequest(c echo.Context, adminToken string, body any, reason *string) (actor string, err error) {
+	if actor, err = Operator(c, adminToken); err != nil {
+		return "", err
+	}
+	if err := DecodeJSON(c, body); err != nil {
+		return "", err
+	}
+	if *reason, err = CheckReason(*reason); err != nil {
+		return "", err
+	}
+	return actor, nil
+}
+
 // Document serves an embedded document (the OpenAPI description) at path.
 func Document(e *echo.Echo, path, contentType string, doc []byte) {
 	e.GET(path, func(c echo.Context) error {

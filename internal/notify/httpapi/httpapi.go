@@ -153,7 +153,8 @@ type replayRequest struct {
 
 func replay(d Deps) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		actor, err := httpx.Operator(c, d.AdminToken)
+		var req replayRequest
+		actor, err := httpx.OperatorRequest(c, d.AdminToken, &req, &req.Reason)
 		if err != nil {
 			return err
 		}
@@ -163,13 +164,6 @@ func replay(d Deps) echo.HandlerFunc {
 		}
 		seq, err := positiveInt(c.Param("seq"), "seq")
 		if err != nil {
-			return err
-		}
-		var req replayRequest
-		if err := httpx.DecodeJSON(c, &req); err != nil {
-			return err
-		}
-		if req.Reason, err = httpx.CheckReason(req.Reason); err != nil {
 			return err
 		}
 		res, err := d.Store.Replay(c.Request().Context(), d.Sender, actor, userID, seq, req.Reason)
@@ -192,7 +186,8 @@ type skipRequest struct {
 // advances the user, in one transaction with the audit row.
 func skip(d Deps) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		actor, err := httpx.Operator(c, d.AdminToken)
+		var req skipRequest
+		actor, err := httpx.OperatorRequest(c, d.AdminToken, &req, &req.Reason)
 		if err != nil {
 			return err
 		}
@@ -200,15 +195,8 @@ func skip(d Deps) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		var req skipRequest
-		if err := httpx.DecodeJSON(c, &req); err != nil {
-			return err
-		}
 		if req.Seq <= 0 {
 			return apperr.New(apperr.Invalid, "seq must be the positive seq that is lost, got %d", req.Seq)
-		}
-		if req.Reason, err = httpx.CheckReason(req.Reason); err != nil {
-			return err
 		}
 		ctx := c.Request().Context()
 		last, err := d.Gate.Skip(ctx, userID, req.Seq, req.Reason, d.Store.AuditTx(actor, notify.ActionSkip, userID, req.Seq, req.Reason))

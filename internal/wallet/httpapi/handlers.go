@@ -422,7 +422,8 @@ func operatorAction(svc *wallet.Service, adminToken string,
 	act func(context.Context, int64, wallet.OperatorAction) (wallet.Operation, error),
 ) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		actor, err := httpx.Operator(c, adminToken)
+		var req operatorRequest
+		actor, err := httpx.OperatorRequest(c, adminToken, &req, &req.Reason)
 		if err != nil {
 			return err
 		}
@@ -430,15 +431,7 @@ func operatorAction(svc *wallet.Service, adminToken string,
 		if err != nil {
 			return err
 		}
-		var req operatorRequest
-		if err := httpx.DecodeJSON(c, &req); err != nil {
-			return err
-		}
-		reason, err := httpx.CheckReason(req.Reason)
-		if err != nil {
-			return err
-		}
-		op, err := act(c.Request().Context(), id, wallet.OperatorAction{Actor: actor, Reason: reason})
+		op, err := act(c.Request().Context(), id, wallet.OperatorAction{Actor: actor, Reason: req.Reason})
 		if err != nil {
 			return err
 		}
