@@ -3,14 +3,9 @@ package main
 import (
 	"context"
 	"io"
-	"net"
 	"path/filepath"
-	"slices"
-	"strconv"
-	"strings"
 	"testing"
 
-	"github.com/compose-spec/compose-go/v2/types"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -27,46 +22,31 @@ func TestComposeEnvironmentIsNotifierConfig(t *testing.T) {
 	require.NoError(t, err)
 	topics, err := deploy.Topics(p)
 	require.NoError(t, err)
+	runs, err := deploy.RunsOf(p, "/notifier", "run")
+	require.NoError(t, err)
 
 	var ran []string
-	for _, name := range p.ServiceNames() {
-		svc := p.Services[name]
-		if len(svc.Command) == 0 || svc.Command[0] != "/notifier" {
-			continue
-		}
-		ran = append(ran, name)
-		t.Run(name, func(t *testing.T) {
+	for _, r := range runs {
+		ran = append(ran, r.Name)
+		t.Run(r.Name, func(t *testing.T) {
 			t.Parallel()
-			env, err := deploy.Environment(svc)
-			require.NoError(t, err)
-			// As run does: an optional subcommand, then flags.
-			sub, args := "run", svc.Command[1:]
-			if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-				sub, args = args[0], args[1:]
-			}
-			require.Equal(t, "run", sub, "%s: notifier subcommand", name)
-			read := map[string]bool{}
-			cfg, rest, err := parseConfig("notifier "+sub, args, func(k string) string {
-				read[k] = true
-				return env[k]
-			}, io.Discard, nil)
-			require.NoError(t, err, "%s: the notifier rejects the compose settings", name)
-			require.Empty(t, rest, "%s: arguments", name)
+			require.Equal(t, "run", r.Sub, "%s: notifier subcommand", r.Name)
+			var cfg config
+			read := deploy.RequireReadsEnvironment(t, r, "the notifier", func(getenv func(string) string) error {
+				var rest []string
+				var err error
+				cfg, rest, err = parseConfig("notifier "+r.Sub, r.Args, getenv, io.Discard, nil)
+				require.Empty(t, rest, "%s: arguments", r.Name)
+				return err
+			})
 			require.True(t, read["DATABASE_URL"], "parseConfig reads the environment through getenv")
-			for k := range env {
-				assert.True(t, read[k], "docker-compose.yml gives %s the variable %s, which the notifier does not read", name, k)
-			}
-			assert.Equal(t, "json", cfg.LogFormat, "%s", name)
-			assert.False(t, cfg.MigrateOnStart, "%s: the migrate job migrates", name)
-			host, port, err := net.SplitHostPort(cfg.HTTPAddr)
-			require.NoError(t, err)
-			assert.Equal(t, "0.0.0.0", host, "%s: HTTP_ADDR", name)
-			assert.True(t, slices.ContainsFunc(svc.Ports, func(pc types.ServicePortConfig) bool { return strconv.Itoa(int(pc.Target)) == port }),
-				"%s: HTTP_ADDR's port %s is published", name, port)
+			assert.Equal(t, "json", cfg.LogFormat, "%s", r.Name)
+			assert.False(t, cfg.MigrateOnStart, "%s: the migrate job migrates", r.Name)
+			deploy.RequirePublishedHTTP(t, r, cfg.HTTPAddr)
 			// The topic it consumes, and its group's retry and dead-letter topics, exist.
-			assert.Equal(t, 8, topics[cfg.Topic], "%s: the topics job creates %s with 8 queues", name, cfg.Topic)
+			assert.Equal(t, 8, topics[cfg.Topic], "%s: the topics job creates %s with 8 queues", r.Name, cfg.Topic)
 			for _, tp := range []string{"%RETRY%" + cfg.ConsumerGroup, "%DLQ%" + cfg.ConsumerGroup} {
-				assert.Equal(t, 1, topics[tp], "%s: the topics job creates %s with 1 queue", name, tp)
+				assert.Equal(t, 1, topics[tp], "%s: the topics job creates %s with 1 queue", r.Name, tp)
 			}
 		})
 	}
