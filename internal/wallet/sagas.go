@@ -120,14 +120,8 @@ func depositDefinition(gw PaymentGateway) saga.Definition {
 		},
 		{
 			Name: stepCredit,
-			Do: saga.Local(func(ctx context.Context, tx pgx.Tx, s *saga.Instance) saga.Outcome {
-				var in depositInput
-				if o, ok := decodeInput(s, &in); !ok {
-					return o
-				}
-				return changeOutcome(ApplyChange(ctx, tx, Change{
-					UserID: in.UserID, SagaID: s.ID, Step: stepCredit, Amount: in.Amount, Kind: walletevent.Deposit,
-				}))
+			Do: balanceStep(stepCredit, func(in depositInput) Change {
+				return Change{UserID: in.UserID, Amount: in.Amount, Kind: walletevent.Deposit}
 			}),
 		},
 	}}
@@ -147,23 +141,11 @@ func purchaseDefinition(m Merchant) saga.Definition {
 	return saga.Definition{Kind: KindPurchase, Steps: []saga.Step{
 		{
 			Name: stepDebit,
-			Do: saga.Local(func(ctx context.Context, tx pgx.Tx, s *saga.Instance) saga.Outcome {
-				var in purchaseInput
-				if o, ok := decodeInput(s, &in); !ok {
-					return o
-				}
-				return changeOutcome(ApplyChange(ctx, tx, Change{
-					UserID: in.UserID, SagaID: s.ID, Step: stepDebit, Amount: -in.Amount, Kind: walletevent.Purchase,
-				}))
+			Do: balanceStep(stepDebit, func(in purchaseInput) Change {
+				return Change{UserID: in.UserID, Amount: -in.Amount, Kind: walletevent.Purchase}
 			}),
-			Compensate: saga.Local(func(ctx context.Context, tx pgx.Tx, s *saga.Instance) saga.Outcome {
-				var in purchaseInput
-				if o, ok := decodeInput(s, &in); !ok {
-					return o
-				}
-				return changeOutcome(ApplyChange(ctx, tx, Change{
-					UserID: in.UserID, SagaID: s.ID, Step: ledgerRefund, Amount: in.Amount, Kind: walletevent.Refund,
-				}))
+			Compensate: balanceStep(ledgerRefund, func(in purchaseInput) Change {
+				return Change{UserID: in.UserID, Amount: in.Amount, Kind: walletevent.Refund}
 			}),
 		},
 		{
@@ -195,38 +177,34 @@ func transferDefinition() saga.Definition {
 	return saga.Definition{Kind: KindTransfer, Steps: []saga.Step{
 		{
 			Name: stepDebit,
-			Do: saga.Local(func(ctx context.Context, tx pgx.Tx, s *saga.Instance) saga.Outcome {
-				var in transferInput
-				if o, ok := decodeInput(s, &in); !ok {
-					return o
-				}
-				return changeOutcome(ApplyChange(ctx, tx, Change{
-					UserID: in.From, SagaID: s.ID, Step: stepDebit, Amount: -in.Amount, Kind: walletevent.TransferOut,
-				}))
+			Do: balanceStep(stepDebit, func(in transferInput) Change {
+				return Change{UserID: in.From, Amount: -in.Amount, Kind: walletevent.TransferOut}
 			}),
-			Compensate: saga.Local(func(ctx context.Context, tx pgx.Tx, s *saga.Instance) saga.Outcome {
-				var in transferInput
-				if o, ok := decodeInput(s, &in); !ok {
-					return o
-				}
-				return changeOutcome(ApplyChange(ctx, tx, Change{
-					UserID: in.From, SagaID: s.ID, Step: ledgerReversal, Amount: in.Amount, Kind: walletevent.Reversal,
-				}))
+			Compensate: balanceStep(ledgerReversal, func(in transferInput) Change {
+				return Change{UserID: in.From, Amount: in.Amount, Kind: walletevent.Reversal}
 			}),
 		},
 		{
 			Name: stepCredit,
-			Do: saga.Local(func(ctx context.Context, tx pgx.Tx, s *saga.Instance) saga.Outcome {
-				var in transferInput
-				if o, ok := decodeInput(s, &in); !ok {
-					return o
-				}
-				return changeOutcome(ApplyChange(ctx, tx, Change{
-					UserID: in.To, SagaID: s.ID, Step: stepCredit, Amount: in.Amount, Kind: walletevent.TransferIn,
-				}))
+			Do: balanceStep(stepCredit, func(in transferInput) Change {
+				return Change{UserID: in.To, Amount: in.Amount, Kind: walletevent.TransferIn}
 			}),
 		},
 	}}
+}
+
+// balanceStep is a local step that applies one balance change, derived from the saga's
+// input by change (which sets UserID, Amount and Kind), as ledger step name step.
+func balanceStep[In any](step string, change func(in In) Change) saga.Action {
+	return saga.Local(func(ctx context.Context, tx pgx.Tx, s *saga.Instance) saga.Outcome {
+		var in In
+		if o, ok := decodeInput(s, &in); !ok {
+			return o
+		}
+		c := change(in)
+		c.SagaID, c.Step = s.ID, step
+		return changeOutcome(ApplyChange(ctx, tx, c))
+	})
 }
 
 // decodeInput decodes a saga's input; a broken input fails the step for good.
