@@ -30,9 +30,10 @@ services-status: ## say what runs where
 services-clean: ## stop them and delete their data under .run/
 	@scripts/services.sh clean
 
-build: ## build both binaries into bin/
+build: ## build walletsvc, notifier and demo into bin/
 	$(GO) build $(GOFLAGS) -o bin/walletsvc ./cmd/walletsvc
 	$(GO) build $(GOFLAGS) -o bin/notifier ./cmd/notifier
+	$(GO) build $(GOFLAGS) -o bin/demo ./cmd/demo
 
 vet: ## go vet
 	$(GO) vet $(PKGS)

@@ -175,7 +175,13 @@ func play(ctx context.Context, cfg config, out io.Writer) error {
 	fmt.Fprintf(out, "SMS log API:              curl %s/v1/users/%d/sms\n", c.notifier, b.ID)
 	fmt.Fprintf(out, "Dead letters:             curl %s/v1/dead-letters\n", c.notifier)
 	fmt.Fprintf(out, "SMS log on the terminal:  go run ./cmd/notifier sms-log --user %d --follow\n", a.ID)
-	fmt.Fprintf(out, "Wallet API:               curl %s/v1/users/%d/wallet\n\n", c.wallet, a.ID)
+	// The wallet API needs the service token: show it only when it is the documented dev
+	// default, never a real one.
+	token := "$SERVICE_TOKEN"
+	if c.token == devServiceToken {
+		token = devServiceToken
+	}
+	fmt.Fprintf(out, "Wallet API:               curl -H 'Authorization: Bearer %s' %s/v1/users/%d/wallet\n\n", token, c.wallet, a.ID)
 	if len(problems) > 0 {
 		fmt.Fprintf(out, "NOT AS EXPECTED:\n  %s\n", strings.Join(problems, "\n  "))
 		return errors.New("the SMS logs are not as expected")
