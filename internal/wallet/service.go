@@ -245,15 +245,23 @@ func (s *Service) GetSaga(ctx context.Context, id int64) (Operation, error) {
 // WaitSaga waits until saga id is terminal or ctx ends, and returns it as it then stands
 // (check State.Terminal). Errors as for GetSaga.
 func (s *Service) WaitSaga(ctx context.Context, id int64) (Operation, error) {
-	op, err := s.GetSaga(ctx, id)
-	if err != nil || op.State.Terminal() {
-		return op, err
+	if err := ValidateID("saga id", id); err != nil {
+		return Operation{}, err
 	}
+	// Engine.Wait reads the saga as soon as it has subscribed (a saga already terminal
+	// returns at once), so no read of our own comes first; the wallet's operation row never
+	// changes, so it is read once, after.
 	snap, err := s.engine.Wait(ctx, id)
-	if err == nil {
+	switch {
+	case errors.Is(err, saga.ErrNotFound):
+		return Operation{}, apperr.New(apperr.NotFound, "saga %d not found", id)
+	case err == nil:
+		op, err := getOperation(ctx, s.pool, id)
+		if err != nil {
+			return Operation{}, err
+		}
 		return withSnapshot(op, snap), nil
-	}
-	if ctx.Err() == nil {
+	case ctx.Err() == nil:
 		return Operation{}, fmt.Errorf("wallet: wait for saga %d: %w", id, err)
 	}
 	// Out of time: answer with the saga as it stands now.
