@@ -5,8 +5,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -21,6 +19,8 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/walletsaga/walletsaga/internal/procs"
 )
 
 // --- databases ---
@@ -80,94 +80,24 @@ func createTopic(ctx context.Context, namesrv, brokerAddr, topic string, queues 
 // --- processes ---
 
 // proc is one of the product's binaries, running.
-type proc struct {
-	name string
-	cmd  *exec.Cmd
-	url  string
-	log  string
-	done chan struct{}
-	err  error
-}
-
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
+type proc = procs.Proc
 
 // startProc runs bin with env added to the bench's environment, output to logPath, and waits
 // until /readyz answers 200 (database and broker reachable).
 func startProc(ctx context.Context, name, bin, logPath string, env map[string]string) (*proc, error) {
-	addr, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
-	out, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(bin)
-	cmd.Env = os.Environ()
-	for k, v := range env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	cmd.Env = append(cmd.Env, "HTTP_ADDR="+addr)
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		out.Close()
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
-	p := &proc{name: name, cmd: cmd, url: "http://" + addr, log: logPath, done: make(chan struct{})}
-	go func() { p.err = cmd.Wait(); out.Close(); close(p.done) }()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		select {
-		case <-p.done:
-			return nil, fmt.Errorf("%s exited during start-up (%v); see %s:\n%s", name, p.err, logPath, tail(logPath, 2000))
-		case <-ctx.Done():
-			p.stop()
-			return nil, ctx.Err()
-		default:
-		}
-		if resp, err := http.Get(p.url + "/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return p, nil
-			}
-		}
-		if time.Now().After(deadline) {
-			p.stop()
-			return nil, fmt.Errorf("%s not ready within 60s; see %s", name, logPath)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	return procs.Start(ctx, procs.Spec{Name: name, Bin: bin, Env: env, Log: logPath, Ready: "/readyz"})
 }
 
-// stop sends SIGTERM and waits (SIGKILL after 20s).
-func (p *proc) stop() {
-	if p == nil {
-		return
-	}
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(20 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
+// stopProc sends SIGTERM and waits (SIGKILL after 20s).
+func stopProc(p *proc) {
+	if p != nil {
+		_ = p.Stop(20 * time.Second)
 	}
 }
 
 // peakRSSMiB is VmHWM from /proc/PID/status: the process's peak resident set so far.
-func (p *proc) peakRSSMiB() float64 {
-	kb := procStatusKB(p.cmd.Process.Pid, "VmHWM")
+func peakRSSMiB(p *proc) float64 {
+	kb := procStatusKB(p.Pid(), "VmHWM")
 	return round2(float64(kb) / 1024)
 }
 
@@ -188,14 +118,6 @@ func procStatusKB(pid int, field string) int64 {
 		}
 	}
 	return 0
-}
-
-func tail(path string, n int) string {
-	b, _ := os.ReadFile(path)
-	if len(b) > n {
-		b = b[len(b)-n:]
-	}
-	return string(b)
 }
 
 // --- CPU accounting ---
@@ -343,7 +265,7 @@ func (m *cpuMeter) sample() CPUSample {
 	}
 	for name, p := range m.procs {
 		if p != nil {
-			s[name] = cpuOf(p.cmd.Process.Pid, false).Seconds()
+			s[name] = cpuOf(p.Pid(), false).Seconds()
 		}
 	}
 	return s

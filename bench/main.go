@@ -184,7 +184,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 func (b *bench) cleanup() {
 	for _, p := range b.meter.procs {
-		p.stop()
+		stopProc(p)
 	}
 	if b.cfg.KeepDBs {
 		return
@@ -364,7 +364,7 @@ func (b *bench) start(ctx context.Context, name, bin string, env map[string]stri
 
 func (b *bench) stopProc(name string) {
 	if p := b.meter.procs[name]; p != nil {
-		p.stop()
+		stopProc(p)
 		delete(b.meter.procs, name)
 	}
 }
@@ -394,7 +394,7 @@ func (b *bench) product(ctx context.Context) error {
 		return err
 	}
 	defer db.Close()
-	api := newAPIClient(ws.url)
+	api := newAPIClient(ws.URL)
 	t0 := time.Now()
 	users, err := createUsers(ctx, api, b.cfg.Users, 16, b.tag)
 	if err != nil {
@@ -433,7 +433,7 @@ func (b *bench) product(ctx context.Context) error {
 		}
 		b.res.HalfLoad = &ph
 	}
-	b.res.PeakRSS = map[string]float64{"walletsvc": ws.peakRSSMiB(), "notifier": ns.peakRSSMiB()}
+	b.res.PeakRSS = map[string]float64{"walletsvc": peakRSSMiB(ws), "notifier": peakRSSMiB(ns)}
 	b.stopProc("walletsvc")
 	b.stopProc("notifier")
 	return nil
@@ -465,7 +465,7 @@ func (b *bench) notifyDrain(ctx context.Context, topic string) error {
 	var c1 int64
 	_ = db.QueryRow(ctx, `SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()`).Scan(&c1)
 	r.DBCommits = c1 - c0
-	r.PeakRSSMiB = p.peakRSSMiB()
+	r.PeakRSSMiB = peakRSSMiB(p)
 	b.stopProc("notifier-drain")
 	b.res.NotifyDrain = &r
 	b.log.Info("notifier drain", "sms", r.SMS, "sms/s", r.SMSPerS)
