@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/walletsaga/walletsaga/internal/e2etest"
 	"github.com/walletsaga/walletsaga/internal/ordering"
 	"github.com/walletsaga/walletsaga/internal/rmqtest"
 	"github.com/walletsaga/walletsaga/internal/walletevent"
@@ -98,12 +99,25 @@ func TestOrderedSMSForFiftyUsers(t *testing.T) {
 }
 
 // TestNotifierKilledMidStream: kill -9 of the notifier while SMS flow, then a restart:
-// no SMS lost or repeated, order kept.
+// no SMS lost or repeated, order kept. The notifier runs with a stable CONSUMER_INSTANCE, so
+// the restarted one is the broker's lock owner already and takes its queues back at once
+// (without it, they stay locked to the dead process for up to 60 s). While it runs, a second
+// notifier under the same name refuses to start.
 func TestNotifierKilledMidStream(t *testing.T) {
 	t.Parallel()
 	s := newStack(t)
 	w := s.start("walletsvc", nil)
-	n := s.start("notifier", nil)
+	named := map[string]string{"CONSUMER_INSTANCE": "notifier-a"}
+	n := s.start("notifier", named)
+	twin := exec.Command(filepath.Join(binDir, "notifier"), "run")
+	twin.Env = append(os.Environ(), "HTTP_ADDR="+e2etest.FreeAddr(t), "CONSUMER_INSTANCE=notifier-a")
+	for k, v := range s.env {
+		twin.Env = append(twin.Env, k+"="+v)
+	}
+	out, err := twin.CombinedOutput()
+	require.Error(t, err, "a second live notifier with the same CONSUMER_INSTANCE started:\n%s", out)
+	require.Contains(t, string(out), "consumer instance name in use")
+	require.Contains(t, string(out), "notifier-a")
 	a := api{t: t, base: func() string { return w.url }}
 	users := createUsers(a, 20, okPhone)
 	done := make(chan struct{})
@@ -111,7 +125,7 @@ func TestNotifierKilledMidStream(t *testing.T) {
 	waitFor(t, 120*time.Second, "200 SMS", func() bool { return s.count(`SELECT count(*) FROM notify.sms_log`) >= 200 })
 	n.kill()
 	killedAt := s.count(`SELECT count(*) FROM notify.sms_log`)
-	s.start("notifier", nil)
+	s.start("notifier", named)
 	<-done
 	waitFor(t, 180*time.Second, "every SMS", s.smsDone)
 	r := s.audit()

@@ -18,6 +18,7 @@ type config struct {
 	Namesrv         string
 	Topic           string
 	ConsumerGroup   string
+	Instance        string
 	HTTPAddr        string
 	MigrateOnStart  bool
 	LogFormat       string
@@ -49,6 +50,7 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	f.String(&c.Namesrv, "ROCKETMQ_NAMESRV", "127.0.0.1:9876", "RocketMQ name server addresses, comma-separated")
 	f.String(&c.Topic, "WALLET_EVENTS_TOPIC", "wallet-events", "topic of balance events")
 	f.String(&c.ConsumerGroup, "CONSUMER_GROUP", "wallet-notifier", "RocketMQ consumer group")
+	f.String(&c.Instance, "CONSUMER_INSTANCE", "", "this replica's name in the consumer group, stable across its restarts and unique among live replicas (a StatefulSet pod name, a compose service): a restarted notifier then takes its queues back at once instead of waiting up to 60 s for the broker to expire the old locks (empty: a new name per process)")
 	f.String(&c.HTTPAddr, "HTTP_ADDR", "127.0.0.1:8081", "address of the SMS log API and page")
 	f.Bool(&c.MigrateOnStart, "MIGRATE_ON_START", true, "apply database migrations at start")
 	f.String(&c.LogFormat, "LOG_FORMAT", "text", "log format: text or json")
@@ -91,6 +93,9 @@ func (c config) validate() error {
 	p.CheckHostPort("ROCKETMQ_NAMESRV", c.Namesrv, true)
 	p.CheckName("WALLET_EVENTS_TOPIC", c.Topic)
 	p.CheckName("CONSUMER_GROUP", c.ConsumerGroup)
+	if c.Instance != "" {
+		p.CheckName("CONSUMER_INSTANCE", c.Instance)
+	}
 	p.CheckHostPort("HTTP_ADDR", c.HTTPAddr, false)
 	if c.ShutdownTimeout <= 0 {
 		p.Addf("SHUTDOWN_TIMEOUT", "must be positive, got %s", c.ShutdownTimeout)

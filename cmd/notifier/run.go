@@ -95,6 +95,14 @@ func newSender(cfg config, stdout io.Writer) (notify.Sender, error) {
 	return &notify.FailureSwitch{Inner: s, PhonePattern: cfg.FailPhone, FailAmount: cfg.FailAmount}, nil
 }
 
+// suffixed returns name+suffix, or "" for "" (a new name per process).
+func suffixed(name, suffix string) string {
+	if name == "" {
+		return ""
+	}
+	return name + suffix
+}
+
 func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) error {
 	pool, err := pg.Open(ctx, cfg.DatabaseURL, 24)
 	if err != nil {
@@ -105,6 +113,13 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 		if _, err := migrations.Migrate(ctx, pool, log); err != nil {
 			return err
 		}
+	}
+	if cfg.Instance != "" {
+		claim, err := ordering.ClaimInstance(ctx, pool, cfg.ConsumerGroup, cfg.Instance, log)
+		if err != nil {
+			return fmt.Errorf("CONSUMER_INSTANCE: %w", err)
+		}
+		defer claim.Release()
 	}
 	namesrv := cli.SplitList(cfg.Namesrv)
 	route := ordering.NewRouteCheck(namesrv, cfg.Topic)
@@ -129,14 +144,14 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 		// its retries and waits never spend the client's counter.
 		MaxReconsumeTimes: 16,
 		HandlerTimeout:    cfg.HandlerTimeout, SuspendDelay: cfg.SuspendDelay,
-		FromFirstOffset: true, Logger: log,
+		FromFirstOffset: true, Instance: cfg.Instance, Logger: log,
 	}, pipe.Handle)
 	if err != nil {
 		return err
 	}
 	var watcher *ordering.DLQWatcher
 	if cfg.Reconcile {
-		watcher, err = ordering.NewDLQWatcher(ordering.DLQWatcherConfig{Namesrv: namesrv, Group: cfg.ConsumerGroup, Logger: log}, pipe.Reconcile)
+		watcher, err = ordering.NewDLQWatcher(ordering.DLQWatcherConfig{Namesrv: namesrv, Group: cfg.ConsumerGroup, Instance: suffixed(cfg.Instance, "-dlq"), Logger: log}, pipe.Reconcile)
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,65 @@
+package ordering_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/walletsaga/walletsaga/internal/ordering"
+	"github.com/walletsaga/walletsaga/internal/testdb"
+)
+
+// A stable consumer name can be held by one live process only; it is freed when the process
+// releases it or its session dies, and taken again after the database comes back.
+func TestClaimInstanceIsExclusiveAndSurvivesLostSessions(t *testing.T) {
+	t.Parallel()
+	pool, _ := testdb.New(t)
+	ctx := context.Background()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	const advisory = `FROM pg_locks WHERE locktype = 'advisory' AND granted
+		AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`
+	locks := func() int {
+		var n int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) `+advisory).Scan(&n))
+		return n
+	}
+	holder := func() int {
+		var pid int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT COALESCE(max(pid), 0) `+advisory).Scan(&pid))
+		return pid
+	}
+
+	a, err := ordering.ClaimInstance(ctx, pool, "g", "notifier-1", log)
+	require.NoError(t, err)
+	_, err = ordering.ClaimInstance(ctx, pool, "g", "notifier-1", log)
+	require.ErrorIs(t, err, ordering.ErrInstanceTaken)
+	require.Contains(t, err.Error(), `runs as "notifier-1"`)
+	b, err := ordering.ClaimInstance(ctx, pool, "g", "notifier-2", log)
+	require.NoError(t, err, "another name is free")
+	c, err := ordering.ClaimInstance(ctx, pool, "other-group", "notifier-1", log)
+	require.NoError(t, err, "the same name in another group is free")
+	require.Equal(t, 3, locks())
+	b.Release()
+	c.Release()
+	require.Equal(t, 1, locks())
+
+	// The claim's session dies (as in a Postgres restart): the claim is taken again.
+	old := holder()
+	_, err = pool.Exec(ctx, `SELECT pg_terminate_backend($1)`, old)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { p := holder(); return p != 0 && p != old && a.Held() }, 20*time.Second, 50*time.Millisecond,
+		"claim not taken again by a new session")
+	require.Equal(t, 1, locks())
+	_, err = ordering.ClaimInstance(ctx, pool, "g", "notifier-1", log)
+	require.ErrorIs(t, err, ordering.ErrInstanceTaken, "still exclusive after the reconnect")
+
+	a.Release()
+	require.Equal(t, 0, locks())
+	again, err := ordering.ClaimInstance(ctx, pool, "g", "notifier-1", log)
+	require.NoError(t, err, "free once released")
+	again.Release()
+}
