@@ -89,8 +89,12 @@ type ConsumerConfig struct {
 	// FromFirstOffset starts a group that has no committed offset at the queue's start
 	// (default: at its end, the client's default).
 	FromFirstOffset bool
-	Instance        string
-	Logger          *slog.Logger
+	// LockInterval is how often the consumer renews its queue locks at the broker and takes
+	// back the ones it lost; default 5s. The client's own 20s left every queue idle for up to
+	// 20 s after a broker restart (the broker keeps its locks in memory only).
+	LockInterval time.Duration
+	Instance     string
+	Logger       *slog.Logger
 }
 
 // OrderlyConsumer is a push consumer in orderly mode (broker queue locks, one goroutine per
@@ -134,6 +138,9 @@ func NewOrderlyConsumer(cfg ConsumerConfig, h Handler) (*OrderlyConsumer, error)
 	if cfg.SuspendDelay <= 0 {
 		cfg.SuspendDelay = time.Second
 	}
+	if cfg.LockInterval <= 0 {
+		cfg.LockInterval = 5 * time.Second
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -150,6 +157,7 @@ func NewOrderlyConsumer(cfg ConsumerConfig, h Handler) (*OrderlyConsumer, error)
 		consumer.WithMaxReconsumeTimes(cfg.MaxReconsumeTimes),
 		consumer.WithConsumeFromWhere(from),
 		consumer.WithSuspendCurrentQueueTimeMillis(cfg.SuspendDelay),
+		consumer.WithRebalanceLockInterval(cfg.LockInterval),
 	}
 	opts = append(opts, consumer.WithInstance(instanceName(cfg.Instance, cfg.Group)))
 	pc, err := rocketmq.NewPushConsumer(opts...)
