@@ -8,6 +8,7 @@
 #   scripts/services.sh clean    down, then delete .run/ state (jars are kept)
 #   scripts/services.sh topic T N  create topic T with N read/write queues (checked)
 #   scripts/services.sh restart-broker   SIGTERM the broker and start it again (same store)
+#   scripts/services.sh restart-pg       restart Postgres (fast shutdown: sessions are cut)
 #
 # Every knob is an environment variable with a default that matches the rest of the repo.
 set -Eeuo pipefail
@@ -24,7 +25,8 @@ PG_LOG="$RUN/pg/postgres.log"
 
 RMQ_VERSION="${RMQ_VERSION:-5.3.3}"
 RMQ_DIR="$RUN/rocketmq"
-RMQ_LIB="$RMQ_DIR/lib"
+# The jars may be shared between run directories (make chaos runs a second stack).
+RMQ_LIB="${RMQ_LIB:-$RMQ_DIR/lib}"
 NAMESRV_PORT="${NAMESRV_PORT:-9876}"
 BROKER_PORT="${BROKER_PORT:-10911}"
 NAMESRV_ADDR="127.0.0.1:$NAMESRV_PORT"
@@ -404,5 +406,13 @@ restart-broker)
 	stop_pid broker "$RMQ_DIR/broker.pid"
 	broker_up
 	;;
-*) die "unknown command $cmd (up|down|status|clean|topic|restart-broker)" ;;
+restart-pg)
+	PG_BIN="$(pg_bindir)" || die "no PostgreSQL binaries"
+	say "restarting postgres (fast: open sessions are terminated)"
+	t0=$SECONDS
+	pg_as "$PG_BIN/pg_ctl" -D "$PG_DATA" -l "$PG_LOG" -m fast -w -t "$START_TIMEOUT" restart >/dev/null ||
+		{ show_tail "$PG_LOG"; die "postgres did not restart"; }
+	say "postgres restarted in $((SECONDS - t0))s"
+	;;
+*) die "unknown command $cmd (up|down|status|clean|topic|restart-broker|restart-pg)" ;;
 esac

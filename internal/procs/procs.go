@@ -80,6 +80,9 @@ func Start(ctx context.Context, s Spec) (*Proc, error) {
 	}
 	cmd.Env = append(cmd.Env, "HTTP_ADDR="+addr)
 	cmd.Stdout, cmd.Stderr = out, out
+	// If the program that started it dies, so does the process: no orphan keeps a broker
+	// identity or a database name after a run that crashed or was interrupted.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		out.Close()
 		return nil, fmt.Errorf("start %s: %w", s.Name, err)

@@ -1,0 +1,531 @@
+// Command chaos (make chaos) runs the whole product under faults and checks that nothing was
+// lost, repeated or reordered.
+//
+// It starts a Postgres and a RocketMQ name server and broker of its own (scripts/services.sh
+// on other ports, under .run/chaos), two walletsvc and two notifier processes, and drives a
+// mixed load — deposits, purchases (some rejected by the merchant, some beyond the balance)
+// and transfers — for a few minutes over many users. Meanwhile, on a schedule drawn from the
+// seed, it kills each service process with SIGKILL several times and restarts it, restarts
+// the broker and Postgres once each, scales the notifiers 2 → 1 → 2 and raises the topic's
+// queues from 8 to 16 (keys move to other queues). Then it waits until the pipeline is quiet
+// and audits the database (see Audit). Its last line is the verdict; it exits 1 when any
+// count is not zero.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/walletsaga/walletsaga/internal/procs"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// failPhonePattern is the notifier's SMS_FAIL_PHONE_PATTERN in the run: SMS to these phones
+// always fail, so they are dead-lettered, and only theirs may be.
+const failPhonePattern = `0000$`
+
+// serviceToken is walletsvc's documented dev token; the run sets it explicitly.
+const serviceToken = "walletsaga-dev-service-token"
+
+type config struct {
+	Seed                            int64
+	Users, Workers, KillsEach       int
+	Rate                            float64
+	Duration, QuietTimeout          time.Duration
+	Root, RunDir, BinDir            string
+	PGPort, NamesrvPort, BrokerPort int
+	Topic, Group                    string
+	Queues, Reshard                 int
+	Keep                            bool
+}
+
+func parseConfig(args []string, stderr io.Writer) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Int64Var(&c.Seed, "seed", 0, "seed of the schedule and the load (0: drawn from the clock, and printed)")
+	fs.IntVar(&c.Users, "users", 200, "users")
+	fs.IntVar(&c.Workers, "workers", 8, "concurrent clients")
+	fs.Float64Var(&c.Rate, "rate", 30, "operations per second, shared by the clients")
+	fs.DurationVar(&c.Duration, "duration", 3*time.Minute, "how long the load and the faults last")
+	fs.IntVar(&c.KillsEach, "kills", 3, "SIGKILLs per service process")
+	fs.DurationVar(&c.QuietTimeout, "quiet-timeout", 6*time.Minute, "how long to wait, after the load, for the pipeline to finish")
+	fs.StringVar(&c.BinDir, "bin", "bin", "directory of the walletsvc and notifier binaries (make build)")
+	fs.StringVar(&c.RunDir, "run-dir", ".run/chaos", "state and logs of the run's own stack")
+	fs.IntVar(&c.PGPort, "pg-port", 55442, "port of the run's Postgres")
+	fs.IntVar(&c.NamesrvPort, "namesrv-port", 9886, "port of the run's RocketMQ name server")
+	fs.IntVar(&c.BrokerPort, "broker-port", 10941, "port of the run's broker (it also uses port-2 and port+1)")
+	fs.IntVar(&c.Queues, "queues", 8, "queues of the topic at the start")
+	fs.IntVar(&c.Reshard, "reshard-to", 16, "queues of the topic after the reshard")
+	fs.BoolVar(&c.Keep, "keep", false, "leave the run's stack running at the end (to look around)")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	c.Topic, c.Group = "wallet-events", "wallet-notifier"
+	var problems []string
+	if c.Users < 2 {
+		problems = append(problems, "-users must be at least 2")
+	}
+	if c.Workers < 1 || c.Rate <= 0 {
+		problems = append(problems, "-workers and -rate must be positive")
+	}
+	if c.Duration < 30*time.Second {
+		problems = append(problems, "-duration must be at least 30s (the faults need room)")
+	}
+	if c.Reshard <= c.Queues {
+		problems = append(problems, "-reshard-to must be more than -queues")
+	}
+	if len(problems) > 0 {
+		return c, errors.New(strings.Join(problems, "; "))
+	}
+	if c.Seed == 0 {
+		c.Seed = time.Now().UnixNano() % 1_000_000_000
+	}
+	root, err := findRoot()
+	if err != nil {
+		return c, err
+	}
+	c.Root = root
+	for _, p := range []*string{&c.RunDir, &c.BinDir} {
+		if !filepath.IsAbs(*p) {
+			*p = filepath.Join(root, *p)
+		}
+	}
+	return c, nil
+}
+
+func findRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "scripts", "services.sh")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("run chaos from inside the walletsaga repository")
+		}
+		dir = parent
+	}
+}
+
+// chaosRun is one run.
+type chaosRun struct {
+	cfg   config
+	out   io.Writer
+	log   *slog.Logger
+	svc   *services
+	slots map[string]*slot
+	db    *pgxpool.Pool
+	start time.Time // of the load
+
+	mu       sync.Mutex
+	executed []executed
+}
+
+// executed is a fault as it happened.
+type executed struct {
+	Fault
+	start, end time.Time
+	err        error
+	// down and up are when a restarted server's port stopped and started accepting
+	// connections again (restart-broker, restart-pg).
+	down, up time.Time
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cfg, err := parseConfig(args, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "chaos:", err)
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	r := &chaosRun{cfg: cfg, out: stdout, log: log, slots: map[string]*slot{}}
+	res, other, err := r.do(ctx)
+	if err != nil {
+		fmt.Fprintf(stdout, "chaos: seed=%d FAILED: %v\n", cfg.Seed, err)
+		return 1
+	}
+	for _, d := range res.Details {
+		fmt.Fprintln(stdout, "  defect:", d)
+	}
+	for _, d := range other {
+		fmt.Fprintln(stdout, "  defect:", d)
+	}
+	fmt.Fprintln(stdout, res.Line(cfg.Seed))
+	if res.Failed() || len(other) > 0 {
+		return 1
+	}
+	return 0
+}
+
+func (r *chaosRun) printf(format string, args ...any) {
+	fmt.Fprintf(r.out, format, args...)
+}
+
+func (r *chaosRun) do(ctx context.Context) (Result, []string, error) {
+	cfg := r.cfg
+	plan := Plan(cfg.Seed, PlanOptions{Duration: cfg.Duration, KillsEach: cfg.KillsEach, FromQueues: cfg.Queues, ToQueues: cfg.Reshard})
+	r.printf("chaos: seed=%d users=%d duration=%s rate=%.0f/s workers=%d; plan (rerun with -seed %d for the same one):\n%s",
+		cfg.Seed, cfg.Users, cfg.Duration, cfg.Rate, cfg.Workers, cfg.Seed, describePlan(plan))
+	for _, b := range []string{"walletsvc", "notifier"} {
+		if _, err := os.Stat(filepath.Join(cfg.BinDir, b)); err != nil {
+			return Result{}, nil, fmt.Errorf("no %s binary in %s: run make build (make chaos does)", b, cfg.BinDir)
+		}
+	}
+
+	// A fresh stack of the run's own, and fresh logs.
+	r.svc = newServices(cfg, r.log)
+	t0 := time.Now()
+	if err := os.RemoveAll(r.svc.logDir); err != nil {
+		return Result{}, nil, err
+	}
+	if err := os.MkdirAll(r.svc.logDir, 0o755); err != nil {
+		return Result{}, nil, err
+	}
+	if err := r.svc.run(ctx, "clean"); err != nil {
+		return Result{}, nil, err
+	}
+	if err := r.svc.run(ctx, "up"); err != nil {
+		return Result{}, nil, err
+	}
+	if !cfg.Keep {
+		defer func() { _ = r.svc.run(context.Background(), "down") }()
+	}
+	r.printf("chaos: Postgres :%d, name server :%d, broker :%d up in %s (logs in %s)\n", cfg.PGPort, cfg.NamesrvPort, cfg.BrokerPort, time.Since(t0).Round(100*time.Millisecond), r.svc.logDir)
+
+	dbURL := fmt.Sprintf("postgres://walletsaga:walletsaga@127.0.0.1:%d/walletsaga?sslmode=disable", cfg.PGPort)
+	defer r.stopSlots()
+	if err := r.startSlots(ctx, dbURL); err != nil {
+		return Result{}, nil, err
+	}
+	db, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		return Result{}, nil, err
+	}
+	defer db.Close()
+	r.db = db
+
+	c := &client{bases: []string{r.slots[wallet1].url(), r.slots[wallet2].url()}, token: serviceToken, http: &http.Client{Timeout: 30 * time.Second}, log: r.log}
+	users, err := createUsers(ctx, c, cfg.Users)
+	if err != nil {
+		return Result{}, nil, err
+	}
+	failing := 0
+	for _, u := range users {
+		if regexp.MustCompile(failPhonePattern).MatchString(u.phone) {
+			failing++
+		}
+	}
+	r.printf("chaos: %d users created (%d with a phone configured to fail)\n", len(users), failing)
+
+	// The load and the faults, together.
+	r.start = time.Now()
+	loadCtx, stopLoad := context.WithTimeout(ctx, cfg.Duration)
+	defer stopLoad()
+	progress := r.reportProgress(ctx, 15*time.Second)
+	var faults sync.WaitGroup
+	for _, f := range plan {
+		faults.Go(func() { r.inject(ctx, f) })
+	}
+	stats := drive(loadCtx, c, users, cfg.Seed, cfg.Workers, cfg.Rate)
+	r.printf("chaos: load done after %s: %s; retried requests %d\n", time.Since(r.start).Round(100*time.Millisecond), formatOps(stats.ops), c.retries.Load())
+	faults.Wait()
+	if ctx.Err() != nil {
+		return Result{}, nil, ctx.Err()
+	}
+	for _, e := range stats.errs {
+		r.printf("  load error: %s\n", e)
+	}
+
+	// Every process back (one that died by itself is counted, and restarted), then wait for
+	// the pipeline to finish.
+	for _, name := range slotNames {
+		if s := r.slots[name]; !s.running() {
+			r.log.Warn("starting a process that is down at the end of the load", "slot", name)
+			if err := s.up(ctx); err != nil {
+				return Result{}, nil, err
+			}
+		}
+	}
+	quietStart := time.Now()
+	for {
+		quiet, left, err := Quiet(ctx, db)
+		if err == nil && quiet {
+			break
+		}
+		if time.Since(quietStart) > cfg.QuietTimeout {
+			r.printf("chaos: not quiet %s after the load (%s); auditing anyway\n", cfg.QuietTimeout, left)
+			break
+		}
+		if ctx.Err() != nil {
+			return Result{}, nil, ctx.Err()
+		}
+		time.Sleep(time.Second)
+	}
+	progress()
+	r.printf("chaos: quiet %s after the load\n", time.Since(quietStart).Round(100*time.Millisecond))
+
+	r.reportImpacts(ctx)
+	res, err := Audit(ctx, db, regexp.MustCompile(failPhonePattern))
+	if err != nil {
+		return Result{}, nil, fmt.Errorf("audit: %w", err)
+	}
+	unexpected := 0
+	for _, name := range slotNames {
+		s := r.slots[name]
+		unexpected += s.unexpected
+		r.printf("chaos: %s started %d times, exited on its own %d times\n", name, s.starts, s.unexpected)
+	}
+	r.printf("chaos: dead-lettered %d SMS (phones configured to fail); unpublished=%d wrong_text=%d phantom_sms=%d unexpected_exits=%d load_errors=%d\n",
+		res.DeadLettered, res.Unpublished, res.WrongText, res.Phantom, unexpected, len(stats.errs))
+	// A process that dies by itself, or a request the API refused or never answered, is a
+	// defect too, though not one of the verdict line's counts.
+	var other []string
+	if unexpected > 0 {
+		other = append(other, fmt.Sprintf("%d service processes exited on their own (see %s)", unexpected, r.svc.logDir))
+	}
+	if n := stats.failed(); n > 0 {
+		other = append(other, fmt.Sprintf("%d operations refused or never answered", n))
+	}
+	return res, other, nil
+}
+
+func formatOps(ops map[string]int) string {
+	keys := make([]string, 0, len(ops))
+	for k := range ops {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, ops[k]))
+	}
+	return strings.Join(parts, " ")
+}
+
+func (r *chaosRun) startSlots(ctx context.Context, dbURL string) error {
+	cfg := r.cfg
+	common := map[string]string{
+		"DATABASE_URL": dbURL, "ROCKETMQ_NAMESRV": fmt.Sprintf("127.0.0.1:%d", cfg.NamesrvPort),
+		"WALLET_EVENTS_TOPIC": cfg.Topic, "LOG_LEVEL": "info", "MIGRATE_ON_START": "true",
+	}
+	walletEnv := map[string]string{"SERVICE_TOKEN": serviceToken, "PRODUCER_GROUP": "wallet-relay"}
+	notifierEnv := map[string]string{
+		"CONSUMER_GROUP": cfg.Group, "SMS_SENDER": "log",
+		"SMS_FAIL_PHONE_PATTERN": failPhonePattern, "SMS_FAIL_AMOUNT": "0", "SMS_RETRY_BASE": "100ms",
+	}
+	for k, v := range common {
+		walletEnv[k], notifierEnv[k] = v, v
+	}
+	for _, name := range slotNames {
+		addr, err := freeAddrNotIn(r.slots)
+		if err != nil {
+			return err
+		}
+		s := &slot{name: name, addr: addr, logPath: filepath.Join(r.svc.logDir, name+".log"), log: r.log}
+		if strings.HasPrefix(name, "walletsvc") {
+			s.bin, s.args, s.env = filepath.Join(cfg.BinDir, "walletsvc"), []string{"serve"}, walletEnv
+		} else {
+			// Each notifier keeps its name across restarts, so a restarted one takes its queues
+			// back at once (see CONSUMER_INSTANCE).
+			env := maps.Clone(notifierEnv)
+			env["CONSUMER_INSTANCE"] = name
+			s.bin, s.args, s.env = filepath.Join(cfg.BinDir, "notifier"), []string{"run"}, env
+		}
+		r.slots[name] = s
+		// One at a time: the first applies the migrations.
+		if err := s.up(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func freeAddrNotIn(slots map[string]*slot) (string, error) {
+	for {
+		addr, err := procs.FreeAddr()
+		if err != nil {
+			return "", err
+		}
+		taken := false
+		for _, s := range slots {
+			taken = taken || s.addr == addr
+		}
+		if !taken {
+			return addr, nil
+		}
+	}
+}
+
+func (r *chaosRun) stopSlots() {
+	var wg sync.WaitGroup
+	for _, s := range r.slots {
+		wg.Go(func() {
+			if err := s.down(30 * time.Second); err != nil {
+				r.log.Warn("stopping", "slot", s.name, "err", err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// inject waits for the fault's time and carries it out.
+func (r *chaosRun) inject(ctx context.Context, f Fault) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(time.Until(r.start.Add(f.At))):
+	}
+	e := executed{Fault: f, start: time.Now()}
+	switch f.Kind {
+	case Kill:
+		e.err = r.slots[f.Slot].crash(ctx, f.Down)
+	case ScaleDown:
+		e.err = r.slots[f.Slot].down(30 * time.Second)
+	case ScaleUp:
+		e.err = r.slots[f.Slot].up(ctx)
+	case RestartBroker:
+		watch := watchOutage(ctx, fmt.Sprintf("127.0.0.1:%d", r.cfg.BrokerPort))
+		e.err = r.svc.run(ctx, "restart-broker")
+		e.down, e.up = watch()
+	case RestartPG:
+		watch := watchOutage(ctx, fmt.Sprintf("127.0.0.1:%d", r.cfg.PGPort))
+		e.err = r.svc.run(ctx, "restart-pg")
+		e.down, e.up = watch()
+	case Reshard:
+		e.err = r.svc.run(ctx, "topic", r.cfg.Topic, fmt.Sprint(f.Queues))
+	}
+	e.end = time.Now()
+	status := "done"
+	if e.err != nil {
+		status = "FAILED: " + firstLine(e.err.Error())
+	}
+	r.printf("chaos: +%5.1fs %-40s took %5.1fs %s\n", e.start.Sub(r.start).Seconds(), f.What(), e.end.Sub(e.start).Seconds(), status)
+	r.mu.Lock()
+	r.executed = append(r.executed, e)
+	r.mu.Unlock()
+}
+
+// reportProgress prints the pipeline's counts every interval until the returned func is called.
+func (r *chaosRun) reportProgress(ctx context.Context, every time.Duration) func() {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			var events, published, sms, parked int
+			err := r.db.QueryRow(ctx, `SELECT (SELECT count(*) FROM wallet_events), (SELECT count(*) FROM wallet_events WHERE published_at IS NOT NULL),
+				(SELECT count(*) FROM notify.sms_log), (SELECT count(*) FROM notify.notifications WHERE status = 'parked')`).Scan(&events, &published, &sms, &parked)
+			if err != nil {
+				r.printf("chaos: +%5.1fs progress: database: %s\n", time.Since(r.start).Seconds(), firstLine(err.Error()))
+				continue
+			}
+			r.printf("chaos: +%5.1fs progress: events=%d published=%d sms=%d parked=%d\n", time.Since(r.start).Seconds(), events, published, sms, parked)
+		}
+	})
+	return func() { close(done); wg.Wait() }
+}
+
+// reportImpacts prints, for each fault, how long it held the pipeline up.
+func (r *chaosRun) reportImpacts(ctx context.Context) {
+	p50, p99, err := Baseline(ctx, r.db)
+	if err != nil {
+		r.printf("chaos: baseline: %v\n", err)
+		return
+	}
+	r.printf("chaos: commit→SMS over the whole run: p50=%s p99=%s. Per fault: the longest time without any SMS in the minute after it, and the longest commit→SMS of events committed during it and the 20 s after:\n", p50, p99)
+	r.mu.Lock()
+	ex := slices.Clone(r.executed)
+	r.mu.Unlock()
+	slices.SortFunc(ex, func(a, b executed) int { return a.start.Compare(b.start) })
+	for _, e := range ex {
+		im, err := MeasureImpact(ctx, r.db, e.start, e.end)
+		if err != nil {
+			r.printf("  %s: %v\n", e.Fault, err)
+			continue
+		}
+		outage := ""
+		if !e.down.IsZero() && !e.up.IsZero() {
+			var first time.Time
+			if err := r.db.QueryRow(ctx, `SELECT COALESCE(min(sent_at), 'epoch') FROM notify.sms_log WHERE sent_at >= $1`, e.up).Scan(&first); err == nil && first.After(e.up) {
+				outage = fmt.Sprintf("  port closed %5.1fs, first SMS %5.2fs after it reopened", e.up.Sub(e.down).Seconds(), first.Sub(e.up).Seconds())
+			}
+		}
+		r.printf("  +%5.1fs %-40s lasted %5.1fs  sms_gap=%6.2fs  max_commit_to_sms=%6.2fs (%d events)%s\n",
+			e.start.Sub(r.start).Seconds(), e.What(), e.end.Sub(e.start).Seconds(), im.LongestGap.Seconds(), im.MaxLatency.Seconds(), im.Events, outage)
+	}
+}
+
+// watchOutage probes addr every 50 ms until the returned func is called, and then returns
+// when the port first refused a connection and when it accepted one again after that (zero
+// times if it never went down).
+func watchOutage(ctx context.Context, addr string) func() (down, up time.Time) {
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	var down, up time.Time
+	go func() {
+		defer close(done)
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for {
+			c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+			now := time.Now()
+			if err == nil {
+				c.Close()
+				if !down.IsZero() && up.IsZero() {
+					up = now
+				}
+			} else if down.IsZero() {
+				down = now
+			}
+			select {
+			case <-stop:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() (time.Time, time.Time) {
+		close(stop)
+		<-done
+		return down, up
+	}
+}

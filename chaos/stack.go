@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/walletsaga/walletsaga/internal/procs"
+)
+
+// services drives scripts/services.sh for the run's own Postgres and RocketMQ, on ports of
+// their own and under a run directory of their own, so a chaos run never disturbs the dev
+// stack that `make test` uses.
+type services struct {
+	root   string // the repository
+	env    []string
+	logDir string
+	log    *slog.Logger
+}
+
+func newServices(cfg config, log *slog.Logger) *services {
+	return &services{
+		root: cfg.Root,
+		env: append(os.Environ(),
+			"WALLETSAGA_RUN_DIR="+cfg.RunDir,
+			"PG_PORT="+strconv.Itoa(cfg.PGPort),
+			"NAMESRV_PORT="+strconv.Itoa(cfg.NamesrvPort),
+			"BROKER_PORT="+strconv.Itoa(cfg.BrokerPort),
+			"RMQ_LIB="+filepath.Join(cfg.Root, ".run", "rocketmq", "lib"),
+			fmt.Sprintf("TOPICS=%s:%d %%RETRY%%%s:1 %%DLQ%%%s:1", cfg.Topic, cfg.Queues, cfg.Group, cfg.Group),
+		),
+		logDir: filepath.Join(cfg.RunDir, "logs"),
+		log:    log,
+	}
+}
+
+// run runs services.sh with args, its output appended to logs/services.log.
+func (s *services) run(ctx context.Context, args ...string) error {
+	logPath := filepath.Join(s.logDir, "services.log")
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fmt.Fprintf(f, "==== services.sh %s %s\n", strings.Join(args, " "), time.Now().Format(time.RFC3339Nano))
+	cmd := exec.CommandContext(ctx, filepath.Join(s.root, "scripts", "services.sh"), args...)
+	cmd.Env, cmd.Stdout, cmd.Stderr, cmd.Dir = s.env, f, f, s.root
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("services.sh %s: %w; end of %s:\n%s", strings.Join(args, " "), err, logPath, procs.Tail(logPath, 2000))
+	}
+	return nil
+}
+
+// slot is one service process the run keeps alive: it is started, killed, restarted and, for
+// notifier-2, scaled away and back. A slot keeps its address across restarts, so clients
+// can come back to it. Its operations hold the slot's lock from start to end, so faults that
+// overlap (a kill while the previous restart still waits for the broker) apply one after the
+// other, and never two processes run for one slot.
+type slot struct {
+	name, bin, addr, logPath string
+	args                     []string
+	env                      map[string]string
+	log                      *slog.Logger
+
+	mu     sync.Mutex
+	p      *procs.Proc
+	wanted bool // the slot should be running (false while scaled away)
+	starts int
+	// unexpected counts exits the run did not cause.
+	unexpected int
+}
+
+// up starts the slot's process unless it runs.
+func (s *slot) up(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.wanted = true
+	if s.p != nil {
+		return nil
+	}
+	return s.startLocked(ctx)
+}
+
+// crash kills the process with SIGKILL and, after downFor, starts it again. A slot scaled
+// away is left alone.
+func (s *slot) crash(ctx context.Context, downFor time.Duration) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.wanted {
+		s.log.Info("kill skipped: the slot is scaled away", "slot", s.name)
+		return nil
+	}
+	p := s.p
+	s.p = nil
+	p.Kill()
+	time.Sleep(downFor)
+	return s.startLocked(ctx)
+}
+
+// down stops the process with SIGTERM (SIGKILL after timeout) and keeps it stopped.
+func (s *slot) down(timeout time.Duration) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.wanted = false
+	p := s.p
+	s.p = nil
+	return p.Stop(timeout)
+}
+
+// startLocked starts the process, retrying while the stack is restarting underneath it (a
+// process that cannot reach Postgres or the broker at start exits non-zero), for up to two
+// minutes.
+func (s *slot) startLocked(ctx context.Context) error {
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		p, err := procs.Start(ctx, procs.Spec{Name: s.name, Bin: s.bin, Args: s.args, Env: s.env, Addr: s.addr, Log: s.logPath, Ready: "/healthz", Timeout: 60 * time.Second})
+		if err == nil {
+			s.p = p
+			s.starts++
+			go s.watch(p)
+			return nil
+		}
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+		s.log.Warn("start failed; retrying", "slot", s.name, "err", firstLine(err.Error()))
+		time.Sleep(time.Second)
+	}
+}
+
+// watch reports an exit the run did not cause: the process is still the slot's when it ends.
+func (s *slot) watch(p *procs.Proc) {
+	<-p.Done()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.p == p {
+		s.unexpected++
+		_, err := p.Exited()
+		s.log.Error("process exited on its own", "slot", s.name, "err", err, "log", s.logPath)
+		s.p = nil
+	}
+}
+
+func (s *slot) running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.p != nil
+}
+
+func (s *slot) url() string { return "http://" + s.addr }
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
