@@ -8,8 +8,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"reflect"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Version is the body version this code writes and reads.
@@ -60,7 +64,12 @@ func (e Event) ShardingKey() string { return strconv.FormatInt(e.UserID, 10) }
 // SeqKey is "user:seq", the message key mqadmin can find and the SMS idempotency key.
 func (e Event) SeqKey() string { return fmt.Sprintf("%d:%d", e.UserID, e.Seq) }
 
-// Validate checks the fields a consumer relies on.
+// Validate checks the fields a consumer relies on, in the shapes the wallet writes them:
+// currency an ISO 4217 code (three upper-case ASCII letters), phone an E.164 number (as the
+// users table's check), locale a language tag of ASCII letters, digits, '-' and '_' (or
+// empty). So every string of a valid event is printable ASCII, which the notifier can store
+// as it is (Postgres refuses NUL, invalid UTF-8 and lone surrogates in text and jsonb) and
+// put in an SMS.
 func (e Event) Validate() error {
 	switch {
 	case e.V != Version:
@@ -71,12 +80,57 @@ func (e Event) Validate() error {
 		return errors.New("walletevent: seq must be positive")
 	case !e.Kind.Valid():
 		return fmt.Errorf("walletevent: unknown kind %q", e.Kind)
-	case len(e.Currency) != 3:
-		return fmt.Errorf("walletevent: bad currency %q", e.Currency)
+	case !validCurrency(e.Currency):
+		return fmt.Errorf("walletevent: bad currency %q (want 3 upper-case letters)", e.Currency)
 	case e.BalanceAfter < 0:
 		return errors.New("walletevent: negative balance_after")
+	case !validPhone(e.Phone):
+		// Not the number itself: this message is logged, and phone numbers are masked in logs.
+		return fmt.Errorf("walletevent: phone is not an E.164 number (+ and 8 to 15 digits; got %d bytes)", len(e.Phone))
+	case !validLocale(e.Locale):
+		return fmt.Errorf("walletevent: bad locale %q", e.Locale)
 	}
 	return nil
+}
+
+func validCurrency(c string) bool {
+	if len(c) != 3 {
+		return false
+	}
+	for i := range len(c) {
+		if c[i] < 'A' || c[i] > 'Z' {
+			return false
+		}
+	}
+	return true
+}
+
+// validPhone matches the users table's check: ^\+[1-9][0-9]{7,14}$.
+func validPhone(p string) bool {
+	if len(p) < 9 || len(p) > 16 || p[0] != '+' || p[1] == '0' {
+		return false
+	}
+	for i := 1; i < len(p); i++ {
+		if p[i] < '0' || p[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// validLocale accepts what a BCP 47 tag is made of ("zh-CN", "en", "zh_Hans"), at most 35
+// characters; Render falls back to English for a locale it does not write.
+func validLocale(l string) bool {
+	if len(l) > 35 {
+		return false
+	}
+	for i := range len(l) {
+		c := l[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 // Encode returns the message body of e (setting the version).
@@ -88,20 +142,72 @@ func Encode(e Event) ([]byte, error) {
 	return json.Marshal(e)
 }
 
-// Decode parses and validates a message body. Unknown fields are rejected so that a producer
-// and consumer out of step fail loudly instead of dropping data.
+// Decode parses and validates a message body: exactly one JSON object, in UTF-8, whose keys
+// are Event's field names, each at most once. Unknown fields are rejected so that a producer
+// and consumer out of step fail loudly instead of dropping data. encoding/json alone is more
+// lenient in ways that matter here, because the notifier keeps the body as it came, in a
+// Postgres jsonb column, and decodes it again later: it replaces invalid UTF-8 (which
+// Postgres refuses) instead of failing, takes "SEQ" for "seq" and keeps the last of repeated
+// keys (jsonb keeps another one), and its More does not notice a stray ']' or '}' after
+// the object.
 func Decode(body []byte) (Event, error) {
+	if !utf8.Valid(body) {
+		return Event{}, errors.New("walletevent: body is not valid UTF-8")
+	}
 	var e Event
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&e); err != nil {
 		return Event{}, fmt.Errorf("walletevent: decode: %w", err)
 	}
-	if dec.More() {
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return Event{}, errors.New("walletevent: trailing data after the event")
+	}
+	if err := checkKeys(body); err != nil {
+		return Event{}, err
 	}
 	if err := e.Validate(); err != nil {
 		return Event{}, err
 	}
 	return e, nil
+}
+
+// fieldNames are the JSON keys of Event.
+var fieldNames = func() map[string]bool {
+	names := map[string]bool{}
+	t := reflect.TypeFor[Event]()
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		names[name] = true
+	}
+	return names
+}()
+
+// checkKeys requires the keys of the object body (already decoded once) to be field names,
+// spelled exactly, each at most once.
+func checkKeys(body []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return errors.New("walletevent: the body is not a JSON object")
+	}
+	seen := make(map[string]bool, len(fieldNames))
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return fmt.Errorf("walletevent: decode: %w", err)
+		}
+		key, _ := tok.(string)
+		switch {
+		case !fieldNames[key]:
+			return fmt.Errorf("walletevent: unknown field %q", key)
+		case seen[key]:
+			return fmt.Errorf("walletevent: field %q appears twice", key)
+		}
+		seen[key] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return fmt.Errorf("walletevent: decode: %w", err)
+		}
+	}
+	return nil
 }
