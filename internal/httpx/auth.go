@@ -5,6 +5,8 @@ import (
 	"crypto/subtle"
 	"net/http"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
@@ -72,7 +74,10 @@ func Operator(c echo.Context, adminToken string) (actor string, err error) {
 	return actor, nil
 }
 
-// CheckReason trims an operator's reason and requires it: 1–MaxReasonLen bytes.
+// CheckReason trims an operator's reason and requires it: 1–MaxReasonLen bytes of printable
+// text. It is stored in an audit table and logged: a NUL (which Postgres refuses in text) or a
+// line break must be refused here, before the action runs, and so must U+FFFD, which is what
+// encoding/json makes of a lone surrogate.
 func CheckReason(reason string) (string, error) {
 	reason = strings.TrimSpace(reason)
 	if reason == "" {
@@ -80,6 +85,12 @@ func CheckReason(reason string) (string, error) {
 	}
 	if len(reason) > MaxReasonLen {
 		return "", apperr.New(apperr.Invalid, "reason must be at most %d bytes, got %d", MaxReasonLen, len(reason))
+	}
+	for _, r := range reason {
+		if r == utf8.RuneError || !unicode.IsPrint(r) {
+			// The code point, not the character: it is invisible or would break the log line.
+			return "", apperr.New(apperr.Invalid, "reason must be printable text on one line, got U+%04X", r)
+		}
 	}
 	return reason, nil
 }

@@ -25,7 +25,8 @@ import (
 // Options configures New.
 type Options struct {
 	Logger *slog.Logger
-	// BodyLimit is the largest request body accepted, e.g. "64K" (default).
+	// BodyLimit is the largest request body accepted, e.g. "64K" (default). echo counts in
+	// powers of 1000 ("64K" is 64,000 bytes); "64KiB" would be 65,536.
 	BodyLimit string
 	// Timeout bounds one request's handler (default 30s); long waits must stay below it.
 	Timeout time.Duration

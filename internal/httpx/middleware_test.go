@@ -190,7 +190,14 @@ func TestOperatorNeedsTheAdminTokenAndAName(t *testing.T) {
 	require.Error(t, err)
 	_, err = httpx.CheckReason(strings.Repeat("x", httpx.MaxReasonLen+1))
 	require.Error(t, err)
+	for _, bad := range []string{"a\x00b", "two\nlines", "tab\there", "lone \uFFFD"} {
+		_, err = httpx.CheckReason(bad)
+		require.ErrorContains(t, err, "printable", "%q", bad)
+	}
 	r, err := httpx.CheckReason(" lost in broker failover ")
 	require.NoError(t, err)
 	require.Equal(t, "lost in broker failover", r)
+	r, err = httpx.CheckReason("服务商故障已恢复 INC-12")
+	require.NoError(t, err)
+	require.Equal(t, "服务商故障已恢复 INC-12", r)
 }
