@@ -18,6 +18,7 @@ const (
 	NotFound          Code = "not_found"
 	Conflict          Code = "conflict"
 	InsufficientFunds Code = "insufficient_funds"
+	BalanceOverflow   Code = "balance_overflow" // a credit would take a balance beyond what a wallet holds
 	Unauthorized      Code = "unauthorized"
 	Forbidden         Code = "forbidden"
 	Unprocessable     Code = "unprocessable"
@@ -33,6 +34,7 @@ var statuses = map[Code]int{
 	NotFound:          http.StatusNotFound,
 	Conflict:          http.StatusConflict,
 	InsufficientFunds: http.StatusUnprocessableEntity,
+	BalanceOverflow:   http.StatusUnprocessableEntity,
 	Unauthorized:      http.StatusUnauthorized,
 	Forbidden:         http.StatusForbidden,
 	Unprocessable:     http.StatusUnprocessableEntity,

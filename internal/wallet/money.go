@@ -19,6 +19,9 @@ type Money int64
 // and every change is checked against that bound.
 const MaxAmount Money = 10_000_000_000
 
+// MaxBalance is the largest balance a wallet can hold: the largest int64.
+const MaxBalance Money = math.MaxInt64
+
 // DefaultCurrency is the currency of a wallet created without one.
 const DefaultCurrency = "CNY"
 

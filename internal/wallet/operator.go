@@ -21,10 +21,20 @@ const (
 
 // OperatorAction is who asks for an operator action and why; both are required.
 type OperatorAction struct {
-	Actor  string
-	Reason string
+	Actor  string // at most MaxActorLen characters
+	Reason string // at most MaxReasonLen characters
 }
 
+// The bounds of an operator action's actor and reason (httpx checks the same at the HTTP
+// edge; these hold for every caller).
+const (
+	MaxActorLen  = 64
+	MaxReasonLen = 500
+)
+
+// check requires an actor and a reason, both printable text: they are stored in the audit
+// table and logged, and a NUL would otherwise reach Postgres (which refuses it in text) only
+// after the action itself had run in the same transaction.
 func (a OperatorAction) check() error {
 	if a.Actor == "" {
 		return apperr.New(apperr.Invalid, "an operator action needs an actor")
@@ -32,7 +42,10 @@ func (a OperatorAction) check() error {
 	if a.Reason == "" {
 		return apperr.New(apperr.Invalid, "an operator action needs a reason")
 	}
-	return nil
+	if err := validateText("actor", a.Actor, true, MaxActorLen); err != nil {
+		return err
+	}
+	return validateText("reason", a.Reason, true, MaxReasonLen)
 }
 
 // AuditEntry is one recorded operator action.

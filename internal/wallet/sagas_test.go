@@ -77,15 +77,17 @@ func TestDepositDeclinedFails(t *testing.T) {
 }
 
 // A credit that cannot apply (the balance would overflow) compensates: the charge is
-// refunded at the gateway.
+// refunded at the gateway. The request-time check passed; the wallet filled up between it
+// and the credit step (here by hand, before the engine runs), whose own check holds.
 func TestDepositCreditFailureRefundsCharge(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{})
+	e := newEnv(t, envOptions{noRunner: true})
 	u := e.user(t)
-	_, err := e.pool.Exec(e.ctx, `UPDATE wallets SET balance = $2 WHERE user_id = $1`, u, int64(math.MaxInt64-10))
-	require.NoError(t, err)
 	op, err := e.svc.Deposit(e.ctx, wallet.DepositRequest{UserID: u, Amount: 100})
 	require.NoError(t, err)
+	_, err = e.pool.Exec(e.ctx, `UPDATE wallets SET balance = $2 WHERE user_id = $1`, u, int64(math.MaxInt64-10))
+	require.NoError(t, err)
+	e.runEngine(t)
 	op = e.wait(t, op.ID)
 	require.Equal(t, saga.Compensated, op.State)
 	require.Equal(t, wallet.CodeBalanceOverflow, op.Error.Code)
@@ -179,21 +181,51 @@ func TestTransferCompletes(t *testing.T) {
 	e.checkInvariants(t, b)
 }
 
+// As for deposits: the payee's wallet fills up after the request-time check, the credit
+// step refuses, and the payer is credited back.
 func TestTransferCreditFailureReverses(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{})
+	e := newEnv(t, envOptions{noRunner: true})
 	a, b := e.user(t), e.user(t)
+	stop := e.runEngine(t)
 	e.fund(t, a, 10000)
-	_, err := e.pool.Exec(e.ctx, `UPDATE wallets SET balance = $2 WHERE user_id = $1`, b, int64(math.MaxInt64-1))
-	require.NoError(t, err)
+	stop()
 	op, err := e.svc.Transfer(e.ctx, wallet.TransferRequest{From: a, To: b, Amount: 2500})
 	require.NoError(t, err)
+	_, err = e.pool.Exec(e.ctx, `UPDATE wallets SET balance = $2 WHERE user_id = $1`, b, int64(math.MaxInt64-1))
+	require.NoError(t, err)
+	e.runEngine(t)
 	op = e.wait(t, op.ID)
 	require.Equal(t, saga.Compensated, op.State)
 	require.Equal(t, wallet.CodeBalanceOverflow, op.Error.Code)
 	require.Equal(t, wallet.Money(10000), e.balance(t, a))
 	require.Equal(t, []walletevent.Kind{walletevent.Deposit, walletevent.TransferOut, walletevent.Reversal}, e.kinds(t, a))
 	e.checkInvariants(t, a)
+}
+
+// A deposit or transfer that would take the receiver's balance beyond MaxBalance is refused
+// at request time with balance_overflow, before any saga, charge or idempotency key exists;
+// up to the limit is fine.
+func TestCreditThatWouldOverflowIsRefusedUpFront(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{noRunner: true})
+	a, b := e.user(t), e.user(t)
+	_, err := e.pool.Exec(e.ctx, `UPDATE wallets SET balance = $2 WHERE user_id = $1`, b, int64(wallet.MaxBalance-5))
+	require.NoError(t, err)
+
+	_, err = e.svc.Deposit(e.ctx, wallet.DepositRequest{UserID: b, Amount: 6, IdempotencyKey: "dep-over"})
+	require.Equal(t, apperr.BalanceOverflow, apperr.CodeOf(err), "%v", err)
+	require.ErrorContains(t, err, "at most 9223372036854775807 minor units (92233720368547758.07 CNY)")
+	require.ErrorContains(t, err, "can take at most 5 more")
+	_, err = e.svc.Transfer(e.ctx, wallet.TransferRequest{From: a, To: b, Amount: 6, IdempotencyKey: "tr-over"})
+	require.Equal(t, apperr.BalanceOverflow, apperr.CodeOf(err), "%v", err)
+	var sagas, keys, charges int
+	require.NoError(t, e.pool.QueryRow(e.ctx, `SELECT (SELECT count(*) FROM sagas), (SELECT count(*) FROM idempotency_keys),
+		(SELECT count(*) FROM sim_charges)`).Scan(&sagas, &keys, &charges))
+	require.Zero(t, sagas+keys+charges, "nothing started, charged or claimed")
+
+	_, err = e.svc.Deposit(e.ctx, wallet.DepositRequest{UserID: b, Amount: 5})
+	require.NoError(t, err, "a deposit that fills the wallet exactly fits")
 }
 
 func TestTransferValidation(t *testing.T) {

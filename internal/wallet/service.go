@@ -92,7 +92,8 @@ func (s *Service) GetWallet(ctx context.Context, userID int64) (Wallet, error) {
 
 // Deposit starts a deposit saga and returns it as it stands. Errors: Invalid (bad
 // request), NotFound (no such user), Unprocessable (Idempotency-Key reused with another
-// request). An Idempotency-Key seen before with the same request returns the original saga.
+// request), BalanceOverflow (the wallet cannot hold that much more: see checkCreditFits).
+// An Idempotency-Key seen before with the same request returns the original saga.
 func (s *Service) Deposit(ctx context.Context, r DepositRequest) (Operation, error) {
 	r, err := r.normalize()
 	if err != nil {
@@ -102,6 +103,9 @@ func (s *Service) Deposit(ctx context.Context, r DepositRequest) (Operation, err
 	return s.start(ctx, r.UserID, r.IdempotencyKey, hash, func(ctx context.Context) (any, operationRow, error) {
 		w, err := getWallet(ctx, s.pool, r.UserID)
 		if err != nil {
+			return nil, operationRow{}, err
+		}
+		if err := checkCreditFits(w, r.Amount); err != nil {
 			return nil, operationRow{}, err
 		}
 		in := depositInput{UserID: r.UserID, Amount: r.Amount, Currency: w.Currency, Source: r.Source}
@@ -128,8 +132,9 @@ func (s *Service) Purchase(ctx context.Context, r PurchaseRequest) (Operation, e
 	})
 }
 
-// Transfer starts a transfer saga and returns it as it stands. Errors as for Deposit, plus
-// Invalid for a transfer to oneself and Unprocessable for wallets in different currencies.
+// Transfer starts a transfer saga and returns it as it stands. Errors as for Deposit (the
+// payee's balance for BalanceOverflow), plus Invalid for a transfer to oneself and
+// Unprocessable for wallets in different currencies.
 // The Idempotency-Key is scoped to the payer.
 func (s *Service) Transfer(ctx context.Context, r TransferRequest) (Operation, error) {
 	r, err := r.normalize()
@@ -149,9 +154,27 @@ func (s *Service) Transfer(ctx context.Context, r TransferRequest) (Operation, e
 		if from.Currency != to.Currency {
 			return nil, operationRow{}, apperr.New(apperr.Unprocessable, "cannot transfer between wallets in %s and %s", from.Currency, to.Currency)
 		}
+		if err := checkCreditFits(to, r.Amount); err != nil {
+			return nil, operationRow{}, err
+		}
 		in := transferInput{From: r.From, To: r.To, Amount: r.Amount, Currency: from.Currency}
 		return in, operationRow{Kind: KindTransfer, UserID: r.From, CounterpartyID: r.To, Amount: r.Amount, Currency: from.Currency}, nil
 	})
+}
+
+// checkCreditFits refuses, at request time, a credit of amount that would take w's balance
+// beyond MaxBalance, so that the client hears it before a saga starts, a card is charged or
+// an idempotency key is claimed (otherwise the deposit would charge, fail its credit step
+// and refund). The balance is read without a lock, so a concurrent credit may still fill the
+// wallet in between: the credit step's own check under the row lock (ErrBalanceOverflow,
+// saga failed with balance_overflow) stays the guard that holds.
+func checkCreditFits(w Wallet, amount Money) error {
+	if _, err := w.Balance.Add(amount); err != nil {
+		return apperr.New(apperr.BalanceOverflow,
+			"user %d's wallet cannot take %d more minor units: a balance may be at most %d minor units (%s %s), and this one can take at most %d more",
+			w.UserID, int64(amount), int64(MaxBalance), MaxBalance.FormatIn(w.Currency), w.Currency, int64(MaxBalance-w.Balance))
+	}
+	return nil
 }
 
 // start is the common path of the three operations: honour the idempotency key, then in ONE

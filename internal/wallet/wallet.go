@@ -176,7 +176,11 @@ func ValidateID(field string, id int64) error {
 }
 
 // validateText checks a free-text field: trimmed, 1..max characters (min 0 when optional),
-// printable.
+// valid UTF-8, printable.
+//
+// U+FFFD counts as invalid UTF-8: encoding/json silently puts it in place of invalid bytes
+// and of lone surrogate escapes (\ud800), so by the time a decoded request reaches us it is
+// the only trace of text that was not UTF-8, and nobody types it on purpose.
 func validateText(field, v string, required bool, max int) error {
 	if v == "" {
 		if required {
@@ -184,8 +188,8 @@ func validateText(field, v string, required bool, max int) error {
 		}
 		return nil
 	}
-	if !utf8.ValidString(v) {
-		return apperr.New(apperr.Invalid, "%s must be valid UTF-8", field)
+	if !utf8.ValidString(v) || strings.ContainsRune(v, utf8.RuneError) {
+		return apperr.New(apperr.Invalid, "%s must be valid UTF-8 (invalid bytes, lone surrogates and U+FFFD, which stands for them, are refused)", field)
 	}
 	if strings.TrimSpace(v) != v {
 		return apperr.New(apperr.Invalid, "%s must not start or end with spaces", field)
@@ -195,7 +199,8 @@ func validateText(field, v string, required bool, max int) error {
 	}
 	for _, r := range v {
 		if !unicode.IsPrint(r) {
-			return apperr.New(apperr.Invalid, "%s must not contain control characters", field)
+			// The code point, not the character: it is invisible or would break the log line.
+			return apperr.New(apperr.Invalid, "%s must not contain control characters or other unprintable ones, got U+%04X", field, r)
 		}
 	}
 	return nil
