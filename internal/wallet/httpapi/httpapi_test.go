@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -21,6 +22,7 @@ import (
 	"github.com/walletsaga/walletsaga/internal/testdb"
 	"github.com/walletsaga/walletsaga/internal/wallet"
 	"github.com/walletsaga/walletsaga/internal/wallet/httpapi"
+	"github.com/walletsaga/walletsaga/internal/wallet/httpapi/badinput"
 )
 
 const (
@@ -135,88 +137,19 @@ func TestCreateUserAndGetWallet(t *testing.T) {
 	require.Equal(t, []any{}, res.body["items"])
 }
 
-// Every bad request answers a 4xx JSON error with a precise message and changes nothing.
+// Every request of the bad-input corpus answers a 4xx JSON error with a precise message and
+// changes nothing. e2e replays the same corpus against the walletsvc binary.
 func TestBadRequestsChangeNothing(t *testing.T) {
 	t.Parallel()
 	s := newServer(t, false)
 	u := s.createUser(t)
 	v := s.createUser(t)
-	dep := fmt.Sprintf("/v1/users/%d/deposits", u)
-	pur := fmt.Sprintf("/v1/users/%d/purchases", u)
-	cases := []struct {
-		name, method, path, body string
-		headers                  []string
-		status                   int
-		code, msg                string
-	}{
-		{"phone without plus", "POST", "/v1/users", `{"name":"a","phone":"8613800138000"}`, nil, 400, "invalid", "E.164"},
-		{"phone too short", "POST", "/v1/users", `{"name":"a","phone":"+1234567"}`, nil, 400, "invalid", "E.164"},
-		{"phone with letters", "POST", "/v1/users", `{"name":"a","phone":"+86138abc0000"}`, nil, 400, "invalid", "E.164"},
-		{"name missing", "POST", "/v1/users", `{"phone":"+8613800138000"}`, nil, 400, "invalid", "name is required"},
-		{"name wrong type", "POST", "/v1/users", `{"name":1,"phone":"+8613800138000"}`, nil, 400, "invalid", `"name"`},
-		{"locale unknown", "POST", "/v1/users", `{"name":"a","phone":"+8613800138000","locale":"fr"}`, nil, 400, "invalid", "locale"},
-		{"unknown field", "POST", "/v1/users", `{"name":"a","phone":"+8613800138000","admin":true}`, nil, 400, "invalid", "unknown field"},
-		{"two objects", "POST", "/v1/users", `{"name":"a","phone":"+8613800138000"}{}`, nil, 400, "invalid", "single JSON object"},
-		{"empty body", "POST", "/v1/users", ``, nil, 400, "invalid", "empty"},
-		{"not json", "POST", "/v1/users", `name=a`, []string{"Content-Type", "application/x-www-form-urlencoded"}, 415, "unsupported_media_type", "application/json"},
-		{"body over 64K", "POST", "/v1/users", `{"name":"` + strings.Repeat("a", 70<<10) + `","phone":"+8613800138000"}`, nil, 413, "too_large", "too large"},
-
-		{"wallet id not a number", "GET", "/v1/users/abc/wallet", "", nil, 400, "invalid", "positive 64-bit integer"},
-		{"wallet id zero", "GET", "/v1/users/0/wallet", "", nil, 400, "invalid", "positive"},
-		{"wallet id negative", "GET", "/v1/users/-3/wallet", "", nil, 400, "invalid", "positive"},
-		{"wallet id beyond int64", "GET", "/v1/users/99999999999999999999/wallet", "", nil, 400, "invalid", "64-bit"},
-		{"wallet unknown user", "GET", "/v1/users/999999/wallet", "", nil, 404, "not_found", "user 999999 not found"},
-		{"events unknown user", "GET", "/v1/users/999999/events", "", nil, 404, "not_found", "not found"},
-
-		{"amount fraction", "POST", dep, `{"amount":100.5}`, nil, 400, "invalid", "integer number of minor units"},
-		{"amount exponent", "POST", dep, `{"amount":1e3}`, nil, 400, "invalid", "exponent"},
-		{"amount string", "POST", dep, `{"amount":"100"}`, nil, 400, "invalid", "not a string"},
-		{"amount negative", "POST", dep, `{"amount":-5}`, nil, 400, "invalid", "positive"},
-		{"amount zero", "POST", dep, `{"amount":0}`, nil, 400, "invalid", "positive"},
-		{"amount above limit", "POST", dep, `{"amount":10000000001}`, nil, 400, "invalid", "at most 10000000000"},
-		{"amount beyond int64", "POST", dep, `{"amount":99999999999999999999}`, nil, 400, "invalid", "at most"},
-		{"amount missing", "POST", dep, `{}`, nil, 400, "invalid", "amount is required"},
-		{"amount null", "POST", dep, `{"amount":null}`, nil, 400, "invalid", "amount is required"},
-		{"amount bool", "POST", dep, `{"amount":true}`, nil, 400, "invalid", "JSON integer"},
-		{"deposit unknown field", "POST", dep, `{"amount":100,"currency":"USD"}`, nil, 400, "invalid", "unknown field"},
-		{"deposit unknown user", "POST", "/v1/users/999999/deposits", `{"amount":100}`, nil, 404, "not_found", "user 999999"},
-		{"deposit bad wait", "POST", dep + "?wait=maybe", `{"amount":100}`, nil, 400, "invalid", "wait"},
-		{"idempotency key too long", "POST", dep, `{"amount":100}`, []string{"Idempotency-Key", strings.Repeat("k", 256)}, 400, "invalid", "Idempotency-Key"},
-		{"idempotency key with space", "POST", dep, `{"amount":100}`, []string{"Idempotency-Key", "a b"}, 400, "invalid", "Idempotency-Key"},
-
-		{"purchase no merchant", "POST", pur, `{"amount":100,"reference":"r"}`, nil, 400, "invalid", "merchant is required"},
-		{"purchase no reference", "POST", pur, `{"amount":100,"merchant":"m"}`, nil, 400, "invalid", "reference is required"},
-		{"purchase reference too long", "POST", pur, `{"amount":100,"merchant":"m","reference":"` + strings.Repeat("r", 101) + `"}`, nil, 400, "invalid", "at most 100"},
-
-		{"transfer to oneself", "POST", "/v1/transfers", fmt.Sprintf(`{"from":%d,"to":%d,"amount":1}`, u, u), nil, 400, "invalid", "oneself"},
-		{"transfer from string", "POST", "/v1/transfers", fmt.Sprintf(`{"from":"%d","to":%d,"amount":1}`, u, v), nil, 400, "invalid", "from must be a positive integer"},
-		{"transfer from zero", "POST", "/v1/transfers", fmt.Sprintf(`{"from":0,"to":%d,"amount":1}`, v), nil, 400, "invalid", "from must be a positive integer"},
-		{"transfer to missing", "POST", "/v1/transfers", fmt.Sprintf(`{"from":%d,"amount":1}`, u), nil, 400, "invalid", "to is required"},
-		{"transfer to unknown", "POST", "/v1/transfers", fmt.Sprintf(`{"from":%d,"to":999999,"amount":1}`, u), nil, 404, "not_found", "user 999999"},
-		{"transfer amount fraction", "POST", "/v1/transfers", fmt.Sprintf(`{"from":%d,"to":%d,"amount":0.5}`, u, v), nil, 400, "invalid", "minor units"},
-
-		{"saga id not a number", "GET", "/v1/sagas/x", "", nil, 400, "invalid", "saga id"},
-		{"saga unknown", "GET", "/v1/sagas/424242", "", nil, 404, "not_found", "saga 424242"},
-		{"sagas bad state", "GET", "/v1/sagas?state=done", "", nil, 400, "invalid", "state must be one of"},
-		{"sagas limit zero", "GET", "/v1/sagas?limit=0", "", nil, 400, "invalid", "limit"},
-		{"sagas limit too big", "GET", "/v1/sagas?limit=101", "", nil, 400, "invalid", "limit"},
-		{"sagas bad user", "GET", "/v1/sagas?user_id=-1", "", nil, 400, "invalid", "user_id"},
-		{"sagas unknown user", "GET", "/v1/sagas?user_id=999999", "", nil, 404, "not_found", "user 999999"},
-		{"sagas bad cursor", "GET", "/v1/sagas?cursor=abc", "", nil, 400, "invalid", "cursor"},
-		{"no such route", "GET", "/v1/nothing", "", nil, 404, "not_found", "no such route"},
-	}
-	before := s.counts(t)
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			res := s.do(t, c.method, c.path, c.body, c.headers...)
-			require.Equal(t, c.status, res.status, res.raw)
-			errBody, ok := res.body["error"].(map[string]any)
-			require.True(t, ok, res.raw)
-			require.Equal(t, c.code, errBody["code"], res.raw)
-			require.Contains(t, errBody["message"], c.msg)
-		})
-	}
-	require.Equal(t, before, s.counts(t), "bad requests changed the database")
+	attention, err := strconv.ParseInt(s.needsAttention(t, u), 10, 64)
+	require.NoError(t, err)
+	cases := badinput.Cases(badinput.Fixture{User: u, Other: v, AdminToken: adminToken, NeedsAttention: attention})
+	before := badinput.Fingerprint(t, s.ctx, s.pool)
+	badinput.Run(t, http.DefaultClient, s.url, serviceToken, cases)
+	require.Equal(t, before, badinput.Fingerprint(t, s.ctx, s.pool), "bad requests changed the database")
 }
 
 func TestOperationsThroughHTTP(t *testing.T) {
