@@ -6,6 +6,10 @@ SHELL := bash
 GO        ?= go
 GOFLAGS   ?=
 PKGS      ?= ./...
+# Fuzzing: `make fuzz` runs each fuzz target for FUZZTIME; `make test` ends with a short pass
+# of FUZZ_SHORT per target (their seeds already ran under -race with the other tests).
+FUZZTIME   ?= 60s
+FUZZ_SHORT ?= 3s
 # Verbose test output is filtered to results and t.Log lines (the integration tests log the
 # broker address and their counts there); the full log is kept in .run/test.log.
 TEST_FILTER := grep -Ev '^=== (RUN|PAUSE|CONT|NAME)' || true
@@ -38,11 +42,15 @@ build: ## build walletsvc, notifier and demo into bin/
 vet: ## go vet
 	$(GO) vet $(PKGS)
 
-test: tools services vet ## start the services if needed, then vet and run every test with -race
+test: tools services vet ## start the services if needed, vet, run every test with -race, then fuzz each target for FUZZ_SHORT
 	@mkdir -p .run
 	WALLETSAGA_REQUIRE_SERVICES=1 $(GO) test $(GOFLAGS) -race -count=1 -timeout 20m -v $(PKGS) 2>&1 \
 		| tee .run/test.log | { $(TEST_FILTER); }
 	@echo "make test: full log in .run/test.log"
+	WALLETSAGA_REQUIRE_SERVICES=1 GO=$(GO) scripts/fuzz.sh $(FUZZ_SHORT)
+
+fuzz: services ## run every fuzz target for FUZZTIME each (default 60s); a failure names the input saved in testdata/fuzz/
+	WALLETSAGA_REQUIRE_SERVICES=1 GO=$(GO) scripts/fuzz.sh $(FUZZTIME)
 
 test-unit: ## tests that need no services (integration tests skip)
 	$(GO) test $(GOFLAGS) -race -count=1 -short $(PKGS)
