@@ -140,6 +140,11 @@ func notifierCases(user int64) []badinput.Case {
 		{Name: "replay with SQL in the seq", Method: "POST", Path: fmt.Sprintf("/v1/dead-letters/%d/1%%20OR%%201=1/replay", user), Body: reason, Header: admin(), Status: 400, Code: "invalid", Msg: "seq must be a positive integer"},
 		{Name: "SMS log with SQL in the user id", Method: "GET", Path: "/v1/users/1%27%20OR%20%271%27=%271/sms", Status: 400, Code: "invalid", Msg: "user id must be a positive integer"},
 		{Name: "SMS feed with SQL in the cursor", Method: "GET", Path: "/v1/sms?cursor=%27%20OR%201=1--", Status: 400, Code: "invalid", Msg: "is not one this API returned"},
+		// net/url drops a ';'-separated pair without a word: the cursor would be ignored and the
+		// feed restart from its first page.
+		{Name: "SMS feed with a ';' in the query", Method: "GET", Path: "/v1/sms?cursor=5;x=1", Status: 400, Code: "invalid", Msg: "query string is malformed"},
+		{Name: "SMS log of user +5", Method: "GET", Path: "/v1/users/+5/sms", Status: 400, Code: "invalid", Msg: "user id must be a positive integer"},
+		{Name: "SMS feed with limit +3", Method: "GET", Path: "/v1/sms?limit=%2B3", Status: 400, Code: "invalid", Msg: "limit must be a positive integer"},
 		{Name: "dead letters with SQL in the limit", Method: "GET", Path: "/v1/dead-letters?limit=1%20OR%201=1", Status: 400, Code: "invalid", Msg: "limit must be a positive integer"},
 		{Name: "audit with a negative limit", Method: "GET", Path: "/v1/audit?limit=-1", Status: 400, Code: "invalid", Msg: "limit must be a positive integer"},
 	}

@@ -67,6 +67,7 @@ func New(opts Options) *echo.Echo {
 		},
 	}))
 	e.Use(middleware.BodyLimit(opts.BodyLimit))
+	e.Use(StrictQuery)
 	e.Use(middleware.ContextTimeoutWithConfig(middleware.ContextTimeoutConfig{Timeout: opts.Timeout}))
 	e.Use(middleware.RequestLoggerWithConfig(middleware.RequestLoggerConfig{
 		LogStatus: true, LogURI: true, LogMethod: true, LogLatency: true, LogError: true,

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -200,4 +201,16 @@ func TestOperatorNeedsTheAdminTokenAndAName(t *testing.T) {
 	r, err = httpx.CheckReason("服务商故障已恢复 INC-12")
 	require.NoError(t, err)
 	require.Equal(t, "服务商故障已恢复 INC-12", r)
+}
+
+func TestDigitsTakesOnlyPlainDecimalIntegers(t *testing.T) {
+	for s, want := range map[string]int64{"0": 0, "7": 7, "007": 7, "9223372036854775807": math.MaxInt64} {
+		n, ok := httpx.Digits(s)
+		require.True(t, ok, s)
+		require.Equal(t, want, n, s)
+	}
+	for _, s := range []string{"", "+5", "-5", " 5", "5 ", "0x10", "1e3", "1_000", "9223372036854775808", "５"} {
+		_, ok := httpx.Digits(s)
+		require.False(t, ok, "%q", s)
+	}
 }

@@ -15,8 +15,8 @@ import (
 	"errors"
 	"io/fs"
 	"log/slog"
+	"math"
 	"net/http"
-	"strconv"
 
 	"github.com/labstack/echo/v4"
 
@@ -253,8 +253,8 @@ func listAudit(s *notify.Store) echo.HandlerFunc {
 }
 
 func positiveInt(s, what string) (int64, error) {
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n <= 0 {
+	n, ok := httpx.Digits(s)
+	if !ok || n <= 0 {
 		return 0, apperr.New(apperr.Invalid, "%s must be a positive integer, got %q", what, s)
 	}
 	return n, nil
@@ -265,9 +265,9 @@ func limitParam(c echo.Context) (int, error) {
 	if s == "" {
 		return 0, nil
 	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n <= 0 {
+	n, ok := httpx.Digits(s)
+	if !ok || n <= 0 || n > math.MaxInt32 {
 		return 0, apperr.New(apperr.Invalid, "limit must be a positive integer, got %q", s)
 	}
-	return n, nil
+	return int(n), nil
 }

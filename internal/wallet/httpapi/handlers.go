@@ -350,8 +350,8 @@ func listSagas(svc *wallet.Service) echo.HandlerFunc {
 // pathID parses the :id path parameter: a positive int64, else 400.
 func pathID(c echo.Context, what string) (int64, error) {
 	raw := c.Param("id")
-	id, err := strconv.ParseInt(raw, 10, 64)
-	if err != nil || id <= 0 || strings.HasPrefix(raw, "+") {
+	id, ok := httpx.Digits(raw)
+	if !ok || id <= 0 {
 		return 0, apperr.New(apperr.Invalid, "%s must be a positive 64-bit integer, got %q", what, raw)
 	}
 	return id, nil
@@ -363,8 +363,8 @@ func queryInt(c echo.Context, name string, min int64) (int64, error) {
 	if raw == "" {
 		return 0, nil
 	}
-	n, err := strconv.ParseInt(raw, 10, 64)
-	if err != nil || n < min || strings.HasPrefix(raw, "+") {
+	n, ok := httpx.Digits(raw)
+	if !ok || n < min {
 		return 0, apperr.New(apperr.Invalid, "query parameter %s must be an integer >= %d, got %q", name, min, raw)
 	}
 	return n, nil
