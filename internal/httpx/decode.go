@@ -8,13 +8,12 @@ import (
 	"io"
 	"net/http"
 	"reflect"
-	"strings"
-	"sync"
 	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/walletsaga/walletsaga/internal/apperr"
+	"github.com/walletsaga/walletsaga/internal/jsonkeys"
 )
 
 // decodeStrict decodes one JSON object into v. Beyond encoding/json with unknown fields
@@ -46,92 +45,17 @@ func decodeStrict(r io.Reader, v any) error {
 // checkKeys requires body (one valid JSON value) to be an object whose keys each appear once
 // and, when v points to a struct, are the JSON names of its fields, spelled exactly.
 func checkKeys(body []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	tok, err := dec.Token()
-	if err != nil {
-		return decodeError(err)
-	}
-	if tok != json.Delim('{') {
-		return apperr.New(apperr.Invalid, "request body must be a JSON object, got %s", jsonKind(tok))
-	}
-	known := jsonFieldNames(reflect.TypeOf(v))
-	seen := map[string]bool{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return decodeError(err)
-		}
-		key, _ := tok.(string)
-		if known != nil && !known[key] {
-			return apperr.New(apperr.Invalid, "unknown field %q", key)
-		}
-		if seen[key] {
-			return apperr.New(apperr.Invalid, "field %q appears twice", key)
-		}
-		seen[key] = true
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return decodeError(err)
-		}
-	}
-	return nil
-}
-
-func jsonKind(tok json.Token) string {
-	switch tok.(type) {
-	case nil:
-		return "null"
-	case bool:
-		return "bool"
-	case json.Number, float64:
-		return "number"
-	case string:
-		return "string"
-	}
-	return "array"
-}
-
-var fieldNames sync.Map // reflect.Type → map[string]bool
-
-// jsonFieldNames returns the JSON names of the fields encoding/json would fill in *T for t
-// = *T with T a struct, and nil for any other type.
-func jsonFieldNames(t reflect.Type) map[string]bool {
-	if t == nil || t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
+	err := jsonkeys.Check(body, jsonkeys.FieldNames(reflect.TypeOf(v)))
+	var ke *jsonkeys.Error
+	switch {
+	case err == nil:
 		return nil
+	case !errors.As(err, &ke):
+		return decodeError(err)
+	case ke.Problem == jsonkeys.NotObject:
+		return apperr.New(apperr.Invalid, "request body must be a JSON object, got %s", ke.Kind)
 	}
-	if names, ok := fieldNames.Load(t); ok {
-		return names.(map[string]bool)
-	}
-	names := map[string]bool{}
-	addFieldNames(t.Elem(), names)
-	fieldNames.Store(t, names)
-	return names
-}
-
-func addFieldNames(t reflect.Type, names map[string]bool) {
-	for i := range t.NumField() {
-		f := t.Field(i)
-		tag := f.Tag.Get("json")
-		if tag == "-" {
-			continue
-		}
-		name, _, _ := strings.Cut(tag, ",")
-		ft := f.Type
-		if ft.Kind() == reflect.Pointer {
-			ft = ft.Elem()
-		}
-		if f.Anonymous && name == "" && ft.Kind() == reflect.Struct {
-			addFieldNames(ft, names) // an embedded struct's fields are the outer one's
-			continue
-		}
-		if !f.IsExported() {
-			continue
-		}
-		if name == "" {
-			name = f.Name
-		}
-		names[name] = true
-	}
+	return apperr.New(apperr.Invalid, "%s", ke.Error())
 }
 
 func decodeError(err error) error {

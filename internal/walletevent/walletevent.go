@@ -11,9 +11,10 @@ import (
 	"io"
 	"reflect"
 	"strconv"
-	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/walletsaga/walletsaga/internal/jsonkeys"
 )
 
 // Version is the body version this code writes and reads.
@@ -173,41 +174,13 @@ func Decode(body []byte) (Event, error) {
 }
 
 // fieldNames are the JSON keys of Event.
-var fieldNames = func() map[string]bool {
-	names := map[string]bool{}
-	t := reflect.TypeFor[Event]()
-	for i := range t.NumField() {
-		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
-		names[name] = true
-	}
-	return names
-}()
+var fieldNames = jsonkeys.FieldNames(reflect.TypeFor[Event]())
 
 // checkKeys requires the keys of the object body (already decoded once) to be field names,
 // spelled exactly, each at most once.
 func checkKeys(body []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return errors.New("walletevent: the body is not a JSON object")
-	}
-	seen := make(map[string]bool, len(fieldNames))
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return fmt.Errorf("walletevent: decode: %w", err)
-		}
-		key, _ := tok.(string)
-		switch {
-		case !fieldNames[key]:
-			return fmt.Errorf("walletevent: unknown field %q", key)
-		case seen[key]:
-			return fmt.Errorf("walletevent: field %q appears twice", key)
-		}
-		seen[key] = true
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return fmt.Errorf("walletevent: decode: %w", err)
-		}
+	if err := jsonkeys.Check(body, fieldNames); err != nil {
+		return fmt.Errorf("walletevent: %w", err)
 	}
 	return nil
 }

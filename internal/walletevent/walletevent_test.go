@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/walletsaga/walletsaga/internal/jsonkeys"
 	"github.com/walletsaga/walletsaga/internal/walletevent"
 )
 
@@ -223,18 +224,8 @@ func FuzzDecode(f *testing.F) {
 // objectKeys returns the keys of the JSON object body, in order, repeats included.
 func objectKeys(t *testing.T, body []byte) []string {
 	t.Helper()
-	dec := json.NewDecoder(bytes.NewReader(body))
-	tok, err := dec.Token()
-	require.NoError(t, err)
-	require.Equal(t, json.Delim('{'), tok, "not an object: %q", body)
-	var keys []string
-	for dec.More() {
-		tok, err := dec.Token()
-		require.NoError(t, err)
-		keys = append(keys, tok.(string))
-		var v json.RawMessage
-		require.NoError(t, dec.Decode(&v))
-	}
+	keys, err := jsonkeys.Keys(body)
+	require.NoError(t, err, "not an object: %q", body)
 	return keys
 }
 
