@@ -49,6 +49,8 @@ func main() {
 // always fail, so they are dead-lettered, and only theirs may be.
 const failPhonePattern = `0000$`
 
+var failPhone = regexp.MustCompile(failPhonePattern)
+
 // serviceToken is walletsvc's documented dev token; the run sets it explicitly.
 const serviceToken = "walletsaga-dev-service-token"
 
@@ -240,7 +242,7 @@ func (r *chaosRun) do(ctx context.Context) (Result, []string, error) {
 	}
 	failing := 0
 	for _, u := range users {
-		if regexp.MustCompile(failPhonePattern).MatchString(u.phone) {
+		if failPhone.MatchString(u.phone) {
 			failing++
 		}
 	}
@@ -294,7 +296,7 @@ func (r *chaosRun) do(ctx context.Context) (Result, []string, error) {
 	r.printf("chaos: quiet %s after the load\n", time.Since(quietStart).Round(100*time.Millisecond))
 
 	r.reportImpacts(ctx)
-	res, err := Audit(ctx, db, regexp.MustCompile(failPhonePattern))
+	res, err := Audit(ctx, db, failPhone)
 	if err != nil {
 		return Result{}, nil, fmt.Errorf("audit: %w", err)
 	}
