@@ -284,6 +284,11 @@ func (dc *defaultConsumer) start() error {
 
 		dc.option.ChangeInstanceNameToPID()
 		dc.storage = NewRemoteOffsetStore(dc.consumerGroup, dc.client, dc.client.GetNameSrv())
+		// WALLETSAGA PATCH 4: a new group that starts from the last offset (or a timestamp)
+		// must not be told "offset 0" by the broker while the queue is young.
+		if rs, ok := dc.storage.(*remoteBrokerOffsetStore); ok && dc.option.FromWhere != ConsumeFromFirstOffset {
+			rs.notFoundIsNotZero = true
+		}
 	} else {
 		dc.storage = NewLocalFileOffsetStore(dc.consumerGroup, dc.client.ClientID())
 	}

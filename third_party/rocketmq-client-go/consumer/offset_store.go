@@ -247,6 +247,10 @@ type remoteBrokerOffsetStore struct {
 	client      internal.RMQClient
 	namesrv     internal.Namesrvs
 	mutex       sync.RWMutex
+	// WALLETSAGA PATCH 4: set for a consumer that starts from the last offset or a
+	// timestamp, so that the broker does not answer "offset 0" for a group it has never
+	// seen (see QueryConsumerOffsetRequestHeader.NotFoundIsNotZero).
+	notFoundIsNotZero bool
 }
 
 func NewRemoteOffsetStore(group string, client internal.RMQClient, namesrv internal.Namesrvs) OffsetStore {
@@ -387,10 +391,11 @@ func (r *remoteBrokerOffsetStore) fetchConsumeOffsetFromBroker(group string, mq 
 		return int64(-1), fmt.Errorf("broker: %s address not found", mq.BrokerName)
 	}
 	queryOffsetRequest := &internal.QueryConsumerOffsetRequestHeader{
-		ConsumerGroup: group,
-		Topic:         mq.Topic,
-		QueueId:       mq.QueueId,
-		BrokerName:    mq.BrokerName,
+		ConsumerGroup:     group,
+		Topic:             mq.Topic,
+		QueueId:           mq.QueueId,
+		BrokerName:        mq.BrokerName,
+		NotFoundIsNotZero: r.notFoundIsNotZero,
 	}
 	cmd := remote.NewRemotingCommand(internal.ReqQueryConsumerOffset, queryOffsetRequest, nil)
 	res, err := r.client.InvokeSync(context.Background(), broker, cmd, 3*time.Second)

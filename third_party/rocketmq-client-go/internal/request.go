@@ -269,6 +269,10 @@ type QueryConsumerOffsetRequestHeader struct {
 	Topic         string
 	QueueId       int
 	BrokerName    string
+	// WALLETSAGA PATCH 4: NotFoundIsNotZero asks the broker to answer QUERY_NOT_FOUND for a
+	// group without an offset, instead of offset 0 while the queue's messages are in memory
+	// (setZeroIfNotFound=false, as the Java client sends since apache/rocketmq#4909).
+	NotFoundIsNotZero bool
 }
 
 func (request *QueryConsumerOffsetRequestHeader) Encode() map[string]string {
@@ -277,6 +281,9 @@ func (request *QueryConsumerOffsetRequestHeader) Encode() map[string]string {
 	maps["topic"] = request.Topic
 	maps["queueId"] = strconv.Itoa(request.QueueId)
 	maps["bname"] = request.BrokerName
+	if request.NotFoundIsNotZero {
+		maps["setZeroIfNotFound"] = "false"
+	}
 	return maps
 }
 
