@@ -30,6 +30,15 @@ type SMS struct {
 // dead-letters the message at once. Wrap it: fmt.Errorf("...: %w", ErrPermanent).
 var ErrPermanent = errors.New("notify: permanent send failure")
 
+// ErrAlreadyDelivered means the provider has this SMS already under its idempotency key (a
+// 409 to a repeated key): it counts as delivered.
+var ErrAlreadyDelivered = errors.New("notify: the provider already has this SMS")
+
+// ErrProviderUnavailable marks a failure of the provider as a whole rather than of one SMS:
+// a 5xx, 408 or 429, a timeout, a refused or broken connection. It is retried like any
+// failure, and the provider breaker counts it.
+var ErrProviderUnavailable = errors.New("notify: SMS provider unavailable")
+
 // Sender delivers one SMS. tx is the gate's transaction, which also records the SMS as sent
 // and advances the user's progress: a sender that writes to the database (the log sender)
 // does so in tx, so its SMS exists exactly once; a remote sender ignores tx and relies on the
