@@ -114,13 +114,13 @@ func drainRaw(ctx context.Context, namesrv []string, group, topic string, want i
 		first, last atomic.Int64
 	)
 	c, err := ordering.NewOrderlyConsumer(ordering.ConsumerConfig{
-		Namesrv: namesrv, Group: group, Topic: topic, MaxReconsumeTimes: 16, FromFirstOffset: true, Logger: log,
-	}, func(_ context.Context, _ ordering.Delivery) ordering.Result {
+		Namesrv: namesrv, Group: group, Topic: topic, FromFirstOffset: true, Logger: log,
+	}, func(_ context.Context, batch []ordering.Delivery) error {
 		now := time.Now().UnixNano()
 		first.CompareAndSwap(0, now)
 		last.Store(now)
-		n.Add(1)
-		return ordering.Ack()
+		n.Add(int64(len(batch)))
+		return nil
 	})
 	if err != nil {
 		return 0, 0, 0, err

@@ -172,17 +172,17 @@ func forEach(rows pgx.Rows, f func(pgx.CollectableRow) error) error {
 // Quiet reports whether the pipeline has nothing left to do: no saga running, no outbox row
 // unpublished, no event without a finished notification. It also says what is left.
 func Quiet(ctx context.Context, db *pgxpool.Pool) (bool, string, error) {
-	var running, unpublished, unfinished, parked int
+	var running, unpublished, unfinished, pending int
 	err := db.QueryRow(ctx, `SELECT
 		(SELECT count(*) FROM sagas WHERE state IN ('running', 'compensating')),
 		(SELECT count(*) FROM wallet_events WHERE published_at IS NULL),
 		(SELECT count(*) FROM wallet_events e WHERE NOT EXISTS (SELECT 1 FROM notify.notifications n
 			WHERE n.user_id = e.user_id AND n.seq = e.seq AND n.status IN ('sent', 'dead_lettered'))),
-		(SELECT count(*) FROM notify.notifications WHERE status = 'parked')`).Scan(&running, &unpublished, &unfinished, &parked)
+		(SELECT count(*) FROM notify.notifications WHERE status = 'pending')`).Scan(&running, &unpublished, &unfinished, &pending)
 	if err != nil {
 		return false, "", err
 	}
-	left := fmt.Sprintf("sagas_running=%d unpublished=%d sms_unfinished=%d parked=%d", running, unpublished, unfinished, parked)
+	left := fmt.Sprintf("sagas_running=%d unpublished=%d sms_unfinished=%d inbox_pending=%d", running, unpublished, unfinished, pending)
 	return running+unpublished+unfinished == 0, left, nil
 }
 

@@ -127,7 +127,7 @@ func TestAuditCountsEachDefect(t *testing.T) {
 	quiet, left, err := Quiet(ctx, pool)
 	require.NoError(t, err)
 	require.False(t, quiet)
-	require.Equal(t, "sagas_running=1 unpublished=1 sms_unfinished=1 parked=0", left)
+	require.Equal(t, "sagas_running=1 unpublished=1 sms_unfinished=1 inbox_pending=0", left)
 }
 
 // A fault's impact is read from the SMS log: the longest silence after it, and the slowest

@@ -148,8 +148,8 @@ func queueOf(user int64, queues int) int {
 // TestPoisonedUserIsDeadLetteredAndOthersProceed: a user whose phone always fails gets
 // exactly the configured attempts per SMS, each then dead-lettered (recorded, and in the
 // DLQ), and that user's next SMS still goes out; a deposit of 4.04 fails the same way for a
-// healthy user, whose next SMS follows. Users sharing the poisoned user's queue are held up
-// meanwhile; the test measures for how long.
+// healthy user, whose next SMS follows. A user sharing the poisoned user's queue is not held
+// up by it; the test reports how long its SMS took.
 func TestPoisonedUserIsDeadLetteredAndOthersProceed(t *testing.T) {
 	t.Parallel()
 	s := newStack(t)
@@ -233,8 +233,8 @@ func TestDuplicatesGapsAndBadMessages(t *testing.T) {
 	}
 	send(1, ev(1, 100, 100))
 	send(3, ev(3, 300, 600))
-	waitFor(t, 30*time.Second, "the gate to wait on seq 2", func() bool {
-		return s.count(`SELECT count(*) FROM notify.progress WHERE user_id = $1 AND waiting_seq = 3`, user) == 1
+	waitFor(t, 30*time.Second, "the user to wait on the gap at seq 2", func() bool {
+		return s.count(`SELECT count(*) FROM notify.progress WHERE user_id = $1 AND gap_since IS NOT NULL AND last_seq = 1`, user) == 1
 	})
 	require.Equal(t, 1, s.count(`SELECT count(*) FROM notify.sms_log WHERE user_id = $1`, user), "seq 3 is not sent before seq 2")
 	send(2, ev(2, 200, 300))

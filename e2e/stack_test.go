@@ -23,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/walletsaga/walletsaga/internal/e2etest"
+	"github.com/walletsaga/walletsaga/internal/ordering"
 	"github.com/walletsaga/walletsaga/internal/rmqtest"
 	"github.com/walletsaga/walletsaga/internal/testdb"
 )
@@ -68,11 +69,17 @@ func newStack(t *testing.T) *stack {
 	pool, dbURL := testdb.New(t)
 	s := &stack{t: t, broker: b, pool: pool, dbURL: dbURL, topic: rmqtest.Unique("e2e-events"), group: rmqtest.Unique("e2e-notifier")}
 	b.CreateTopic(t, s.topic, 8)
+	// The notifier publishes its dead letters to its group's DLQ topic, which (like any
+	// topic here) must exist first.
+	b.CreateTopic(t, ordering.DLQTopic(s.group), 1)
 	s.env = map[string]string{
 		"DATABASE_URL": dbURL, "ROCKETMQ_NAMESRV": b.Namesrv, "WALLET_EVENTS_TOPIC": s.topic,
 		"PRODUCER_GROUP": rmqtest.Unique("e2e-relay"), "CONSUMER_GROUP": s.group,
-		"SMS_MAX_ATTEMPTS": "3", "SMS_RETRY_BASE": "50ms", "QUEUE_SUSPEND": "100ms", "LOG_LEVEL": "warn",
-		"MIGRATE_ON_START": "true",
+		// Failing SMS are dead-lettered after 3 quick attempts, and the story's failure
+		// switches are on, as in the demo.
+		"SMS_MAX_ATTEMPTS": "3", "SMS_RETRY_BASE": "50ms", "SMS_DEAD_LETTER_AFTER": "0s",
+		"SMS_FAIL_PHONE_PATTERN": "0000$", "SMS_FAIL_AMOUNT": "404",
+		"QUEUE_SUSPEND": "100ms", "LANE_POLL": "100ms", "LOG_LEVEL": "warn", "MIGRATE_ON_START": "true",
 	}
 	return s
 }
@@ -334,10 +341,10 @@ func (s *stack) logProgress(interval time.Duration, notifiers ...*proc) (stop fu
 				return
 			case <-t.C:
 			}
-			var events, published, sms, parked int
+			var events, published, sms, pending int
 			_ = s.pool.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM wallet_events), (SELECT count(*) FROM wallet_events WHERE published_at IS NOT NULL),
-				(SELECT count(*) FROM notify.sms_log), (SELECT count(*) FROM notify.notifications WHERE status = 'parked')`).Scan(&events, &published, &sms, &parked)
-			line := fmt.Sprintf("progress: events=%d published=%d sms=%d parked=%d", events, published, sms, parked)
+				(SELECT count(*) FROM notify.sms_log), (SELECT count(*) FROM notify.notifications WHERE status = 'pending')`).Scan(&events, &published, &sms, &pending)
+			line := fmt.Sprintf("progress: events=%d published=%d sms=%d inbox_pending=%d", events, published, sms, pending)
 			for i, n := range notifiers {
 				if resp, err := http.Get(n.url + "/v1/gate"); err == nil {
 					b, _ := io.ReadAll(resp.Body)

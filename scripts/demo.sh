@@ -39,7 +39,11 @@ trap 'echo; say "stopping walletsvc and notifier (Postgres and RocketMQ keep run
 
 HTTP_ADDR="$WALLETSVC_ADDR" LOG_LEVEL=warn bin/walletsvc serve >"$RUN/walletsvc.log" 2>&1 &
 pids+=($!)
-HTTP_ADDR="$NOTIFIER_ADDR" LOG_LEVEL=warn bin/notifier run >"$RUN/notifier.log" 2>&1 &
+# The story's failing SMS (Bob's 4.04) is retried 3 times then dead-lettered within a second,
+# so the demo can show the next one going out: demo settings, not the production policy
+# (8 attempts over at least 15 minutes). The failure switches are the story's.
+HTTP_ADDR="$NOTIFIER_ADDR" LOG_LEVEL=warn SMS_MAX_ATTEMPTS=3 SMS_RETRY_BASE=200ms SMS_DEAD_LETTER_AFTER=0s \
+	SMS_FAIL_PHONE_PATTERN='0000$' SMS_FAIL_AMOUNT=404 bin/notifier run >"$RUN/notifier.log" 2>&1 &
 pids+=($!)
 for addr in "$WALLETSVC_ADDR" "$NOTIFIER_ADDR"; do
 	for _ in $(seq 1 300); do

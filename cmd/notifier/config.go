@@ -25,18 +25,26 @@ type config struct {
 	LogLevel        string
 	ShutdownTimeout time.Duration
 
-	Sender         string // log | webhook
-	WebhookURL     string
-	SendTimeout    time.Duration
-	FailPhone      *regexp.Regexp
-	FailAmount     int64
-	MaxAttempts    int
-	RetryBase      time.Duration
-	SuspendDelay   time.Duration
-	ParkAfter      time.Duration
-	HandlerTimeout time.Duration
-	AdminToken     string
-	Reconcile      bool
+	Sender          string // log | webhook
+	WebhookURL      string
+	SendTimeout     time.Duration
+	FailPhone       *regexp.Regexp
+	FailAmount      int64
+	Workers         int
+	Retry           notify.RetryPolicy
+	BreakerFailures int
+	BreakerOpen     time.Duration
+	BreakerOpenMax  time.Duration
+	LaneLease       time.Duration
+	LanePoll        time.Duration
+	ConsumeFrom     string // first | last
+	ConsumeBatch    int
+	ConsumeBuffer   int
+	GapAlertAfter   time.Duration
+	SuspendDelay    time.Duration
+	HandlerTimeout  time.Duration
+	AdminToken      string
+	Reconcile       bool
 
 	failPhone      string
 	failAmount     int
@@ -61,11 +69,23 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	f.Duration(&c.SendTimeout, "SMS_TIMEOUT", notify.DefaultWebhookTimeout, "timeout of one webhook call")
 	f.String(&c.failPhone, "SMS_FAIL_PHONE_PATTERN", notify.DefaultFailPhonePattern, `SMS to phones matching this regexp always fail ("off" disables)`)
 	f.Int(&c.failAmount, "SMS_FAIL_AMOUNT", notify.DefaultFailAmount, "SMS for events of this amount (minor units, either sign) always fail (0 disables)")
-	f.Int(&c.MaxAttempts, "SMS_MAX_ATTEMPTS", 3, "attempts per SMS before it is dead-lettered")
-	f.Duration(&c.RetryBase, "SMS_RETRY_BASE", 200*time.Millisecond, "first backoff after a failed attempt (doubles, capped at 5s)")
-	f.Duration(&c.SuspendDelay, "QUEUE_SUSPEND", time.Second, "default pause of a queue on retry")
-	f.Duration(&c.ParkAfter, "PARK_AFTER", time.Second, "how long a message waits for a missing predecessor before it is parked in Postgres and its queue moves on")
-	f.Duration(&c.HandlerTimeout, "HANDLER_TIMEOUT", 30*time.Second, "bound on handling one message")
+	f.Int(&c.Workers, "SMS_WORKERS", 64, "delivery workers: how many users are sent to at once (each user's SMS go one after the other, in order)")
+	dp := notify.DefaultRetryPolicy
+	f.Duration(&c.Retry.Base, "SMS_RETRY_BASE", dp.Base, "wait after an SMS's first failed attempt; doubles with each further failure (with jitter)")
+	f.Duration(&c.Retry.Max, "SMS_RETRY_MAX", dp.Max, "longest wait between two attempts of one SMS")
+	f.Int(&c.Retry.MaxAttempts, "SMS_MAX_ATTEMPTS", dp.MaxAttempts, "attempts an SMS gets before it may be dead-lettered (SMS_DEAD_LETTER_AFTER must have passed too)")
+	f.Duration(&c.Retry.DeadLetterAfter, "SMS_DEAD_LETTER_AFTER", dp.DeadLetterAfter, "time since an SMS's first attempt before it may be dead-lettered (SMS_MAX_ATTEMPTS must be spent too); a 4xx other than 408/409/429 dead-letters at once")
+	f.Int(&c.BreakerFailures, "SMS_BREAKER_FAILURES", 5, "provider-wide failures in a row (5xx, timeouts, refused connections), each for a different user, that open the provider breaker")
+	f.Duration(&c.BreakerOpen, "SMS_BREAKER_OPEN", time.Second, "how long the open breaker holds SMS back before a probe; doubles after each failed probe")
+	f.Duration(&c.BreakerOpenMax, "SMS_BREAKER_OPEN_MAX", 3*time.Second, "longest pause of the open breaker between probes")
+	f.Duration(&c.LaneLease, "LANE_LEASE", 30*time.Second, "how long a delivery worker holds a user without recording anything; a notifier that dies leaves its users to the others after that (one restarted under the same CONSUMER_INSTANCE takes them back at once)")
+	f.Duration(&c.LanePoll, "LANE_POLL", 500*time.Millisecond, "how often idle workers look for due SMS (retries coming due, SMS another replica received)")
+	f.String(&c.ConsumeFrom, "CONSUME_FROM", "first", "where a NEW consumer group starts: first (every message the topic still holds) or last (only what is published from now; a user first seen at seq n > 1 starts at n, recorded as a baseline in GET /v1/gate)")
+	f.Int(&c.ConsumeBatch, "CONSUME_BATCH", 32, "messages of one queue written to the inbox in one transaction, at most")
+	f.Int(&c.ConsumeBuffer, "CONSUME_BUFFER", 2048, "messages the consumer pulls ahead, across its queues (bounds memory while draining a backlog)")
+	f.Duration(&c.GapAlertAfter, "GAP_ALERT_AFTER", 2*time.Minute, "a user whose next SMS has not arrived while later ones wait is listed as an alert in GET /v1/gate and /metrics after this long")
+	f.Duration(&c.SuspendDelay, "QUEUE_SUSPEND", time.Second, "pause of a queue whose batch the database could not take")
+	f.Duration(&c.HandlerTimeout, "HANDLER_TIMEOUT", 30*time.Second, "bound on writing one batch to the inbox")
 	f.Secret(&c.AdminToken, "ADMIN_TOKEN", "bearer token of the operator endpoints (empty: they are disabled)")
 	f.String(&c.adminTokenFile, "ADMIN_TOKEN_FILE", "", "file holding ADMIN_TOKEN (for secrets mounted as files)")
 	f.Bool(&c.Reconcile, "DLQ_RECONCILE", true, "read the dead-letter queue and record what the gate did not")
@@ -112,20 +132,53 @@ func (c config) validate() error {
 	if c.SendTimeout <= 0 {
 		p.Addf("SMS_TIMEOUT", "must be positive, got %s", c.SendTimeout)
 	}
-	if c.MaxAttempts < 1 || c.MaxAttempts > 100 {
-		p.Addf("SMS_MAX_ATTEMPTS", "must be 1–100, got %d", c.MaxAttempts)
+	if c.Workers < 1 || c.Workers > 1024 {
+		p.Addf("SMS_WORKERS", "must be 1–1024, got %d", c.Workers)
 	}
-	if c.RetryBase <= 0 {
-		p.Addf("SMS_RETRY_BASE", "must be positive, got %s", c.RetryBase)
+	if c.Retry.MaxAttempts < 1 || c.Retry.MaxAttempts > 1000 {
+		p.Addf("SMS_MAX_ATTEMPTS", "must be 1–1000, got %d", c.Retry.MaxAttempts)
 	}
-	if c.ParkAfter <= 0 {
-		p.Addf("PARK_AFTER", "must be positive, got %s", c.ParkAfter)
+	if c.Retry.Base <= 0 {
+		p.Addf("SMS_RETRY_BASE", "must be positive, got %s", c.Retry.Base)
+	}
+	if c.Retry.Max < c.Retry.Base {
+		p.Addf("SMS_RETRY_MAX", "must be at least SMS_RETRY_BASE (%s), got %s", c.Retry.Base, c.Retry.Max)
+	}
+	if c.Retry.DeadLetterAfter < 0 {
+		p.Addf("SMS_DEAD_LETTER_AFTER", "must not be negative, got %s", c.Retry.DeadLetterAfter)
+	}
+	if c.BreakerFailures < 1 {
+		p.Addf("SMS_BREAKER_FAILURES", "must be at least 1, got %d", c.BreakerFailures)
+	}
+	if c.BreakerOpen <= 0 {
+		p.Addf("SMS_BREAKER_OPEN", "must be positive, got %s", c.BreakerOpen)
+	}
+	if c.BreakerOpenMax < c.BreakerOpen {
+		p.Addf("SMS_BREAKER_OPEN_MAX", "must be at least SMS_BREAKER_OPEN (%s), got %s", c.BreakerOpen, c.BreakerOpenMax)
+	}
+	if c.LaneLease < 2*c.SendTimeout+time.Second {
+		p.Addf("LANE_LEASE", "must be at least twice SMS_TIMEOUT plus a second (%s), got %s", 2*c.SendTimeout+time.Second, c.LaneLease)
+	}
+	if c.LanePoll <= 0 {
+		p.Addf("LANE_POLL", "must be positive, got %s", c.LanePoll)
+	}
+	if c.ConsumeFrom != "first" && c.ConsumeFrom != "last" {
+		p.Addf("CONSUME_FROM", "must be first or last, got %q", c.ConsumeFrom)
+	}
+	if c.ConsumeBatch < 1 || c.ConsumeBatch > 1024 {
+		p.Addf("CONSUME_BATCH", "must be 1–1024, got %d", c.ConsumeBatch)
+	}
+	if c.ConsumeBuffer < c.ConsumeBatch || c.ConsumeBuffer > 1000000 {
+		p.Addf("CONSUME_BUFFER", "must be between CONSUME_BATCH (%d) and 1000000, got %d", c.ConsumeBatch, c.ConsumeBuffer)
+	}
+	if c.GapAlertAfter <= 0 {
+		p.Addf("GAP_ALERT_AFTER", "must be positive, got %s", c.GapAlertAfter)
 	}
 	if c.SuspendDelay <= 0 {
 		p.Addf("QUEUE_SUSPEND", "must be positive, got %s", c.SuspendDelay)
 	}
-	if c.HandlerTimeout <= c.SendTimeout {
-		p.Addf("HANDLER_TIMEOUT", "must be longer than SMS_TIMEOUT (%s), got %s", c.SendTimeout, c.HandlerTimeout)
+	if c.HandlerTimeout <= 0 {
+		p.Addf("HANDLER_TIMEOUT", "must be positive, got %s", c.HandlerTimeout)
 	}
 	if c.AdminToken != "" && len(c.AdminToken) < 16 {
 		p.Addf("ADMIN_TOKEN", "must be at least 16 characters when set")

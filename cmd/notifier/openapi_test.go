@@ -4,6 +4,7 @@ import (
 	"io"
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -11,7 +12,6 @@ import (
 	"github.com/walletsaga/walletsaga/internal/notify"
 	"github.com/walletsaga/walletsaga/internal/notify/httpapi"
 	"github.com/walletsaga/walletsaga/internal/openapicheck"
-	"github.com/walletsaga/walletsaga/internal/ordering"
 	"github.com/walletsaga/walletsaga/internal/testdb"
 )
 
@@ -22,8 +22,11 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 	t.Parallel()
 	pool, _ := testdb.New(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	gate := ordering.NewGate(pool, ordering.GateConfig{Logger: log})
-	e := newServer(config{}, log, pool, gate, nil, notify.NewLogSender(nil), metrics.NewRegistry())
+	store := notify.NewStore(pool)
+	lanes, err := notify.NewLanes(store, notify.LaneConfig{Owner: "openapi-test", Policy: notify.DefaultRetryPolicy, Sender: notify.NewLogSender(nil), Logger: log})
+	require.NoError(t, err)
+	gate := &httpapi.Gate{Lanes: lanes, Inbox: notify.NewInbox(store, false, nil, log), GapAlertAfter: time.Minute}
+	e := newServer(config{}, log, pool, gate, notify.NewLogSender(nil), metrics.NewRegistry())
 
 	openapicheck.RequireServed(t, e, httpapi.OpenAPI, "internal/notify/httpapi/openapi.yaml")
 	require.Len(t, openapicheck.Routes(e.Routes()), 15)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"log/slog"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -12,23 +11,17 @@ import (
 	"github.com/walletsaga/walletsaga/internal/metrics"
 	"github.com/walletsaga/walletsaga/internal/notify"
 	"github.com/walletsaga/walletsaga/internal/notify/httpapi"
-	"github.com/walletsaga/walletsaga/internal/notify/pipeline"
-	"github.com/walletsaga/walletsaga/internal/ordering"
 )
 
 // newServer builds the notifier's HTTP server: probes, /metrics, and the API of
 // internal/notify/httpapi (SMS log, gate, operator actions, page, /openapi.yaml). This is
 // every route; cmd/notifier's OpenAPI test checks the document against it.
-func newServer(cfg config, log *slog.Logger, pool *pgxpool.Pool, gate *ordering.Gate, pipe *pipeline.Pipeline,
+func newServer(cfg config, log *slog.Logger, pool *pgxpool.Pool, gate *httpapi.Gate,
 	sender notify.Sender, reg *prometheus.Registry, checks ...httpx.Check,
 ) *echo.Echo {
 	e := httpx.New(httpx.Options{Logger: log})
 	httpx.Probes(e, checks...)
 	httpx.Handler(e, "/metrics", metrics.Handler(reg, log))
-	d := httpapi.Deps{Store: notify.NewStore(pool), Sender: sender, Gate: gate, AdminToken: cfg.AdminToken, Logger: log}
-	if pipe != nil {
-		d.Drain = func(ctx context.Context) { pipe.DrainParked(ctx) }
-	}
-	httpapi.Register(e, d)
+	httpapi.Register(e, httpapi.Deps{Store: notify.NewStore(pool), Sender: sender, Gate: gate, AdminToken: cfg.AdminToken, Logger: log})
 	return e
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"strings"
 	"time"
 
@@ -15,7 +16,7 @@ import (
 	"github.com/walletsaga/walletsaga/internal/httpx"
 	"github.com/walletsaga/walletsaga/internal/metrics"
 	"github.com/walletsaga/walletsaga/internal/notify"
-	"github.com/walletsaga/walletsaga/internal/notify/pipeline"
+	"github.com/walletsaga/walletsaga/internal/notify/httpapi"
 	"github.com/walletsaga/walletsaga/internal/ordering"
 	"github.com/walletsaga/walletsaga/internal/pg"
 	"github.com/walletsaga/walletsaga/migrations"
@@ -103,6 +104,20 @@ func suffixed(name, suffix string) string {
 	return name + suffix
 }
 
+// laneOwner names this process in the leases its delivery workers take: the stable
+// CONSUMER_INSTANCE when set (a restart under it takes its predecessor's leases back), else a
+// name of its own.
+func laneOwner(instance string) string {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "unknown-host"
+	}
+	if instance != "" {
+		return host + "/" + instance
+	}
+	return fmt.Sprintf("%s/pid-%d-%d", host, os.Getpid(), time.Now().UnixNano())
+}
+
 func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) error {
 	pool, err := pg.Open(ctx, cfg.DatabaseURL, 24)
 	if err != nil {
@@ -115,7 +130,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 		}
 	}
 	if cfg.Instance != "" {
-		claim, err := ordering.ClaimInstance(ctx, pool, cfg.ConsumerGroup, cfg.Instance, log)
+		claim, err := notify.ClaimInstance(ctx, pool, cfg.ConsumerGroup, cfg.Instance, log)
 		if err != nil {
 			return fmt.Errorf("CONSUMER_INSTANCE: %w", err)
 		}
@@ -134,58 +149,102 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 	}
 	reg := metrics.NewRegistry()
 	sender = notify.ObservedSender{Inner: sender, Observe: metrics.NewSMS(reg)}
-	gate := ordering.NewGate(pool, ordering.GateConfig{
-		MaxAttempts: cfg.MaxAttempts, RetryBase: cfg.RetryBase, ParkAfter: cfg.ParkAfter, IsPermanent: pipeline.IsPermanent, Logger: log,
+	store := notify.NewStore(pool)
+
+	dlqProducer, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: namesrv, Group: cfg.ConsumerGroup + "-dlq-publisher",
+		Instance: suffixed(cfg.Instance, "-dlq-publisher"), Logger: log})
+	if err != nil {
+		return err
+	}
+	defer dlqProducer.Shutdown() //nolint:errcheck
+	dlq := ordering.NewDeadLetterPublisher(dlqProducer, cfg.ConsumerGroup)
+	publisher := notify.NewDLQPublisher(store, dlq, 0, log)
+	dlqRoute := ordering.NewRouteCheck(namesrv, dlq.Topic())
+	if err := dlqRoute.Check(ctx); err != nil {
+		// Not fatal: dead letters stay recorded in Postgres and are published once it exists.
+		log.Error("the dead-letter topic is not writable; dead letters are kept in Postgres until it is (create it: mqadmin updateTopic -t '"+
+			dlq.Topic()+"' -r 1 -w 1)", "topic", dlq.Topic(), "err", err)
+	}
+	_ = dlqRoute.Close()
+	breaker := notify.NewBreaker(notify.BreakerConfig{Failures: cfg.BreakerFailures, Open: cfg.BreakerOpen, OpenMax: cfg.BreakerOpenMax,
+		OnChange: func(from, to string) { log.Warn("SMS provider breaker", "from", from, "to", to) }})
+	lanes, err := notify.NewLanes(store, notify.LaneConfig{
+		Workers: cfg.Workers, Owner: laneOwner(cfg.Instance), Lease: cfg.LaneLease, Poll: cfg.LanePoll,
+		Policy: cfg.Retry, Breaker: breaker, Sender: sender, DeadLettered: publisher.Wake, Logger: log,
 	})
-	pipe := pipeline.New(pool, gate, sender, log)
+	if err != nil {
+		return err
+	}
+	inbox := notify.NewInbox(store, cfg.ConsumeFrom == "last", func(r notify.Received) {
+		if r.Inserted > 0 {
+			lanes.Wake()
+		}
+		if r.Bad > 0 {
+			publisher.Wake()
+		}
+	}, log)
 	consumer, err := ordering.NewOrderlyConsumer(ordering.ConsumerConfig{
 		Namesrv: namesrv, Group: cfg.ConsumerGroup, Topic: cfg.Topic,
-		// A backstop only: the gate counts attempts in Postgres and dead-letters explicitly;
-		// its retries and waits never spend the client's counter.
-		MaxReconsumeTimes: 16,
-		HandlerTimeout:    cfg.HandlerTimeout, SuspendDelay: cfg.SuspendDelay,
-		FromFirstOffset: true, Instance: cfg.Instance, Logger: log,
-	}, pipe.Handle)
+		BatchSize: cfg.ConsumeBatch, Buffer: cfg.ConsumeBuffer,
+		HandlerTimeout: cfg.HandlerTimeout, SuspendDelay: cfg.SuspendDelay,
+		FromFirstOffset: cfg.ConsumeFrom == "first", Instance: cfg.Instance, Logger: log,
+	}, inbox.Handle)
 	if err != nil {
 		return err
 	}
 	var watcher *ordering.DLQWatcher
 	if cfg.Reconcile {
-		watcher, err = ordering.NewDLQWatcher(ordering.DLQWatcherConfig{Namesrv: namesrv, Group: cfg.ConsumerGroup, Instance: suffixed(cfg.Instance, "-dlq"), Logger: log}, pipe.Reconcile)
+		reconciler := notify.NewReconciler(store, lanes.Wake, log)
+		watcher, err = ordering.NewDLQWatcher(ordering.DLQWatcherConfig{Namesrv: namesrv, Group: cfg.ConsumerGroup, Instance: suffixed(cfg.Instance, "-dlq"), Logger: log}, reconciler.Handle)
 		if err != nil {
 			return err
 		}
 	}
 
-	metrics.NewGate(reg, gate)
-	metrics.NewDLQ(reg, notify.NewStore(pool).DLQDepth)
-	e := newServer(cfg, log, pool, gate, pipe, sender, reg,
+	metrics.NewNotifier(reg, metrics.Notifier{
+		Lanes: lanes.Stats, Inbox: inbox.Stats, Busy: lanes.Busy, Breaker: breaker.State,
+		View: func(ctx context.Context) (notify.LaneView, error) { return store.View(ctx, 0, cfg.GapAlertAfter) },
+	})
+	metrics.NewDLQ(reg, store.DLQDepth)
+	e := newServer(cfg, log, pool, &httpapi.Gate{Lanes: lanes, Inbox: inbox, GapAlertAfter: cfg.GapAlertAfter}, sender, reg,
 		httpx.Check{Name: "postgres", Fn: pool.Ping},
 		httpx.Check{Name: "rocketmq", Fn: route.Check},
 	)
 
-	if err := consumer.Start(); err != nil {
+	// Delivery runs on its own; it stops after the consumer (below), finishing the SMS in hand.
+	lanesCtx, stopLanes := context.WithCancel(context.WithoutCancel(ctx))
+	lanesDone := make(chan error, 1)
+	go func() { lanesDone <- lanes.Run(lanesCtx) }()
+	pubCtx, stopPublisher := context.WithCancel(context.WithoutCancel(ctx))
+	pubDone := make(chan struct{})
+	go func() { defer close(pubDone); publisher.Run(pubCtx) }()
+	stopDelivery := func() error {
+		stopLanes()
+		err := <-lanesDone
+		stopPublisher()
+		<-pubDone
 		return err
+	}
+
+	if err := consumer.Start(); err != nil {
+		return errors.Join(err, stopDelivery())
 	}
 	if watcher != nil {
 		if err := watcher.Start(); err != nil {
-			_ = consumer.Shutdown(context.Background())
-			return err
+			return errors.Join(err, consumer.Shutdown(context.Background()), stopDelivery())
 		}
 	}
-	drainCtx, stopDrain := context.WithCancel(context.WithoutCancel(ctx))
-	drained := make(chan struct{})
-	go func() { defer close(drained); pipe.RunDrainer(drainCtx, 500*time.Millisecond) }()
-	defer func() { stopDrain(); <-drained }()
 
-	// On SIGTERM: stop taking messages and let the one in flight finish (offsets are then
-	// persisted by the client), stop the reconciler, then the HTTP server.
+	// On SIGTERM: stop taking messages and let the batch in flight be recorded (offsets are
+	// then persisted by the client), let each delivery worker finish the SMS in hand and give
+	// its user back, stop the reconciler, then the HTTP server.
 	stopped := make(chan error, 1)
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 		defer cancel()
 		err := consumer.Shutdown(sctx)
+		err = errors.Join(err, stopDelivery())
 		if watcher != nil {
 			err = errors.Join(err, watcher.Shutdown())
 		}
@@ -193,18 +252,20 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 	}()
 	err = httpx.Serve(ctx, cfg.HTTPAddr, e, cfg.ShutdownTimeout, log, func(a net.Addr) {
 		log.Info("notifier listening", "addr", a.String(), "namesrv", cfg.Namesrv, "topic", cfg.Topic,
-			"group", cfg.ConsumerGroup, "sender", cfg.Sender, "max_attempts", cfg.MaxAttempts)
+			"group", cfg.ConsumerGroup, "sender", cfg.Sender, "workers", cfg.Workers, "consume_from", cfg.ConsumeFrom,
+			"max_attempts", cfg.Retry.MaxAttempts, "dead_letter_after", cfg.Retry.DeadLetterAfter)
 	})
 	if ctx.Err() == nil {
-		// The HTTP server failed on its own: stop the consumer too.
-		_ = consumer.Shutdown(context.Background())
+		// The HTTP server failed on its own: stop the rest too.
+		err = errors.Join(err, consumer.Shutdown(context.Background()), stopDelivery())
 		if watcher != nil {
-			_ = watcher.Shutdown()
+			err = errors.Join(err, watcher.Shutdown())
 		}
 		return err
 	}
 	err = errors.Join(err, <-stopped)
-	st := gate.Stats()
-	log.Info("notifier stopped", "sent", st.Sent, "duplicates", st.Duplicate, "waits", st.Waiting, "retries", st.Retrying, "dead_lettered", st.DeadLettered)
+	ls, is := lanes.Stats(), inbox.Stats()
+	log.Info("notifier stopped", "received", is.Received, "duplicates", is.Ignored, "bad", is.Bad, "sent", ls.Sent,
+		"retries", ls.Retried, "postponed", ls.Postponed, "dead_lettered", ls.DeadLettered, "dlq_published", publisher.Published())
 	return err
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/walletsaga/walletsaga/internal/e2etest"
+	"github.com/walletsaga/walletsaga/internal/notify"
 	"github.com/walletsaga/walletsaga/internal/rmqtest"
 	"github.com/walletsaga/walletsaga/internal/testdb"
 )
@@ -23,6 +24,16 @@ func TestDefaultsMatchTheDevStack(t *testing.T) {
 	require.Equal(t, "127.0.0.1:8081", cfg.HTTPAddr)
 	require.Equal(t, "wallet-notifier", cfg.ConsumerGroup)
 	require.Equal(t, "wallet-events", cfg.Topic)
+	require.Equal(t, notify.DefaultRetryPolicy, cfg.Retry, "the production retry policy: 1 s to 5 min, 8 attempts and 15 min before a dead letter")
+	require.Equal(t, 64, cfg.Workers)
+	require.Equal(t, "first", cfg.ConsumeFrom)
+	for env, field := range map[string]string{
+		"SMS_RETRY_MAX": "1ms", "SMS_WORKERS": "0", "CONSUME_FROM": "middle", "LANE_LEASE": "2s",
+		"SMS_BREAKER_OPEN_MAX": "10ms", "SMS_DEAD_LETTER_AFTER": "-1s", "CONSUME_BUFFER": "1",
+	} {
+		_, _, err := parseConfig("notifier", nil, func(k string) string { return map[string]string{env: field}[k] }, &bytes.Buffer{}, nil)
+		require.ErrorContains(t, err, env, "%s=%s is refused, naming the setting", env, field)
+	}
 	err = run(context.Background(), nil, func(k string) string {
 		return map[string]string{"CONSUMER_GROUP": "bad group!"}[k]
 	}, &bytes.Buffer{}, &bytes.Buffer{})
@@ -46,8 +57,9 @@ func TestRunAnswersProbesAndStopsGracefully(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	for _, name := range []string{
-		`walletsaga_gate_decisions_total{verdict="sent"} 0`, `walletsaga_gate_decisions_total{verdict="dead_lettered"} 0`,
-		"walletsaga_gate_waiting_users 0", "walletsaga_gate_head_of_line_wait_seconds 0", "walletsaga_gate_parked 0",
+		`walletsaga_notify_deliveries_total{outcome="sent"} 0`, `walletsaga_notify_deliveries_total{outcome="dead_lettered"} 0`,
+		`walletsaga_notify_inbox_messages_total{result="received"} 0`, "walletsaga_notify_breaker_state 0",
+		"walletsaga_notify_inbox_pending 0", "walletsaga_notify_gap_alerts 0", "walletsaga_notify_dlq_unpublished 0",
 		"walletsaga_sms_send_duration_seconds_bucket", "walletsaga_dlq_depth 0",
 	} {
 		require.Contains(t, string(metricsText), name)

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/walletsaga/walletsaga/internal/notify"
 	"github.com/walletsaga/walletsaga/internal/ordering"
 	"github.com/walletsaga/walletsaga/internal/saga"
 	"github.com/walletsaga/walletsaga/internal/wallet"
@@ -170,43 +171,67 @@ func NewRelay(reg prometheus.Registerer, stats func() ordering.RelayStats) func(
 	return func(took time.Duration, err error) { h.WithLabelValues(result(err)).Observe(took.Seconds()) }
 }
 
-// Gate is what the notifier's gate metrics read: its decision counters and what it holds.
-type Gate interface {
-	Stats() ordering.GateStats
-	HeadOfLine(ctx context.Context) (ordering.HeadOfLine, error)
+// Notifier is what the notifier's delivery metrics read: counters of this process, and a
+// scrape-time view of what the inbox and the lanes hold (Postgres).
+type Notifier struct {
+	Lanes   func() notify.LaneStats
+	Inbox   func() notify.InboxStats
+	Busy    func() int64
+	Breaker func() notify.BreakerState
+	View    func(context.Context) (notify.LaneView, error)
 }
 
-// NewGate registers the gate's metrics: decisions by verdict, users held by a missing
-// predecessor, the longest such wait (head of line) and parked messages.
-func NewGate(reg prometheus.Registerer, g Gate) {
-	verdicts := []struct {
-		v   ordering.Verdict
-		get func(ordering.GateStats) int64
-	}{
-		{ordering.Sent, func(s ordering.GateStats) int64 { return s.Sent }},
-		{ordering.Duplicate, func(s ordering.GateStats) int64 { return s.Duplicate }},
-		{ordering.Waiting, func(s ordering.GateStats) int64 { return s.Waiting }},
-		{ordering.Parked, func(s ordering.GateStats) int64 { return s.Parked }},
-		{ordering.Retrying, func(s ordering.GateStats) int64 { return s.Retrying }},
-		{ordering.DeadLettered, func(s ordering.GateStats) int64 { return s.DeadLettered }},
+// breakerStates are the values of walletsaga_notify_breaker_state.
+var breakerStates = map[string]float64{"closed": 0, "half-open": 1, "open": 2}
+
+// NewNotifier registers the notifier's delivery metrics.
+func NewNotifier(reg prometheus.Registerer, n Notifier) {
+	counter := func(name, help string, labels prometheus.Labels, get func() int64) {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels},
+			func() float64 { return float64(get()) }))
 	}
-	for _, v := range verdicts {
-		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "walletsaga_gate_decisions_total", Help: "Decisions of the ordering gate in this process, by verdict.",
-			ConstLabels: prometheus.Labels{"verdict": string(v.v)},
-		}, func() float64 { return float64(v.get(g.Stats())) }))
+	gauge := func(name, help string, get func() float64) {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, get))
 	}
-	waiting := prometheus.NewDesc("walletsaga_gate_waiting_users", "Users whose next SMS is held by a missing predecessor.", nil, nil)
-	hol := prometheus.NewDesc("walletsaga_gate_head_of_line_wait_seconds", "Longest current wait of a user's SMS for a missing predecessor (0 when none).", nil, nil)
-	parked := prometheus.NewDesc("walletsaga_gate_parked", "Messages parked in Postgres behind a missing predecessor.", nil, nil)
-	reg.MustRegister(scrape{descs: []*prometheus.Desc{waiting, hol, parked}, collect: func(ctx context.Context, ch chan<- prometheus.Metric) error {
-		h, err := g.HeadOfLine(ctx)
+	const deliveries = "SMS outcomes recorded by this process's delivery lanes, by outcome (postponed: held back by the provider breaker, no attempt spent)."
+	for outcome, get := range map[string]func(notify.LaneStats) int64{
+		"sent":          func(s notify.LaneStats) int64 { return s.Sent },
+		"retried":       func(s notify.LaneStats) int64 { return s.Retried },
+		"dead_lettered": func(s notify.LaneStats) int64 { return s.DeadLettered },
+		"postponed":     func(s notify.LaneStats) int64 { return s.Postponed },
+	} {
+		counter("walletsaga_notify_deliveries_total", deliveries, prometheus.Labels{"outcome": outcome}, func() int64 { return get(n.Lanes()) })
+	}
+	const inbox = "Messages this process's orderly consumer wrote to the inbox, by result (ignored: a redelivery of what the inbox has; bad: undecodable, recorded and dead-lettered)."
+	for result, get := range map[string]func(notify.InboxStats) int64{
+		"received": func(s notify.InboxStats) int64 { return s.Received },
+		"ignored":  func(s notify.InboxStats) int64 { return s.Ignored },
+		"bad":      func(s notify.InboxStats) int64 { return s.Bad },
+	} {
+		counter("walletsaga_notify_inbox_messages_total", inbox, prometheus.Labels{"result": result}, func() int64 { return get(n.Inbox()) })
+	}
+	counter("walletsaga_notify_baselines_total", "Users this process started past seq 1 because the group started at the end of the topic (CONSUME_FROM=last).",
+		nil, func() int64 { return n.Inbox().Baselines })
+	gauge("walletsaga_notify_lanes_busy", "Users being delivered to by this process now.", func() float64 { return float64(n.Busy()) })
+	gauge("walletsaga_notify_breaker_state", "The SMS provider breaker: 0 closed, 1 half-open (probing), 2 open (SMS held back, no attempts spent).",
+		func() float64 { return breakerStates[n.Breaker().State] })
+	counter("walletsaga_notify_breaker_opened_total", "Times the SMS provider breaker opened in this process.", nil, func() int64 { return n.Breaker().Opened })
+
+	pending := prometheus.NewDesc("walletsaga_notify_inbox_pending", "SMS in the inbox not finished yet (all replicas).", nil, nil)
+	due := prometheus.NewDesc("walletsaga_notify_due_users", "Users whose next SMS is due for a lane now.", nil, nil)
+	alerts := prometheus.NewDesc("walletsaga_notify_gap_alerts", "Users whose next SMS has not arrived, while later ones wait, for longer than GAP_ALERT_AFTER.", nil, nil)
+	oldest := prometheus.NewDesc("walletsaga_notify_oldest_gap_seconds", "Age of the oldest gap: a user's next SMS missing while later ones wait (0 when none).", nil, nil)
+	unpublished := prometheus.NewDesc("walletsaga_notify_dlq_unpublished", "Dead letters recorded but not yet published to the DLQ topic.", nil, nil)
+	reg.MustRegister(scrape{descs: []*prometheus.Desc{pending, due, alerts, oldest, unpublished}, collect: func(ctx context.Context, ch chan<- prometheus.Metric) error {
+		v, err := n.View(ctx)
 		if err != nil {
 			return err
 		}
-		ch <- prometheus.MustNewConstMetric(waiting, prometheus.GaugeValue, float64(h.Waiting))
-		ch <- prometheus.MustNewConstMetric(hol, prometheus.GaugeValue, h.OldestWait.Seconds())
-		ch <- prometheus.MustNewConstMetric(parked, prometheus.GaugeValue, float64(h.Parked))
+		ch <- prometheus.MustNewConstMetric(pending, prometheus.GaugeValue, float64(v.Pending))
+		ch <- prometheus.MustNewConstMetric(due, prometheus.GaugeValue, float64(v.Due))
+		ch <- prometheus.MustNewConstMetric(alerts, prometheus.GaugeValue, float64(v.GapAlerts))
+		ch <- prometheus.MustNewConstMetric(oldest, prometheus.GaugeValue, v.OldestGap)
+		ch <- prometheus.MustNewConstMetric(unpublished, prometheus.GaugeValue, float64(v.DLQUnpublished))
 		return nil
 	}})
 }
@@ -216,7 +241,7 @@ func NewGate(reg prometheus.Registerer, g Gate) {
 func NewSMS(reg prometheus.Registerer) func(time.Duration, error) {
 	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "walletsaga_sms_send_duration_seconds", Buckets: latencyBuckets,
-		Help: "Latency of SMS sends (the sender behind the gate), by result (ok|error).",
+		Help: "Latency of SMS sends (the provider calls of the delivery lanes), by result (ok|error).",
 	}, []string{"result"})
 	h.WithLabelValues("ok")
 	h.WithLabelValues("error")

@@ -14,19 +14,24 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/walletsaga/walletsaga/internal/metrics"
+	"github.com/walletsaga/walletsaga/internal/notify"
 	"github.com/walletsaga/walletsaga/internal/ordering"
 	"github.com/walletsaga/walletsaga/internal/saga"
 	"github.com/walletsaga/walletsaga/internal/wallet"
 )
 
-type fakeGate struct{}
-
-func (fakeGate) Stats() ordering.GateStats {
-	return ordering.GateStats{Sent: 7, Duplicate: 2, Waiting: 3, Parked: 1, Retrying: 4, DeadLettered: 1}
-}
-
-func (fakeGate) HeadOfLine(context.Context) (ordering.HeadOfLine, error) {
-	return ordering.HeadOfLine{Waiting: 2, OldestWait: 90 * time.Second, Parked: 5}, nil
+func fakeNotifier() metrics.Notifier {
+	return metrics.Notifier{
+		Lanes: func() notify.LaneStats {
+			return notify.LaneStats{Sent: 7, Retried: 4, DeadLettered: 1, Postponed: 3}
+		},
+		Inbox:   func() notify.InboxStats { return notify.InboxStats{Received: 9, Ignored: 2, Bad: 1, Baselines: 5} },
+		Busy:    func() int64 { return 6 },
+		Breaker: func() notify.BreakerState { return notify.BreakerState{State: "open", Opened: 2} },
+		View: func(context.Context) (notify.LaneView, error) {
+			return notify.LaneView{Pending: 11, Due: 4, GapAlerts: 2, OldestGap: 90, DLQUnpublished: 3}, nil
+		},
+	}
 }
 
 func scrape(t *testing.T, h http.Handler) string {
@@ -76,22 +81,29 @@ func TestWalletsvcMetrics(t *testing.T) {
 func TestNotifierMetrics(t *testing.T) {
 	t.Parallel()
 	reg := metrics.NewRegistry()
-	metrics.NewGate(reg, fakeGate{})
+	metrics.NewNotifier(reg, fakeNotifier())
 	observe := metrics.NewSMS(reg)
 	observe(5*time.Millisecond, nil)
 	metrics.NewDLQ(reg, func(context.Context) (int64, error) { return 6, nil })
 
 	out := scrape(t, metrics.Handler(reg, nil))
 	for _, want := range []string{
-		`walletsaga_gate_decisions_total{verdict="sent"} 7`,
-		`walletsaga_gate_decisions_total{verdict="duplicate"} 2`,
-		`walletsaga_gate_decisions_total{verdict="waiting"} 3`,
-		`walletsaga_gate_decisions_total{verdict="parked"} 1`,
-		`walletsaga_gate_decisions_total{verdict="retrying"} 4`,
-		`walletsaga_gate_decisions_total{verdict="dead_lettered"} 1`,
-		`walletsaga_gate_waiting_users 2`,
-		`walletsaga_gate_head_of_line_wait_seconds 90`,
-		`walletsaga_gate_parked 5`,
+		`walletsaga_notify_deliveries_total{outcome="sent"} 7`,
+		`walletsaga_notify_deliveries_total{outcome="retried"} 4`,
+		`walletsaga_notify_deliveries_total{outcome="dead_lettered"} 1`,
+		`walletsaga_notify_deliveries_total{outcome="postponed"} 3`,
+		`walletsaga_notify_inbox_messages_total{result="received"} 9`,
+		`walletsaga_notify_inbox_messages_total{result="ignored"} 2`,
+		`walletsaga_notify_inbox_messages_total{result="bad"} 1`,
+		`walletsaga_notify_baselines_total 5`,
+		`walletsaga_notify_lanes_busy 6`,
+		`walletsaga_notify_breaker_state 2`,
+		`walletsaga_notify_breaker_opened_total 2`,
+		`walletsaga_notify_inbox_pending 11`,
+		`walletsaga_notify_due_users 4`,
+		`walletsaga_notify_gap_alerts 2`,
+		`walletsaga_notify_oldest_gap_seconds 90`,
+		`walletsaga_notify_dlq_unpublished 3`,
 		`walletsaga_sms_send_duration_seconds_count{result="ok"} 1`,
 		`walletsaga_sms_send_duration_seconds_count{result="error"} 0`,
 		`walletsaga_dlq_depth 6`,

@@ -2,7 +2,6 @@ package notify
 
 import (
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -210,6 +209,3 @@ func (b *Breaker) State() BreakerState {
 	}
 	return s
 }
-
-// String is for logs.
-func (s BreakerState) String() string { return fmt.Sprintf("%s since %s", s.State, s.Since.Format(time.RFC3339)) }

@@ -1,14 +1,15 @@
 // Package notify turns wallet events into SMS: the texts per event kind and locale, the
 // senders (log, webhook) and their failure switches, and the SMS log read API and page.
-// The ordering gate (internal/ordering) decides WHEN an SMS may be sent; this package decides
-// WHAT is sent and HOW.
+// It also holds the notifier's delivery: the inbox the orderly consumer writes into, the
+// per-user lanes that send from it in order (the gate rule: an SMS goes out only after its
+// predecessor is recorded sent or dead-lettered), the one retry policy, the provider breaker,
+// and the dead letters published to the DLQ topic. Every SQL statement on the notifier's
+// tables is in this package.
 package notify
 
 import (
 	"context"
 	"errors"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // SMS is one text message to one user for one balance change.
@@ -26,8 +27,8 @@ type SMS struct {
 	Late bool
 }
 
-// ErrPermanent marks a send failure that retrying cannot fix (a provider's 4xx): the gate
-// dead-letters the message at once. Wrap it: fmt.Errorf("...: %w", ErrPermanent).
+// ErrPermanent marks a send failure that retrying cannot fix (a provider's 4xx): the SMS is
+// dead-lettered at once. Wrap it: fmt.Errorf("...: %w", ErrPermanent).
 var ErrPermanent = errors.New("notify: permanent send failure")
 
 // ErrAlreadyDelivered means the provider has this SMS already under its idempotency key (a
@@ -39,10 +40,11 @@ var ErrAlreadyDelivered = errors.New("notify: the provider already has this SMS"
 // failure, and the provider breaker counts it.
 var ErrProviderUnavailable = errors.New("notify: SMS provider unavailable")
 
-// Sender delivers one SMS. tx is the gate's transaction, which also records the SMS as sent
-// and advances the user's progress: a sender that writes to the database (the log sender)
-// does so in tx, so its SMS exists exactly once; a remote sender ignores tx and relies on the
-// idempotency key. An error wrapping ErrPermanent is not retried; any other is.
+// Sender delivers one SMS to a provider, which deduplicates on m.IdempotencyKey ("user:seq"):
+// sending the same SMS again delivers it once. Errors: ErrAlreadyDelivered (delivered
+// before), ErrPermanent (retrying cannot help), ErrProviderUnavailable (the provider is
+// failing), anything else (this SMS failed; retry). The lanes call Send for one user at a
+// time, in seq order, and only once the user's previous SMS is recorded.
 type Sender interface {
-	Send(ctx context.Context, tx pgx.Tx, m SMS) error
+	Send(ctx context.Context, m SMS) error
 }

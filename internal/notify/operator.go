@@ -73,10 +73,13 @@ type ObservedSender struct {
 	Observe func(took time.Duration, err error)
 }
 
+// Journaled reports whether Inner is journaled.
+func (o ObservedSender) Journaled() bool { return IsJournaled(o.Inner) }
+
 // Send sends m through Inner, timing it.
-func (o ObservedSender) Send(ctx context.Context, tx pgx.Tx, m SMS) error {
+func (o ObservedSender) Send(ctx context.Context, m SMS) error {
 	start := time.Now()
-	err := o.Inner.Send(ctx, tx, m)
+	err := o.Inner.Send(ctx, m)
 	if o.Observe != nil {
 		o.Observe(time.Since(start), err)
 	}

@@ -81,13 +81,13 @@ func validateForRender(e walletevent.Event) error {
 	return nil
 }
 
-// MarkLate turns a rendered SMS into an operator replay of it: Late set, the text prefixed
-// with "(Delayed) " (or its zh-CN equivalent) and the idempotency key
-// "user:seq:late:<replay>", replay counting from 1 per (user, seq).
-func MarkLate(m SMS, replay int) SMS {
+// MarkLate turns a rendered SMS into an operator replay of it: Late set and the text prefixed
+// with "(Delayed) " (or its zh-CN equivalent). The idempotency key stays "user:seq": a
+// provider that has the SMS already (it was delivered after all) answers so, instead of
+// delivering it twice.
+func MarkLate(m SMS) SMS {
 	m.Late = true
 	m.Text = latePrefix[ResolveLocale(m.Locale)] + m.Text
-	m.IdempotencyKey = fmt.Sprintf("%d:%d:late:%d", m.UserID, m.Seq, replay)
 	return m
 }
 

@@ -14,16 +14,14 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/walletsaga/walletsaga/internal/apperr"
 )
 
-// LogSender is the built-in sender: it "delivers" an SMS by inserting it into notify.sms_log
-// in the gate's transaction (so the SMS exists exactly once, or not at all if the gate rolls
-// back) and writing one line to Out with the phone masked. A late replay is an extra row
-// marked late. Inserting an SMS already logged is a no-op, so a retried gate transaction
-// never logs twice.
+// LogSender is the built-in provider: an SMS is delivered when its row is in notify.sms_log.
+// It is journaled: the lane writes that row in the transaction that records the SMS sent (an
+// operator replay, in the transaction of its audit row), so each SMS exists exactly once, or
+// not at all if that transaction rolls back. Send itself only writes one line to Out, with
+// the phone masked.
 type LogSender struct {
 	Out io.Writer
 	mu  sync.Mutex // one line at a time on Out
@@ -37,37 +35,38 @@ func NewLogSender(out io.Writer) *LogSender {
 	return &LogSender{Out: out}
 }
 
-// Send logs m in tx; it fails only when the database does (a retryable error).
-func (s *LogSender) Send(ctx context.Context, tx pgx.Tx, m SMS) error {
-	if tx == nil {
-		return errors.New("log sender: no transaction to write the SMS log in")
-	}
-	inserted, err := insertSMSLog(ctx, tx, m)
-	if err != nil {
-		return fmt.Errorf("log sender: user %d seq %d: %w", m.UserID, m.Seq, err)
-	}
-	if !inserted {
-		return nil
-	}
+// Journaled reports that the SMS log row is this sender's delivery.
+func (*LogSender) Journaled() bool { return true }
+
+// Send writes m's line; it never fails.
+func (s *LogSender) Send(_ context.Context, m SMS) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := s.Out
 	if out == nil {
 		out = io.Discard
 	}
-	// The line is written before the gate commits: if the commit fails the line is a lie,
-	// but the table is the record and the retry will log it (once) again.
+	// The line is written before the record commits: if that fails, the table is the truth
+	// and the retry writes the line again.
 	_, _ = fmt.Fprintf(out, "SMS user=%d seq=%d to=%s late=%t text=%q\n", m.UserID, m.Seq, MaskPhone(m.Phone), m.Late, m.Text)
 	return nil
+}
+
+// IsJournaled reports whether s delivers by the SMS log row the lane writes (see LogSender).
+func IsJournaled(s Sender) bool {
+	j, ok := s.(interface{ Journaled() bool })
+	return ok && j.Journaled()
 }
 
 // DefaultWebhookTimeout bounds one webhook request when WebhookSender.Timeout is zero.
 const DefaultWebhookTimeout = 5 * time.Second
 
 // WebhookSender POSTs each SMS as JSON {user_id, seq, phone, text, late} to URL with the
-// header Idempotency-Key set to the SMS's key ("user:seq"; "user:seq:late:<n>" for the n-th
-// operator replay). A 2xx is success. 5xx, 408, 429, timeouts and connection errors are
-// retryable; any other 4xx wraps ErrPermanent.
+// header Idempotency-Key set to the SMS's key ("user:seq", kept by an operator's replay,
+// which sets late). The provider must deduplicate on that key and answer 409 to a key it
+// accepted before. A 2xx is success; 409 is ErrAlreadyDelivered; 5xx, 408, 429, timeouts
+// and connection errors wrap ErrProviderUnavailable (retried, and counted by the provider
+// breaker); any other 4xx wraps ErrPermanent.
 type WebhookSender struct {
 	URL     string
 	Timeout time.Duration // per request; DefaultWebhookTimeout when zero
@@ -94,8 +93,8 @@ type webhookBody struct {
 	Late   bool   `json:"late"`
 }
 
-// Send posts m; tx is not used (the provider deduplicates on the idempotency key).
-func (s *WebhookSender) Send(ctx context.Context, _ pgx.Tx, m SMS) error {
+// Send posts m.
+func (s *WebhookSender) Send(ctx context.Context, m SMS) error {
 	timeout := s.Timeout
 	if timeout <= 0 {
 		timeout = DefaultWebhookTimeout
@@ -122,7 +121,7 @@ func (s *WebhookSender) Send(ctx context.Context, _ pgx.Tx, m SMS) error {
 	req.Header.Set("Idempotency-Key", key)
 	resp, err := client.Do(req)
 	if err != nil {
-		return fmt.Errorf("webhook: SMS %s: %w", key, err)
+		return fmt.Errorf("webhook: SMS %s: %w: %w", key, err, ErrProviderUnavailable)
 	}
 	defer resp.Body.Close()
 	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
@@ -132,11 +131,13 @@ func (s *WebhookSender) Send(ctx context.Context, _ pgx.Tx, m SMS) error {
 	}
 	msg := fmt.Sprintf("webhook: SMS %s: provider answered %s: %s", key, resp.Status, strings.TrimSpace(string(snippet)))
 	switch {
-	case resp.StatusCode == http.StatusRequestTimeout, resp.StatusCode == http.StatusTooManyRequests:
-		return errors.New(msg)
-	case resp.StatusCode >= 400 && resp.StatusCode < 500:
+	case resp.StatusCode == http.StatusConflict:
+		return fmt.Errorf("%s: %w", msg, ErrAlreadyDelivered)
+	case resp.StatusCode == http.StatusRequestTimeout, resp.StatusCode == http.StatusTooManyRequests, resp.StatusCode >= 500:
+		return fmt.Errorf("%s: %w", msg, ErrProviderUnavailable)
+	case resp.StatusCode >= 400:
 		return fmt.Errorf("%s: %w", msg, ErrPermanent)
-	default:
+	default: // 1xx, 3xx: not an answer we understand; try again
 		return errors.New(msg)
 	}
 }
@@ -163,8 +164,11 @@ func NewFailureSwitch(inner Sender) *FailureSwitch {
 	return &FailureSwitch{Inner: inner, PhonePattern: regexp.MustCompile(DefaultFailPhonePattern), FailAmount: DefaultFailAmount}
 }
 
+// Journaled reports whether Inner is journaled.
+func (f *FailureSwitch) Journaled() bool { return IsJournaled(f.Inner) }
+
 // Send fails m if a switch matches it and otherwise hands it to Inner.
-func (f *FailureSwitch) Send(ctx context.Context, tx pgx.Tx, m SMS) error {
+func (f *FailureSwitch) Send(ctx context.Context, m SMS) error {
 	if f.PhonePattern != nil && f.PhonePattern.MatchString(m.Phone) {
 		return fmt.Errorf("simulated failure: phone %s matches %q", MaskPhone(m.Phone), f.PhonePattern.String())
 	}
@@ -174,7 +178,7 @@ func (f *FailureSwitch) Send(ctx context.Context, tx pgx.Tx, m SMS) error {
 	if f.Inner == nil {
 		return errors.New("failure switch: no sender behind it")
 	}
-	return f.Inner.Send(ctx, tx, m)
+	return f.Inner.Send(ctx, m)
 }
 
 // ParsePhonePattern parses the phone failure switch from configuration: a regular expression

@@ -4,24 +4,19 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/walletsaga/walletsaga/internal/apperr"
 	"github.com/walletsaga/walletsaga/internal/notify"
-	"github.com/walletsaga/walletsaga/internal/pg"
-	"github.com/walletsaga/walletsaga/internal/testdb"
 )
 
 func sms(user, seq int64, phone string, amount int64) notify.SMS {
@@ -29,59 +24,21 @@ func sms(user, seq int64, phone string, amount int64) notify.SMS {
 		Text: "You topped up 1.00 CNY. Balance: 1.00 CNY.", IdempotencyKey: "1:1"}
 }
 
-func TestLogSenderWritesOnceInTheGivenTx(t *testing.T) {
+func TestLogSenderWritesALineAndIsJournaled(t *testing.T) {
 	t.Parallel()
-	pool, _ := testdb.New(t)
-	ctx := context.Background()
 	var out bytes.Buffer
 	s := notify.NewLogSender(&out)
-	m := sms(1, 1, "+8613800001234", 100)
-
-	// Rolled back with the gate's transaction: no row.
-	tx, err := pool.Begin(ctx)
+	require.True(t, notify.IsJournaled(s), "its delivery is the SMS log row the lane writes")
+	require.True(t, notify.IsJournaled(&notify.FailureSwitch{Inner: s}))
+	require.True(t, notify.IsJournaled(notify.ObservedSender{Inner: s}))
+	w, err := notify.NewWebhookSender("http://127.0.0.1:1/sms", time.Second, nil)
 	require.NoError(t, err)
-	require.NoError(t, s.Send(ctx, tx, m))
-	require.NoError(t, tx.Rollback(ctx))
-	var n int
-	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM notify.sms_log`).Scan(&n))
-	require.Zero(t, n)
+	require.False(t, notify.IsJournaled(w))
+	require.False(t, notify.IsJournaled(&notify.FailureSwitch{Inner: w}))
 
-	// Committed: one row; sending it again (a retried gate tx) adds nothing.
-	for range 2 {
-		require.NoError(t, pg.WithTx(ctx, pool, func(tx pgx.Tx) error { return s.Send(ctx, tx, m) }))
-	}
-	late := m
-	late.Late = true
-	require.NoError(t, pg.WithTx(ctx, pool, func(tx pgx.Tx) error { return s.Send(ctx, tx, late) }))
-	require.NoError(t, pg.WithTx(ctx, pool, func(tx pgx.Tx) error { return s.Send(ctx, tx, late) }))
-
-	rows, err := pool.Query(ctx, `SELECT user_id, seq, phone, text, late FROM notify.sms_log ORDER BY id`)
-	require.NoError(t, err)
-	type row struct {
-		User, Seq   int64
-		Phone, Text string
-		Late        bool
-	}
-	got, err := pgx.CollectRows(rows, pgx.RowToStructByPos[row])
-	require.NoError(t, err)
-	require.Equal(t, []row{
-		{1, 1, "+8613800001234", m.Text, false},
-		{1, 1, "+8613800001234", m.Text, true},
-		{1, 1, "+8613800001234", m.Text, true},
-	}, got)
-
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	require.Len(t, lines, 4, "one line per inserted row, plus the rolled-back one: %q", out.String())
-	require.Equal(t, `SMS user=1 seq=1 to=+*********1234 late=false text="You topped up 1.00 CNY. Balance: 1.00 CNY."`, lines[0])
+	require.NoError(t, s.Send(context.Background(), sms(1, 1, "+8613800001234", 100)))
+	require.Equal(t, `SMS user=1 seq=1 to=+*********1234 late=false text="You topped up 1.00 CNY. Balance: 1.00 CNY."`+"\n", out.String())
 	require.NotContains(t, out.String(), "13800001234")
-	require.Contains(t, lines[3], "late=true")
-}
-
-func TestLogSenderNeedsATx(t *testing.T) {
-	t.Parallel()
-	err := notify.NewLogSender(nil).Send(context.Background(), nil, sms(1, 1, "+1", 1))
-	require.ErrorContains(t, err, "no transaction")
-	require.NotErrorIs(t, err, notify.ErrPermanent)
 }
 
 type capture struct {
@@ -101,19 +58,19 @@ func (c *capture) add(r *http.Request) {
 func TestWebhookSender(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name      string
-		status    int
-		wantErr   bool
-		permanent bool
+		name   string
+		status int
+		want   error // nil: success; else the class the error must wrap
 	}{
-		{"200 ok", http.StatusOK, false, false},
-		{"202 ok", http.StatusAccepted, false, false},
-		{"500 retryable", http.StatusInternalServerError, true, false},
-		{"503 retryable", http.StatusServiceUnavailable, true, false},
-		{"400 permanent", http.StatusBadRequest, true, true},
-		{"422 permanent", http.StatusUnprocessableEntity, true, true},
-		{"408 retryable", http.StatusRequestTimeout, true, false},
-		{"429 retryable", http.StatusTooManyRequests, true, false},
+		{"200 ok", http.StatusOK, nil},
+		{"202 ok", http.StatusAccepted, nil},
+		{"409 on a repeated key: delivered already", http.StatusConflict, notify.ErrAlreadyDelivered},
+		{"500 provider-wide", http.StatusInternalServerError, notify.ErrProviderUnavailable},
+		{"503 provider-wide", http.StatusServiceUnavailable, notify.ErrProviderUnavailable},
+		{"408 provider-wide", http.StatusRequestTimeout, notify.ErrProviderUnavailable},
+		{"429 provider-wide", http.StatusTooManyRequests, notify.ErrProviderUnavailable},
+		{"400 permanent", http.StatusBadRequest, notify.ErrPermanent},
+		{"422 permanent", http.StatusUnprocessableEntity, notify.ErrPermanent},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -129,12 +86,16 @@ func TestWebhookSender(t *testing.T) {
 			require.NoError(t, err)
 			m := sms(42, 7, "+8613800001234", 100)
 			m.IdempotencyKey = "42:7"
-			err = s.Send(context.Background(), nil, m)
-			if !tc.wantErr {
+			err = s.Send(context.Background(), m)
+			if tc.want == nil {
 				require.NoError(t, err)
 			} else {
-				require.Error(t, err)
-				require.Equal(t, tc.permanent, errors.Is(err, notify.ErrPermanent), "%v", err)
+				require.ErrorIs(t, err, tc.want)
+				for _, other := range []error{notify.ErrAlreadyDelivered, notify.ErrProviderUnavailable, notify.ErrPermanent} {
+					if other != tc.want {
+						require.NotErrorIs(t, err, other)
+					}
+				}
 				require.Contains(t, err.Error(), "provider says hi")
 				require.Contains(t, err.Error(), "42:7")
 			}
@@ -151,16 +112,17 @@ func TestWebhookSender(t *testing.T) {
 	}
 }
 
-func TestWebhookSenderLateKey(t *testing.T) {
+func TestWebhookSenderLateKeepsTheKey(t *testing.T) {
 	t.Parallel()
 	var c capture
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { c.add(r) }))
 	t.Cleanup(srv.Close)
 	s, err := notify.NewWebhookSender(srv.URL, 0, srv.Client())
 	require.NoError(t, err)
-	m := notify.MarkLate(sms(3, 4, "+8613800001234", 100), 1)
-	require.NoError(t, s.Send(context.Background(), nil, m))
-	require.Equal(t, "3:4:late:1", c.reqs[0].Header.Get("Idempotency-Key"))
+	m := sms(3, 4, "+8613800001234", 100)
+	m.IdempotencyKey = "3:4"
+	require.NoError(t, s.Send(context.Background(), notify.MarkLate(m)))
+	require.Equal(t, "3:4", c.reqs[0].Header.Get("Idempotency-Key"))
 	require.Contains(t, string(c.body[0]), `"late":true`)
 }
 
@@ -177,9 +139,9 @@ func TestWebhookSenderTimeoutIsRetryable(t *testing.T) {
 	s, err := notify.NewWebhookSender(srv.URL, 50*time.Millisecond, srv.Client())
 	require.NoError(t, err)
 	start := time.Now()
-	err = s.Send(context.Background(), nil, sms(1, 1, "+1", 1))
-	require.Error(t, err)
+	err = s.Send(context.Background(), sms(1, 1, "+1", 1))
 	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorIs(t, err, notify.ErrProviderUnavailable)
 	require.NotErrorIs(t, err, notify.ErrPermanent)
 	require.Less(t, time.Since(start), 5*time.Second)
 }
@@ -192,8 +154,8 @@ func TestWebhookSenderConnectionErrorIsRetryable(t *testing.T) {
 	require.NoError(t, ln.Close()) // nothing listens there now
 	s, err := notify.NewWebhookSender("http://"+addr+"/sms", time.Second, &http.Client{})
 	require.NoError(t, err)
-	err = s.Send(context.Background(), nil, sms(1, 1, "+1", 1))
-	require.Error(t, err)
+	err = s.Send(context.Background(), sms(1, 1, "+1", 1))
+	require.ErrorIs(t, err, notify.ErrProviderUnavailable)
 	require.NotErrorIs(t, err, notify.ErrPermanent)
 }
 
@@ -214,7 +176,7 @@ type recordingSender struct {
 	err  error
 }
 
-func (r *recordingSender) Send(_ context.Context, _ pgx.Tx, m notify.SMS) error {
+func (r *recordingSender) Send(_ context.Context, m notify.SMS) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.err != nil {
@@ -249,7 +211,7 @@ func TestFailureSwitch(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			inner := &recordingSender{}
-			err := tc.sw(inner).Send(context.Background(), nil, sms(1, 1, tc.phone, tc.amount))
+			err := tc.sw(inner).Send(context.Background(), sms(1, 1, tc.phone, tc.amount))
 			if tc.wantErr == "" {
 				require.NoError(t, err)
 				require.Len(t, inner.sent, 1)
@@ -257,6 +219,7 @@ func TestFailureSwitch(t *testing.T) {
 			}
 			require.ErrorContains(t, err, tc.wantErr)
 			require.NotErrorIs(t, err, notify.ErrPermanent, "simulated failures are retried")
+			require.NotErrorIs(t, err, notify.ErrProviderUnavailable, "and are one SMS's failure, not the provider's")
 			require.Empty(t, inner.sent)
 		})
 	}

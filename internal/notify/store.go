@@ -34,10 +34,11 @@ const (
 	MaxPageSize     = 1000
 )
 
-// FeedLag is how far behind the database clock the change feed's cursor stays. A gate
-// transaction stamps updated_at when it starts and becomes visible when it commits; rows
-// younger than FeedLag are sent again on the next poll so that one committing late is not
-// skipped. It must exceed the longest gate transaction (the webhook timeout, plus margin).
+// FeedLag is how far behind the database clock the change feed's cursor stays. A lane's
+// record stamps updated_at when its statement starts and becomes visible when it commits;
+// rows younger than FeedLag are sent again on the next poll so that one committing late is
+// not skipped. It must exceed the longest such statement by far (they take milliseconds; the
+// provider is called before, never during, them).
 const FeedLag = 10 * time.Second
 
 // Store reads the notifier's tables for the API, the page and the CLI, and performs operator
@@ -104,7 +105,7 @@ func (s *Store) UserSMS(ctx context.Context, userID, afterSeq int64) ([]SMSItem,
 	return items, nil
 }
 
-// fillFromEvent renders kind and text from the stored event when the gate did not store
+// fillFromEvent renders kind and text from the stored event when the inbox did not store
 // them (it may record a failure before rendering).
 func fillFromEvent(kind, text string, event []byte) (string, string) {
 	if (kind != "" && text != "") || len(event) == 0 {
@@ -127,14 +128,17 @@ func fillFromEvent(kind, text string, event []byte) (string, string) {
 
 // UserSummary is one user known to the notifier, with counts of its SMS by status.
 type UserSummary struct {
-	UserID       int64     `json:"user_id"`
-	Sent         int       `json:"sent"`
-	DeadLettered int       `json:"dead_lettered"`
-	Skipped      int       `json:"skipped_by_operator"`
-	Pending      int       `json:"pending"`
-	LastSeq      int64     `json:"last_seq"` // last finished seq (the gate's progress)
-	WaitingSeq   *int64    `json:"waiting_seq,omitempty"`
-	UpdatedAt    time.Time `json:"updated_at"`
+	UserID       int64 `json:"user_id"`
+	Sent         int   `json:"sent"`
+	DeadLettered int   `json:"dead_lettered"`
+	Skipped      int   `json:"skipped_by_operator"`
+	Pending      int   `json:"pending"`
+	LastSeq      int64 `json:"last_seq"` // last finished seq (the user's progress)
+	// MissingSeq is set while the user's next seq has not arrived but later ones wait in the
+	// inbox (a gap), GapSince since when.
+	MissingSeq *int64     `json:"missing_seq,omitempty"`
+	GapSince   *time.Time `json:"gap_since,omitempty"`
+	UpdatedAt  time.Time  `json:"updated_at"`
 }
 
 // UserPage is a page of users in user_id order.
@@ -160,7 +164,8 @@ func (s *Store) Users(ctx context.Context, limit int, cursor string) (UserPage, 
 		       count(*) FILTER (WHERE n.status = 'dead_lettered')::int,
 		       count(*) FILTER (WHERE n.status = 'skipped_by_operator')::int,
 		       count(*) FILTER (WHERE n.status = 'pending')::int,
-		       coalesce(max(p.last_seq), 0), max(p.waiting_seq), max(n.updated_at)
+		       coalesce(max(p.last_seq), 0), max(p.last_seq + 1) FILTER (WHERE p.gap_since IS NOT NULL),
+		       max(p.gap_since), max(n.updated_at)
 		FROM notify.notifications n
 		LEFT JOIN notify.progress p ON p.user_id = n.user_id
 		WHERE n.user_id > $1
@@ -172,7 +177,7 @@ func (s *Store) Users(ctx context.Context, limit int, cursor string) (UserPage, 
 	}
 	items, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (UserSummary, error) {
 		var u UserSummary
-		err := r.Scan(&u.UserID, &u.Sent, &u.DeadLettered, &u.Skipped, &u.Pending, &u.LastSeq, &u.WaitingSeq, &u.UpdatedAt)
+		err := r.Scan(&u.UserID, &u.Sent, &u.DeadLettered, &u.Skipped, &u.Pending, &u.LastSeq, &u.MissingSeq, &u.GapSince, &u.UpdatedAt)
 		return u, err
 	})
 	if err != nil {
@@ -206,7 +211,7 @@ type DeadLetterPage struct {
 }
 
 // DeadLetters lists dead-lettered SMS newest first, by (finished_at, user_id, seq)
-// descending; the gate must set finished_at when it dead-letters. It returns an
+// descending; the lanes set finished_at when they dead-letter. It returns an
 // apperr.Invalid error for a bad limit or cursor.
 func (s *Store) DeadLetters(ctx context.Context, limit int, cursor string) (DeadLetterPage, error) {
 	limit, err := checkLimit(limit)
@@ -333,7 +338,7 @@ type ChangePage struct {
 // Changes returns the notifications changed after cursor ("" = from the beginning) in
 // (updated_at, user_id, seq) order. The returned cursor never passes now − FeedLag, so rows
 // changed in the last FeedLag come again on the next poll: a reader must upsert by
-// (user_id, seq). The gate must set updated_at = now() whenever it changes a row. It returns
+// (user_id, seq). The inbox and the lanes set updated_at = now() whenever they change a row. It returns
 // an apperr.Invalid error for a bad limit or cursor.
 func (s *Store) Changes(ctx context.Context, limit int, cursor string) (ChangePage, error) {
 	limit, err := checkLimit(limit)
@@ -386,20 +391,25 @@ const ActionReplay = "replay_dead_letter"
 
 // ReplayResult is what an operator replay sent.
 type ReplayResult struct {
-	UserID         int64     `json:"user_id"`
-	Seq            int64     `json:"seq"`
-	Replay         int       `json:"replay"` // 1 for the first replay of this (user, seq)
-	IdempotencyKey string    `json:"idempotency_key"`
-	Text           string    `json:"text"`
-	ReplayedAt     time.Time `json:"replayed_at"`
+	UserID         int64  `json:"user_id"`
+	Seq            int64  `json:"seq"`
+	Replay         int    `json:"replay"` // 1 for the first replay of this (user, seq)
+	IdempotencyKey string `json:"idempotency_key"`
+	Text           string `json:"text"`
+	// AlreadyDelivered is set when the provider had the SMS already under its key (it was
+	// delivered after all, or by an earlier replay): nothing new was delivered.
+	AlreadyDelivered bool      `json:"already_delivered"`
+	ReplayedAt       time.Time `json:"replayed_at"`
 }
 
 // Replay re-sends the dead-lettered SMS (userID, seq) through sender, marked late (see
-// MarkLate) and rendered from the event the gate stored, and records an audit row (actor,
-// ActionReplay, reason) in the same transaction; with the log sender the late SMS log row
-// commits with it. The notification keeps its dead_lettered status. Concurrent replays of one
-// SMS are serialised on its row. A send that fails rolls everything back, so retrying the
-// replay reuses the same idempotency key.
+// MarkLate) under its own idempotency key "user:seq", rendered from the stored event, and
+// records an audit row (actor, ActionReplay, reason) in the same transaction; with a
+// journaled sender (the log sender) the late SMS log row commits with it. A provider that had
+// the SMS already says so (ErrAlreadyDelivered): the replay is recorded with
+// AlreadyDelivered and nothing is delivered twice. The notification keeps its dead_lettered
+// status. Concurrent replays of one SMS are serialised on its row. A send that fails rolls
+// everything back.
 //
 // Errors: apperr.NotFound (no such SMS), apperr.Conflict (it is not dead-lettered),
 // apperr.Unprocessable (no usable stored event, or the provider refused it for good),
@@ -429,18 +439,31 @@ func (s *Store) Replay(ctx context.Context, sender Sender, actor string, userID,
 		if err != nil {
 			return err
 		}
-		m = MarkLate(m, replays+1)
-		if err := sender.Send(ctx, tx, m); err != nil {
-			if errors.Is(err, ErrPermanent) {
-				return apperr.Wrap(err, apperr.Unprocessable, "the SMS provider refused the replay of user %d seq %d", userID, seq)
+		m = MarkLate(m)
+		res = ReplayResult{UserID: userID, Seq: seq, Replay: replays + 1, IdempotencyKey: m.IdempotencyKey, Text: m.Text}
+		if IsJournaled(sender) {
+			inserted, err := insertSMSLog(ctx, tx, m)
+			if err != nil {
+				return fmt.Errorf("log the replay of user %d seq %d: %w", userID, seq, err)
 			}
-			return apperr.Wrap(err, apperr.Unavailable, "sending the replay of user %d seq %d failed; try again", userID, seq)
+			res.AlreadyDelivered = !inserted
 		}
-		detail, err := json.Marshal(map[string]any{"replay": replays + 1, "idempotency_key": m.IdempotencyKey, "text": m.Text})
+		if !res.AlreadyDelivered {
+			err := sender.Send(ctx, m)
+			switch {
+			case errors.Is(err, ErrAlreadyDelivered):
+				res.AlreadyDelivered = true
+			case errors.Is(err, ErrPermanent):
+				return apperr.Wrap(err, apperr.Unprocessable, "the SMS provider refused the replay of user %d seq %d", userID, seq)
+			case err != nil:
+				return apperr.Wrap(err, apperr.Unavailable, "sending the replay of user %d seq %d failed; try again", userID, seq)
+			}
+		}
+		detail, err := json.Marshal(map[string]any{"replay": replays + 1, "idempotency_key": m.IdempotencyKey, "text": m.Text,
+			"already_delivered": res.AlreadyDelivered})
 		if err != nil {
 			return fmt.Errorf("encode audit detail: %w", err)
 		}
-		res = ReplayResult{UserID: userID, Seq: seq, Replay: replays + 1, IdempotencyKey: m.IdempotencyKey, Text: m.Text}
 		return tx.QueryRow(ctx, `
 			INSERT INTO notify.audit (actor, action, user_id, seq, reason, detail)
 			VALUES ($1, $2, $3, $4, $5, $6)
@@ -452,7 +475,7 @@ func (s *Store) Replay(ctx context.Context, sender Sender, actor string, userID,
 	return res, nil
 }
 
-// renderStored renders the event the gate stored for (userID, seq).
+// renderStored renders the event the inbox stored for (userID, seq).
 func renderStored(userID, seq int64, event []byte) (SMS, error) {
 	if len(event) == 0 {
 		return SMS{}, apperr.New(apperr.Unprocessable, "user %d seq %d has no stored event to render the SMS from", userID, seq)
@@ -471,13 +494,13 @@ func renderStored(userID, seq int64, event []byte) (SMS, error) {
 	return m, nil
 }
 
-// insertSMSLog logs m in tx, once: a second non-late row for the same (user, seq) is
-// ignored. It reports whether a row was inserted.
+// insertSMSLog logs the late replay m in tx, once per (user, seq). It reports whether a row
+// was inserted.
 func insertSMSLog(ctx context.Context, tx pgx.Tx, m SMS) (bool, error) {
 	tag, err := tx.Exec(ctx, `
 		INSERT INTO notify.sms_log (user_id, seq, phone, text, late)
-		VALUES ($1, $2, $3, $4, $5)
-		ON CONFLICT (user_id, seq) WHERE NOT late DO NOTHING`, m.UserID, m.Seq, m.Phone, m.Text, m.Late)
+		VALUES ($1, $2, $3, $4, true)
+		ON CONFLICT (user_id, seq) WHERE late DO NOTHING`, m.UserID, m.Seq, m.Phone, m.Text)
 	if err != nil {
 		return false, err
 	}

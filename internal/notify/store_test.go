@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -80,7 +79,8 @@ func TestUsersPaginates(t *testing.T) {
 	pool, _ := testdb.New(t)
 	seedUser1(t, pool)
 	notifytest.Seed(t, pool, notifytest.Row{Event: notifytest.Event(3, 1, walletevent.Deposit, 1), Status: notify.StatusSent, FinishedAt: t0})
-	_, err := pool.Exec(context.Background(), `INSERT INTO notify.progress (user_id, last_seq, waiting_seq) VALUES (1, 3, 6)`)
+	gapSince := t0.Add(time.Minute)
+	_, err := pool.Exec(context.Background(), `INSERT INTO notify.progress (user_id, last_seq, gap_since) VALUES (1, 3, $1)`, gapSince)
 	require.NoError(t, err)
 	s := notify.NewStore(pool)
 	ctx := context.Background()
@@ -95,9 +95,10 @@ func TestUsersPaginates(t *testing.T) {
 	require.Equal(t, 1, u1.DeadLettered)
 	require.Equal(t, 1, u1.Pending)
 	require.Equal(t, int64(3), u1.LastSeq)
-	require.Equal(t, int64(6), *u1.WaitingSeq)
+	require.Equal(t, int64(4), *u1.MissingSeq, "held by a gap at its next seq")
+	require.Equal(t, gapSince, u1.GapSince.UTC())
 	require.Equal(t, int64(2), p1.Items[1].UserID)
-	require.Nil(t, p1.Items[1].WaitingSeq)
+	require.Nil(t, p1.Items[1].MissingSeq)
 
 	p2, err := s.Users(ctx, 2, p1.NextCursor)
 	require.NoError(t, err)
@@ -210,7 +211,7 @@ func TestChangesFeed(t *testing.T) {
 // failingSender fails every send with err.
 type failingSender struct{ err error }
 
-func (f failingSender) Send(context.Context, pgx.Tx, notify.SMS) error { return f.err }
+func (f failingSender) Send(context.Context, notify.SMS) error { return f.err }
 
 func TestReplay(t *testing.T) {
 	t.Parallel()
@@ -224,17 +225,22 @@ func TestReplay(t *testing.T) {
 	res, err := s.Replay(ctx, log, "admin", 1, 2, "provider was down")
 	require.NoError(t, err)
 	require.Equal(t, 1, res.Replay)
-	require.Equal(t, "1:2:late:1", res.IdempotencyKey)
+	require.Equal(t, "1:2", res.IdempotencyKey, "the SMS's own key")
+	require.False(t, res.AlreadyDelivered)
 	require.Equal(t, "(Delayed) You paid 4.04 CNY for a purchase. Balance: 95.96 CNY.", res.Text)
 	require.Contains(t, out.String(), "late=true")
 
+	// A second replay under the same key delivers nothing twice.
 	res2, err := s.Replay(ctx, log, "admin", 1, 2, "")
 	require.NoError(t, err)
-	require.Equal(t, "1:2:late:2", res2.IdempotencyKey)
+	require.Equal(t, "1:2", res2.IdempotencyKey)
+	require.Equal(t, 2, res2.Replay)
+	require.True(t, res2.AlreadyDelivered)
+	require.Equal(t, 1, strings.Count(out.String(), "late=true"))
 
 	var late int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM notify.sms_log WHERE user_id = 1 AND seq = 2 AND late`).Scan(&late))
-	require.Equal(t, 2, late)
+	require.Equal(t, 1, late)
 	var actor, action, reason string
 	require.NoError(t, pool.QueryRow(ctx, `SELECT actor, action, reason FROM notify.audit WHERE user_id = 1 AND seq = 2 ORDER BY id LIMIT 1`).Scan(&actor, &action, &reason))
 	require.Equal(t, []string{"admin", "replay_dead_letter", "provider was down"}, []string{actor, action, reason})
@@ -278,10 +284,11 @@ func TestReplayErrors(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM notify.audit`).Scan(&audits))
 	require.Zero(t, audits, "a failed replay leaves no audit row")
 
-	// The key of a retried replay is the one the failed attempt used.
-	res, err := s.Replay(ctx, ok, "admin", 1, 2, "")
+	// A provider that had the SMS already (a 409) makes the replay a recorded no-op.
+	res, err := s.Replay(ctx, failingSender{errors.Join(errors.New("409"), notify.ErrAlreadyDelivered)}, "admin", 1, 2, "")
 	require.NoError(t, err)
-	require.Equal(t, "1:2:late:1", res.IdempotencyKey)
+	require.Equal(t, "1:2", res.IdempotencyKey)
+	require.True(t, res.AlreadyDelivered)
 }
 
 // syncBuffer is a bytes.Buffer safe for one writer and one reader.

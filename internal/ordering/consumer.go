@@ -32,44 +32,13 @@ type Delivery struct {
 	Properties     map[string]string
 }
 
-// Result is what a Handler decides for a delivery.
-type Result struct {
-	kind  resultKind
-	after time.Duration
-}
-
-type resultKind int
-
-const (
-	resultAck resultKind = iota
-	resultRetry
-	resultWait
-	resultDeadLetter
-)
-
-// Ack means the message is done: its offset may be committed.
-func Ack() Result { return Result{kind: resultAck} }
-
-// RetryAfter suspends the queue for d and delivers the same message again (0 = the
-// consumer's default suspend delay). It spends one of the client's MaxReconsumeTimes
-// attempts; when they are exhausted the client moves the message to %DLQ%<group>.
-func RetryAfter(d time.Duration) Result { return Result{kind: resultRetry, after: d} }
-
-// Wait suspends the queue for d and delivers the same message again WITHOUT spending one of
-// the client's attempts: for waiting on something else (a missing predecessor), not failing.
-func Wait(d time.Duration) Result { return Result{kind: resultWait, after: d} }
-
-// DeadLetter hands the message to the client's own dead-lettering now: the client sends it
-// back to the broker with delay level -1, the broker stores it in %DLQ%<group>, and only
-// then is the offset committed (if the send-back fails the message is retried instead).
-func DeadLetter() Result { return Result{kind: resultDeadLetter} }
-
-// IsRetry reports whether r asks for the message again (RetryAfter or Wait).
-func (r Result) IsRetry() bool { return r.kind == resultRetry || r.kind == resultWait }
-
-// Handler handles one message of one queue at a time; it is never called concurrently for
-// the same queue. It must be idempotent: delivery is at least once.
-type Handler func(ctx context.Context, d Delivery) Result
+// Handler handles a batch of messages of one queue, in queue order; it is never called
+// concurrently for the same queue. nil acknowledges the whole batch (the offset moves past
+// it); an error pauses the queue for the suspend delay and delivers the same batch again.
+// Delivery is at least once: a handler must be idempotent. A handler must not fail for a
+// message's own sake (record a bad message and acknowledge it): an error is for "cannot work
+// right now", such as an unreachable database, and is retried for as long as it lasts.
+type Handler func(ctx context.Context, batch []Delivery) error
 
 // ConsumerConfig configures an OrderlyConsumer.
 type ConsumerConfig struct {
@@ -77,13 +46,15 @@ type ConsumerConfig struct {
 	Group   string
 	Topic   string
 	Tags    string // tag expression; default "*"
-	// MaxReconsumeTimes bounds the client's own retries before it sends the message to
-	// %DLQ%<group>. Required (> 0): the client's default -1 means forever in orderly mode.
-	// The client calls the handler up to MaxReconsumeTimes+2 times (it compares with >).
-	MaxReconsumeTimes int32
+	// BatchSize is how many messages of one queue a handler call gets at most (default 32).
+	BatchSize int
+	// Buffer bounds how many messages the client keeps pulled ahead, across all the queues
+	// this consumer holds (default 2048; also at most Buffer/64 MiB), so draining a large
+	// backlog does not grow memory. The client splits it evenly over its queues.
+	Buffer int
 	// HandlerTimeout bounds one handler call (the client has none in orderly mode); default 30s.
 	HandlerTimeout time.Duration
-	// SuspendDelay is how long a queue pauses after RetryAfter(0) or a panic; default 1s.
+	// SuspendDelay is how long a queue pauses after a handler error or panic; default 1s.
 	// The client's own default retries at once.
 	SuspendDelay time.Duration
 	// FromFirstOffset starts a group that has no committed offset at the queue's start
@@ -98,11 +69,14 @@ type ConsumerConfig struct {
 }
 
 // OrderlyConsumer is a push consumer in orderly mode (broker queue locks, one goroutine per
-// queue, one message per call) that fixes the Go client's hazards: a handler panic is
-// recovered (the client would stall the queue for good), each call is bounded by a deadline,
-// retries suspend the queue for an explicit time (the client's default is none),
-// ConsumeRetryLater is never returned (in orderly mode the client silently skips such a
-// message), and Shutdown waits for the handler in flight (the client does not).
+// queue, batches of one queue's messages in order) that fixes the Go client's hazards: a
+// handler panic is recovered (the client would stall the queue for good), each call is
+// bounded by a deadline, a failed batch suspends the queue for an explicit time (the
+// client's default is none), ConsumeRetryLater is never returned (in orderly mode the client
+// silently skips such a message), the client never dead-letters a message on its own (its
+// attempt counter lives in memory and would send a message to the DLQ during a long database
+// outage), the pull cache is bounded, and Shutdown waits for the handler in flight (the
+// client does not).
 type OrderlyConsumer struct {
 	cfg     ConsumerConfig
 	handler Handler
@@ -124,13 +98,17 @@ func NewOrderlyConsumer(cfg ConsumerConfig, h Handler) (*OrderlyConsumer, error)
 		return nil, errors.New("ordering: consumer needs a group")
 	case cfg.Topic == "":
 		return nil, errors.New("ordering: consumer needs a topic")
-	case cfg.MaxReconsumeTimes <= 0:
-		return nil, errors.New("ordering: MaxReconsumeTimes must be positive (unbounded retries block a queue forever)")
 	case h == nil:
 		return nil, errors.New("ordering: consumer needs a handler")
 	}
 	if cfg.Tags == "" {
 		cfg.Tags = "*"
+	}
+	if cfg.BatchSize <= 0 {
+		cfg.BatchSize = 32
+	}
+	if cfg.Buffer <= 0 {
+		cfg.Buffer = 2048
 	}
 	if cfg.HandlerTimeout <= 0 {
 		cfg.HandlerTimeout = 30 * time.Second
@@ -153,8 +131,15 @@ func NewOrderlyConsumer(cfg ConsumerConfig, h Handler) (*OrderlyConsumer, error)
 		consumer.WithGroupName(cfg.Group),
 		consumer.WithConsumerModel(consumer.Clustering),
 		consumer.WithConsumerOrder(true),
-		consumer.WithConsumeMessageBatchMaxSize(1),
-		consumer.WithMaxReconsumeTimes(cfg.MaxReconsumeTimes),
+		consumer.WithConsumeMessageBatchMaxSize(cfg.BatchSize),
+		consumer.WithPullBatchSize(int32(cfg.BatchSize)),
+		// The client derives its per-queue limits from these at every rebalance (its
+		// per-queue options alone are overwritten).
+		consumer.WithPullThresholdForTopic(cfg.Buffer),
+		consumer.WithPullThresholdSizeForTopic(max(1, cfg.Buffer/64)), // MiB
+		// -1 is "unlimited" in orderly mode: a batch that fails is retried until the handler
+		// can take it; the client never sends it to the DLQ by itself.
+		consumer.WithMaxReconsumeTimes(-1),
 		consumer.WithConsumeFromWhere(from),
 		consumer.WithSuspendCurrentQueueTimeMillis(cfg.SuspendDelay),
 		consumer.WithRebalanceLockInterval(cfg.LockInterval),
@@ -199,17 +184,14 @@ func (c *OrderlyConsumer) Shutdown(ctx context.Context) error {
 	return errors.Join(waitErr, c.pc.Shutdown())
 }
 
-// consume is the client callback. It is called with one message (batch size 1).
+// consume is the client callback: one batch of one queue.
 func (c *OrderlyConsumer) consume(ctx context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
 	octx, _ := primitive.GetOrderlyCtx(ctx)
 	c.mu.Lock()
 	if c.closing {
 		c.mu.Unlock()
-		// Leave the message for the next owner of the queue (never ConsumeRetryLater, which
-		// skips it), without spending an attempt.
-		for _, m := range msgs {
-			m.ReconsumeTimes--
-		}
+		// Leave the batch for the next owner of the queue (never ConsumeRetryLater, which
+		// skips it).
 		setSuspend(octx, c.cfg.SuspendDelay)
 		return consumer.SuspendCurrentQueueAMoment, nil
 	}
@@ -217,32 +199,15 @@ func (c *OrderlyConsumer) consume(ctx context.Context, msgs ...*primitive.Messag
 	c.mu.Unlock()
 	defer c.inflight.Done()
 
-	// Batch size is 1; a longer batch is handled message by message and retried whole.
-	for _, m := range msgs {
-		res := c.handleOne(m)
-		d := res.after
-		if d <= 0 {
-			d = c.cfg.SuspendDelay
-		}
-		switch res.kind {
-		case resultAck:
-			continue
-		case resultWait:
-			// The client increments ReconsumeTimes on every suspend and dead-letters the
-			// message past MaxReconsumeTimes; a wait is not a failure, so undo that in advance.
-			m.ReconsumeTimes--
-			setSuspend(octx, d)
-			return consumer.SuspendCurrentQueueAMoment, nil
-		case resultDeadLetter:
-			// Past the limit the client sends the message back with delay level -1: the
-			// broker stores it in %DLQ%<group>, and the offset is committed after that.
-			m.ReconsumeTimes = c.cfg.MaxReconsumeTimes + 1
-			setSuspend(octx, d)
-			return consumer.SuspendCurrentQueueAMoment, nil
-		default:
-			setSuspend(octx, d)
-			return consumer.SuspendCurrentQueueAMoment, nil
-		}
+	batch := make([]Delivery, len(msgs))
+	for i, m := range msgs {
+		batch[i] = toDelivery(m)
+	}
+	if err := c.handle(batch); err != nil {
+		c.log.Warn("batch not taken; the queue pauses and it comes again", "queue", batch[0].QueueLabel(),
+			"offset", batch[0].QueueOffset, "messages", len(batch), "in", c.cfg.SuspendDelay, "err", err)
+		setSuspend(octx, c.cfg.SuspendDelay)
+		return consumer.SuspendCurrentQueueAMoment, nil
 	}
 	return consumer.ConsumeSuccess, nil
 }
@@ -251,27 +216,22 @@ func setSuspend(octx *primitive.ConsumeOrderlyContext, d time.Duration) {
 	if octx == nil {
 		return
 	}
-	ms := int(d / time.Millisecond)
-	if ms < 1 {
-		ms = 1
-	}
-	octx.SuspendCurrentQueueTimeMillis = ms
+	octx.SuspendCurrentQueueTimeMillis = max(int(d/time.Millisecond), 1)
 }
 
-func (c *OrderlyConsumer) handleOne(m *primitive.MessageExt) (res Result) {
-	d := toDelivery(m)
+func (c *OrderlyConsumer) handle(batch []Delivery) (err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.HandlerTimeout)
 	defer cancel()
 	defer func() {
 		if p := recover(); p != nil {
 			c.panics.Add(1)
-			c.log.Error("handler panicked; the queue is suspended and the message retried",
-				"panic", fmt.Sprint(p), "msg_id", d.MsgID, "queue", d.QueueID, "offset", d.QueueOffset,
+			c.log.Error("handler panicked; the queue is suspended and the batch comes again",
+				"panic", fmt.Sprint(p), "queue", batch[0].QueueLabel(), "offset", batch[0].QueueOffset,
 				"stack", string(debug.Stack()))
-			res = RetryAfter(c.cfg.SuspendDelay)
+			err = fmt.Errorf("handler panicked: %v", p)
 		}
 	}()
-	return c.handler(ctx, d)
+	return c.handler(ctx, batch)
 }
 
 func toDelivery(m *primitive.MessageExt) Delivery {

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
 
 	"github.com/apache/rocketmq-client-go/v2"
 	"github.com/apache/rocketmq-client-go/v2/consumer"
@@ -153,4 +155,45 @@ func (w *DLQWatcher) Shutdown() error {
 		return nil
 	}
 	return w.pc.Shutdown()
+}
+
+// PropertyDeadLetterReason carries, on a message the application dead-lettered, why.
+const PropertyDeadLetterReason = "DEAD_LETTER_REASON"
+
+// DeadLetterPublisher publishes dead letters the application decided to %DLQ%<group> with
+// the ordinary producer, where the broker's own dead letters of that group go too: one
+// place for operators and the DLQ watcher to read. The topic must exist and be writable
+// (the broker creates it only for its own dead letters).
+type DeadLetterPublisher struct {
+	p     *OrderedProducer
+	topic string
+}
+
+// NewDeadLetterPublisher returns a publisher to group's DLQ through p.
+func NewDeadLetterPublisher(p *OrderedProducer, group string) *DeadLetterPublisher {
+	return &DeadLetterPublisher{p: p, topic: DLQTopic(group)}
+}
+
+// Topic returns the DLQ topic it publishes to.
+func (d *DeadLetterPublisher) Topic() string { return d.topic }
+
+// Publish stores one dead letter under key (also its message key, for mqadmin
+// queryMsgByKey), with the original message id and the reason as properties.
+func (d *DeadLetterPublisher) Publish(ctx context.Context, key, originMsgID, reason string, body []byte) error {
+	// Properties travel as name\x01value\x02: keep the reason short and free of controls.
+	reason = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, reason)
+	if len(reason) > 256 {
+		reason = strings.ToValidUTF8(reason[:256], "")
+	}
+	props := map[string]string{PropertyDeadLetterReason: reason}
+	if originMsgID != "" {
+		props[primitive.PropertyOriginMessageId] = originMsgID
+	}
+	_, err := d.p.SendOrderly(ctx, Message{Topic: d.topic, ShardingKey: key, Keys: []string{key}, Body: body, Properties: props})
+	return err
 }

@@ -2,10 +2,10 @@ package ordering_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -181,16 +181,26 @@ func TestOrderedRoundTrip(t *testing.T) {
 	sendDur := time.Since(start)
 
 	got := newTally()
+	var batches, maxBatch atomic.Int64
 	c, err := ordering.NewOrderlyConsumer(ordering.ConsumerConfig{
 		Namesrv: []string{b.Namesrv}, Group: group, Topic: topic,
-		MaxReconsumeTimes: 3, FromFirstOffset: true, SuspendDelay: 100 * time.Millisecond,
-	}, func(_ context.Context, d ordering.Delivery) ordering.Result {
-		k, seq := parseBody(d.Body)
-		if d.ShardingKey != k {
-			t.Errorf("delivery of %s carries sharding key %q", k, d.ShardingKey)
+		FromFirstOffset: true, SuspendDelay: 100 * time.Millisecond, BatchSize: 16,
+	}, func(_ context.Context, batch []ordering.Delivery) error {
+		batches.Add(1)
+		if n := int64(len(batch)); n > maxBatch.Load() {
+			maxBatch.Store(n)
 		}
-		got.add(k, seq)
-		return ordering.Ack()
+		for i, d := range batch {
+			k, seq := parseBody(d.Body)
+			if d.ShardingKey != k {
+				t.Errorf("delivery of %s carries sharding key %q", k, d.ShardingKey)
+			}
+			if d.QueueID != batch[0].QueueID || (i > 0 && d.QueueOffset <= batch[i-1].QueueOffset) {
+				t.Errorf("a batch mixes queues or goes back in offsets")
+			}
+			got.add(k, seq)
+		}
+		return nil
 	})
 	require.NoError(t, err)
 	start = time.Now()
@@ -204,9 +214,12 @@ func TestOrderedRoundTrip(t *testing.T) {
 	lost, dup, ooo, _ := got.counts()
 	queues := map[int]int{}
 	queueOf.Range(func(_, q any) bool { queues[q.(int)]++; return true })
-	t.Logf("ordered round trip on broker %s (name server %s), topic %s, 8 queues: keys=%d msgs=%d sent_in=%s received_in=%s lost=%d duplicated=%d out_of_order=%d keys_per_queue=%v",
-		b.BrokerAddr, b.Namesrv, topic, numKeys, numKeys*msgsPerKey, sendDur.Round(time.Millisecond), recvDur.Round(time.Millisecond), lost, dup, ooo, queues)
+	t.Logf("ordered round trip on broker %s (name server %s), topic %s, 8 queues: keys=%d msgs=%d sent_in=%s received_in=%s lost=%d duplicated=%d out_of_order=%d keys_per_queue=%v batches=%d largest_batch=%d",
+		b.BrokerAddr, b.Namesrv, topic, numKeys, numKeys*msgsPerKey, sendDur.Round(time.Millisecond), recvDur.Round(time.Millisecond), lost, dup, ooo, queues,
+		batches.Load(), maxBatch.Load())
 	require.Zero(t, lost, "lost")
+	require.LessOrEqual(t, maxBatch.Load(), int64(16), "batches are bounded")
+	require.Less(t, batches.Load(), int64(numKeys*msgsPerKey), "a backlog comes in batches")
 	require.Zero(t, ooo, "out of order")
 	require.Zero(t, c.Panics())
 }
@@ -252,141 +265,42 @@ func TestControlUnorderedBreaksOrder(t *testing.T) {
 	require.Zero(t, lost)
 }
 
-// TestRetriesThenDeadLetter: a handler that always fails, with MaxReconsumeTimes bounded,
-// ends with the message in %DLQ%<group>, and the next message of the same key (same queue)
-// is then consumed. It logs the attempts and suspend intervals it observed.
-func TestRetriesThenDeadLetter(t *testing.T) {
+// TestAFailedBatchComesAgainAndIsNeverDeadLettered: a handler that fails a batch (its
+// database is away) gets the same messages again after the suspend delay, for as long as it
+// fails — the client never sends them to the DLQ by itself, however often — then in order; a
+// panic is recovered and treated the same way. Other queues go on meanwhile.
+func TestAFailedBatchComesAgainAndIsNeverDeadLettered(t *testing.T) {
 	t.Parallel()
 	b := rmqtest.Require(t)
-	topic, group := rmqtest.Unique("it-dlq"), rmqtest.Unique("it-dlq-group")
+	topic, group := rmqtest.Unique("it-retry"), rmqtest.Unique("it-retry-group")
 	b.CreateTopic(t, topic, 8)
-	const maxReconsume = 2
-	const suspend = 300 * time.Millisecond
-
-	var (
-		mu         sync.Mutex
-		poisonAt   []time.Time
-		nextAt     time.Time
-		nextQueue  = -1
-		poisonQ    = -1
-		afterCount int
-	)
-	c, err := ordering.NewOrderlyConsumer(ordering.ConsumerConfig{
-		Namesrv: []string{b.Namesrv}, Group: group, Topic: topic,
-		MaxReconsumeTimes: maxReconsume, FromFirstOffset: true, SuspendDelay: suspend,
-	}, func(_ context.Context, d ordering.Delivery) ordering.Result {
-		mu.Lock()
-		defer mu.Unlock()
-		switch string(d.Body) {
-		case "poison":
-			poisonAt = append(poisonAt, time.Now())
-			poisonQ = d.QueueID
-			return ordering.RetryAfter(0)
-		case "next":
-			if nextAt.IsZero() {
-				nextAt = time.Now()
-			}
-			nextQueue = d.QueueID
-			afterCount = len(poisonAt)
-		}
-		return ordering.Ack()
-	})
-	require.NoError(t, err)
-	require.NoError(t, c.Start())
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(t, c.Shutdown(ctx))
-	}()
-
-	p, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: []string{b.Namesrv}, Group: rmqtest.Unique("it-dlq-producer")})
-	require.NoError(t, err)
-	defer p.Shutdown() //nolint:errcheck
-	poison, err := p.SendOrderly(context.Background(), ordering.Message{Topic: topic, ShardingKey: "user-7", Keys: []string{"poison-key"}, Body: []byte("poison")})
-	require.NoError(t, err)
-	next, err := p.SendOrderly(context.Background(), ordering.Message{Topic: topic, ShardingKey: "user-7", Keys: []string{"next-key"}, Body: []byte("next")})
-	require.NoError(t, err)
-	require.Equal(t, poison.QueueID, next.QueueID, "same key, same queue")
-
-	waitFor(t, 60*time.Second, "the next message after the poisoned one", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return !nextAt.IsZero()
-	})
-	dlq := b.ReadDLQ(t, group, 60*time.Second, func(ms []rmqtest.DLQMessage) bool {
-		for _, m := range ms {
-			if rmqtest.HasKey(m.Keys, "poison-key") {
-				return true
-			}
-		}
-		return false
-	})
-	var found *rmqtest.DLQMessage
-	for i := range dlq {
-		if rmqtest.HasKey(dlq[i].Keys, "poison-key") {
-			found = &dlq[i]
-		}
-		require.False(t, rmqtest.HasKey(dlq[i].Keys, "next-key"), "the healthy message must not be dead-lettered")
-	}
-	require.NotNil(t, found, "poisoned message in %%DLQ%%%s", group)
-	require.Equal(t, "poison", string(found.Body))
-
-	mu.Lock()
-	defer mu.Unlock()
-	var gaps []string
-	minGap := time.Hour
-	for i := 1; i < len(poisonAt); i++ {
-		g := poisonAt[i].Sub(poisonAt[i-1])
-		gaps = append(gaps, g.Round(time.Millisecond).String())
-		if g < minGap {
-			minGap = g
-		}
-	}
-	t.Logf("dead-letter on broker %s: MaxReconsumeTimes=%d handler_attempts=%d suspend_requested=%s observed_gaps=%v next_message_after=%s same_queue=%v dlq_topic=%%DLQ%%%s dlq_msg_id=%s origin_msg_id=%s",
-		b.BrokerAddr, maxReconsume, len(poisonAt), suspend, gaps, nextAt.Sub(poisonAt[len(poisonAt)-1]).Round(time.Millisecond), nextQueue == poisonQ, group, found.MsgID, found.OriginMsgID)
-	require.Equal(t, poisonQ, nextQueue)
-	require.Equal(t, afterCount, len(poisonAt), "no attempt of the poisoned message after the next one was consumed")
-	// The Go client compares ReconsumeTimes > max, so it calls the handler max+2 times.
-	require.GreaterOrEqual(t, len(poisonAt), maxReconsume+1)
-	require.LessOrEqual(t, len(poisonAt), maxReconsume+2)
-	require.GreaterOrEqual(t, minGap, suspend-20*time.Millisecond, "each retry waits for the suspend delay")
-}
-
-// TestWaitDoesNotSpendAttempts: Wait suspends without consuming the client's attempts, so a
-// message waiting longer than MaxReconsumeTimes suspends is not dead-lettered; DeadLetter
-// sends a message to the DLQ at once; a panic is recovered and the message retried.
-func TestWaitDeadLetterAndPanic(t *testing.T) {
-	t.Parallel()
-	b := rmqtest.Require(t)
-	topic, group := rmqtest.Unique("it-wait"), rmqtest.Unique("it-wait-group")
-	b.CreateTopic(t, topic, 8)
+	const suspend = 100 * time.Millisecond
+	const failures = 20 // far beyond the client's default 16 reconsumes before its DLQ
 	var (
 		mu       sync.Mutex
-		calls    = map[string]int{}
+		attempts []time.Time
 		acked    []string
 		panicked bool
 	)
 	c, err := ordering.NewOrderlyConsumer(ordering.ConsumerConfig{
-		Namesrv: []string{b.Namesrv}, Group: group, Topic: topic,
-		MaxReconsumeTimes: 1, FromFirstOffset: true, SuspendDelay: 50 * time.Millisecond,
-	}, func(_ context.Context, d ordering.Delivery) ordering.Result {
+		Namesrv: []string{b.Namesrv}, Group: group, Topic: topic, FromFirstOffset: true, SuspendDelay: suspend,
+	}, func(_ context.Context, batch []ordering.Delivery) error {
 		mu.Lock()
 		defer mu.Unlock()
-		name := string(d.Body)
-		calls[name]++
-		switch {
-		case name == "waits" && calls[name] <= 5:
-			return ordering.Wait(20 * time.Millisecond)
-		case name == "dead":
-			return ordering.DeadLetter()
-		case name == "panics" && !panicked:
+		if string(batch[0].Body) == "first" && len(attempts) < failures {
+			attempts = append(attempts, time.Now())
+			return errors.New("database unreachable")
+		}
+		if string(batch[0].Body) == "first" && !panicked {
 			panicked = true
 			mu.Unlock()
 			defer mu.Lock()
 			panic("boom")
 		}
-		acked = append(acked, name)
-		return ordering.Ack()
+		for _, d := range batch {
+			acked = append(acked, string(d.Body))
+		}
+		return nil
 	})
 	require.NoError(t, err)
 	require.NoError(t, c.Start())
@@ -395,38 +309,31 @@ func TestWaitDeadLetterAndPanic(t *testing.T) {
 		defer cancel()
 		require.NoError(t, c.Shutdown(ctx))
 	}()
-	p, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: []string{b.Namesrv}, Group: rmqtest.Unique("it-wait-producer")})
+	p, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: []string{b.Namesrv}, Group: rmqtest.Unique("it-retry-producer")})
 	require.NoError(t, err)
 	defer p.Shutdown() //nolint:errcheck
-	for _, name := range []string{"waits", "dead", "panics", "last"} {
+	for _, name := range []string{"first", "second", "third"} {
 		_, err := p.SendOrderly(context.Background(), ordering.Message{Topic: topic, ShardingKey: "one-key", Keys: []string{name}, Body: []byte(name)})
 		require.NoError(t, err)
 	}
-	waitFor(t, 60*time.Second, "the last message", func() bool {
+	waitFor(t, 60*time.Second, "the batch to be taken at last", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
-		return len(acked) > 0 && acked[len(acked)-1] == "last"
+		return len(acked) == 3
 	})
-	dlq := b.ReadDLQ(t, group, 60*time.Second, func(ms []rmqtest.DLQMessage) bool {
-		for _, m := range ms {
-			if rmqtest.HasKey(m.Keys, "dead") {
-				return true
-			}
-		}
-		return false
-	})
-	var keys []string
-	for _, m := range dlq {
-		keys = append(keys, m.Keys)
-	}
-	sort.Strings(keys)
 	mu.Lock()
 	defer mu.Unlock()
-	require.Equal(t, []string{"waits", "panics", "last"}, acked, "in order, the waiting one not dead-lettered")
-	require.Equal(t, 6, calls["waits"], "5 waits then an ack")
-	require.Equal(t, 1, calls["dead"])
-	require.Equal(t, []string{"dead"}, keys, "only the dead-lettered message is in the DLQ")
+	// Had the client dead-lettered "first" after its own count of reconsumes, it would be
+	// missing here.
+	require.Equal(t, []string{"first", "second", "third"}, acked, "in order, nothing skipped or dead-lettered")
+	minGap := time.Hour
+	for i := 1; i < len(attempts); i++ {
+		minGap = min(minGap, attempts[i].Sub(attempts[i-1]))
+	}
+	require.GreaterOrEqual(t, minGap, suspend-20*time.Millisecond, "each retry waits for the suspend delay")
 	require.EqualValues(t, 1, c.Panics())
+	t.Logf("failed batch on broker %s: failures=%d then a panic, suspend=%s, smallest gap %s, then acknowledged in order",
+		b.BrokerAddr, failures, suspend, minGap.Round(time.Millisecond))
 }
 
 // TestHandlerDeadlineAndShutdownWaitsForTheHandler: each handler call carries a deadline
@@ -439,8 +346,8 @@ func TestHandlerDeadlineAndShutdownWaitsForTheHandler(t *testing.T) {
 	entered, release := make(chan time.Duration, 1), make(chan struct{})
 	var finished atomic.Bool
 	c, err := ordering.NewOrderlyConsumer(ordering.ConsumerConfig{Namesrv: []string{b.Namesrv}, Group: group, Topic: topic,
-		MaxReconsumeTimes: 3, FromFirstOffset: true, HandlerTimeout: 7 * time.Second},
-		func(ctx context.Context, d ordering.Delivery) ordering.Result {
+		FromFirstOffset: true, HandlerTimeout: 7 * time.Second},
+		func(ctx context.Context, _ []ordering.Delivery) error {
 			dl, ok := ctx.Deadline()
 			if !ok {
 				entered <- -1
@@ -449,7 +356,7 @@ func TestHandlerDeadlineAndShutdownWaitsForTheHandler(t *testing.T) {
 			}
 			<-release
 			finished.Store(true)
-			return ordering.Ack()
+			return nil
 		})
 	require.NoError(t, err)
 	require.NoError(t, c.Start())

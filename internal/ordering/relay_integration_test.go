@@ -88,11 +88,13 @@ func TestRelayPublishesInOrderAndSurvivesRestart(t *testing.T) {
 
 	got := newTally()
 	c, err := ordering.NewOrderlyConsumer(ordering.ConsumerConfig{Namesrv: []string{b.Namesrv}, Group: group, Topic: topic,
-		MaxReconsumeTimes: 3, FromFirstOffset: true},
-		func(_ context.Context, d ordering.Delivery) ordering.Result {
-			k, seq := parseBody(d.Body)
-			got.add(k, seq)
-			return ordering.Ack()
+		FromFirstOffset: true},
+		func(_ context.Context, batch []ordering.Delivery) error {
+			for _, d := range batch {
+				k, seq := parseBody(d.Body)
+				got.add(k, seq)
+			}
+			return nil
 		})
 	require.NoError(t, err)
 	require.NoError(t, c.Start())

@@ -1,5 +1,6 @@
-// Package httpapi is the notifier's HTTP side on echo: the SMS log read API, the gate's
-// state, the operator API (replay a dead letter, skip a lost seq) and the live page. Errors
+// Package httpapi is the notifier's HTTP side on echo: the SMS log read API, the delivery
+// state (GET /v1/gate: lanes, breaker, gaps, baselines), the operator API (replay a dead
+// letter, skip a lost seq) and the live page. Errors
 // go out as {"error":{"code","message"}} through apperr's one code→status table (see httpx).
 //
 // Authentication: the read routes and the page are open — the notifier listens on loopback
@@ -17,6 +18,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -24,7 +26,6 @@ import (
 	"github.com/walletsaga/walletsaga/internal/httpx"
 	"github.com/walletsaga/walletsaga/internal/notify"
 	"github.com/walletsaga/walletsaga/internal/notify/web"
-	"github.com/walletsaga/walletsaga/internal/ordering"
 )
 
 // OpenAPI is the OpenAPI 3 description of every route the notifier serves, served at
@@ -40,13 +41,19 @@ type Deps struct {
 	// if the operator wants replays to meet the same switches).
 	Sender notify.Sender
 	// Gate serves GET /v1/gate and the skip action; nil leaves both out.
-	Gate *ordering.Gate
-	// Drain, when set, is called after a skip so that parked successors go out at once.
-	Drain func(ctx context.Context)
+	Gate *Gate
 	// AdminToken guards the operator endpoints (Authorization: Bearer <token>). Empty
 	// disables them: every request is refused with 403.
 	AdminToken string
 	Logger     *slog.Logger // slog.Default() when nil
+}
+
+// Gate is the notifier's delivery as GET /v1/gate shows it.
+type Gate struct {
+	Lanes *notify.Lanes
+	Inbox *notify.Inbox
+	// GapAlertAfter is how old a gap is before it is listed as an alert.
+	GapAlertAfter time.Duration
 }
 
 // Register adds every route of the notifier's API and page to e. This is the one list.
@@ -74,7 +81,7 @@ func Register(e *echo.Echo, d Deps) {
 			method, path string
 			handler      echo.HandlerFunc
 		}{
-			{http.MethodGet, "/v1/gate", gateState(d.Gate)},
+			{http.MethodGet, "/v1/gate", gateState(d.Gate, d.Store)},
 			{http.MethodPost, "/v1/gate/:user_id/skip", skip(d)},
 		}...)
 	}
@@ -199,39 +206,55 @@ func skip(d Deps) echo.HandlerFunc {
 			return apperr.New(apperr.Invalid, "seq must be the positive seq that is lost, got %d", req.Seq)
 		}
 		ctx := c.Request().Context()
-		last, err := d.Gate.Skip(ctx, userID, req.Seq, req.Reason, d.Store.AuditTx(actor, notify.ActionSkip, userID, req.Seq, req.Reason))
+		last, err := d.Store.Skip(ctx, userID, req.Seq, req.Reason, d.Store.AuditTx(actor, notify.ActionSkip, userID, req.Seq, req.Reason))
 		switch {
-		case errors.Is(err, ordering.ErrNotHeld):
-			return apperr.Wrap(err, apperr.Conflict, "user %d is not held waiting for seq %d (see GET /v1/gate)", userID, req.Seq)
-		case errors.Is(err, ordering.ErrNotLost):
+		case errors.Is(err, notify.ErrNotHeld):
+			return apperr.Wrap(err, apperr.Conflict, "user %d is not held waiting for seq %d (see the gaps in GET /v1/gate)", userID, req.Seq)
+		case errors.Is(err, notify.ErrNotLost):
 			return apperr.Wrap(err, apperr.Conflict, "seq %d of user %d has arrived; it is not lost and will be delivered", req.Seq, userID)
 		case err != nil:
 			return err
 		}
 		d.Logger.WarnContext(ctx, "missing seq skipped", "user_id", userID, "seq", req.Seq, "last_seq", last, "actor", actor, "reason", req.Reason)
-		if d.Drain != nil {
-			d.Drain(ctx)
-		}
+		d.Gate.Lanes.Wake()
 		return c.JSON(http.StatusOK, map[string]any{"user_id": userID, "skipped_seq": req.Seq, "last_seq": last})
 	}
 }
 
-// gateState serves GET /v1/gate: users held by a missing predecessor, parked messages, the
-// gate's decision counters.
-func gateState(gate *ordering.Gate) echo.HandlerFunc {
+// gateBody is GET /v1/gate.
+type gateBody struct {
+	notify.LaneView
+	Breaker       notify.BreakerState `json:"breaker"`
+	Workers       int                 `json:"workers"`
+	Busy          int64               `json:"busy"`
+	Lanes         notify.LaneStats    `json:"lanes"`
+	Inbox         notify.InboxStats   `json:"inbox"`
+	Retry         retryBody           `json:"retry_policy"`
+	GapAlertAfter string              `json:"gap_alert_after"`
+}
+
+type retryBody struct {
+	Base            string `json:"base"`
+	Max             string `json:"max"`
+	MaxAttempts     int    `json:"max_attempts"`
+	DeadLetterAfter string `json:"dead_letter_after"`
+}
+
+// gateState serves GET /v1/gate: the provider breaker, the lanes (workers, what they did),
+// the inbox (what it received, what it holds), users held by a gap (longest first, alerts
+// marked) and users that started at a baseline, and the retry policy.
+func gateState(g *Gate, store *notify.Store) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		waiting, err := gate.Waiting(c.Request().Context(), 100)
+		view, err := store.View(c.Request().Context(), 100, g.GapAlertAfter)
 		if err != nil {
 			return err
 		}
-		if waiting == nil {
-			waiting = []ordering.WaitingUser{}
-		}
-		parked, err := gate.ParkedCount(c.Request().Context())
-		if err != nil {
-			return err
-		}
-		return c.JSON(http.StatusOK, map[string]any{"stats": gate.Stats(), "max_attempts": gate.MaxAttempts(), "waiting": waiting, "parked": parked})
+		p := g.Lanes.Policy()
+		return c.JSON(http.StatusOK, gateBody{
+			LaneView: view, Breaker: g.Lanes.Breaker().State(), Workers: g.Lanes.Workers(), Busy: g.Lanes.Busy(),
+			Lanes: g.Lanes.Stats(), Inbox: g.Inbox.Stats(), GapAlertAfter: g.GapAlertAfter.String(),
+			Retry: retryBody{Base: p.Base.String(), Max: p.Max.String(), MaxAttempts: p.MaxAttempts, DeadLetterAfter: p.DeadLetterAfter.String()},
+		})
 	}
 }
 

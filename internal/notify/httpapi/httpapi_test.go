@@ -21,7 +21,6 @@ import (
 	"github.com/walletsaga/walletsaga/internal/notify"
 	"github.com/walletsaga/walletsaga/internal/notify/httpapi"
 	"github.com/walletsaga/walletsaga/internal/notify/notifytest"
-	"github.com/walletsaga/walletsaga/internal/ordering"
 	"github.com/walletsaga/walletsaga/internal/testdb"
 	"github.com/walletsaga/walletsaga/internal/walletevent"
 )
@@ -64,8 +63,11 @@ func newEnv(t *testing.T, wrap func(echo.HandlerFunc) echo.HandlerFunc) *env {
 		e.Use(wrap)
 	}
 	out := &bytes.Buffer{}
-	gate := ordering.NewGate(pool, ordering.GateConfig{Logger: log})
-	httpapi.Register(e, httpapi.Deps{Store: notify.NewStore(pool), Sender: notify.NewLogSender(out), Gate: gate, AdminToken: adminToken, Logger: log})
+	store := notify.NewStore(pool)
+	lanes, err := notify.NewLanes(store, notify.LaneConfig{Owner: "httpapi-test", Policy: notify.DefaultRetryPolicy, Sender: notify.NewLogSender(out), Logger: log})
+	require.NoError(t, err)
+	gate := &httpapi.Gate{Lanes: lanes, Inbox: notify.NewInbox(store, false, nil, log), GapAlertAfter: 5 * time.Minute}
+	httpapi.Register(e, httpapi.Deps{Store: store, Sender: notify.NewLogSender(out), Gate: gate, AdminToken: adminToken, Logger: log})
 	srv := httptest.NewServer(e)
 	t.Cleanup(srv.Close)
 	return &env{pool: pool, srv: srv, out: out}
@@ -204,7 +206,8 @@ func TestReplayEndpoint(t *testing.T) {
 	auth := "Bearer " + adminToken
 	st, v = e.do(t, http.MethodPost, path, auth, `{"reason":"provider outage"}`)
 	require.Equal(t, http.StatusOK, st, "%v", v)
-	require.Equal(t, "1:2:late:1", v["idempotency_key"])
+	require.Equal(t, "1:2", v["idempotency_key"], "a replay keeps the SMS's key")
+	require.Equal(t, false, v["already_delivered"])
 	require.Equal(t, "(Delayed) You paid 4.04 CNY for a purchase. Balance: 95.96 CNY.", v["text"])
 	require.Contains(t, e.out.String(), "late=true")
 
@@ -217,6 +220,8 @@ func TestReplayEndpoint(t *testing.T) {
 	st, v = e.doAs(t, http.MethodPost, path, auth, "carol", `{"reason":"again"}`)
 	require.Equal(t, http.StatusOK, st, "%v", v)
 	require.Equal(t, 2.0, v["replay"])
+	require.Equal(t, true, v["already_delivered"], "the second replay finds it delivered")
+	require.Equal(t, 1, strings.Count(e.out.String(), "late=true"), "and sends nothing")
 
 	var reason, actor string
 	require.NoError(t, e.pool.QueryRow(context.Background(),

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -13,20 +14,32 @@ func TestSkipALostSeqAdvancesTheUserWithAnAuditRow(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := context.Background()
-	// User 5 got seq 1; seq 3 arrived and is parked; seq 2 never arrived. User 6 is held the
-	// same way, but its seq 2 has arrived and is being delivered.
+	// User 5 got seq 1; seq 3 arrived and waits in the inbox; seq 2 never arrived: a gap for
+	// ten minutes. User 6 waited the same way, but its seq 2 has arrived now and is pending.
 	_, err := e.pool.Exec(ctx, `
-		INSERT INTO notify.progress (user_id, last_seq, waiting_seq, waiting_since) VALUES
-			(5, 1, 3, now() - interval '10 minutes'), (6, 1, 3, now());
+		INSERT INTO notify.progress (user_id, last_seq, gap_since) VALUES
+			(5, 1, now() - interval '10 minutes'), (6, 1, now());
 		INSERT INTO notify.notifications (user_id, seq, status, attempts) VALUES
-			(5, 1, 'sent', 1), (5, 3, 'parked', 0), (6, 1, 'sent', 1), (6, 2, 'pending', 1), (6, 3, 'parked', 0)`)
+			(5, 1, 'sent', 1), (5, 3, 'pending', 0), (6, 1, 'sent', 1), (6, 2, 'pending', 1), (6, 3, 'pending', 0)`)
 	require.NoError(t, err)
 	auth := "Bearer " + adminToken
 	body := `{"seq":2,"reason":"lost in a broker failover, INC-12"}`
 
 	st, v := e.do(t, http.MethodGet, "/v1/gate", "", "")
 	require.Equal(t, http.StatusOK, st, "%v", v)
-	require.Len(t, v["waiting"], 2)
+	gaps := v["gaps"].([]any)
+	require.Len(t, gaps, 2)
+	oldest := gaps[0].(map[string]any)
+	require.Equal(t, 5.0, oldest["user_id"])
+	require.Equal(t, 2.0, oldest["missing_seq"])
+	require.Equal(t, 1.0, oldest["waiting"])
+	require.Equal(t, true, oldest["alert"], "older than GAP_ALERT_AFTER (5 min)")
+	require.Equal(t, false, gaps[1].(map[string]any)["alert"])
+	require.EqualValues(t, 1, v["gap_alerts"])
+	require.Equal(t, "closed", v["breaker"].(map[string]any)["state"])
+	require.Equal(t, 64.0, v["workers"])
+	require.Equal(t, map[string]any{"base": "1s", "max": "5m0s", "max_attempts": 8.0, "dead_letter_after": "15m0s"}, v["retry_policy"])
+	require.EqualValues(t, 3, v["pending"])
 
 	st, _ = e.do(t, http.MethodPost, "/v1/gate/5/skip", "", body)
 	require.Equal(t, http.StatusUnauthorized, st)
@@ -51,12 +64,14 @@ func TestSkipALostSeqAdvancesTheUserWithAnAuditRow(t *testing.T) {
 
 	var status string
 	var last int64
-	var waiting *int64
+	var gapSince *time.Time
+	var due bool
 	require.NoError(t, e.pool.QueryRow(ctx, `SELECT status FROM notify.notifications WHERE user_id = 5 AND seq = 2`).Scan(&status))
 	require.Equal(t, "skipped_by_operator", status)
-	require.NoError(t, e.pool.QueryRow(ctx, `SELECT last_seq, waiting_seq FROM notify.progress WHERE user_id = 5`).Scan(&last, &waiting))
-	require.Equal(t, int64(2), last, "advanced past the skipped seq; the parked seq 3 is next")
-	require.Nil(t, waiting, "the wait is over")
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT last_seq, gap_since, due_at <= now() FROM notify.progress WHERE user_id = 5`).Scan(&last, &gapSince, &due))
+	require.Equal(t, int64(2), last, "advanced past the skipped seq; seq 3 is next")
+	require.Nil(t, gapSince, "the gap is closed")
+	require.True(t, due, "and the user is due for a lane")
 
 	st, v = e.do(t, http.MethodPost, "/v1/gate/5/skip", auth, body)
 	require.Equal(t, http.StatusConflict, st, "a second skip finds nothing missing: %v", v)

@@ -1,5 +1,5 @@
 // Package notifytest seeds the notifier's tables directly, for tests of the read side
-// (the gate normally writes them).
+// (the inbox and the lanes normally write them).
 package notifytest
 
 import (
@@ -13,7 +13,7 @@ import (
 	"github.com/walletsaga/walletsaga/internal/walletevent"
 )
 
-// Row is one notify.notifications row to seed. Event is stored as the gate stores it;
+// Row is one notify.notifications row to seed. Event is stored as the inbox stores it;
 // Text, Kind and FinishedAt are stored when set. UpdatedAt defaults to now().
 type Row struct {
 	Event      walletevent.Event

@@ -1,6 +1,7 @@
 // The SMS log page: it reads the change feed GET /v1/sms (cursor-paginated, rows of the last
 // few seconds come again, so items are upserted by user and seq) and the per-user counts
-// GET /v1/users, and renders every user's SMS in seq order. No framework, no CDN.
+// GET /v1/users, and renders every user's SMS in seq order; it shows the SMS provider breaker
+// from GET /v1/gate. No framework, no CDN.
 "use strict";
 
 const POLL_MS = 1000;
@@ -93,8 +94,9 @@ function renderUser(id, u) {
   const list = el("ol", "sms-list");
   for (const it of items) list.appendChild(smsItem(it));
   const parts = [h];
-  if (u.summary && u.summary.waiting_seq) {
-    parts.push(el("p", "waiting", "waiting for seq " + (u.summary.last_seq + 1) + " before sending seq " + u.summary.waiting_seq));
+  if (u.summary && u.summary.missing_seq) {
+    parts.push(el("p", "waiting", "waiting for seq " + u.summary.missing_seq + ", which has not arrived, since " +
+      new Date(u.summary.gap_since).toLocaleTimeString() + "; later SMS wait behind it"));
   }
   parts.push(list);
   sec.replaceChildren(...parts);
@@ -133,7 +135,7 @@ async function pollUsers() {
       for (const s of page.items) {
         const u = user(s.user_id);
         const was = u.summary;
-        if (!was || was.waiting_seq !== s.waiting_seq || was.last_seq !== s.last_seq) u.dirty = true;
+        if (!was || was.missing_seq !== s.missing_seq || was.last_seq !== s.last_seq) u.dirty = true;
         u.summary = s;
       }
       c = page.next_cursor || "";
@@ -145,5 +147,21 @@ async function pollUsers() {
   setTimeout(pollUsers, 3 * POLL_MS);
 }
 
+async function pollBreaker() {
+  try {
+    const g = await getJSON("/v1/gate");
+    const b = g.breaker, e = document.getElementById("breaker");
+    e.dataset.state = b.state;
+    let text = "SMS provider: " + (b.state === "closed" ? "up" : b.state === "open" ? "failing — SMS wait, none is dead-lettered for it" : "probing");
+    if (b.state !== "closed" && b.retry_at) text += " (next probe " + new Date(b.retry_at).toLocaleTimeString() + ")";
+    if (b.opened) text += " · breaker opened " + b.opened + "× since start";
+    e.textContent = text;
+  } catch (e) {
+    // the SMS poll reports the connection state
+  }
+  setTimeout(pollBreaker, 2 * POLL_MS);
+}
+
 pollSMS();
 pollUsers();
+pollBreaker();

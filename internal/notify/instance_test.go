@@ -1,4 +1,4 @@
-package ordering_test
+package notify_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/walletsaga/walletsaga/internal/ordering"
+	"github.com/walletsaga/walletsaga/internal/notify"
 	"github.com/walletsaga/walletsaga/internal/testdb"
 )
 
@@ -33,14 +33,14 @@ func TestClaimInstanceIsExclusiveAndSurvivesLostSessions(t *testing.T) {
 		return pid
 	}
 
-	a, err := ordering.ClaimInstance(ctx, pool, "g", "notifier-1", log)
+	a, err := notify.ClaimInstance(ctx, pool, "g", "notifier-1", log)
 	require.NoError(t, err)
-	_, err = ordering.ClaimInstance(ctx, pool, "g", "notifier-1", log)
-	require.ErrorIs(t, err, ordering.ErrInstanceTaken)
+	_, err = notify.ClaimInstance(ctx, pool, "g", "notifier-1", log)
+	require.ErrorIs(t, err, notify.ErrInstanceTaken)
 	require.Contains(t, err.Error(), `runs as "notifier-1"`)
-	b, err := ordering.ClaimInstance(ctx, pool, "g", "notifier-2", log)
+	b, err := notify.ClaimInstance(ctx, pool, "g", "notifier-2", log)
 	require.NoError(t, err, "another name is free")
-	c, err := ordering.ClaimInstance(ctx, pool, "other-group", "notifier-1", log)
+	c, err := notify.ClaimInstance(ctx, pool, "other-group", "notifier-1", log)
 	require.NoError(t, err, "the same name in another group is free")
 	require.Equal(t, 3, locks())
 	b.Release()
@@ -54,12 +54,12 @@ func TestClaimInstanceIsExclusiveAndSurvivesLostSessions(t *testing.T) {
 	require.Eventually(t, func() bool { p := holder(); return p != 0 && p != old && a.Held() }, 20*time.Second, 50*time.Millisecond,
 		"claim not taken again by a new session")
 	require.Equal(t, 1, locks())
-	_, err = ordering.ClaimInstance(ctx, pool, "g", "notifier-1", log)
-	require.ErrorIs(t, err, ordering.ErrInstanceTaken, "still exclusive after the reconnect")
+	_, err = notify.ClaimInstance(ctx, pool, "g", "notifier-1", log)
+	require.ErrorIs(t, err, notify.ErrInstanceTaken, "still exclusive after the reconnect")
 
 	a.Release()
 	require.Equal(t, 0, locks())
-	again, err := ordering.ClaimInstance(ctx, pool, "g", "notifier-1", log)
+	again, err := notify.ClaimInstance(ctx, pool, "g", "notifier-1", log)
 	require.NoError(t, err, "free once released")
 	again.Release()
 }

@@ -1,4 +1,4 @@
-package ordering
+package notify
 
 import (
 	"context"
@@ -29,7 +29,7 @@ import (
 // hosts have other IPs, hence other identities, even with the same instance name.)
 
 // ErrInstanceTaken means another live process holds the (group, instance) name.
-var ErrInstanceTaken = errors.New("ordering: consumer instance name in use")
+var ErrInstanceTaken = errors.New("notify: consumer instance name in use")
 
 // InstanceClaim is a held (group, instance) name.
 type InstanceClaim struct {
@@ -49,8 +49,8 @@ func instanceLockKey(group, host, instance string) int64 {
 // ClaimInstance takes the (group, host, instance) name for this process or returns ErrInstanceTaken.
 // It keeps the claim on a dedicated connection and, if that connection is lost (a Postgres
 // restart), takes it again; if meanwhile another process took the name, it logs an error
-// every retry until Release (the gate keeps delivery correct even then; only the broker's
-// one-owner-per-queue is weakened).
+// every retry until Release (the inbox and the lanes' fenced records keep delivery correct
+// even then; only the broker's one-owner-per-queue is weakened).
 func ClaimInstance(ctx context.Context, pool *pgxpool.Pool, group, instance string, log *slog.Logger) (*InstanceClaim, error) {
 	host, err := os.Hostname()
 	if err != nil {

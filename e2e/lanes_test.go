@@ -1,0 +1,270 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/walletsaga/walletsaga/internal/ordering"
+	"github.com/walletsaga/walletsaga/internal/rmqtest"
+	"github.com/walletsaga/walletsaga/internal/walletevent"
+)
+
+// webhookEnv runs the notifier against p with short retries; deadLetterAfter is the window
+// before which no SMS is dead-lettered, whatever its attempts.
+func webhookEnv(p *provider, deadLetterAfter string) map[string]string {
+	return map[string]string{
+		"SMS_SENDER": "webhook", "SMS_WEBHOOK_URL": p.url(), "SMS_TIMEOUT": "1s",
+		"SMS_MAX_ATTEMPTS": "3", "SMS_RETRY_BASE": "200ms", "SMS_RETRY_MAX": "1s",
+		"SMS_DEAD_LETTER_AFTER":  deadLetterAfter,
+		"SMS_FAIL_PHONE_PATTERN": "off", "SMS_FAIL_AMOUNT": "0",
+	}
+}
+
+// requireAcceptedInOrder checks that the provider accepted each user's SMS once, in seq order,
+// and that it accepted want in all.
+func requireAcceptedInOrder(t *testing.T, p *provider, want int) {
+	t.Helper()
+	total := 0
+	for user, seqs := range p.acceptedSeqs() {
+		for i, seq := range seqs {
+			require.Equal(t, int64(i+1), seq, "user %d: the provider accepted seqs %v", user, seqs)
+		}
+		total += len(seqs)
+	}
+	require.Equal(t, want, total, "SMS the provider accepted")
+}
+
+// TestProviderOutageDelaysButNeverDeadLetters: the SMS provider answers 503 to everyone for
+// ten seconds while 20 users make 2 deposits each. The retry policy alone would dead-letter
+// them (3 attempts, a 2 s window); the provider breaker sees failures across many users, stops
+// sending and spends no attempts while it is open, so every SMS is delivered once, in order,
+// after the outage, and none is dead-lettered.
+func TestProviderOutageDelaysButNeverDeadLetters(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	p := newProvider(t)
+	w := s.start("walletsvc", nil)
+	n := s.start("notifier", webhookEnv(p, "2s"))
+	a := api{t: t, base: func() string { return w.url }}
+	users := createUsers(a, 20, okPhone)
+
+	p.setOutage(true)
+	driveRound(a, users, 2, nil, "outage")
+	waitFor(t, 60*time.Second, "every event published", func() bool {
+		return s.count(`SELECT count(*) FROM wallet_events WHERE published_at IS NULL`) == 0
+	})
+	waitFor(t, 60*time.Second, "the provider to be called", func() bool { return len(p.callsOf(nil)) > 0 })
+	time.Sleep(10 * time.Second) // the outage itself: what the test is about, not a wait for a condition
+	failedDuring := len(p.callsOf(nil))
+	p.setOutage(false)
+	waitFor(t, 60*time.Second, "every SMS", s.smsDone)
+
+	r := s.audit()
+	t.Logf("10 s provider outage on broker %s: events=%d dead_lettered=%d provider_calls_during_outage=%d provider_accepted_after=%d",
+		s.broker.BrokerAddr, r.events, r.dead, failedDuring, len(p.callsOf(func(c smsCall) bool { return c.Status == 200 })))
+	require.Zero(t, r.dead, "a provider outage must delay SMS, never dead-letter them")
+	requireAcceptedInOrder(t, p, 40)
+	require.Less(t, failedDuring, 40*3, "the breaker should have stopped the calls during the outage")
+	gate := gateView(t, n)
+	require.Equal(t, "closed", gate.Breaker.State, "breaker after the outage")
+	require.Positive(t, gate.Breaker.Opened, "the breaker opened during the outage")
+}
+
+// TestFailingUserNeverHoldsOthers: one user's SMS hang at the provider until they time out,
+// attempt after attempt. Users on the same broker queue and elsewhere go on getting theirs:
+// all of them are delivered while the poisoned user's first SMS is still being retried, and
+// the poisoned user's failures, all from one user, never open the provider breaker.
+func TestFailingUserNeverHoldsOthers(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	p := newProvider(t)
+	w := s.start("walletsvc", nil)
+	n := s.start("notifier", webhookEnv(p, "10m"))
+	a := api{t: t, base: func() string { return w.url }}
+	const poisonedPhone = "+8613700000001"
+	p.setHang(poisonedPhone, 3*time.Second)
+	poisoned := a.createUser("poisoned", poisonedPhone)
+	var others []int64
+	neighbours := 0
+	for i := 0; neighbours < 5 || len(others) < 15; i++ {
+		id := a.createUser(fmt.Sprintf("other %d", i), okPhone(i))
+		if queueOf(id, 8) == queueOf(poisoned, 8) {
+			neighbours++
+			others = append(others, id)
+		} else if len(others)-neighbours < 10 {
+			others = append(others, id)
+		}
+	}
+	driveRound(a, []int64{poisoned}, 3, nil, "poison")
+	waitFor(t, 60*time.Second, "the poisoned user's first attempt", func() bool {
+		return len(p.callsOf(func(c smsCall) bool { return c.Phone == poisonedPhone })) > 0
+	})
+	driveRound(a, others, 3, nil, "others")
+	waitFor(t, 60*time.Second, "every other user's SMS", func() bool {
+		return s.count(`SELECT count(*) FROM notify.notifications WHERE user_id <> $1 AND status = 'sent'`, poisoned) == 3*len(others)
+	})
+	var status string
+	require.NoError(t, s.pool.QueryRow(context.Background(), `SELECT status FROM notify.notifications WHERE user_id = $1 AND seq = 1`, poisoned).Scan(&status))
+	require.Equal(t, "pending", status, "the others were delivered while the poisoned user's first SMS was still being retried")
+	require.Zero(t, s.count(`SELECT count(*) FROM notify.notifications WHERE user_id = $1 AND seq > 1 AND status <> 'pending'`, poisoned),
+		"the poisoned user's later SMS wait for its first")
+	gate := gateView(t, n)
+	require.Equal(t, "closed", gate.Breaker.State)
+	require.Zero(t, gate.Breaker.Opened, "one user's failures must not open the provider breaker")
+	t.Logf("poisoned user %d on queue %d with %d neighbours: %d attempts so far, others delivered meanwhile",
+		poisoned, queueOf(poisoned, 8), neighbours, len(p.callsOf(func(c smsCall) bool { return c.Phone == poisonedPhone })))
+}
+
+// TestAnAcceptedSMSWhoseAnswerWasLostIsRecordedSent: the provider accepts an SMS but its
+// answer is lost (a 500). The retry carries the same Idempotency-Key and gets 409: that means
+// "already delivered", so the SMS is recorded sent — not dead-lettered, not sent twice.
+func TestAnAcceptedSMSWhoseAnswerWasLostIsRecordedSent(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	p := newProvider(t)
+	w := s.start("walletsvc", nil)
+	s.start("notifier", webhookEnv(p, "2s"))
+	a := api{t: t, base: func() string { return w.url }}
+	user := a.createUser("lost answer", okPhone(1))
+	p.setLoseOnce(fmt.Sprintf("%d:1", user))
+	a.depositWait(user, 1000, "d1")
+	a.depositWait(user, 2000, "d2")
+	waitFor(t, 60*time.Second, "every SMS", s.smsDone)
+	r := s.audit()
+	require.Zero(t, r.dead)
+	requireAcceptedInOrder(t, p, 2)
+	statuses := []int{}
+	for _, c := range p.callsOf(func(c smsCall) bool { return c.Seq == 1 }) {
+		statuses = append(statuses, c.Status)
+	}
+	require.Equal(t, []int{500, 409}, statuses, "the lost answer, then the retry under the same key")
+	require.Equal(t, 2, s.count(`SELECT count(*) FROM notify.notifications WHERE user_id = $1 AND status = 'sent'`, user))
+}
+
+// TestWhereANewGroupStarts: CONSUME_FROM=last starts a new consumer group at the end of the
+// topic: a user whose first message seen is seq n > 1 starts at n, recorded as a baseline that
+// /v1/gate shows, and the earlier events never become SMS. With CONSUME_FROM=first a user
+// whose first seqs never arrive waits on the gap; after GAP_ALERT_AFTER it is listed as an
+// alert in /v1/gate and /metrics, and an operator's skip lets its later SMS go.
+func TestWhereANewGroupStarts(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	p, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: []string{s.broker.Namesrv}, Group: rmqtest.Unique("e2e-raw")})
+	require.NoError(t, err)
+	defer p.Shutdown() //nolint:errcheck
+	send := func(user, seq int64) {
+		b, err := walletevent.Encode(walletevent.Event{EventID: user*1000 + seq, UserID: user, Seq: seq, Kind: walletevent.Deposit, Amount: 100,
+			Currency: "CNY", BalanceAfter: 100 * seq, SagaID: user*1000 + seq, Phone: okPhone(int(user)), Locale: "en", OccurredAt: time.Now()})
+		require.NoError(t, err)
+		_, err = p.SendOrderly(context.Background(), ordering.Message{Topic: s.topic, ShardingKey: strconv.FormatInt(user, 10), Body: b})
+		require.NoError(t, err)
+	}
+	const early, gapped = int64(7001), int64(7002)
+	for seq := int64(1); seq <= 3; seq++ {
+		send(early, seq)
+	}
+
+	last := s.start("notifier", map[string]string{"CONSUME_FROM": "last", "CONSUMER_GROUP": rmqtest.Unique("e2e-from-last")})
+	// The group's start offsets are taken when it first owns the queues: keep publishing the
+	// next seq until one arrives.
+	next := int64(4)
+	waitFor(t, 60*time.Second, "a message published after the group started", func() bool {
+		if s.count(`SELECT count(*) FROM notify.sms_log WHERE user_id = $1`, early) > 0 {
+			return true
+		}
+		send(early, next)
+		next++
+		return false
+	})
+	send(early, next)
+	var first int64
+	waitFor(t, 30*time.Second, "every SMS from the baseline on", func() bool {
+		_ = s.pool.QueryRow(context.Background(), `SELECT COALESCE(min(seq), 0) FROM notify.sms_log WHERE user_id = $1`, early).Scan(&first)
+		return first > 0 && s.count(`SELECT count(*) FROM notify.sms_log WHERE user_id = $1`, early) == int(next-first+1)
+	})
+	require.Greater(t, first, int64(3), "events published before the group existed are not sent")
+	require.Equal(t, first, int64(s.count(`SELECT baseline_seq FROM notify.progress WHERE user_id = $1`, early)))
+	gate := gateView(t, last)
+	require.Len(t, gate.Baselines, 1)
+	require.Equal(t, early, gate.Baselines[0].UserID)
+	require.Equal(t, first, gate.Baselines[0].Seq)
+	last.stop(t)
+
+	firstN := s.start("notifier", map[string]string{"CONSUME_FROM": "first", "GAP_ALERT_AFTER": "1s",
+		"CONSUMER_GROUP": rmqtest.Unique("e2e-from-first"), "ADMIN_TOKEN": "e2e-admin-token-0123456789"})
+	send(gapped, 2)
+	send(gapped, 3)
+	waitFor(t, 60*time.Second, "the gap alert", func() bool {
+		g := gateView(t, firstN)
+		return len(g.Gaps) == 1 && g.Gaps[0].Alert
+	})
+	g := gateView(t, firstN)
+	require.Equal(t, gapped, g.Gaps[0].UserID)
+	require.Equal(t, int64(1), g.Gaps[0].Missing)
+	require.Contains(t, metricsText(t, firstN), "walletsaga_notify_gap_alerts 1")
+	require.Zero(t, s.count(`SELECT count(*) FROM notify.sms_log WHERE user_id = $1`, gapped), "nothing goes out past the gap")
+
+	req, err := http.NewRequest(http.MethodPost, firstN.url+"/v1/gate/"+strconv.FormatInt(gapped, 10)+"/skip",
+		strings.NewReader(`{"seq":1,"reason":"expired from the broker before the first deploy"}`))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer e2e-admin-token-0123456789")
+	req.Header.Set("X-Operator", "e2e")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	waitFor(t, 30*time.Second, "the SMS after the skipped gap", func() bool {
+		return s.count(`SELECT count(*) FROM notify.sms_log WHERE user_id = $1`, gapped) == 2
+	})
+	require.Empty(t, gateView(t, firstN).Gaps)
+}
+
+// gateViewBody is the part of GET /v1/gate the tests read.
+type gateViewBody struct {
+	Breaker struct {
+		State  string `json:"state"`
+		Opened int64  `json:"opened"`
+	} `json:"breaker"`
+	Gaps []struct {
+		UserID  int64 `json:"user_id"`
+		Missing int64 `json:"missing_seq"`
+		Alert   bool  `json:"alert"`
+	} `json:"gaps"`
+	Baselines []struct {
+		UserID int64 `json:"user_id"`
+		Seq    int64 `json:"baseline_seq"`
+	} `json:"baselines"`
+}
+
+func gateView(t *testing.T, n *proc) gateViewBody {
+	t.Helper()
+	resp, err := http.Get(n.url + "/v1/gate")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", b)
+	var g gateViewBody
+	require.NoError(t, json.Unmarshal(b, &g), "%s", b)
+	return g
+}
+
+func metricsText(t *testing.T, n *proc) string {
+	t.Helper()
+	resp, err := http.Get(n.url + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return string(b)
+}

@@ -1,0 +1,416 @@
+package notify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/walletsaga/walletsaga/internal/walletevent"
+)
+
+// LaneConfig configures the delivery lanes.
+type LaneConfig struct {
+	// Workers is how many users are delivered to at once (SMS_WORKERS; default 64). Each
+	// worker holds one user and sends that user's SMS one after the other, in seq order.
+	Workers int
+	// Owner names this process in the leases it takes; unique among live processes. A
+	// process restarted under the same owner takes its predecessor's leases back at start.
+	Owner string
+	// Lease is how long a worker holds a user without recording anything (default 30s): a
+	// process that dies leaves its users to the others after that. It must be well above
+	// the sender's timeout.
+	Lease time.Duration
+	// Poll is how often the dispatcher looks for due users when nothing woke it: retries
+	// coming due, and SMS another replica's consumer received (default 500ms).
+	Poll time.Duration
+	// RunMax is how many SMS a worker sends to one user before it lets other users have a
+	// turn (default 100).
+	RunMax int
+	Policy RetryPolicy
+	// Breaker holds sends back while the provider as a whole fails; nil: a default one.
+	Breaker *Breaker
+	Sender  Sender
+	// DeadLettered is called after dead letters were recorded (to wake the DLQ publisher).
+	DeadLettered func()
+	Logger       *slog.Logger
+}
+
+// LaneStats counts what the lanes did since start.
+type LaneStats struct {
+	Sent         int64 `json:"sent"`
+	Retried      int64 `json:"retried"`
+	DeadLettered int64 `json:"dead_lettered"`
+	Postponed    int64 `json:"postponed"` // held back by the breaker, no attempt spent
+	Fenced       int64 `json:"fenced"`    // outcomes not recorded: the lease had passed to another lane
+	Claims       int64 `json:"claims"`    // users taken
+}
+
+// Lanes delivers the inbox: a dispatcher claims users whose next SMS is due (FOR UPDATE
+// SKIP LOCKED, so replicas share them) and hands each to a worker, which sends that user's
+// SMS in seq order — each only once its predecessor is recorded sent or dead-lettered — and
+// records each outcome through one committer that groups the outcomes of all workers into
+// one transaction. Different users proceed in parallel; a failing or slow user holds only
+// its own worker.
+type Lanes struct {
+	store   *Store
+	cfg     LaneConfig
+	log     *slog.Logger
+	journal bool
+	wake    chan struct{}
+	freed   chan struct{}
+	commits chan commitReq
+	busy    atomic.Int64
+
+	sent, retried, dead, postponed, fenced, claims atomic.Int64
+}
+
+// NewLanes returns the lanes over store; Run delivers.
+func NewLanes(store *Store, cfg LaneConfig) (*Lanes, error) {
+	if cfg.Sender == nil {
+		return nil, errors.New("notify: lanes need a sender")
+	}
+	if cfg.Owner == "" {
+		return nil, errors.New("notify: lanes need an owner name")
+	}
+	if err := cfg.Policy.Validate(); err != nil {
+		return nil, fmt.Errorf("notify: %w", err)
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 64
+	}
+	if cfg.Lease <= 0 {
+		cfg.Lease = 30 * time.Second
+	}
+	if cfg.Poll <= 0 {
+		cfg.Poll = 500 * time.Millisecond
+	}
+	if cfg.RunMax <= 0 {
+		cfg.RunMax = 100
+	}
+	if cfg.Breaker == nil {
+		cfg.Breaker = NewBreaker(BreakerConfig{})
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Lanes{
+		store: store, cfg: cfg, log: cfg.Logger.With("component", "lanes"), journal: IsJournaled(cfg.Sender),
+		wake: make(chan struct{}, 1), freed: make(chan struct{}, 1), commits: make(chan commitReq, cfg.Workers),
+	}, nil
+}
+
+// Wake tells the dispatcher that the inbox has news (it does not block).
+func (l *Lanes) Wake() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Busy returns how many users are being delivered to now.
+func (l *Lanes) Busy() int64 { return l.busy.Load() }
+
+// Workers returns the size of the worker pool.
+func (l *Lanes) Workers() int { return l.cfg.Workers }
+
+// Policy returns the retry policy in force.
+func (l *Lanes) Policy() RetryPolicy { return l.cfg.Policy }
+
+// Breaker returns the provider breaker.
+func (l *Lanes) Breaker() *Breaker { return l.cfg.Breaker }
+
+// Stats returns the counters.
+func (l *Lanes) Stats() LaneStats {
+	return LaneStats{Sent: l.sent.Load(), Retried: l.retried.Load(), DeadLettered: l.dead.Load(),
+		Postponed: l.postponed.Load(), Fenced: l.fenced.Load(), Claims: l.claims.Load()}
+}
+
+// Run delivers until ctx is cancelled, then lets each worker finish the SMS in hand, records
+// it, gives every lease back and returns. It first gives back the leases its owner name still
+// holds from a previous run.
+func (l *Lanes) Run(ctx context.Context) error {
+	if n, err := l.store.releaseAll(ctx, l.cfg.Owner); err != nil {
+		l.log.Warn("could not give back the leases of a previous run; they expire on their own", "err", err)
+	} else if n > 0 {
+		l.log.Info("took back the leases of a previous run", "users", n, "owner", l.cfg.Owner)
+	}
+	// Workers finish the SMS in hand after ctx ends, so their sends and records must not
+	// die with it.
+	work := context.WithoutCancel(ctx)
+	committed := make(chan struct{})
+	go func() { defer close(committed); l.commitLoop(work) }()
+
+	var wg sync.WaitGroup
+	l.dispatch(ctx, work, &wg)
+	wg.Wait()
+	close(l.commits)
+	<-committed
+	rctx, cancel := context.WithTimeout(work, 5*time.Second)
+	defer cancel()
+	if _, err := l.store.releaseAll(rctx, l.cfg.Owner); err != nil {
+		return fmt.Errorf("notify: giving back leases at shutdown: %w", err)
+	}
+	return nil
+}
+
+// dispatch claims due users and starts a worker for each, until ctx is cancelled.
+func (l *Lanes) dispatch(ctx, work context.Context, wg *sync.WaitGroup) {
+	br := l.cfg.Breaker
+	poll := time.NewTimer(0)
+	defer poll.Stop()
+	for ctx.Err() == nil {
+		if wait := br.Wait(); wait > 0 {
+			l.sleep(ctx, wait, br.Changed())
+			continue
+		}
+		free := l.cfg.Workers - int(l.busy.Load())
+		if free <= 0 {
+			select {
+			case <-ctx.Done():
+			case <-l.freed:
+			}
+			continue
+		}
+		probe := br.HalfOpen()
+		if probe {
+			free = 1 // one SMS tells whether the provider is back
+		}
+		claims, err := l.store.claimUsers(ctx, l.cfg.Owner, free, l.cfg.Lease)
+		if err != nil {
+			if ctx.Err() == nil {
+				l.log.Warn("claiming users failed; retrying", "err", err)
+				l.sleep(ctx, l.cfg.Poll, nil)
+			}
+			continue
+		}
+		l.claims.Add(int64(len(claims)))
+		for _, c := range claims {
+			l.busy.Add(1)
+			wg.Add(1)
+			go func() {
+				defer func() {
+					l.busy.Add(-1)
+					wg.Done()
+					select {
+					case l.freed <- struct{}{}:
+					default:
+					}
+				}()
+				l.work(ctx, work, c)
+			}()
+		}
+		switch {
+		case probe:
+			l.sleep(ctx, l.cfg.Poll, br.Changed())
+		case len(claims) < free:
+			// Nothing more is due: wait for news, a freed worker's user coming due again,
+			// or the poll.
+			poll.Reset(l.cfg.Poll)
+			select {
+			case <-ctx.Done():
+			case <-l.wake:
+			case <-poll.C:
+			case <-br.Changed():
+			}
+		}
+	}
+}
+
+func (l *Lanes) sleep(ctx context.Context, d time.Duration, or <-chan struct{}) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	case <-or:
+	}
+}
+
+// step is what a lane does with a user's head.
+type step int
+
+const (
+	stepRelease    step = iota // no head in the inbox: give the user back
+	stepAdvance                // the head is finished already: move past it
+	stepDeadLetter             // the head cannot be rendered: dead-letter it at once
+	stepSend                   // send it
+)
+
+// plan decides what to do with a head. It is pure.
+func plan(h head) (step, SMS, string) {
+	switch h.Status {
+	case "":
+		return stepRelease, SMS{}, ""
+	case StatusSent, StatusDeadLettered, StatusSkipped:
+		return stepAdvance, SMS{}, ""
+	}
+	ev, err := walletevent.Decode(h.Event)
+	if err != nil {
+		return stepDeadLetter, SMS{}, "the stored event no longer decodes: " + err.Error()
+	}
+	if ev.UserID != h.UserID || ev.Seq != h.Seq {
+		return stepDeadLetter, SMS{}, fmt.Sprintf("the stored event is for %s, not %d:%d", ev.SeqKey(), h.UserID, h.Seq)
+	}
+	m, err := Render(ev)
+	if err != nil {
+		return stepDeadLetter, SMS{}, "the stored event no longer renders: " + err.Error()
+	}
+	return stepSend, m, ""
+}
+
+// work delivers one claimed user's SMS in order until its inbox run ends, a failure makes it
+// wait, RunMax is reached, or the process stops.
+func (l *Lanes) work(stop, ctx context.Context, c claim) {
+	h, wake := c.Head, c.Wake
+	for run := 0; ; run++ {
+		if stop.Err() != nil || run >= l.cfg.RunMax {
+			if _, _, _, _, err := l.store.release(ctx, l.cfg.Owner, c.UserID, wake, true); err != nil {
+				l.log.Warn("giving a user back failed; its lease will expire", "user_id", c.UserID, "err", err)
+			}
+			return
+		}
+		s, sms, reason := plan(h)
+		var o outcome
+		switch s {
+		case stepRelease:
+			released, held, nh, nw, err := l.store.release(ctx, l.cfg.Owner, c.UserID, wake, false)
+			if err != nil {
+				l.log.Warn("giving a user back failed; its lease will expire", "user_id", c.UserID, "err", err)
+				return
+			}
+			if released || !held {
+				return
+			}
+			h, wake = nh, nw // the inbox got news while we looked: go on with it
+			continue
+		case stepAdvance:
+			o = outcome{UserID: h.UserID, Seq: h.Seq, Verdict: verdictAdvance}
+		case stepDeadLetter:
+			o = outcome{UserID: h.UserID, Seq: h.Seq, Verdict: DeadLettered, Attempts: h.Attempts, Reason: reason}
+			l.log.Error("dead-lettering an SMS whose stored event is unusable", "user_id", h.UserID, "seq", h.Seq, "reason", reason)
+		case stepSend:
+			o = l.deliver(ctx, h, sms)
+		}
+		r, ok := l.commit(ctx, o)
+		if !ok {
+			return
+		}
+		switch o.Verdict {
+		case Sent:
+			l.sent.Add(1)
+		case DeadLettered:
+			l.dead.Add(1)
+			if l.cfg.DeadLettered != nil {
+				l.cfg.DeadLettered()
+			}
+		case Retry:
+			l.retried.Add(1)
+			return
+		case Postponed:
+			l.postponed.Add(1)
+			return
+		}
+		h, wake = r.Next, r.Wake
+	}
+}
+
+// deliver sends one SMS through the breaker and decides, with the retry policy, what becomes
+// of it.
+func (l *Lanes) deliver(ctx context.Context, h head, m SMS) outcome {
+	o := outcome{UserID: h.UserID, Seq: h.Seq, Text: m.Text, Phone: m.Phone, Journal: l.journal}
+	done, counted, hold, err := l.cfg.Breaker.Allow(h.UserID)
+	if err != nil {
+		o.Verdict, o.Attempts, o.Delay, o.Reason = Postponed, h.Attempts, hold, "held back: the SMS provider breaker is open"
+		return o
+	}
+	sendErr := l.cfg.Sender.Send(ctx, m)
+	done(sendErr)
+	a := Attempt{Prior: h.Attempts, Age: h.Age + time.Since(h.ReadAt), Err: sendErr}
+	if sendErr != nil && !counted && errors.Is(sendErr, ErrProviderUnavailable) {
+		a.Held = max(l.cfg.Breaker.Wait(), l.cfg.Breaker.cfg.Open)
+	}
+	d := l.cfg.Policy.Decide(a, rand.Int64N)
+	o.Verdict, o.Attempts, o.Delay, o.Reason = d.Verdict, d.Attempts, d.Delay, d.Reason
+	switch d.Verdict {
+	case Retry:
+		l.log.Info("SMS failed; will retry", "user_id", h.UserID, "seq", h.Seq, "attempts", d.Attempts, "in", d.Delay, "err", sendErr)
+	case DeadLettered:
+		l.log.Warn("SMS dead-lettered", "user_id", h.UserID, "seq", h.Seq, "attempts", d.Attempts, "reason", d.Reason)
+	}
+	return o
+}
+
+// commitReq is one outcome waiting to be recorded, and where to answer.
+type commitReq struct {
+	o     outcome
+	reply chan commitRes
+}
+
+type commitRes struct {
+	r   recorded
+	err error
+}
+
+// commit records o through the committer and waits; ok is false when the lane no longer
+// holds the user (the outcome was not recorded) or the process is stopping.
+func (l *Lanes) commit(ctx context.Context, o outcome) (recorded, bool) {
+	for attempt := 1; ; attempt++ {
+		reply := make(chan commitRes, 1)
+		l.commits <- commitReq{o: o, reply: reply}
+		res := <-reply
+		if res.err == nil {
+			if !res.r.Held {
+				l.fenced.Add(1)
+				l.log.Warn("outcome not recorded: another lane holds the user now", "user_id", o.UserID, "seq", o.Seq, "verdict", o.Verdict)
+				return recorded{}, false
+			}
+			return res.r, true
+		}
+		// The SMS went out; its record must follow. Keep trying while the database is
+		// away; if the process stops meanwhile, the lease expires and the next lane sends
+		// it again under the same idempotency key.
+		l.log.Warn("recording an outcome failed; retrying", "user_id", o.UserID, "seq", o.Seq, "attempt", attempt, "err", res.err)
+		t := time.NewTimer(min(time.Duration(attempt)*100*time.Millisecond, 2*time.Second))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return recorded{}, false
+		}
+	}
+}
+
+// commitLoop records outcomes in groups: it takes whatever outcomes are waiting (up to one
+// per worker) and writes them in one statement, so a thousand SMS a second cost tens of
+// commits, not a thousand. It returns when l.commits is closed.
+func (l *Lanes) commitLoop(ctx context.Context) {
+	batch := make([]commitReq, 0, l.cfg.Workers)
+	for first := range l.commits {
+		batch = append(batch[:0], first)
+	more:
+		for len(batch) < cap(batch) {
+			select {
+			case r, ok := <-l.commits:
+				if !ok {
+					break more
+				}
+				batch = append(batch, r)
+			default:
+				break more
+			}
+		}
+		outs := make([]outcome, len(batch))
+		for i, r := range batch {
+			outs[i] = r.o
+		}
+		got, err := l.store.record(ctx, l.cfg.Owner, l.cfg.Lease, outs)
+		for _, r := range batch {
+			r.reply <- commitRes{r: got[r.o.UserID], err: err}
+		}
+	}
+}

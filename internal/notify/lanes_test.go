@@ -1,0 +1,635 @@
+package notify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/walletsaga/walletsaga/internal/notify/notifytest"
+	"github.com/walletsaga/walletsaga/internal/ordering"
+	"github.com/walletsaga/walletsaga/internal/testdb"
+	"github.com/walletsaga/walletsaga/internal/walletevent"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// inbound is (user, seq) as the consumer hands it to the inbox.
+func inbound(t testing.TB, user, seq, amount int64) Inbound {
+	t.Helper()
+	b, err := walletevent.Encode(notifytest.Event(user, seq, walletevent.Deposit, amount))
+	require.NoError(t, err)
+	m := Decode(ordering.Delivery{MsgID: fmt.Sprintf("m-%d-%d", user, seq), Body: b})
+	require.Empty(t, m.Bad)
+	return m
+}
+
+func receive(t testing.TB, s *Store, fromLast bool, ms ...Inbound) Received {
+	t.Helper()
+	r, err := s.Receive(context.Background(), ms, fromLast)
+	require.NoError(t, err)
+	return r
+}
+
+// provider is an SMS provider fake: it deduplicates on the idempotency key, fails as told,
+// notes every call, and checks the gate rule at each call: (user, seq) goes out only once
+// (user, seq-1) is recorded finished.
+type provider struct {
+	pool *pgxpool.Pool
+	mu   sync.Mutex
+	fail func(m SMS) error
+	// calls per key, in order, with when and what they returned
+	calls      map[string][]time.Time
+	accepted   map[int64][]int64 // user → seqs in acceptance order
+	violations []string
+}
+
+func newProvider(pool *pgxpool.Pool) *provider {
+	return &provider{pool: pool, calls: map[string][]time.Time{}, accepted: map[int64][]int64{}}
+}
+
+func (p *provider) setFail(f func(SMS) error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.fail = f
+}
+
+func (p *provider) Send(ctx context.Context, m SMS) error {
+	if m.Seq > 1 {
+		var st string
+		err := p.pool.QueryRow(ctx, `SELECT COALESCE((SELECT status FROM notify.notifications WHERE user_id = $1 AND seq = $2), '')`, m.UserID, m.Seq-1).Scan(&st)
+		if err != nil || (st != StatusSent && st != StatusDeadLettered && st != StatusSkipped) {
+			p.mu.Lock()
+			p.violations = append(p.violations, fmt.Sprintf("%s sent while %d was %q (%v)", m.IdempotencyKey, m.Seq-1, st, err))
+			p.mu.Unlock()
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.calls[m.IdempotencyKey] = append(p.calls[m.IdempotencyKey], time.Now())
+	if p.fail != nil {
+		if err := p.fail(m); err != nil {
+			return err
+		}
+	}
+	for _, s := range p.accepted[m.UserID] {
+		if s == m.Seq {
+			return fmt.Errorf("409 %s: %w", m.IdempotencyKey, ErrAlreadyDelivered)
+		}
+	}
+	p.accepted[m.UserID] = append(p.accepted[m.UserID], m.Seq)
+	return nil
+}
+
+func (p *provider) callsOf(key string) []time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]time.Time(nil), p.calls[key]...)
+}
+
+// requireInOrder checks that each user's accepted seqs are 1..n in order, and the gate rule.
+func (p *provider) requireInOrder(t *testing.T, want map[int64]int) {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	require.Empty(t, p.violations)
+	for user, n := range want {
+		seqs := p.accepted[user]
+		require.Len(t, seqs, n, "user %d accepted %v", user, seqs)
+		for i, s := range seqs {
+			require.Equal(t, int64(i+1), s, "user %d accepted %v", user, seqs)
+		}
+	}
+}
+
+func testPolicy() RetryPolicy {
+	return RetryPolicy{Base: 20 * time.Millisecond, Max: 200 * time.Millisecond, MaxAttempts: 3, DeadLetterAfter: 0}
+}
+
+// startLanes runs lanes until the test ends (or stop is called).
+func startLanes(t *testing.T, s *Store, cfg LaneConfig) (*Lanes, func()) {
+	t.Helper()
+	if cfg.Owner == "" {
+		cfg.Owner = "test-" + fmt.Sprint(rand.Int64())
+	}
+	if cfg.Policy == (RetryPolicy{}) {
+		cfg.Policy = testPolicy()
+	}
+	if cfg.Poll == 0 {
+		cfg.Poll = 20 * time.Millisecond
+	}
+	cfg.Logger = quiet
+	l, err := NewLanes(s, cfg)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- l.Run(ctx) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			require.NoError(t, <-done)
+		})
+	}
+	t.Cleanup(stop)
+	return l, stop
+}
+
+func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func count(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int {
+	t.Helper()
+	var n int
+	require.NoError(t, pool.QueryRow(context.Background(), sql, args...).Scan(&n))
+	return n
+}
+
+// TestLanesDeliverEachUserInOrderOnce: 30 users × 12 SMS reach the inbox shuffled (later seqs
+// before earlier ones, duplicates, in batches) while the lanes run; each user's SMS go out
+// once, in seq order, each only after its predecessor was recorded; the log sender's journal
+// holds each exactly once.
+func TestLanesDeliverEachUserInOrderOnce(t *testing.T) {
+	t.Parallel()
+	pool, _ := testdb.New(t)
+	s := NewStore(pool)
+	p := newProvider(pool)
+	lanes, _ := startLanes(t, s, LaneConfig{Workers: 8, Sender: p, RunMax: 5})
+	const users, perUser = 30, 12
+	var all []Inbound
+	for u := int64(1); u <= users; u++ {
+		for seq := int64(1); seq <= perUser; seq++ {
+			all = append(all, inbound(t, u, seq, 100*seq))
+		}
+	}
+	rnd := rand.New(rand.NewPCG(1, 2))
+	rnd.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
+	all = append(all, all[:40]...) // redeliveries
+	for len(all) > 0 {
+		n := min(len(all), 1+rnd.IntN(32))
+		receive(t, s, false, all[:n]...)
+		lanes.Wake()
+		all = all[n:]
+	}
+	waitUntil(t, 30*time.Second, "every SMS", func() bool {
+		return count(t, pool, `SELECT count(*) FROM notify.notifications WHERE status = 'sent'`) == users*perUser
+	})
+	want := map[int64]int{}
+	for u := int64(1); u <= users; u++ {
+		want[u] = perUser
+	}
+	p.requireInOrder(t, want)
+	require.Equal(t, users, count(t, pool, `SELECT count(*) FROM notify.progress WHERE last_seq = $1 AND lane_owner IS NULL`, perUser))
+	st := lanes.Stats()
+	require.EqualValues(t, users*perUser, st.Sent)
+	require.Zero(t, st.Fenced)
+}
+
+// TestJournaledSenderWritesTheLogInTheRecord: with the log sender, the SMS log row is written
+// in the transaction that records the SMS sent: exactly one row per (user, seq), in order.
+func TestJournaledSenderWritesTheLogInTheRecord(t *testing.T) {
+	t.Parallel()
+	pool, _ := testdb.New(t)
+	s := NewStore(pool)
+	lanes, _ := startLanes(t, s, LaneConfig{Workers: 4, Sender: NewLogSender(nil)})
+	for seq := int64(3); seq >= 1; seq-- {
+		receive(t, s, false, inbound(t, 5, seq, 100), inbound(t, 6, seq, 100))
+		lanes.Wake()
+	}
+	waitUntil(t, 10*time.Second, "six SMS", func() bool {
+		return count(t, pool, `SELECT count(*) FROM notify.sms_log`) == 6
+	})
+	require.Zero(t, count(t, pool, `SELECT count(*) FROM notify.sms_log a JOIN notify.sms_log b
+		ON a.user_id = b.user_id AND a.seq < b.seq AND a.id > b.id`), "in seq order")
+	require.Equal(t, 6, count(t, pool, `SELECT count(*) FROM notify.notifications WHERE status = 'sent'`))
+}
+
+// TestAFailingSMSHoldsOnlyItsUser: one user's first SMS keeps failing; the other users get
+// theirs meanwhile. Once its attempts are spent it is dead-lettered (recorded with a
+// dead-letter intent for the DLQ topic) and the user's next SMS goes out.
+func TestAFailingSMSHoldsOnlyItsUser(t *testing.T) {
+	t.Parallel()
+	pool, _ := testdb.New(t)
+	s := NewStore(pool)
+	p := newProvider(pool)
+	p.setFail(func(m SMS) error {
+		if m.UserID == 1 && m.Seq == 1 {
+			return errors.New("this SMS fails")
+		}
+		return nil
+	})
+	policy := RetryPolicy{Base: 50 * time.Millisecond, Max: 50 * time.Millisecond, MaxAttempts: 3, DeadLetterAfter: 0}
+	var dead sync.WaitGroup
+	dead.Add(1)
+	var once sync.Once
+	startLanes(t, s, LaneConfig{Workers: 4, Sender: p, Policy: policy, DeadLettered: func() { once.Do(dead.Done) }})
+	for u := int64(1); u <= 5; u++ {
+		receive(t, s, false, inbound(t, u, 1, 100), inbound(t, u, 2, 200))
+	}
+	waitUntil(t, 10*time.Second, "the others' SMS", func() bool {
+		return count(t, pool, `SELECT count(*) FROM notify.notifications WHERE user_id > 1 AND status = 'sent'`) == 8
+	})
+	waitUntil(t, 10*time.Second, "the dead letter and the next SMS", func() bool {
+		return count(t, pool, `SELECT count(*) FROM notify.notifications WHERE user_id = 1 AND seq = 2 AND status = 'sent'`) == 1
+	})
+	dead.Wait()
+	var status, lastErr string
+	var attempts int
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT status, attempts, last_error FROM notify.notifications WHERE user_id = 1 AND seq = 1`).Scan(&status, &attempts, &lastErr))
+	require.Equal(t, StatusDeadLettered, status)
+	require.Equal(t, 3, attempts)
+	require.Contains(t, lastErr, "gave up after 3 attempts")
+	require.Len(t, p.callsOf("1:1"), 3)
+	intents, err := s.deadLetterIntents(context.Background(), 10)
+	require.NoError(t, err)
+	require.Len(t, intents, 1)
+	require.Equal(t, "1:1", intents[0].Key())
+	ev, err := walletevent.Decode(intents[0].Body)
+	require.NoError(t, err, "the DLQ gets the event")
+	require.Equal(t, int64(1), ev.UserID)
+	p.requireInOrder(t, map[int64]int{2: 2, 3: 2, 4: 2, 5: 2})
+}
+
+// TestRetriesAreSpacedAcrossReplicas: two notifiers' lanes share the users; a failing SMS is
+// tried by one lane at a time, each attempt at least the policy's backoff after the last,
+// whichever replica makes it.
+func TestRetriesAreSpacedAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	pool, _ := testdb.New(t)
+	s := NewStore(pool)
+	p := newProvider(pool)
+	p.setFail(func(m SMS) error { return errors.New("fails") })
+	policy := RetryPolicy{Base: 40 * time.Millisecond, Max: 160 * time.Millisecond, MaxAttempts: 6, DeadLetterAfter: 0}
+	startLanes(t, s, LaneConfig{Workers: 4, Sender: p, Policy: policy, Owner: "replica-a"})
+	startLanes(t, s, LaneConfig{Workers: 4, Sender: p, Policy: policy, Owner: "replica-b"})
+	receive(t, s, false, inbound(t, 9, 1, 100))
+	waitUntil(t, 10*time.Second, "the dead letter", func() bool {
+		return count(t, pool, `SELECT count(*) FROM notify.notifications WHERE status = 'dead_lettered'`) == 1
+	})
+	calls := p.callsOf("9:1")
+	require.Len(t, calls, 6)
+	for n := 1; n < len(calls); n++ {
+		gap := calls[n].Sub(calls[n-1])
+		require.GreaterOrEqual(t, gap, policy.Backoff(n, fullJitter), "attempt %d came %s after attempt %d", n+1, gap, n)
+	}
+}
+
+// TestProviderOutagePostponesWithoutSpendingAttempts: the provider fails for everyone; the
+// breaker opens after failures of distinct users and holds the SMS back without spending
+// their attempts, so none is dead-lettered although the policy alone would have; once the
+// provider is back a probe closes the breaker and everything goes out in order.
+func TestProviderOutagePostponesWithoutSpendingAttempts(t *testing.T) {
+	t.Parallel()
+	pool, _ := testdb.New(t)
+	s := NewStore(pool)
+	p := newProvider(pool)
+	down := fmt.Errorf("503: %w", ErrProviderUnavailable)
+	p.setFail(func(SMS) error { return down })
+	br := NewBreaker(BreakerConfig{Failures: 3, Open: 30 * time.Millisecond, OpenMax: 60 * time.Millisecond})
+	policy := RetryPolicy{Base: 10 * time.Millisecond, Max: 10 * time.Millisecond, MaxAttempts: 2, DeadLetterAfter: 0}
+	lanes, _ := startLanes(t, s, LaneConfig{Workers: 2, Sender: p, Policy: policy, Breaker: br})
+	for u := int64(1); u <= 10; u++ {
+		receive(t, s, false, inbound(t, u, 1, 100), inbound(t, u, 2, 200))
+	}
+	lanes.Wake()
+	waitUntil(t, 10*time.Second, "the breaker to open and probe", func() bool { return br.State().Opened >= 3 })
+	require.Zero(t, count(t, pool, `SELECT count(*) FROM notify.notifications WHERE status = 'dead_lettered'`))
+	require.LessOrEqual(t, count(t, pool, `SELECT COALESCE(max(attempts), 0) FROM notify.notifications`), 1,
+		"at most the failures before the breaker opened spent an attempt")
+	p.setFail(nil)
+	waitUntil(t, 10*time.Second, "every SMS", func() bool {
+		return count(t, pool, `SELECT count(*) FROM notify.notifications WHERE status = 'sent'`) == 20
+	})
+	require.Equal(t, "closed", br.State().State)
+	want := map[int64]int{}
+	for u := int64(1); u <= 10; u++ {
+		want[u] = 2
+	}
+	p.requireInOrder(t, want)
+	require.Positive(t, lanes.Stats().Postponed)
+}
+
+// TestAGapWaitsUntilThePredecessorArrivesOrIsSkipped: SMS behind a missing seq wait in the
+// inbox (the user is marked with a gap, the lanes do not spin on it) and go out in order when
+// it arrives; a seq that never arrives is skipped by an operator, and the rest follow.
+func TestAGapWaitsUntilThePredecessorArrivesOrIsSkipped(t *testing.T) {
+	t.Parallel()
+	pool, _ := testdb.New(t)
+	s := NewStore(pool)
+	p := newProvider(pool)
+	lanes, _ := startLanes(t, s, LaneConfig{Workers: 2, Sender: p})
+	receive(t, s, false, inbound(t, 1, 3, 300), inbound(t, 1, 2, 200), inbound(t, 2, 2, 200))
+	lanes.Wake()
+	waitUntil(t, 10*time.Second, "both gaps", func() bool {
+		v, err := s.View(context.Background(), 10, time.Hour)
+		require.NoError(t, err)
+		return len(v.Gaps) == 2
+	})
+	v, err := s.View(context.Background(), 10, 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), v.Gaps[0].MissingSeq)
+	require.EqualValues(t, 2, v.GapAlerts, "older than a zero threshold: alerts")
+	require.Zero(t, count(t, pool, `SELECT count(*) FROM notify.progress WHERE due_at IS NOT NULL`), "a gap is not due: nothing spins")
+	claims := lanes.Stats().Claims
+
+	receive(t, s, false, inbound(t, 1, 1, 100))
+	lanes.Wake()
+	waitUntil(t, 10*time.Second, "user 1's SMS", func() bool {
+		return count(t, pool, `SELECT count(*) FROM notify.notifications WHERE user_id = 1 AND status = 'sent'`) == 3
+	})
+
+	_, err = s.Skip(context.Background(), 2, 2, "no", func(context.Context, pgx.Tx) error { return nil })
+	require.ErrorIs(t, err, ErrNotHeld, "only the missing seq itself can be skipped")
+	last, err := s.Skip(context.Background(), 2, 1, "expired from the broker", func(context.Context, pgx.Tx) error { return nil })
+	require.NoError(t, err)
+	require.Equal(t, int64(1), last)
+	lanes.Wake()
+	waitUntil(t, 10*time.Second, "user 2's SMS after the skip", func() bool {
+		return count(t, pool, `SELECT count(*) FROM notify.notifications WHERE user_id = 2 AND status = 'sent'`) == 1
+	})
+	p.requireInOrder(t, map[int64]int{1: 3})
+	require.Less(t, lanes.Stats().Claims-claims, int64(20), "the lanes looked at the users a few times, not in a loop")
+	v, err = s.View(context.Background(), 10, 0)
+	require.NoError(t, err)
+	require.Empty(t, v.Gaps)
+}
+
+// TestAStaleLeaseCannotRecord: a lane whose lease passed to another lane (it stalled past
+// it) cannot record anything for the user: its late outcome is fenced off, the new holder's
+// counts.
+func TestAStaleLeaseCannotRecord(t *testing.T) {
+	t.Parallel()
+	pool, _ := testdb.New(t)
+	s := NewStore(pool)
+	ctx := context.Background()
+	receive(t, s, false, inbound(t, 1, 1, 100), inbound(t, 1, 2, 200))
+	a, err := s.claimUsers(ctx, "a", 10, time.Millisecond)
+	require.NoError(t, err)
+	require.Len(t, a, 1)
+	require.Equal(t, int64(1), a[0].Head.Seq)
+	var b []claim
+	waitUntil(t, 10*time.Second, "a's lease to run out and b to claim the user", func() bool {
+		b, err = s.claimUsers(ctx, "b", 10, time.Minute)
+		require.NoError(t, err)
+		return len(b) == 1
+	})
+	none, err := s.claimUsers(ctx, "c", 10, time.Minute)
+	require.NoError(t, err)
+	require.Empty(t, none, "a live lease is not")
+
+	got, err := s.record(ctx, "a", time.Minute, []outcome{{UserID: 1, Seq: 1, Verdict: Sent, Attempts: 1, Journal: true, Text: "x", Phone: "+1"}})
+	require.NoError(t, err)
+	require.False(t, got[1].Held, "the stale lane's outcome is fenced off")
+	require.Zero(t, count(t, pool, `SELECT count(*) FROM notify.sms_log`))
+
+	got, err = s.record(ctx, "b", time.Minute, []outcome{{UserID: 1, Seq: 1, Verdict: Sent, Attempts: 1, Journal: true, Text: "x", Phone: "+1"}})
+	require.NoError(t, err)
+	require.True(t, got[1].Held)
+	require.Equal(t, int64(2), got[1].Next.Seq)
+	require.Equal(t, StatusPending, got[1].Next.Status, "the next head comes with the record")
+	got, err = s.record(ctx, "b", time.Minute, []outcome{{UserID: 1, Seq: 1, Verdict: Sent, Attempts: 1}})
+	require.NoError(t, err)
+	require.False(t, got[1].Held, "the same seq cannot be recorded twice")
+	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM notify.sms_log`))
+}
+
+// TestAnEventThatNoLongerDecodesIsDeadLetteredNotStuck: a stored event the running code can
+// no longer read (say, after an event-version bump) is dead-lettered with the reason; the
+// user's next SMS goes out.
+func TestAnEventThatNoLongerDecodesIsDeadLetteredNotStuck(t *testing.T) {
+	t.Parallel()
+	pool, _ := testdb.New(t)
+	s := NewStore(pool)
+	p := newProvider(pool)
+	receive(t, s, false, inbound(t, 4, 1, 100), inbound(t, 4, 2, 200))
+	_, err := pool.Exec(context.Background(), `UPDATE notify.notifications SET event = jsonb_set(event, '{v}', '99') WHERE user_id = 4 AND seq = 1`)
+	require.NoError(t, err)
+	startLanes(t, s, LaneConfig{Workers: 2, Sender: p})
+	waitUntil(t, 10*time.Second, "the next SMS", func() bool {
+		return count(t, pool, `SELECT count(*) FROM notify.notifications WHERE user_id = 4 AND seq = 2 AND status = 'sent'`) == 1
+	})
+	var lastErr string
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT last_error FROM notify.notifications WHERE user_id = 4 AND seq = 1 AND status = 'dead_lettered'`).Scan(&lastErr))
+	require.Contains(t, lastErr, "no longer decodes")
+	require.Empty(t, p.callsOf("4:1"), "never sent")
+}
+
+// TestReceiveIsIdempotentAndStartsFromABaseline: the inbox keeps one row per (user, seq);
+// redeliveries and seqs a user finished already are ignored; with fromLast a user first seen
+// at seq n > 1 starts at n, recorded as a baseline, and earlier seqs arriving later are not
+// sent; bad messages are recorded once with a dead-letter intent.
+func TestReceiveIsIdempotentAndStartsFromABaseline(t *testing.T) {
+	t.Parallel()
+	pool, _ := testdb.New(t)
+	s := NewStore(pool)
+	r := receive(t, s, true, inbound(t, 1, 5, 100), inbound(t, 1, 6, 100), inbound(t, 1, 5, 100), inbound(t, 2, 1, 100))
+	require.Equal(t, Received{Inserted: 3, Ignored: 1, Baselines: 1}, r)
+	r = receive(t, s, true, inbound(t, 1, 3, 100), inbound(t, 1, 7, 100))
+	require.Equal(t, Received{Inserted: 1, Ignored: 1}, r, "seq 3 is before user 1's baseline")
+	v, err := s.View(context.Background(), 10, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, v.Baselines, 1)
+	require.Equal(t, int64(1), v.Baselines[0].UserID)
+	require.Equal(t, int64(5), v.Baselines[0].Seq)
+	require.EqualValues(t, 4, v.Pending)
+	require.EqualValues(t, 2, v.Due)
+
+	bad := Decode(ordering.Delivery{MsgID: "bad-1", Body: []byte(`{"v":1}`), QueueOffset: 7})
+	require.NotEmpty(t, bad.Bad)
+	r = receive(t, s, false, bad, bad, inbound(t, 3, 1, 100))
+	require.Equal(t, Received{Inserted: 1, Bad: 1, Duplicates: 1}, r)
+	intents, err := s.deadLetterIntents(context.Background(), 10)
+	require.NoError(t, err)
+	require.Len(t, intents, 1)
+	require.Equal(t, "bad-1", intents[0].Key())
+	require.Equal(t, []byte(`{"v":1}`), intents[0].Body)
+}
+
+type sink struct {
+	mu    sync.Mutex
+	keys  []string
+	err   error
+	tries int
+}
+
+func (k *sink) Publish(_ context.Context, key, _, _ string, body []byte) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.tries++
+	if k.err != nil {
+		return k.err
+	}
+	if len(body) == 0 {
+		return errors.New("empty body")
+	}
+	k.keys = append(k.keys, key)
+	return nil
+}
+
+func (k *sink) published() []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	out := append([]string(nil), k.keys...)
+	sort.Strings(out)
+	return out
+}
+
+// TestDeadLettersReachTheDLQFromTheirRecordedIntent: the publisher publishes every recorded
+// dead letter (SMS and bad messages), keeps those the broker refused for later, and marks
+// what it published; the reconciler records a dead letter found in the DLQ without a record
+// and moves its user past it.
+func TestDeadLettersReachTheDLQFromTheirRecordedIntent(t *testing.T) {
+	t.Parallel()
+	pool, _ := testdb.New(t)
+	s := NewStore(pool)
+	ctx := context.Background()
+	notifytest.Seed(t, pool,
+		notifytest.Row{Event: notifytest.Event(1, 1, walletevent.Deposit, 404), Status: StatusDeadLettered, Attempts: 3, FinishedAt: time.Now()},
+		notifytest.Row{Event: notifytest.Event(2, 1, walletevent.Deposit, 404), Status: StatusDeadLettered, Attempts: 3, FinishedAt: time.Now()})
+	receive(t, s, false, Decode(ordering.Delivery{MsgID: "bad-9", Body: []byte("garbage")}))
+
+	k := &sink{err: errors.New("broker down")}
+	pub := NewDLQPublisher(s, k, 10*time.Millisecond, quiet)
+	pctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); pub.Run(pctx) }()
+	defer func() { cancel(); <-done }()
+	waitUntil(t, 10*time.Second, "a few rounds against the refusing broker", func() bool {
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		return k.tries >= 3
+	})
+	intents, err := s.deadLetterIntents(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, intents, 3, "nothing is marked while the broker refuses")
+	k.mu.Lock()
+	k.err = nil
+	k.mu.Unlock()
+	pub.Wake()
+	waitUntil(t, 10*time.Second, "the dead letters in the DLQ", func() bool { return len(k.published()) == 3 })
+	require.Equal(t, []string{"1:1", "2:1", "bad-9"}, k.published())
+	waitUntil(t, 10*time.Second, "them marked", func() bool {
+		intents, err := s.deadLetterIntents(ctx, 10)
+		require.NoError(t, err)
+		return len(intents) == 0
+	})
+
+	// A dead letter in the DLQ that the inbox never saw: recorded, and user 3 moves past it.
+	receive(t, s, false, inbound(t, 3, 2, 200))
+	rec := NewReconciler(s, nil, quiet)
+	b, err := walletevent.Encode(notifytest.Event(3, 1, walletevent.Deposit, 100))
+	require.NoError(t, err)
+	require.NoError(t, rec.Handle(ctx, ordering.Delivery{Topic: "%DLQ%g", MsgID: "orig-3-1", Body: b}))
+	require.NoError(t, rec.Handle(ctx, ordering.Delivery{Topic: "%DLQ%g", MsgID: "orig-3-1", Body: b}), "idempotent")
+	require.NoError(t, rec.Handle(ctx, ordering.Delivery{Topic: "%DLQ%g", MsgID: "bad-9", Body: []byte("garbage")}))
+	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM notify.notifications WHERE user_id = 3 AND seq = 1 AND status = 'dead_lettered' AND dlq_published_at IS NOT NULL`))
+	p := newProvider(pool)
+	startLanes(t, s, LaneConfig{Workers: 2, Sender: p})
+	waitUntil(t, 10*time.Second, "user 3's next SMS", func() bool {
+		return count(t, pool, `SELECT count(*) FROM notify.notifications WHERE user_id = 3 AND seq = 2 AND status = 'sent'`) == 1
+	})
+	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM notify.bad_messages`))
+}
+
+// TestAnInboxWriteDuringARecordIsNeverLost: the consumer writes a user's next SMS while a
+// lane records the previous one (the record waits for the consumer's lock on the user). The
+// lane must then either see the new SMS or fail to release the user — never release it as
+// idle with the SMS in the inbox, where nothing would wake it again.
+func TestAnInboxWriteDuringARecordIsNeverLost(t *testing.T) {
+	t.Parallel()
+	pool, _ := testdb.New(t)
+	s := NewStore(pool)
+	ctx := context.Background()
+	receive(t, s, false, inbound(t, 1, 1, 100))
+	c, err := s.claimUsers(ctx, "a", 1, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, c, 1)
+
+	// The consumer's write of seq 2, as Receive does it, held open.
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx) //nolint:errcheck
+	next := inbound(t, 1, 2, 200)
+	_, err = tx.Exec(ctx, `INSERT INTO notify.notifications (user_id, seq, status, msg_id, event, kind, text) VALUES (1, 2, 'pending', $1, $2, $3, $4)`,
+		next.MsgID, string(next.Body), next.Kind, next.Text)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `UPDATE notify.progress SET wake = wake + 1, due_at = COALESCE(due_at, now()) WHERE user_id = 1`)
+	require.NoError(t, err)
+
+	type result struct {
+		r   map[int64]recorded
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		r, err := s.record(ctx, "a", time.Minute, []outcome{{UserID: 1, Seq: 1, Verdict: Sent, Attempts: 1}})
+		done <- result{r, err}
+	}()
+	waitUntil(t, 10*time.Second, "the record to wait for the consumer's lock", func() bool {
+		return count(t, pool, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) == 1
+	})
+	require.NoError(t, tx.Commit(ctx))
+	res := <-done
+	require.NoError(t, res.err)
+	r := res.r[1]
+	require.True(t, r.Held)
+	if r.Next.Status == StatusPending {
+		return // it saw the new SMS
+	}
+	released, held, h, _, err := s.release(ctx, "a", 1, r.Wake, false)
+	require.NoError(t, err)
+	require.False(t, released, "released as idle with seq 2 in the inbox")
+	require.True(t, held)
+	require.Equal(t, int64(2), h.Seq)
+	require.Equal(t, StatusPending, h.Status)
+}
+
+func TestPlan(t *testing.T) {
+	t.Parallel()
+	good := []byte(`{"v":1,"event_id":7001,"user_id":7,"seq":1,"kind":"deposit","amount":10000,"currency":"CNY","balance_after":10000,"saga_id":1,"phone":"+8613800001234","locale":"en","occurred_at":"2026-01-02T03:04:05Z"}`)
+	for _, tc := range []struct {
+		name   string
+		h      head
+		step   step
+		text   string
+		reason string
+	}{
+		{"no head: give the user back", head{UserID: 7, Seq: 1}, stepRelease, "", ""},
+		{"a head finished already: move past it", head{UserID: 7, Seq: 1, Status: StatusDeadLettered}, stepAdvance, "", ""},
+		{"a skipped head: move past it", head{UserID: 7, Seq: 1, Status: StatusSkipped}, stepAdvance, "", ""},
+		{"a pending head: send it", head{UserID: 7, Seq: 1, Status: StatusPending, Event: good}, stepSend, "You topped up 100.00 CNY. Balance: 100.00 CNY.", ""},
+		{"an event that no longer decodes: dead-letter, never stall", head{UserID: 7, Seq: 1, Status: StatusPending, Event: []byte(`{"v":2}`)},
+			stepDeadLetter, "", "the stored event no longer decodes"},
+		{"an event for another (user, seq)", head{UserID: 7, Seq: 2, Status: StatusPending, Event: good},
+			stepDeadLetter, "", "the stored event is for 7:1, not 7:2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s, m, reason := plan(tc.h)
+			require.Equal(t, tc.step, s)
+			require.Equal(t, tc.text, m.Text)
+			require.Contains(t, reason, tc.reason)
+			if s == stepSend {
+				require.Equal(t, "7:1", m.IdempotencyKey)
+			}
+		})
+	}
+}

@@ -1,0 +1,596 @@
+package notify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/walletsaga/walletsaga/internal/pg"
+)
+
+// This file holds the SQL of the inbox, the lanes and the dead-letter intents: every
+// statement that moves an SMS from "received" to "finished".
+
+// Inbound is one message as the inbox records it: a decoded wallet event with its rendered
+// SMS text, or, when Bad is set, an undecodable message kept with its reason.
+type Inbound struct {
+	MsgID  string
+	Queue  string
+	Offset int64
+	Body   []byte
+
+	UserID int64
+	Seq    int64
+	Kind   string
+	Text   string
+
+	Bad string // why the message could not be decoded; empty for a good one
+}
+
+// Received is what one inbox write did.
+type Received struct {
+	Inserted   int // new (user, seq) rows in the inbox
+	Ignored    int // redeliveries of what the inbox holds or finished already
+	Bad        int // undecodable messages recorded for the DLQ
+	Baselines  int // users first seen past seq 1 that start there (CONSUME_FROM=last)
+	Duplicates int // bad messages seen before
+}
+
+// Receive records a batch of messages in ONE statement (so one transaction): each good
+// message becomes a pending inbox row unless its (user, seq) is there or finished already,
+// each user with a new row is woken for the lanes, and each bad message is recorded with
+// its reason and a dead-letter intent. fromLast makes a user the inbox has never seen start
+// at the lowest seq of its first batch, recorded as its baseline; otherwise it starts at 1.
+func (s *Store) Receive(ctx context.Context, batch []Inbound, fromLast bool) (Received, error) {
+	var (
+		users, seqs                   []int64
+		msgIDs, events, kinds, texts  []string
+		badIDs, badQueues, badReasons []string
+		badOffsets                    []int64
+		badBodies                     [][]byte
+		good                          int
+	)
+	for _, m := range batch {
+		if m.Bad != "" {
+			badIDs, badQueues, badOffsets, badReasons = append(badIDs, m.MsgID), append(badQueues, m.Queue), append(badOffsets, m.Offset), append(badReasons, m.Bad)
+			body := m.Body
+			if body == nil {
+				body = []byte{}
+			}
+			badBodies = append(badBodies, body)
+			continue
+		}
+		good++
+		users, seqs = append(users, m.UserID), append(seqs, m.Seq)
+		msgIDs, events, kinds, texts = append(msgIDs, m.MsgID), append(events, string(m.Body)), append(kinds, m.Kind), append(texts, m.Text)
+	}
+	var r Received
+	err := s.db.QueryRow(ctx, `
+		WITH ev AS (
+			SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::jsonb[], $5::text[], $6::text[])
+				AS ev(user_id, seq, msg_id, event, kind, text)
+		), firsts AS (
+			SELECT user_id, min(seq) AS first_seq FROM ev GROUP BY user_id
+		), ins AS (
+			INSERT INTO notify.notifications (user_id, seq, status, msg_id, event, kind, text)
+			SELECT DISTINCT ON (ev.user_id, ev.seq) ev.user_id, ev.seq, 'pending', ev.msg_id, ev.event, ev.kind, ev.text
+			FROM ev
+			JOIN firsts f ON f.user_id = ev.user_id
+			LEFT JOIN notify.progress p ON p.user_id = ev.user_id
+			WHERE ev.seq > COALESCE(p.last_seq, CASE WHEN $7 THEN f.first_seq - 1 ELSE 0 END)
+			ORDER BY ev.user_id, ev.seq
+			ON CONFLICT (user_id, seq) DO NOTHING
+			RETURNING user_id, seq
+		), woken AS (
+			INSERT INTO notify.progress AS p (user_id, last_seq, due_at, wake, baseline_seq, baseline_at)
+			SELECT f.user_id,
+			       CASE WHEN $7 THEN f.first_seq - 1 ELSE 0 END,
+			       now(), 1,
+			       CASE WHEN $7 AND f.first_seq > 1 THEN f.first_seq END,
+			       CASE WHEN $7 AND f.first_seq > 1 THEN now() END
+			FROM firsts f
+			WHERE f.user_id IN (SELECT user_id FROM ins)
+			ORDER BY f.user_id
+			ON CONFLICT (user_id) DO UPDATE SET wake = p.wake + 1, due_at = COALESCE(p.due_at, now()), updated_at = now()
+			RETURNING (xmax = 0 AND baseline_seq IS NOT NULL) AS baselined
+		), bad AS (
+			INSERT INTO notify.bad_messages (msg_id, queue, queue_offset, body, reason)
+			SELECT * FROM unnest($8::text[], $9::text[], $10::bigint[], $11::bytea[], $12::text[])
+			ON CONFLICT (msg_id) DO NOTHING
+			RETURNING 1
+		)
+		SELECT (SELECT count(*) FROM ins)::int, (SELECT count(*) FROM bad)::int,
+		       (SELECT count(*) FROM woken WHERE baselined)::int`,
+		users, seqs, msgIDs, events, kinds, texts, fromLast,
+		badIDs, badQueues, badOffsets, badBodies, badReasons).Scan(&r.Inserted, &r.Bad, &r.Baselines)
+	if err != nil {
+		return Received{}, fmt.Errorf("inbox: record %d messages: %w", len(batch), err)
+	}
+	r.Ignored = good - r.Inserted
+	r.Duplicates = len(badIDs) - r.Bad
+	return r, nil
+}
+
+// head is a user's next SMS as a lane sees it: the inbox row at last_seq + 1, if any.
+type head struct {
+	UserID   int64
+	Seq      int64
+	Status   string // "" when the row is missing
+	Attempts int
+	Age      time.Duration // since its first attempt, on the database's clock
+	ReadAt   time.Time     // when it was read, on this process's monotonic clock
+	MsgID    string
+	Event    []byte
+}
+
+// claim is a user a lane took: its lease, its head, and the wake count seen with it.
+//
+// The wake count and the head are read in one snapshot (the statement's, before it took any
+// lock), never the head from the snapshot and the count from a row version committed after
+// it: an inbox write that lands meanwhile then shows as a changed count when the lane tries
+// to release the user, instead of being missed.
+type claim struct {
+	UserID int64
+	Wake   int64
+	Head   head
+}
+
+// headColumns selects a head from notifications n (LEFT JOINed: all NULL when missing).
+const headColumns = `COALESCE(n.status, ''), COALESCE(n.attempts, 0),
+	COALESCE(extract(epoch FROM now() - n.first_attempt_at), 0)::float8, COALESCE(n.msg_id, ''), COALESCE(n.event::text, '')`
+
+func scanHead(user, seq int64, scan func(...any) error, more ...any) (head, error) {
+	h := head{UserID: user, Seq: seq}
+	var age float64
+	var event string
+	dst := append(more, &h.Status, &h.Attempts, &age, &h.MsgID, &event)
+	if err := scan(dst...); err != nil {
+		return head{}, err
+	}
+	h.Age = time.Duration(age * float64(time.Second))
+	h.ReadAt = time.Now()
+	if event != "" {
+		h.Event = []byte(event)
+	}
+	return h, nil
+}
+
+// claimUsers leases up to n users whose lane is due and free, oldest due first, for lease,
+// and returns each with its head. Replicas share the work: SKIP LOCKED passes over users
+// another claim is taking at the same moment, and a leased user is not claimable until its
+// lease runs out (a lane that died) or is given back.
+func (s *Store) claimUsers(ctx context.Context, owner string, n int, lease time.Duration) ([]claim, error) {
+	rows, err := s.db.Query(ctx, `
+		WITH c AS (
+			SELECT user_id FROM notify.progress
+			WHERE due_at <= now() AND (lane_until IS NULL OR lane_until < now())
+			ORDER BY due_at
+			LIMIT $2
+			FOR UPDATE SKIP LOCKED
+		), claimed AS (
+			UPDATE notify.progress p SET lane_owner = $1, lane_until = now() + $3::bigint * interval '1 microsecond'
+			FROM c WHERE p.user_id = c.user_id
+			RETURNING p.user_id, p.last_seq
+		)
+		SELECT claimed.user_id, claimed.last_seq + 1, snap.wake, `+headColumns+`
+		FROM claimed
+		JOIN notify.progress snap ON snap.user_id = claimed.user_id
+		LEFT JOIN notify.notifications n ON n.user_id = claimed.user_id AND n.seq = claimed.last_seq + 1`,
+		owner, n, lease.Microseconds())
+	if err != nil {
+		return nil, fmt.Errorf("lanes: claim: %w", err)
+	}
+	defer rows.Close()
+	var out []claim
+	for rows.Next() {
+		var c claim
+		var user, seq int64
+		h, err := scanHead(0, 0, rows.Scan, &user, &seq, &c.Wake)
+		if err != nil {
+			return nil, fmt.Errorf("lanes: claim: %w", err)
+		}
+		h.UserID, h.Seq = user, seq
+		c.UserID, c.Head = user, h
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("lanes: claim: %w", err)
+	}
+	return out, nil
+}
+
+// verdictAdvance moves a user past a head that is finished already (the DLQ reconciler can
+// record a dead letter ahead of the lane).
+const verdictAdvance Verdict = "advance"
+
+// outcome is what a lane records for one user's head.
+type outcome struct {
+	UserID   int64
+	Seq      int64
+	Verdict  Verdict
+	Attempts int
+	Delay    time.Duration // Retry, Postponed: until the user is due again
+	Reason   string
+	Text     string
+	Phone    string
+	Journal  bool // write the SMS log row (the log sender's delivery) with a Sent
+}
+
+// recorded is what the store answers for one outcome.
+type recorded struct {
+	Held bool // the lane still held the user: the outcome was recorded
+	Wake int64
+	Next head // the head after it (Sent, DeadLettered, advance)
+}
+
+// record writes a batch of outcomes, each for a different user, in ONE statement: the user's
+// progress (fenced: the lane must still hold the lease and the head must be last_seq + 1),
+// the notification row, and for a journaled Sent the SMS log row, all or nothing; then it
+// reads each advanced user's next head. Users whose fence failed are left out of the answer.
+func (s *Store) record(ctx context.Context, owner string, lease time.Duration, batch []outcome) (map[int64]recorded, error) {
+	n := len(batch)
+	users, seqs, delays := make([]int64, n), make([]int64, n), make([]int64, n)
+	verdicts, reasons, texts, phones := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	attempts, journal := make([]int32, n), make([]bool, n)
+	for i, o := range batch {
+		users[i], seqs[i], delays[i] = o.UserID, o.Seq, o.Delay.Microseconds()
+		verdicts[i], reasons[i], texts[i], phones[i] = string(o.Verdict), truncate(o.Reason), o.Text, o.Phone
+		attempts[i], journal[i] = int32(o.Attempts), o.Journal
+	}
+	rows, err := s.db.Query(ctx, `
+		WITH o AS (
+			SELECT * FROM unnest($3::bigint[], $4::bigint[], $5::text[], $6::int[], $7::bigint[], $8::text[], $9::text[], $10::text[], $11::bool[])
+				AS o(user_id, seq, verdict, attempts, delay_us, reason, text, phone, journal)
+			ORDER BY user_id
+		), adv AS (
+			UPDATE notify.progress p SET
+				last_seq   = CASE WHEN o.verdict IN ('sent', 'dead_lettered', 'advance') THEN o.seq ELSE p.last_seq END,
+				due_at     = CASE WHEN o.verdict IN ('retry', 'postponed') THEN now() + o.delay_us * interval '1 microsecond' ELSE p.due_at END,
+				lane_owner = CASE WHEN o.verdict IN ('retry', 'postponed') THEN NULL ELSE p.lane_owner END,
+				lane_until = CASE WHEN o.verdict IN ('retry', 'postponed') THEN NULL ELSE now() + $2::bigint * interval '1 microsecond' END,
+				gap_since  = NULL,
+				updated_at = now()
+			FROM o
+			WHERE p.user_id = o.user_id AND p.lane_owner = $1 AND p.last_seq = o.seq - 1
+			RETURNING p.user_id
+		), upd AS (
+			UPDATE notify.notifications n SET
+				status           = CASE WHEN o.verdict IN ('sent', 'dead_lettered') THEN o.verdict ELSE n.status END,
+				attempts         = o.attempts,
+				first_attempt_at = COALESCE(n.first_attempt_at, now()),
+				last_error       = CASE WHEN o.verdict = 'sent' THEN n.last_error ELSE NULLIF(o.reason, '') END,
+				text             = COALESCE(NULLIF(o.text, ''), n.text),
+				finished_at      = CASE WHEN o.verdict IN ('sent', 'dead_lettered') THEN now() ELSE n.finished_at END,
+				updated_at       = now()
+			FROM o JOIN adv ON adv.user_id = o.user_id
+			WHERE n.user_id = o.user_id AND n.seq = o.seq AND o.verdict <> 'advance' AND n.status = 'pending'
+		), logged AS (
+			INSERT INTO notify.sms_log (user_id, seq, phone, text, late)
+			SELECT o.user_id, o.seq, o.phone, o.text, false
+			FROM o JOIN adv ON adv.user_id = o.user_id
+			WHERE o.verdict = 'sent' AND o.journal
+			ORDER BY o.user_id
+			ON CONFLICT (user_id, seq) WHERE NOT late DO NOTHING
+		)
+		SELECT adv.user_id, snap.wake, o.seq + 1, `+headColumns+`
+		FROM adv JOIN o ON o.user_id = adv.user_id
+		JOIN notify.progress snap ON snap.user_id = adv.user_id
+		LEFT JOIN notify.notifications n ON n.user_id = adv.user_id AND n.seq = o.seq + 1
+			AND o.verdict IN ('sent', 'dead_lettered', 'advance')`,
+		owner, lease.Microseconds(), users, seqs, verdicts, attempts, delays, reasons, texts, phones, journal)
+	if err != nil {
+		return nil, fmt.Errorf("lanes: record %d outcomes: %w", n, err)
+	}
+	defer rows.Close()
+	out := make(map[int64]recorded, n)
+	for rows.Next() {
+		var user, wake, next int64
+		h, err := scanHead(0, 0, rows.Scan, &user, &wake, &next)
+		if err != nil {
+			return nil, fmt.Errorf("lanes: record: %w", err)
+		}
+		h.UserID, h.Seq = user, next
+		out[user] = recorded{Held: true, Wake: wake, Next: h}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("lanes: record %d outcomes: %w", n, err)
+	}
+	return out, nil
+}
+
+// release gives a user back. With requeue the user is due again at once (a lane that has
+// worked on it long enough lets others have a turn); otherwise it is idle: not due, and
+// marked as waiting on a gap when later seqs are in the inbox while its next is not. An idle
+// release happens only if no inbox write woke the user since the lane last looked (wake);
+// if one did, it returns the user's current head to go on with (held reports whether the
+// lane still holds the user).
+func (s *Store) release(ctx context.Context, owner string, user, wake int64, requeue bool) (released, held bool, h head, newWake int64, err error) {
+	tag, err := s.db.Exec(ctx, `
+		UPDATE notify.progress p SET lane_owner = NULL, lane_until = NULL,
+			due_at = CASE WHEN $4 THEN now() END,
+			gap_since = CASE
+				WHEN NOT $4 AND EXISTS (SELECT 1 FROM notify.notifications n
+					WHERE n.user_id = p.user_id AND n.seq > p.last_seq + 1 AND n.status = 'pending')
+				THEN COALESCE(p.gap_since, now()) END,
+			updated_at = now()
+		WHERE p.user_id = $1 AND p.lane_owner = $2 AND ($4 OR p.wake = $3)`, user, owner, wake, requeue)
+	if err != nil {
+		return false, false, head{}, 0, fmt.Errorf("lanes: release user %d: %w", user, err)
+	}
+	if tag.RowsAffected() == 1 {
+		return true, false, head{}, 0, nil
+	}
+	var mine bool
+	var seq int64
+	h, err = scanHead(0, 0, s.db.QueryRow(ctx, `
+		SELECT p.lane_owner IS NOT DISTINCT FROM $2, p.wake, p.last_seq + 1, `+headColumns+`
+		FROM notify.progress p LEFT JOIN notify.notifications n ON n.user_id = p.user_id AND n.seq = p.last_seq + 1
+		WHERE p.user_id = $1`, user, owner).Scan, &mine, &newWake, &seq)
+	if err != nil {
+		return false, false, head{}, 0, fmt.Errorf("lanes: reread user %d: %w", user, err)
+	}
+	h.UserID, h.Seq = user, seq
+	return false, mine, h, newWake, nil
+}
+
+// releaseAll gives back every user leased by owner, due at once: at shutdown, and at the
+// start of a process that took over a stable name (its predecessor's leases are its own).
+func (s *Store) releaseAll(ctx context.Context, owner string) (int64, error) {
+	tag, err := s.db.Exec(ctx, `UPDATE notify.progress SET lane_owner = NULL, lane_until = NULL,
+		due_at = COALESCE(due_at, now()), updated_at = now() WHERE lane_owner = $1`, owner)
+	if err != nil {
+		return 0, fmt.Errorf("lanes: release the leases of %s: %w", owner, err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// DeadLetterIntent is a dead letter to publish to the DLQ topic: a dead-lettered SMS, or an
+// undecodable message.
+type DeadLetterIntent struct {
+	UserID int64 // 0 for an undecodable message
+	Seq    int64
+	MsgID  string
+	Body   []byte
+	Reason string
+}
+
+// Key is how the intent is known in the DLQ: "user:seq", or the message id of a bad message.
+func (d DeadLetterIntent) Key() string {
+	if d.UserID == 0 {
+		return d.MsgID
+	}
+	return fmt.Sprintf("%d:%d", d.UserID, d.Seq)
+}
+
+// deadLetterIntents returns up to limit dead letters not yet published to the DLQ, oldest
+// first: dead-lettered SMS, then undecodable messages.
+func (s *Store) deadLetterIntents(ctx context.Context, limit int) ([]DeadLetterIntent, error) {
+	rows, err := s.db.Query(ctx, `
+		(SELECT user_id, seq, COALESCE(msg_id, ''), convert_to(COALESCE(event::text, ''), 'UTF8'), COALESCE(last_error, '')
+		 FROM notify.notifications WHERE status = 'dead_lettered' AND dlq_published_at IS NULL
+		 ORDER BY finished_at, user_id, seq LIMIT $1)
+		UNION ALL
+		(SELECT 0, 0, msg_id, body, reason FROM notify.bad_messages WHERE dlq_published_at IS NULL
+		 ORDER BY received_at LIMIT $1)`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("dead-letter intents: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[DeadLetterIntent])
+	if err != nil {
+		return nil, fmt.Errorf("dead-letter intents: %w", err)
+	}
+	return out, nil
+}
+
+// markDeadLettersPublished records that these intents are in the DLQ topic.
+func (s *Store) markDeadLettersPublished(ctx context.Context, done []DeadLetterIntent) error {
+	var users, seqs []int64
+	var msgIDs []string
+	for _, d := range done {
+		if d.UserID == 0 {
+			msgIDs = append(msgIDs, d.MsgID)
+		} else {
+			users, seqs = append(users, d.UserID), append(seqs, d.Seq)
+		}
+	}
+	_, err := s.db.Exec(ctx, `
+		WITH n AS (
+			UPDATE notify.notifications n SET dlq_published_at = now()
+			FROM unnest($1::bigint[], $2::bigint[]) AS d(user_id, seq)
+			WHERE n.user_id = d.user_id AND n.seq = d.seq AND n.dlq_published_at IS NULL
+		)
+		UPDATE notify.bad_messages SET dlq_published_at = now() WHERE msg_id = ANY($3) AND dlq_published_at IS NULL`,
+		users, seqs, msgIDs)
+	if err != nil {
+		return fmt.Errorf("mark %d dead letters published: %w", len(done), err)
+	}
+	return nil
+}
+
+// recordFoundInDLQ makes sure a (user, seq) found in the DLQ topic is recorded: the
+// reconciler's half of "dead letters, consistent both ways". A row the inbox has already
+// (pending or finished) is left alone — the lane decides a pending one; a missing one is
+// recorded dead-lettered and published, and its user woken so a lane moves past it. It
+// reports whether it recorded anything.
+func (s *Store) recordFoundInDLQ(ctx context.Context, m Inbound, reason string) (bool, error) {
+	var recorded bool
+	err := s.db.QueryRow(ctx, `
+		WITH ins AS (
+			INSERT INTO notify.notifications (user_id, seq, status, msg_id, event, kind, text, last_error, finished_at, dlq_published_at)
+			SELECT $1, $2, 'dead_lettered', $3, $4::jsonb, $5, $6, $7, now(), now()
+			WHERE NOT EXISTS (SELECT 1 FROM notify.progress p WHERE p.user_id = $1 AND p.last_seq >= $2)
+			ON CONFLICT (user_id, seq) DO NOTHING
+			RETURNING user_id
+		), woken AS (
+			INSERT INTO notify.progress AS p (user_id, due_at, wake)
+			SELECT user_id, now(), 1 FROM ins
+			ON CONFLICT (user_id) DO UPDATE SET wake = p.wake + 1, due_at = COALESCE(p.due_at, now()), updated_at = now()
+		)
+		SELECT EXISTS (SELECT 1 FROM ins)`,
+		m.UserID, m.Seq, m.MsgID, string(m.Body), m.Kind, m.Text, truncate(reason)).Scan(&recorded)
+	if err != nil {
+		return false, fmt.Errorf("record dead letter %d:%d found in the DLQ: %w", m.UserID, m.Seq, err)
+	}
+	return recorded, nil
+}
+
+// recordBadMessage stores an undecodable message with its reason, once per message id,
+// without a dead-letter intent: the reconciler calls it for what it found in the DLQ.
+func (s *Store) recordBadMessage(ctx context.Context, m Inbound, published bool) error {
+	body := m.Body
+	if body == nil {
+		body = []byte{}
+	}
+	_, err := s.db.Exec(ctx, `INSERT INTO notify.bad_messages (msg_id, queue, queue_offset, body, reason, dlq_published_at)
+		VALUES ($1, $2, $3, $4, $5, CASE WHEN $6 THEN now() END) ON CONFLICT (msg_id) DO NOTHING`,
+		m.MsgID, m.Queue, m.Offset, body, m.Bad, published)
+	if err != nil {
+		return fmt.Errorf("record bad message %s: %w", m.MsgID, err)
+	}
+	return nil
+}
+
+// ErrNotHeld means an operator asked to skip a seq no user is held by: the user's next seq
+// (last_seq + 1) is not that one, or nothing later waits behind it.
+var ErrNotHeld = errors.New("notify: the user is not held by that missing seq")
+
+// ErrNotLost means the seq an operator asked to skip has arrived: it is in the inbox or
+// finished, so it is not lost and must not be skipped.
+var ErrNotLost = errors.New("notify: that seq has arrived; it is not lost")
+
+// Skip records the missing seq of a held user as skipped_by_operator and advances the user
+// past it (and past any finished successors), in one transaction with audit, which records
+// who skipped it and why; the user is then due, so its waiting SMS go out. seq must be
+// last_seq + 1 of a user with later SMS waiting (else ErrNotHeld), and must never have
+// arrived (else ErrNotLost). It returns the user's new progress.
+func (s *Store) Skip(ctx context.Context, userID, seq int64, reason string, audit func(ctx context.Context, tx pgx.Tx) error) (int64, error) {
+	var last int64
+	err := pg.WithTx(ctx, s.db, func(tx pgx.Tx) error {
+		var waiting bool
+		err := tx.QueryRow(ctx, `SELECT p.last_seq, EXISTS (SELECT 1 FROM notify.notifications n
+				WHERE n.user_id = p.user_id AND n.seq > p.last_seq + 1 AND n.status = 'pending')
+			FROM notify.progress p WHERE p.user_id = $1 FOR UPDATE`, userID).Scan(&last, &waiting)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrNotHeld
+		}
+		if err != nil {
+			return err
+		}
+		if seq != last+1 || !waiting {
+			return ErrNotHeld
+		}
+		var status string
+		err = tx.QueryRow(ctx, `SELECT status FROM notify.notifications WHERE user_id = $1 AND seq = $2`, userID, seq).Scan(&status)
+		if err == nil {
+			return fmt.Errorf("%w (status %s)", ErrNotLost, status)
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO notify.notifications (user_id, seq, status, last_error, finished_at)
+			VALUES ($1, $2, 'skipped_by_operator', $3, now())`, userID, seq, truncate("skipped by an operator: "+reason)); err != nil {
+			return err
+		}
+		if err := tx.QueryRow(ctx, `
+			WITH RECURSIVE run(s) AS (
+				SELECT $2::bigint
+				UNION ALL
+				SELECT n.seq FROM notify.notifications n JOIN run ON n.user_id = $1 AND n.seq = run.s + 1
+				WHERE n.status IN ('sent', 'dead_lettered', 'skipped_by_operator')
+			)
+			UPDATE notify.progress SET last_seq = (SELECT max(s) FROM run), due_at = now(), wake = wake + 1,
+				gap_since = NULL, updated_at = now()
+			WHERE user_id = $1
+			RETURNING last_seq`, userID, seq).Scan(&last); err != nil {
+			return err
+		}
+		return audit(ctx, tx)
+	})
+	if err != nil {
+		return 0, err
+	}
+	return last, nil
+}
+
+// Gap is a user whose next SMS has not arrived while later ones wait in the inbox.
+type Gap struct {
+	UserID      int64     `json:"user_id"`
+	LastSeq     int64     `json:"last_seq"`
+	MissingSeq  int64     `json:"missing_seq"`
+	WaitingSeqs int64     `json:"waiting"` // SMS in the inbox behind the gap
+	Since       time.Time `json:"since"`
+	// Alert is set once the gap is older than the alert threshold: an operator should look
+	// (the skip action is the only way past a seq that is truly lost).
+	Alert bool `json:"alert"`
+}
+
+// Baseline is where a user started because the consumer group started from the end of
+// the topic: SMS before Seq were never received and are not sent.
+type Baseline struct {
+	UserID int64     `json:"user_id"`
+	Seq    int64     `json:"baseline_seq"`
+	At     time.Time `json:"at"`
+}
+
+// LaneView is what the lanes hold, as the gate view and metrics show it.
+type LaneView struct {
+	Pending        int64      `json:"pending"`         // SMS in the inbox
+	Due            int64      `json:"due_users"`       // users a lane should take now
+	Gaps           []Gap      `json:"gaps"`            // longest first, at most the limit
+	GapAlerts      int64      `json:"gap_alerts"`      // users held by a gap older than the threshold
+	OldestGap      float64    `json:"oldest_gap_s"`    // seconds
+	Baselines      []Baseline `json:"baselines"`       // newest first, at most the limit
+	DLQUnpublished int64      `json:"dlq_unpublished"` // dead letters not yet in the DLQ topic
+}
+
+// View reads what the lanes hold: counts, the gaps (longest first) and the baselines (newest
+// first), at most limit of each; a gap older than alertAfter is an alert.
+func (s *Store) View(ctx context.Context, limit int, alertAfter time.Duration) (LaneView, error) {
+	var v LaneView
+	err := s.db.QueryRow(ctx, `SELECT
+			(SELECT count(*) FROM notify.notifications WHERE status = 'pending'),
+			(SELECT count(*) FROM notify.progress WHERE due_at <= now()),
+			(SELECT count(*) FROM notify.progress WHERE gap_since < now() - $1::bigint * interval '1 microsecond'),
+			COALESCE((SELECT extract(epoch FROM now() - min(gap_since)) FROM notify.progress WHERE gap_since IS NOT NULL), 0)::float8,
+			(SELECT count(*) FROM notify.notifications WHERE status = 'dead_lettered' AND dlq_published_at IS NULL)
+			  + (SELECT count(*) FROM notify.bad_messages WHERE dlq_published_at IS NULL)`,
+		alertAfter.Microseconds()).Scan(&v.Pending, &v.Due, &v.GapAlerts, &v.OldestGap, &v.DLQUnpublished)
+	if err != nil {
+		return LaneView{}, fmt.Errorf("lane view: %w", err)
+	}
+	if limit <= 0 {
+		return v, nil
+	}
+	rows, err := s.db.Query(ctx, `
+		SELECT p.user_id, p.last_seq, p.last_seq + 1,
+			(SELECT count(*) FROM notify.notifications n WHERE n.user_id = p.user_id AND n.seq > p.last_seq AND n.status = 'pending'),
+			p.gap_since, p.gap_since < now() - $2::bigint * interval '1 microsecond'
+		FROM notify.progress p WHERE p.gap_since IS NOT NULL
+		ORDER BY p.gap_since, p.user_id LIMIT $1`, limit, alertAfter.Microseconds())
+	if err != nil {
+		return LaneView{}, fmt.Errorf("lane view: gaps: %w", err)
+	}
+	if v.Gaps, err = pgx.CollectRows(rows, pgx.RowToStructByPos[Gap]); err != nil {
+		return LaneView{}, fmt.Errorf("lane view: gaps: %w", err)
+	}
+	rows, err = s.db.Query(ctx, `SELECT user_id, baseline_seq, baseline_at FROM notify.progress
+		WHERE baseline_seq IS NOT NULL ORDER BY baseline_at DESC, user_id LIMIT $1`, limit)
+	if err != nil {
+		return LaneView{}, fmt.Errorf("lane view: baselines: %w", err)
+	}
+	if v.Baselines, err = pgx.CollectRows(rows, pgx.RowToStructByPos[Baseline]); err != nil {
+		return LaneView{}, fmt.Errorf("lane view: baselines: %w", err)
+	}
+	v.Gaps, v.Baselines = nonNil(v.Gaps), nonNil(v.Baselines)
+	return v, nil
+}
+
+func truncate(s string) string {
+	if len(s) > 1000 {
+		return s[:1000]
+	}
+	return s
+}
