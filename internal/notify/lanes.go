@@ -180,7 +180,7 @@ func (l *Lanes) dispatch(ctx, work context.Context, wg *sync.WaitGroup) {
 		if probe {
 			free = 1 // one SMS tells whether the provider is back
 		}
-		claims, err := l.store.claimUsers(ctx, l.cfg.Owner, free, l.cfg.Lease)
+		claims, err := l.store.claimUsers(ctx, l.cfg.Owner, free, l.cfg.Lease, l.runLen())
 		if err != nil {
 			if ctx.Err() == nil {
 				l.log.Warn("claiming users failed; retrying", "err", err)
@@ -263,22 +263,33 @@ func plan(h head) (step, SMS, string) {
 	return stepSend, m, ""
 }
 
+// runLen is how many of a user's waiting SMS a worker takes at once: with a journaled sender
+// (whose delivery is the row the record writes) a run of them goes into one record; any
+// other sender's SMS are sent and recorded one at a time.
+func (l *Lanes) runLen() int {
+	if l.journal {
+		return 32
+	}
+	return 1
+}
+
 // work delivers one claimed user's SMS in order until its inbox run ends, a failure makes it
 // wait, RunMax is reached, or the process stops.
 func (l *Lanes) work(stop, ctx context.Context, c claim) {
-	h, wake := c.Head, c.Wake
-	for run := 0; ; run++ {
-		if stop.Err() != nil || run >= l.cfg.RunMax {
-			if _, _, _, _, err := l.store.release(ctx, l.cfg.Owner, c.UserID, wake, true); err != nil {
+	heads, wake := c.Heads, c.Wake
+	for done := 0; ; {
+		if stop.Err() != nil || done >= l.cfg.RunMax {
+			if _, _, _, err := l.store.release(ctx, l.cfg.Owner, c.UserID, wake, true, 0); err != nil {
 				l.log.Warn("giving a user back failed; its lease will expire", "user_id", c.UserID, "err", err)
 			}
 			return
 		}
+		h := heads[0]
 		s, sms, reason := plan(h)
-		var o outcome
+		var outs []outcome
 		switch s {
 		case stepRelease:
-			released, held, nh, nw, err := l.store.release(ctx, l.cfg.Owner, c.UserID, wake, false)
+			released, held, next, err := l.store.release(ctx, l.cfg.Owner, c.UserID, wake, false, l.runLen())
 			if err != nil {
 				l.log.Warn("giving a user back failed; its lease will expire", "user_id", c.UserID, "err", err)
 				return
@@ -286,36 +297,52 @@ func (l *Lanes) work(stop, ctx context.Context, c claim) {
 			if released || !held {
 				return
 			}
-			h, wake = nh, nw // the inbox got news while we looked: go on with it
+			heads, wake = next.Heads, next.Wake // the inbox got news while we looked: go on with it
 			continue
 		case stepAdvance:
-			o = outcome{UserID: h.UserID, Seq: h.Seq, Verdict: verdictAdvance}
+			outs = []outcome{{UserID: h.UserID, Seq: h.Seq, Verdict: verdictAdvance}}
 		case stepDeadLetter:
-			o = outcome{UserID: h.UserID, Seq: h.Seq, Verdict: DeadLettered, Attempts: h.Attempts, Reason: reason}
+			outs = []outcome{{UserID: h.UserID, Seq: h.Seq, Verdict: DeadLettered, Attempts: h.Attempts, Reason: reason}}
 			l.log.Error("dead-lettering an SMS whose stored event is unusable", "user_id", h.UserID, "seq", h.Seq, "reason", reason)
 		case stepSend:
-			o = l.deliver(ctx, h, sms)
+			outs = []outcome{l.deliver(ctx, h, sms)}
+			// A journaled sender's further waiting SMS join the run, up to the first that is
+			// not sent.
+			for _, next := range heads[1:] {
+				if outs[len(outs)-1].Verdict != Sent {
+					break
+				}
+				ns, nsms, _ := plan(next)
+				if ns != stepSend {
+					break
+				}
+				outs = append(outs, l.deliver(ctx, next, nsms))
+			}
 		}
-		r, ok := l.commit(ctx, o)
+		r, ok := l.commit(stop, outs)
 		if !ok {
 			return
 		}
-		switch o.Verdict {
-		case Sent:
-			l.sent.Add(1)
-		case DeadLettered:
-			l.dead.Add(1)
-			if l.cfg.DeadLettered != nil {
-				l.cfg.DeadLettered()
+		for _, o := range outs {
+			switch o.Verdict {
+			case Sent:
+				l.sent.Add(1)
+			case DeadLettered:
+				l.dead.Add(1)
+				if l.cfg.DeadLettered != nil {
+					l.cfg.DeadLettered()
+				}
+			case Retry:
+				l.retried.Add(1)
+			case Postponed:
+				l.postponed.Add(1)
 			}
-		case Retry:
-			l.retried.Add(1)
-			return
-		case Postponed:
-			l.postponed.Add(1)
+		}
+		if v := outs[len(outs)-1].Verdict; v == Retry || v == Postponed {
 			return
 		}
-		h, wake = r.Next, r.Wake
+		done += len(outs)
+		heads, wake = r.Heads, r.Wake
 	}
 }
 
@@ -345,9 +372,9 @@ func (l *Lanes) deliver(ctx context.Context, h head, m SMS) outcome {
 	return o
 }
 
-// commitReq is one outcome waiting to be recorded, and where to answer.
+// commitReq is one user's outcomes waiting to be recorded, and where to answer.
 type commitReq struct {
-	o     outcome
+	outs  []outcome
 	reply chan commitRes
 }
 
@@ -356,12 +383,13 @@ type commitRes struct {
 	err error
 }
 
-// commit records o through the committer and waits; ok is false when the lane no longer
-// holds the user (the outcome was not recorded) or the process is stopping.
-func (l *Lanes) commit(ctx context.Context, o outcome) (recorded, bool) {
+// commit records one user's outcomes through the committer and waits; ok is false when the
+// lane no longer holds the user (nothing was recorded) or the process is stopping (ctx).
+func (l *Lanes) commit(ctx context.Context, outs []outcome) (recorded, bool) {
+	o := outs[0]
 	for attempt := 1; ; attempt++ {
 		reply := make(chan commitRes, 1)
-		l.commits <- commitReq{o: o, reply: reply}
+		l.commits <- commitReq{outs: outs, reply: reply}
 		res := <-reply
 		if res.err == nil {
 			if !res.r.Held {
@@ -385,9 +413,9 @@ func (l *Lanes) commit(ctx context.Context, o outcome) (recorded, bool) {
 	}
 }
 
-// commitLoop records outcomes in groups: it takes whatever outcomes are waiting (up to one
-// per worker) and writes them in one statement, so a thousand SMS a second cost tens of
-// commits, not a thousand. It returns when l.commits is closed.
+// commitLoop records outcomes in groups: it takes whatever outcomes are waiting (those of up
+// to one user per worker) and writes them in one statement, so a thousand SMS a second cost
+// tens of commits, not a thousand. It returns when l.commits is closed.
 func (l *Lanes) commitLoop(ctx context.Context) {
 	batch := make([]commitReq, 0, l.cfg.Workers)
 	for first := range l.commits {
@@ -404,13 +432,13 @@ func (l *Lanes) commitLoop(ctx context.Context) {
 				break more
 			}
 		}
-		outs := make([]outcome, len(batch))
-		for i, r := range batch {
-			outs[i] = r.o
-		}
-		got, err := l.store.record(ctx, l.cfg.Owner, l.cfg.Lease, outs)
+		var outs []outcome
 		for _, r := range batch {
-			r.reply <- commitRes{r: got[r.o.UserID], err: err}
+			outs = append(outs, r.outs...)
+		}
+		got, err := l.store.record(ctx, l.cfg.Owner, l.cfg.Lease, l.runLen(), outs)
+		for _, r := range batch {
+			r.reply <- commitRes{r: got[r.outs[0].UserID], err: err}
 		}
 	}
 }

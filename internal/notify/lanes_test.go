@@ -381,31 +381,31 @@ func TestAStaleLeaseCannotRecord(t *testing.T) {
 	s := NewStore(pool)
 	ctx := context.Background()
 	receive(t, s, false, inbound(t, 1, 1, 100), inbound(t, 1, 2, 200))
-	a, err := s.claimUsers(ctx, "a", 10, time.Millisecond)
+	a, err := s.claimUsers(ctx, "a", 10, time.Millisecond, 1)
 	require.NoError(t, err)
 	require.Len(t, a, 1)
-	require.Equal(t, int64(1), a[0].Head.Seq)
+	require.Equal(t, int64(1), a[0].Heads[0].Seq)
 	var b []claim
 	waitUntil(t, 10*time.Second, "a's lease to run out and b to claim the user", func() bool {
-		b, err = s.claimUsers(ctx, "b", 10, time.Minute)
+		b, err = s.claimUsers(ctx, "b", 10, time.Minute, 1)
 		require.NoError(t, err)
 		return len(b) == 1
 	})
-	none, err := s.claimUsers(ctx, "c", 10, time.Minute)
+	none, err := s.claimUsers(ctx, "c", 10, time.Minute, 1)
 	require.NoError(t, err)
 	require.Empty(t, none, "a live lease is not")
 
-	got, err := s.record(ctx, "a", time.Minute, []outcome{{UserID: 1, Seq: 1, Verdict: Sent, Attempts: 1, Journal: true, Text: "x", Phone: "+1"}})
+	got, err := s.record(ctx, "a", time.Minute, 1, []outcome{{UserID: 1, Seq: 1, Verdict: Sent, Attempts: 1, Journal: true, Text: "x", Phone: "+1"}})
 	require.NoError(t, err)
 	require.False(t, got[1].Held, "the stale lane's outcome is fenced off")
 	require.Zero(t, count(t, pool, `SELECT count(*) FROM notify.sms_log`))
 
-	got, err = s.record(ctx, "b", time.Minute, []outcome{{UserID: 1, Seq: 1, Verdict: Sent, Attempts: 1, Journal: true, Text: "x", Phone: "+1"}})
+	got, err = s.record(ctx, "b", time.Minute, 1, []outcome{{UserID: 1, Seq: 1, Verdict: Sent, Attempts: 1, Journal: true, Text: "x", Phone: "+1"}})
 	require.NoError(t, err)
 	require.True(t, got[1].Held)
-	require.Equal(t, int64(2), got[1].Next.Seq)
-	require.Equal(t, StatusPending, got[1].Next.Status, "the next head comes with the record")
-	got, err = s.record(ctx, "b", time.Minute, []outcome{{UserID: 1, Seq: 1, Verdict: Sent, Attempts: 1}})
+	require.Equal(t, int64(2), got[1].Heads[0].Seq)
+	require.Equal(t, StatusPending, got[1].Heads[0].Status, "the next head comes with the record")
+	got, err = s.record(ctx, "b", time.Minute, 1, []outcome{{UserID: 1, Seq: 1, Verdict: Sent, Attempts: 1}})
 	require.NoError(t, err)
 	require.False(t, got[1].Held, "the same seq cannot be recorded twice")
 	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM notify.sms_log`))
@@ -559,7 +559,7 @@ func TestAnInboxWriteDuringARecordIsNeverLost(t *testing.T) {
 	s := NewStore(pool)
 	ctx := context.Background()
 	receive(t, s, false, inbound(t, 1, 1, 100))
-	c, err := s.claimUsers(ctx, "a", 1, time.Minute)
+	c, err := s.claimUsers(ctx, "a", 1, time.Minute, 1)
 	require.NoError(t, err)
 	require.Len(t, c, 1)
 
@@ -580,7 +580,7 @@ func TestAnInboxWriteDuringARecordIsNeverLost(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		r, err := s.record(ctx, "a", time.Minute, []outcome{{UserID: 1, Seq: 1, Verdict: Sent, Attempts: 1}})
+		r, err := s.record(ctx, "a", time.Minute, 1, []outcome{{UserID: 1, Seq: 1, Verdict: Sent, Attempts: 1}})
 		done <- result{r, err}
 	}()
 	waitUntil(t, 10*time.Second, "the record to wait for the consumer's lock", func() bool {
@@ -591,15 +591,15 @@ func TestAnInboxWriteDuringARecordIsNeverLost(t *testing.T) {
 	require.NoError(t, res.err)
 	r := res.r[1]
 	require.True(t, r.Held)
-	if r.Next.Status == StatusPending {
+	if r.Heads[0].Status == StatusPending {
 		return // it saw the new SMS
 	}
-	released, held, h, _, err := s.release(ctx, "a", 1, r.Wake, false)
+	released, held, c2, err := s.release(ctx, "a", 1, r.Wake, false, 1)
 	require.NoError(t, err)
 	require.False(t, released, "released as idle with seq 2 in the inbox")
 	require.True(t, held)
-	require.Equal(t, int64(2), h.Seq)
-	require.Equal(t, StatusPending, h.Status)
+	require.Equal(t, int64(2), c2.Heads[0].Seq)
+	require.Equal(t, StatusPending, c2.Heads[0].Status)
 }
 
 func TestPlan(t *testing.T) {
@@ -632,4 +632,50 @@ func TestPlan(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRunsStopAtAGapAndAtAFailure: a claim hands a lane a user's waiting SMS up to the first
+// gap; with a journaled sender the lane records them as one run, and an SMS that fails in the
+// middle ends the run: those before it are sent, it waits for its retry, those after it wait
+// for it.
+func TestRunsStopAtAGapAndAtAFailure(t *testing.T) {
+	t.Parallel()
+	pool, _ := testdb.New(t)
+	s := NewStore(pool)
+	ctx := context.Background()
+	receive(t, s, false, inbound(t, 1, 1, 100), inbound(t, 1, 2, 200), inbound(t, 1, 3, 300), inbound(t, 1, 5, 500))
+	c, err := s.claimUsers(ctx, "a", 1, time.Minute, 10)
+	require.NoError(t, err)
+	require.Len(t, c, 1)
+	var seqs []int64
+	for _, h := range c[0].Heads {
+		seqs = append(seqs, h.Seq)
+	}
+	require.Equal(t, []int64{1, 2, 3}, seqs, "up to the gap at 4")
+	_, _, _, err = s.release(ctx, "a", 1, c[0].Wake, true, 0)
+	require.NoError(t, err)
+
+	// Seq 2 (an amount of 2.00, which the failure switch fails) inside a journaled run.
+	sw := &FailureSwitch{Inner: NewLogSender(nil), FailAmount: 200}
+	lanes, stop := startLanes(t, s, LaneConfig{Workers: 1, Sender: sw,
+		Policy: RetryPolicy{Base: time.Hour, Max: time.Hour, MaxAttempts: 3, DeadLetterAfter: time.Hour}})
+	lanes.Wake()
+	waitUntil(t, 10*time.Second, "seq 2's first attempt", func() bool {
+		return count(t, pool, `SELECT count(*) FROM notify.notifications WHERE user_id = 1 AND seq = 2 AND attempts = 1`) == 1
+	})
+	stop()
+	rows, err := pool.Query(ctx, `SELECT seq, status, attempts FROM notify.notifications WHERE user_id = 1 ORDER BY seq`)
+	require.NoError(t, err)
+	type row struct {
+		Seq      int64
+		Status   string
+		Attempts int
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowToStructByPos[row])
+	require.NoError(t, err)
+	require.Equal(t, []row{{1, StatusSent, 1}, {2, StatusPending, 1}, {3, StatusPending, 0}, {5, StatusPending, 0}}, got)
+	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM notify.sms_log`))
+	require.Equal(t, 1, count(t, pool, `SELECT last_seq FROM notify.progress WHERE user_id = 1`))
+	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM notify.progress WHERE user_id = 1 AND due_at > now() + interval '40 minutes' AND lane_owner IS NULL`),
+		"it waits for its retry, given back")
 }

@@ -126,43 +126,80 @@ type head struct {
 	Event    []byte
 }
 
-// claim is a user a lane took: its lease, its head, and the wake count seen with it.
+// claim is a user a lane took: its lease, its next SMS (Heads[0], Status "" when it has not
+// arrived) and those after it in the inbox, in seq order without gaps (at most the run asked
+// for), and the wake count seen with them.
 //
-// The wake count and the head are read in one snapshot (the statement's, before it took any
-// lock), never the head from the snapshot and the count from a row version committed after
+// The wake count and the heads are read in one snapshot (the statement's, before it took any
+// lock), never the heads from the snapshot and the count from a row version committed after
 // it: an inbox write that lands meanwhile then shows as a changed count when the lane tries
 // to release the user, instead of being missed.
 type claim struct {
 	UserID int64
 	Wake   int64
-	Head   head
+	Heads  []head
 }
 
-// headColumns selects a head from notifications n (LEFT JOINed: all NULL when missing).
-const headColumns = `COALESCE(n.status, ''), COALESCE(n.attempts, 0),
+// headsJoin reads, for a user u whose next seq is s, the inbox rows s .. s+run-1 (LEFT JOIN
+// LATERAL: one row of NULLs when there are none); headColumns selects them.
+const (
+	headsJoin = `LEFT JOIN LATERAL (
+			SELECT * FROM notify.notifications n WHERE n.user_id = %[1]s AND n.seq >= %[2]s AND n.seq < %[2]s + %[3]s ORDER BY n.seq
+		) n ON true`
+	headColumns = `n.seq, COALESCE(n.status, ''), COALESCE(n.attempts, 0),
 	COALESCE(extract(epoch FROM now() - n.first_attempt_at), 0)::float8, COALESCE(n.msg_id, ''), COALESCE(n.event::text, '')`
+)
 
-func scanHead(user, seq int64, scan func(...any) error, more ...any) (head, error) {
-	h := head{UserID: user, Seq: seq}
-	var age float64
-	var event string
-	dst := append(more, &h.Status, &h.Attempts, &age, &h.MsgID, &event)
-	if err := scan(dst...); err != nil {
-		return head{}, err
+// scanClaims reads rows of (user, next seq, wake, headColumns...) into one claim per user,
+// its heads cut at the first gap.
+func scanClaims(rows pgx.Rows) ([]claim, error) {
+	defer rows.Close()
+	var out []claim
+	now := time.Now()
+	for rows.Next() {
+		var (
+			user, next, wake int64
+			seq              *int64
+			h                head
+			age              float64
+			event            string
+		)
+		if err := rows.Scan(&user, &next, &wake, &seq, &h.Status, &h.Attempts, &age, &h.MsgID, &event); err != nil {
+			return nil, err
+		}
+		if len(out) == 0 || out[len(out)-1].UserID != user {
+			out = append(out, claim{UserID: user, Wake: wake, Heads: []head{{UserID: user, Seq: next, ReadAt: now}}})
+		}
+		c := &out[len(out)-1]
+		last := c.Heads[len(c.Heads)-1]
+		switch {
+		case seq == nil:
+			continue // no row at all: the missing head stays
+		case last.Status == "" && *seq == last.Seq:
+			// the first row is the head itself
+		case last.Status != "" && *seq == last.Seq+1:
+			c.Heads = append(c.Heads, head{})
+		default:
+			continue // a gap: the run ends before it
+		}
+		h.UserID, h.Seq, h.ReadAt = user, *seq, now
+		h.Age = time.Duration(age * float64(time.Second))
+		if event != "" {
+			h.Event = []byte(event)
+		}
+		c.Heads[len(c.Heads)-1] = h
 	}
-	h.Age = time.Duration(age * float64(time.Second))
-	h.ReadAt = time.Now()
-	if event != "" {
-		h.Event = []byte(event)
+	if err := rows.Err(); err != nil {
+		return nil, err
 	}
-	return h, nil
+	return out, nil
 }
 
 // claimUsers leases up to n users whose lane is due and free, oldest due first, for lease,
-// and returns each with its head. Replicas share the work: SKIP LOCKED passes over users
-// another claim is taking at the same moment, and a leased user is not claimable until its
-// lease runs out (a lane that died) or is given back.
-func (s *Store) claimUsers(ctx context.Context, owner string, n int, lease time.Duration) ([]claim, error) {
+// and returns each with up to run of its next SMS. Replicas share the work: SKIP LOCKED
+// passes over users another claim is taking at the same moment, and a leased user is not
+// claimable until its lease runs out (a lane that died) or is given back.
+func (s *Store) claimUsers(ctx context.Context, owner string, n int, lease time.Duration, run int) ([]claim, error) {
 	rows, err := s.db.Query(ctx, `
 		WITH c AS (
 			SELECT user_id FROM notify.progress
@@ -178,25 +215,14 @@ func (s *Store) claimUsers(ctx context.Context, owner string, n int, lease time.
 		SELECT claimed.user_id, claimed.last_seq + 1, snap.wake, `+headColumns+`
 		FROM claimed
 		JOIN notify.progress snap ON snap.user_id = claimed.user_id
-		LEFT JOIN notify.notifications n ON n.user_id = claimed.user_id AND n.seq = claimed.last_seq + 1`,
-		owner, n, lease.Microseconds())
+		`+fmt.Sprintf(headsJoin, "claimed.user_id", "claimed.last_seq + 1", "$4")+`
+		ORDER BY claimed.user_id, n.seq`,
+		owner, n, lease.Microseconds(), max(run, 1))
 	if err != nil {
 		return nil, fmt.Errorf("lanes: claim: %w", err)
 	}
-	defer rows.Close()
-	var out []claim
-	for rows.Next() {
-		var c claim
-		var user, seq int64
-		h, err := scanHead(0, 0, rows.Scan, &user, &seq, &c.Wake)
-		if err != nil {
-			return nil, fmt.Errorf("lanes: claim: %w", err)
-		}
-		h.UserID, h.Seq = user, seq
-		c.UserID, c.Head = user, h
-		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := scanClaims(rows)
+	if err != nil {
 		return nil, fmt.Errorf("lanes: claim: %w", err)
 	}
 	return out, nil
@@ -219,18 +245,21 @@ type outcome struct {
 	Journal  bool // write the SMS log row (the log sender's delivery) with a Sent
 }
 
-// recorded is what the store answers for one outcome.
+// recorded is what the store answers for one user's outcomes.
 type recorded struct {
-	Held bool // the lane still held the user: the outcome was recorded
-	Wake int64
-	Next head // the head after it (Sent, DeadLettered, advance)
+	Held  bool // the lane still held the user: the outcomes were recorded
+	Wake  int64
+	Heads []head // the SMS after them (after Sent, DeadLettered, advance)
 }
 
-// record writes a batch of outcomes, each for a different user, in ONE statement: the user's
-// progress (fenced: the lane must still hold the lease and the head must be last_seq + 1),
-// the notification row, and for a journaled Sent the SMS log row, all or nothing; then it
-// reads each advanced user's next head. Users whose fence failed are left out of the answer.
-func (s *Store) record(ctx context.Context, owner string, lease time.Duration, batch []outcome) (map[int64]recorded, error) {
+// record writes a batch of outcomes in ONE statement. A user may have several: a run of
+// consecutive seqs, each Sent but the last, which may have any verdict (a journaled sender
+// delivers a user's waiting SMS together). Per user: its
+// progress (fenced: the lane must still hold the lease and the first seq must be last_seq +
+// 1), the notification rows, and for a journaled Sent the SMS log rows, all or nothing; then
+// it reads up to run of each advanced user's next SMS. Users whose fence failed are left out
+// of the answer.
+func (s *Store) record(ctx context.Context, owner string, lease time.Duration, run int, batch []outcome) (map[int64]recorded, error) {
 	n := len(batch)
 	users, seqs, delays := make([]int64, n), make([]int64, n), make([]int64, n)
 	verdicts, reasons, texts, phones := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
@@ -244,17 +273,22 @@ func (s *Store) record(ctx context.Context, owner string, lease time.Duration, b
 		WITH o AS (
 			SELECT * FROM unnest($3::bigint[], $4::bigint[], $5::text[], $6::int[], $7::bigint[], $8::text[], $9::text[], $10::text[], $11::bool[])
 				AS o(user_id, seq, verdict, attempts, delay_us, reason, text, phone, journal)
-			ORDER BY user_id
+		), u AS (
+			-- One row per user: its first and last seq, and the verdict of the last (a
+			-- run is Sent but for its last, which may be anything).
+			SELECT user_id, min(seq) AS first_seq, max(seq) AS last_seq,
+			       (array_agg(verdict ORDER BY seq DESC))[1] AS verdict, max(delay_us) AS delay_us
+			FROM o GROUP BY user_id ORDER BY user_id
 		), adv AS (
 			UPDATE notify.progress p SET
-				last_seq   = CASE WHEN o.verdict IN ('sent', 'dead_lettered', 'advance') THEN o.seq ELSE p.last_seq END,
-				due_at     = CASE WHEN o.verdict IN ('retry', 'postponed') THEN now() + o.delay_us * interval '1 microsecond' ELSE p.due_at END,
-				lane_owner = CASE WHEN o.verdict IN ('retry', 'postponed') THEN NULL ELSE p.lane_owner END,
-				lane_until = CASE WHEN o.verdict IN ('retry', 'postponed') THEN NULL ELSE now() + $2::bigint * interval '1 microsecond' END,
+				last_seq   = CASE WHEN u.verdict IN ('retry', 'postponed') THEN u.last_seq - 1 ELSE u.last_seq END,
+				due_at     = CASE WHEN u.verdict IN ('retry', 'postponed') THEN now() + u.delay_us * interval '1 microsecond' ELSE p.due_at END,
+				lane_owner = CASE WHEN u.verdict IN ('retry', 'postponed') THEN NULL ELSE p.lane_owner END,
+				lane_until = CASE WHEN u.verdict IN ('retry', 'postponed') THEN NULL ELSE now() + $2::bigint * interval '1 microsecond' END,
 				gap_since  = NULL,
 				updated_at = now()
-			FROM o
-			WHERE p.user_id = o.user_id AND p.lane_owner = $1 AND p.last_seq = o.seq - 1
+			FROM u
+			WHERE p.user_id = u.user_id AND p.lane_owner = $1 AND p.last_seq = u.first_seq - 1
 			RETURNING p.user_id
 		), upd AS (
 			UPDATE notify.notifications n SET
@@ -272,31 +306,26 @@ func (s *Store) record(ctx context.Context, owner string, lease time.Duration, b
 			SELECT o.user_id, o.seq, o.phone, o.text, false
 			FROM o JOIN adv ON adv.user_id = o.user_id
 			WHERE o.verdict = 'sent' AND o.journal
-			ORDER BY o.user_id
+			ORDER BY o.user_id, o.seq
 			ON CONFLICT (user_id, seq) WHERE NOT late DO NOTHING
 		)
-		SELECT adv.user_id, snap.wake, o.seq + 1, `+headColumns+`
-		FROM adv JOIN o ON o.user_id = adv.user_id
+		SELECT adv.user_id, u.last_seq + 1, snap.wake, `+headColumns+`
+		FROM adv
+		JOIN u ON u.user_id = adv.user_id
 		JOIN notify.progress snap ON snap.user_id = adv.user_id
-		LEFT JOIN notify.notifications n ON n.user_id = adv.user_id AND n.seq = o.seq + 1
-			AND o.verdict IN ('sent', 'dead_lettered', 'advance')`,
-		owner, lease.Microseconds(), users, seqs, verdicts, attempts, delays, reasons, texts, phones, journal)
+		`+fmt.Sprintf(headsJoin, "adv.user_id", "u.last_seq + 1", "(CASE WHEN u.verdict IN ('retry', 'postponed') THEN 0 ELSE $12 END)")+`
+		ORDER BY adv.user_id, n.seq`,
+		owner, lease.Microseconds(), users, seqs, verdicts, attempts, delays, reasons, texts, phones, journal, max(run, 1))
 	if err != nil {
 		return nil, fmt.Errorf("lanes: record %d outcomes: %w", n, err)
 	}
-	defer rows.Close()
-	out := make(map[int64]recorded, n)
-	for rows.Next() {
-		var user, wake, next int64
-		h, err := scanHead(0, 0, rows.Scan, &user, &wake, &next)
-		if err != nil {
-			return nil, fmt.Errorf("lanes: record: %w", err)
-		}
-		h.UserID, h.Seq = user, next
-		out[user] = recorded{Held: true, Wake: wake, Next: h}
-	}
-	if err := rows.Err(); err != nil {
+	got, err := scanClaims(rows)
+	if err != nil {
 		return nil, fmt.Errorf("lanes: record %d outcomes: %w", n, err)
+	}
+	out := make(map[int64]recorded, len(got))
+	for _, c := range got {
+		out[c.UserID] = recorded{Held: true, Wake: c.Wake, Heads: c.Heads}
 	}
 	return out, nil
 }
@@ -305,9 +334,9 @@ func (s *Store) record(ctx context.Context, owner string, lease time.Duration, b
 // worked on it long enough lets others have a turn); otherwise it is idle: not due, and
 // marked as waiting on a gap when later seqs are in the inbox while its next is not. An idle
 // release happens only if no inbox write woke the user since the lane last looked (wake);
-// if one did, it returns the user's current head to go on with (held reports whether the
-// lane still holds the user).
-func (s *Store) release(ctx context.Context, owner string, user, wake int64, requeue bool) (released, held bool, h head, newWake int64, err error) {
+// if one did, it returns the user's current next SMS (up to run of them) to go on with (held
+// reports whether the lane still holds the user).
+func (s *Store) release(ctx context.Context, owner string, user, wake int64, requeue bool, run int) (released, held bool, c claim, err error) {
 	tag, err := s.db.Exec(ctx, `
 		UPDATE notify.progress p SET lane_owner = NULL, lane_until = NULL,
 			due_at = CASE WHEN $4 THEN now() END,
@@ -318,23 +347,34 @@ func (s *Store) release(ctx context.Context, owner string, user, wake int64, req
 			updated_at = now()
 		WHERE p.user_id = $1 AND p.lane_owner = $2 AND ($4 OR p.wake = $3)`, user, owner, wake, requeue)
 	if err != nil {
-		return false, false, head{}, 0, fmt.Errorf("lanes: release user %d: %w", user, err)
+		return false, false, claim{}, fmt.Errorf("lanes: release user %d: %w", user, err)
 	}
 	if tag.RowsAffected() == 1 {
-		return true, false, head{}, 0, nil
+		return true, false, claim{}, nil
 	}
-	var mine bool
-	var seq int64
-	h, err = scanHead(0, 0, s.db.QueryRow(ctx, `
-		SELECT p.lane_owner IS NOT DISTINCT FROM $2, p.wake, p.last_seq + 1, `+headColumns+`
-		FROM notify.progress p LEFT JOIN notify.notifications n ON n.user_id = p.user_id AND n.seq = p.last_seq + 1
-		WHERE p.user_id = $1`, user, owner).Scan, &mine, &newWake, &seq)
+	rows, err := s.db.Query(ctx, `
+		SELECT p.user_id, p.last_seq + 1, p.wake, `+headColumns+`, p.lane_owner IS NOT DISTINCT FROM $2
+		FROM notify.progress p
+		`+fmt.Sprintf(headsJoin, "p.user_id", "p.last_seq + 1", "$3")+`
+		WHERE p.user_id = $1
+		ORDER BY n.seq`, user, owner, max(run, 1))
 	if err != nil {
-		return false, false, head{}, 0, fmt.Errorf("lanes: reread user %d: %w", user, err)
+		return false, false, claim{}, fmt.Errorf("lanes: reread user %d: %w", user, err)
 	}
-	h.UserID, h.Seq = user, seq
-	return false, mine, h, newWake, nil
+	got, err := scanClaims(&heldRows{Rows: rows, held: &held})
+	if err != nil || len(got) != 1 {
+		return false, false, claim{}, fmt.Errorf("lanes: reread user %d: %d rows, %w", user, len(got), err)
+	}
+	return false, held, got[0], nil
 }
+
+// heldRows peels the last column (does the lane still hold the user) off release's reread.
+type heldRows struct {
+	pgx.Rows
+	held *bool
+}
+
+func (r *heldRows) Scan(dest ...any) error { return r.Rows.Scan(append(dest, r.held)...) }
 
 // releaseAll gives back every user leased by owner, due at once: at shutdown, and at the
 // start of a process that took over a stable name (its predecessor's leases are its own).
