@@ -53,6 +53,10 @@ type config struct {
 	NotifyWindow                     time.Duration
 	SlowUsers, SlowQueues            int
 	SlowDelay, SlowWindow            time.Duration
+	LaneUsers                        int
+	LaneRate                         float64
+	Outage                           time.Duration
+	BacklogSize                      int
 	KeepDBs, Profile                 bool
 }
 
@@ -84,7 +88,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&c.BinDir, "bin", "bin", "directory holding the walletsvc and notifier binaries (make build)")
 	fs.StringVar(&c.OutDir, "out", "bench/results", "where <timestamp>.json and .md are written")
 	fs.StringVar(&c.RunDir, "rundir", ".run/bench", "where the binaries' logs go")
-	parts := fs.String("parts", "pg,mq,product,notify,slow", "parts to run (notify needs mq)")
+	parts := fs.String("parts", "pg,mq,product,notify,slow,isolation,outage,backlog", "parts to run (notify needs mq)")
 	clients := fs.String("clients", "8,32,128", "concurrent clients of the product phases and the raw Postgres workload")
 	fs.DurationVar(&c.Phase, "phase", 15*time.Second, "length of each product phase")
 	fs.DurationVar(&c.CeilingPhase, "ceiling-phase", 10*time.Second, "length of each raw Postgres run")
@@ -102,6 +106,10 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.IntVar(&c.SlowQueues, "slow-queues", 8, "queues of the slow-provider topic")
 	fs.DurationVar(&c.SlowDelay, "slow-delay", 50*time.Millisecond, "the slow provider's time per SMS")
 	fs.DurationVar(&c.SlowWindow, "slow-window", 10*time.Second, "measured window of the slow-provider run")
+	fs.IntVar(&c.LaneUsers, "lane-users", 200, "users of the failing-user and provider-outage runs")
+	fs.Float64Var(&c.LaneRate, "lane-rate", 200, "deposits/s of the failing-user and outage runs when the product phases did not run (else half the best deposit rate)")
+	fs.DurationVar(&c.Outage, "outage", 30*time.Second, "how long the provider is down in the outage run (the load lasts 10 s longer)")
+	fs.IntVar(&c.BacklogSize, "backlog", 100000, "messages of the backlog the notifier drains in the backlog run")
 	fs.BoolVar(&c.KeepDBs, "keep-dbs", false, "keep the bench databases (default: drop them at the end)")
 	fs.BoolVar(&c.Profile, "cpuprofile", true, "write a CPU profile of this process for the raw parts")
 	if err := fs.Parse(args); err != nil {
@@ -117,7 +125,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	c.Parts = map[string]bool{}
 	for _, p := range strings.Split(*parts, ",") {
 		switch p = strings.TrimSpace(p); p {
-		case "pg", "mq", "product", "notify", "slow":
+		case "pg", "mq", "product", "notify", "slow", "isolation", "outage", "backlog":
 			c.Parts[p] = true
 		default:
 			return c, fmt.Errorf("-parts: unknown part %q", p)
@@ -266,6 +274,16 @@ func (b *bench) all(ctx context.Context) error {
 	if c.Parts["slow"] {
 		if err := b.slowProvider(ctx); err != nil {
 			return fmt.Errorf("slow provider: %w", err)
+		}
+	}
+	for _, part := range []struct {
+		name string
+		run  func(context.Context) error
+	}{{"isolation", b.isolation}, {"outage", b.outage}, {"backlog", b.backlog}} {
+		if c.Parts[part.name] {
+			if err := part.run(ctx); err != nil {
+				return fmt.Errorf("%s: %w", part.name, err)
+			}
 		}
 	}
 	return nil
@@ -480,8 +498,9 @@ func (b *bench) slowProvider(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// Enough backlog that no queue runs dry within the window: the design ceiling's worth, twice.
-	perUser := int((float64(c.SlowQueues)/c.SlowDelay.Seconds())*(c.SlowWindow.Seconds()+5)*2)/c.SlowUsers + 1
+	const workers = 64 // the notifier's default SMS_WORKERS
+	// Enough backlog that no user runs dry within the window: the lanes' ceiling's worth, twice.
+	perUser := int((workers/c.SlowDelay.Seconds())*(c.SlowWindow.Seconds()+5)*2)/c.SlowUsers + 1
 	mq, err := produceBacklog(ctx, []string{c.Namesrv}, "bench-slow-producer-"+b.ts, topic, c.SlowUsers, 16, perUser, 2*time.Minute, b.log)
 	if err != nil {
 		return err
@@ -490,7 +509,7 @@ func (b *bench) slowProvider(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	prov, err := startSlowProvider(c.SlowDelay)
+	prov, err := startProvider(c.SlowDelay, "")
 	if err != nil {
 		return err
 	}
@@ -512,10 +531,14 @@ func (b *bench) slowProvider(ctx context.Context) error {
 	from := time.Now().Add(time.Second)
 	time.Sleep(time.Until(from.Add(c.SlowWindow)) + 100*time.Millisecond)
 	hits, r := prov.rateAfter(from, c.SlowWindow)
+	prov.mu.Lock()
+	dups := prov.dups
+	prov.mu.Unlock()
 	b.res.Slow = &SlowProvider{
-		Users: c.SlowUsers, Queues: c.SlowQueues, DelayMS: int(c.SlowDelay / time.Millisecond), Backlog: mq.Sent,
-		WindowSecs: c.SlowWindow.Seconds(), Hits: hits, SMSPerS: r,
-		DesignCeiling: round2(float64(c.SlowQueues) / c.SlowDelay.Seconds()),
+		Users: c.SlowUsers, Queues: c.SlowQueues, Workers: workers, DelayMS: int(c.SlowDelay / time.Millisecond), Backlog: mq.Sent,
+		WindowSecs: c.SlowWindow.Seconds(), Hits: hits, SMSPerS: r, OutOfOrder: prov.outOfOrder(), Duplicates: dups,
+		QueueCeiling: round2(float64(c.SlowQueues) / c.SlowDelay.Seconds()),
+		LaneCeiling:  round2(float64(workers) / c.SlowDelay.Seconds()),
 	}
 	b.log.Info("slow provider", "sms/s", r)
 	return nil
@@ -527,5 +550,6 @@ func settingsOf(c config) map[string]any {
 		"saga_workers": c.SagaWorkers, "raw_accounts": c.RawAccounts, "pgbench_scale": c.PgbenchScale, "pgbench_clients": c.PgbenchClients,
 		"mq_users": c.MQUsers, "mq_senders": c.MQSenders, "mq_send_s": c.MQSend.Seconds(), "notify_window_s": c.NotifyWindow.Seconds(),
 		"slow_users": c.SlowUsers, "slow_queues": c.SlowQueues, "slow_delay_ms": c.SlowDelay.Milliseconds(), "slow_window_s": c.SlowWindow.Seconds(),
+		"lane_users": c.LaneUsers, "lane_rate": c.LaneRate, "outage_s": c.Outage.Seconds(), "backlog": c.BacklogSize,
 	}
 }

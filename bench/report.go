@@ -33,6 +33,7 @@ type Results struct {
 
 	NotifyDrain *NotifyDrain  `json:"notifier_drain,omitempty"`
 	Slow        *SlowProvider `json:"slow_provider,omitempty"`
+	Lanes       *LaneBench    `json:"lanes,omitempty"`
 
 	Ratios   []Ratio  `json:"ratios"`
 	Targets  []Target `json:"targets"`
@@ -89,6 +90,7 @@ func (r *Results) finish() {
 		r.Targets = append(r.Targets, Target{What: fmt.Sprintf("p99 commit→SMS at half max load (deposits, open loop %.1f/s)", h.OpenRate),
 			Want: "< 100 ms", Got: h.E2E.P99, Reached: h.E2E.P99 > 0 && h.E2E.P99 < 100 && h.Undelivered == 0})
 	}
+	r.laneTargets()
 }
 
 // table is rendered both as aligned text and as Markdown.
@@ -169,15 +171,12 @@ func (r *Results) tables() []table {
 				n.SMSPerS, n.SMS, n.Seconds, perOp(n.CPU["notifier-drain"], n.SMS), perOp(n.CPU["postgres"], n.SMS),
 				float64(n.DBCommits)/float64(max(n.SMS, 1)), n.PeakRSSMiB)})
 	}
-	if s := r.Slow; s != nil {
-		extra = append(extra, []string{fmt.Sprintf("slow provider (%d ms/SMS, webhook), %d queues, %d active users", s.DelayMS, s.Queues, s.Users),
-			fmt.Sprintf("%.1f SMS/s over %.0fs (design ceiling %d queues × 1/%d ms = %.0f/s)", s.SMSPerS, s.WindowSecs, s.Queues, s.DelayMS, s.DesignCeiling)})
-	}
+	extra = append(extra, r.laneRows()...)
 	if len(extra) > 0 {
 		ts = append(ts, table{title: "Notifier and resources", head: []string{"what", "result"}, rows: extra})
 	}
 	if len(r.Targets) > 0 {
-		t := table{title: "Targets (issue 7)", head: []string{"target", "want", "got", "reached"}}
+		t := table{title: "Targets", head: []string{"target", "want", "got", "reached"}}
 		for _, g := range r.Targets {
 			t.rows = append(t.rows, []string{g.What, g.Want, strconv.FormatFloat(g.Got, 'f', 2, 64), map[bool]string{true: "yes", false: "NO"}[g.Reached]})
 		}

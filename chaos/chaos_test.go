@@ -21,7 +21,7 @@ func TestPlanIsReproducibleAndComplete(t *testing.T) {
 		plan := Plan(seed, testPlan)
 		kinds := map[FaultKind]int{}
 		kills := map[string]int{}
-		var down, up, broker, pg, reshard time.Duration
+		var down, up, broker, pg, reshard, provDown, provHang time.Duration
 		for i, f := range plan {
 			kinds[f.Kind]++
 			require.Equal(t, i+1, f.Planned)
@@ -44,9 +44,17 @@ func TestPlanIsReproducibleAndComplete(t *testing.T) {
 			case Reshard:
 				reshard = f.At
 				require.Equal(t, 16, f.Queues)
+			case ProviderDown:
+				provDown = f.At
+				require.Equal(t, 30*time.Second, f.Down)
+				require.Less(t, f.At+f.Down, testPlan.Duration-30*time.Second, "seed %d: the provider is back well before the load ends", seed)
+			case ProviderHang:
+				provHang = f.At
+				require.Equal(t, 15*time.Second, f.Down)
 			}
 		}
-		require.Equal(t, map[FaultKind]int{Kill: 12, RestartBroker: 1, RestartPG: 1, Reshard: 1, ScaleDown: 1, ScaleUp: 1}, kinds, "seed %d", seed)
+		require.Equal(t, map[FaultKind]int{Kill: 12, RestartBroker: 1, RestartPG: 1, Reshard: 1, ScaleDown: 1, ScaleUp: 1,
+			ProviderDown: 1, ProviderHang: 1}, kinds, "seed %d", seed)
 		require.Equal(t, map[string]int{wallet1: 3, wallet2: 3, notifier1: 3, notifier2: 3}, kills, "seed %d", seed)
 		require.Less(t, down, up, "seed %d: scale down before up", seed)
 		for _, f := range plan {
@@ -55,9 +63,12 @@ func TestPlanIsReproducibleAndComplete(t *testing.T) {
 			}
 		}
 		gap := 18 * time.Second
-		require.GreaterOrEqual(t, (broker - pg).Abs(), gap, "seed %d", seed)
-		require.GreaterOrEqual(t, (broker - reshard).Abs(), gap, "seed %d", seed)
-		require.GreaterOrEqual(t, (pg - reshard).Abs(), gap, "seed %d", seed)
+		starts := []time.Duration{broker, pg, reshard, provDown, provHang}
+		for i := range starts {
+			for j := i + 1; j < len(starts); j++ {
+				require.GreaterOrEqual(t, (starts[i] - starts[j]).Abs(), gap, "seed %d: faults %d and %d", seed, i, j)
+			}
+		}
 	}
 }
 

@@ -45,8 +45,8 @@ func main() {
 	os.Exit(code)
 }
 
-// failPhonePattern is the notifier's SMS_FAIL_PHONE_PATTERN in the run: SMS to these phones
-// always fail, so they are dead-lettered, and only theirs may be.
+// failPhonePattern names the phones whose SMS the run's provider always fails (users whose
+// SMS always fail): they are dead-lettered, and only theirs may be.
 const failPhonePattern = `0000$`
 
 var failPhone = regexp.MustCompile(failPhonePattern)
@@ -146,6 +146,7 @@ type chaosRun struct {
 	svc   *services
 	slots map[string]*slot
 	db    *pgxpool.Pool
+	sms   *smsProvider
 	start time.Time // of the load
 
 	mu       sync.Mutex
@@ -224,16 +225,20 @@ func (r *chaosRun) do(ctx context.Context) (Result, []string, error) {
 	r.printf("chaos: Postgres :%d, name server :%d, broker :%d up in %s (logs in %s)\n", cfg.PGPort, cfg.NamesrvPort, cfg.BrokerPort, time.Since(t0).Round(100*time.Millisecond), r.svc.logDir)
 
 	dbURL := fmt.Sprintf("postgres://walletsaga:walletsaga@127.0.0.1:%d/walletsaga?sslmode=disable", cfg.PGPort)
-	defer r.stopSlots()
-	if err := r.startSlots(ctx, dbURL); err != nil {
-		return Result{}, nil, err
-	}
 	db, err := pgxpool.New(ctx, dbURL)
 	if err != nil {
 		return Result{}, nil, err
 	}
 	defer db.Close()
 	r.db = db
+	if r.sms, err = startSMSProvider(db, failPhone); err != nil {
+		return Result{}, nil, err
+	}
+	defer r.sms.close()
+	defer r.stopSlots()
+	if err := r.startSlots(ctx, dbURL); err != nil {
+		return Result{}, nil, err
+	}
 
 	c := &client{bases: []string{r.slots[wallet1].url(), r.slots[wallet2].url()}, token: serviceToken, http: &http.Client{Timeout: 30 * time.Second}, log: r.log}
 	users, err := createUsers(ctx, c, cfg.Users)
@@ -341,11 +346,12 @@ func (r *chaosRun) startSlots(ctx context.Context, dbURL string) error {
 	}
 	walletEnv := map[string]string{"SERVICE_TOKEN": serviceToken, "PRODUCER_GROUP": "wallet-relay"}
 	notifierEnv := map[string]string{
-		"CONSUMER_GROUP": cfg.Group, "SMS_SENDER": "log",
-		// The failing phones' SMS are dead-lettered after 3 quick attempts, so the run can
-		// quiet down and audit them.
-		"SMS_FAIL_PHONE_PATTERN": failPhonePattern, "SMS_FAIL_AMOUNT": "0", "SMS_RETRY_BASE": "100ms",
-		"SMS_MAX_ATTEMPTS": "3", "SMS_DEAD_LETTER_AFTER": "0s",
+		"CONSUMER_GROUP": cfg.Group, "SMS_SENDER": "webhook", "SMS_WEBHOOK_URL": r.sms.url, "SMS_TIMEOUT": "2s",
+		"SMS_FAIL_PHONE_PATTERN": "off", "SMS_FAIL_AMOUNT": "0",
+		// The failing phones' SMS are dead-lettered after 6 quick attempts (within 3 s), so
+		// the run can quiet down and audit them; a healthy SMS spends an attempt or two in a
+		// provider outage before the breaker holds it back, far from that bound.
+		"SMS_RETRY_BASE": "100ms", "SMS_RETRY_MAX": "1s", "SMS_MAX_ATTEMPTS": "6", "SMS_DEAD_LETTER_AFTER": "0s",
 	}
 	for k, v := range common {
 		walletEnv[k], notifierEnv[k] = v, v
@@ -427,6 +433,17 @@ func (r *chaosRun) inject(ctx context.Context, f Fault) {
 		e.down, e.up = watch()
 	case Reshard:
 		e.err = r.svc.run(ctx, "topic", r.cfg.Topic, fmt.Sprint(f.Queues))
+	case ProviderDown, ProviderHang:
+		mode := providerDown
+		if f.Kind == ProviderHang {
+			mode = providerHanging
+		}
+		r.sms.mode.Store(mode)
+		select {
+		case <-ctx.Done():
+		case <-time.After(f.Down):
+		}
+		r.sms.mode.Store(providerUp)
 	}
 	e.end = time.Now()
 	status := "done"

@@ -28,6 +28,14 @@ const (
 	ScaleDown     FaultKind = "scale-down"     // stop notifier-2 gracefully: 2 → 1 notifiers
 	ScaleUp       FaultKind = "scale-up"       // start notifier-2 again: 1 → 2
 	Reshard       FaultKind = "reshard"        // raise the topic's queues (keys move to other queues)
+	ProviderDown  FaultKind = "provider-down"  // the SMS provider answers 503 to everyone for Down
+	ProviderHang  FaultKind = "provider-hang"  // the SMS provider answers nothing for Down (every call times out)
+)
+
+// How long the provider faults last.
+const (
+	providerDownFor = 30 * time.Second
+	providerHangFor = 15 * time.Second
 )
 
 // Fault is one planned event, At after the load starts.
@@ -35,7 +43,7 @@ type Fault struct {
 	At      time.Duration
 	Kind    FaultKind
 	Slot    string        // Kill, ScaleDown, ScaleUp
-	Down    time.Duration // Kill: how long the process stays dead before its restart
+	Down    time.Duration // Kill: how long the process stays dead before its restart; provider faults: how long they last
 	Queues  int           // Reshard: the new number of queues
 	Planned int           // position in the plan, for messages
 }
@@ -53,6 +61,10 @@ func (f Fault) What() string {
 		return fmt.Sprintf("scale notifiers 2 → 1 (stop %s)", f.Slot)
 	case ScaleUp:
 		return fmt.Sprintf("scale notifiers 1 → 2 (start %s)", f.Slot)
+	case ProviderDown:
+		return fmt.Sprintf("SMS provider down (503) for %.0fs", f.Down.Seconds())
+	case ProviderHang:
+		return fmt.Sprintf("SMS provider hangs for %.0fs", f.Down.Seconds())
 	}
 	return string(f.Kind)
 }
@@ -66,9 +78,9 @@ type PlanOptions struct {
 }
 
 // Plan draws the run's faults from seed: the same seed gives the same plan. Every fault
-// happens while the load runs; the infrastructure faults (broker, Postgres, reshard) are kept
-// apart from each other so the log can tell which one held the pipeline up; notifier-2 is not
-// killed while it is scaled away.
+// happens while the load runs; the infrastructure and provider faults (broker, Postgres,
+// reshard, provider down, provider hanging) start apart from each other so the log can tell
+// which one held the pipeline up; notifier-2 is not killed while it is scaled away.
 func Plan(seed int64, o PlanOptions) []Fault {
 	r := rand.New(rand.NewPCG(uint64(seed), 0x77616c6c6574))
 	d := o.Duration.Seconds()
@@ -76,12 +88,22 @@ func Plan(seed int64, o PlanOptions) []Fault {
 		return time.Duration((lo + r.Float64()*(hi-lo)) * d * float64(time.Second)).Round(100 * time.Millisecond)
 	}
 	apart := func(a, b time.Duration, gap time.Duration) bool { return (a - b).Abs() >= gap }
-	// The three infrastructure faults, at least a tenth of the run (≥ 15 s) apart.
+	// The five infrastructure and provider faults, each starting at least a tenth of the
+	// run (≥ 15 s) from the others; the provider is down early enough to be up again well
+	// before the load ends.
 	gap := max(o.Duration/10, 15*time.Second)
-	var broker, pg, reshard time.Duration
-	for range 1000 {
+	var broker, pg, reshard, provDown, provHang time.Duration
+	for range 10000 {
 		broker, pg, reshard = at(0.2, 0.8), at(0.2, 0.8), at(0.3, 0.7)
-		if apart(broker, pg, gap) && apart(broker, reshard, gap) && apart(pg, reshard, gap) {
+		provDown, provHang = at(0.1, 0.6), at(0.1, 0.85)
+		all := []time.Duration{broker, pg, reshard, provDown, provHang}
+		ok := true
+		for i := range all {
+			for j := i + 1; j < len(all); j++ {
+				ok = ok && apart(all[i], all[j], gap)
+			}
+		}
+		if ok {
 			break
 		}
 	}
@@ -93,6 +115,8 @@ func Plan(seed int64, o PlanOptions) []Fault {
 		{At: reshard, Kind: Reshard, Queues: o.ToQueues},
 		{At: down, Kind: ScaleDown, Slot: notifier2},
 		{At: up, Kind: ScaleUp, Slot: notifier2},
+		{At: provDown, Kind: ProviderDown, Down: providerDownFor},
+		{At: provHang, Kind: ProviderHang, Down: providerHangFor},
 	}
 	for _, slot := range slotNames {
 		var kills []time.Duration
