@@ -67,14 +67,10 @@ func (in *Inbox) Handle(ctx context.Context, batch []ordering.Delivery) error {
 		}
 	}
 	r, err := in.store.Receive(ctx, msgs, in.fromLast)
-	if isDataError(err) && len(msgs) > 1 {
+	if isDataError(err) {
 		// One message the database refuses must not hold its queue-mates: record one by
 		// one, and the refused one as bad.
 		return in.oneByOne(ctx, msgs)
-	}
-	if isDataError(err) {
-		msgs[0].Bad = "the database refused it: " + err.Error()
-		r, err = in.store.Receive(ctx, msgs, in.fromLast)
 	}
 	if err != nil {
 		return err
