@@ -163,9 +163,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err := b.admin.Ping(ctx); err != nil {
 		return fmt.Errorf("postgres at %s: %w (run make services)", cfg.DatabaseURL, err)
 	}
+	stack := getenv("WALLETSAGA_RUN_DIR") // where scripts/services.sh keeps the stack's state
+	if stack == "" {
+		stack = filepath.Join(cfg.Repo, ".run")
+	}
 	b.meter = &cpuMeter{
-		postmaster: pidFromFile(filepath.Join(cfg.Repo, ".run/pg/data/postmaster.pid")),
-		broker:     pidFromFile(filepath.Join(cfg.Repo, ".run/rocketmq/broker.pid")),
+		postmaster: pidFromFile(filepath.Join(stack, "pg/data/postmaster.pid")),
+		broker:     pidFromFile(filepath.Join(stack, "rocketmq/broker.pid")),
 		procs:      map[string]*proc{},
 	}
 	b.res = &Results{Started: started, Machine: describeMachine(ctx, b.admin, cfg.Repo), Settings: settingsOf(cfg)}
