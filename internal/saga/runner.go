@@ -137,11 +137,10 @@ func (r *runner) commit(ctx context.Context, first *Outcome, queue Queue) error 
 		b := &pgx.Batch{}
 		var out written
 		if r.inserted || !r.inline {
-			queueUpdate(b, w, &out)
+			queueUpdate(b, w, f.Records, &out)
 		} else {
-			queueInsert(b, w, &out)
+			queueInsert(b, w, f.Records, &out)
 		}
-		queueSteps(b, r.id, f.Records)
 		own := len(b.QueuedQueries)
 		if queue != nil && !r.inserted {
 			queue(r.id, b)

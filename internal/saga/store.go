@@ -95,52 +95,35 @@ func (w sagaWrite) errCols() (set bool, code, msg *string) {
 	return true, &w.Err.Code, &w.Err.Message
 }
 
-// queueInsert queues the insert of a new saga (Start's commit) on b.
-func queueInsert(b *pgx.Batch, w sagaWrite, out *written) {
-	_, code, msg := w.errCols()
-	var owner *string
-	if w.Keep {
-		owner = &w.Owner
-	}
-	b.Queue(`
-INSERT INTO sagas (id, kind, state, input, data, step, phase, attempts, error_code, error_message,
-                   next_run_at, lease_owner, fence, step_since)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, now() + make_interval(secs => $11), $12, $13, now())
-RETURNING created_at, updated_at, step_since`,
-		w.ID, w.Kind, w.To.State, w.Input, w.Data, w.To.Step, w.To.Phase, w.To.Attempts, code, msg,
-		w.Due.Seconds(), owner, w.Fence,
-	).QueryRow(func(row pgx.Row) error { return row.Scan(&out.CreatedAt, &out.UpdatedAt, &out.StepSince) })
-}
+// stepsSQL is the part of a saga's statement that writes the history of one commit (after
+// the CTE s, the saga's own insert or update): the first record updates the open (pending)
+// row of its step and phase if there is one, and every other record is a new row, numbered
+// after the saga's last. Its parameters are $14..$20, after the saga's 13.
+const stepsSQL = `
+, r AS (
+    SELECT * FROM unnest($14::int[], $15::text[], $16::text[], $17::text[], $18::int[], $19::text[], $20::text[])
+        WITH ORDINALITY AS r(step, name, phase, status, attempts, error_code, error_message, ord)
+), upd AS (
+    UPDATE saga_steps st SET status = r.status, attempts = r.attempts,
+        error_code = CASE WHEN r.status = 'done' THEN NULL ELSE COALESCE(r.error_code, st.error_code) END,
+        error_message = CASE WHEN r.status = 'done' THEN NULL ELSE COALESCE(r.error_message, st.error_message) END,
+        finished_at = CASE WHEN r.status = 'pending' THEN NULL ELSE now() END
+    FROM r
+    WHERE r.ord = 1 AND st.saga_id = $1 AND st.step = r.step AND st.phase = r.phase AND st.status = 'pending'
+    RETURNING 1
+), base AS (
+    SELECT COALESCE(max(seq), 0) AS last FROM saga_steps WHERE saga_id = $1
+), ins AS (
+    INSERT INTO saga_steps (saga_id, seq, step, name, phase, status, attempts, error_code, error_message, finished_at)
+    SELECT $1, base.last + row_number() OVER (ORDER BY r.ord), r.step, r.name, r.phase, r.status, r.attempts,
+        r.error_code, r.error_message, CASE WHEN r.status = 'pending' THEN NULL ELSE now() END
+    FROM r, base
+    WHERE NOT (r.ord = 1 AND EXISTS (SELECT 1 FROM upd))
+)
+SELECT created_at, updated_at, step_since FROM s`
 
-// queueUpdate queues a runner's update of its saga on b. It is fenced: when the saga's fence
-// is no longer the one the runner holds (a recovery runner claimed it after the lease
-// expired), the update sets the fence to -1, which the CHECK constraint sagas_fence_held
-// refuses, and the whole commit fails (isFenceLost) before any of its other statements.
-func queueUpdate(b *pgx.Batch, w sagaWrite, out *written) {
-	set, code, msg := w.errCols()
-	b.Queue(`
-UPDATE sagas SET state = $3, step = $4, phase = $5, attempts = $6, data = $7,
-    error_code = CASE WHEN $8 THEN $9 ELSE error_code END,
-    error_message = CASE WHEN $8 THEN $10 ELSE error_message END,
-    step_since = CASE WHEN $11 THEN now() ELSE step_since END,
-    next_run_at = now() + make_interval(secs => $12),
-    lease_owner = CASE WHEN $13 THEN lease_owner END,
-    fence = CASE WHEN fence = $2 THEN fence ELSE -1 END,
-    updated_at = now()
-WHERE id = $1
-RETURNING created_at, updated_at, step_since`,
-		w.ID, w.Fence, w.To.State, w.To.Step, w.To.Phase, w.To.Attempts, w.Data, set, code, msg,
-		w.NewPosition, w.Due.Seconds(), w.Keep,
-	).QueryRow(func(row pgx.Row) error { return row.Scan(&out.CreatedAt, &out.UpdatedAt, &out.StepSince) })
-}
-
-// queueSteps queues the history of one commit on b, in one statement: the first record
-// updates the open (pending) row of its step and phase if there is one, and every other
-// record is a new row, numbered after the saga's last.
-func queueSteps(b *pgx.Batch, id int64, recs []stepWrite) {
-	if len(recs) == 0 {
-		return
-	}
+// stepArgs are the history parameters of stepsSQL, $14..$20.
+func stepArgs(recs []stepWrite) []any {
 	n := len(recs)
 	steps, names, phases, statuses := make([]int32, n), make([]string, n), make([]string, n), make([]string, n)
 	attempts := make([]int32, n)
@@ -151,27 +134,60 @@ func queueSteps(b *pgx.Batch, id int64, recs []stepWrite) {
 			codes[i], msgs[i] = &r.Err.Code, &r.Err.Message
 		}
 	}
+	return []any{steps, names, phases, statuses, attempts, codes, msgs}
+}
+
+// withSteps appends the history parameters to the saga's 13.
+func withSteps(args []any, recs []stepWrite) []any {
+	if len(args) != 13 {
+		panic(fmt.Sprintf("saga: %d saga parameters before the history's", len(args)))
+	}
+	return append(args, stepArgs(recs)...)
+}
+
+// queueInsert queues, as one statement, the insert of a new saga (Start's commit) and the
+// history of its first commit.
+func queueInsert(b *pgx.Batch, w sagaWrite, recs []stepWrite, out *written) {
+	_, code, msg := w.errCols()
+	var owner *string
+	if w.Keep {
+		owner = &w.Owner
+	}
 	b.Queue(`
-WITH r AS (
-    SELECT * FROM unnest($2::int[], $3::text[], $4::text[], $5::text[], $6::int[], $7::text[], $8::text[])
-        WITH ORDINALITY AS r(step, name, phase, status, attempts, error_code, error_message, ord)
-), upd AS (
-    UPDATE saga_steps s SET status = r.status, attempts = r.attempts,
-        error_code = CASE WHEN r.status = 'done' THEN NULL ELSE COALESCE(r.error_code, s.error_code) END,
-        error_message = CASE WHEN r.status = 'done' THEN NULL ELSE COALESCE(r.error_message, s.error_message) END,
-        finished_at = CASE WHEN r.status = 'pending' THEN NULL ELSE now() END
-    FROM r
-    WHERE r.ord = 1 AND s.saga_id = $1 AND s.step = r.step AND s.phase = r.phase AND s.status = 'pending'
-    RETURNING 1
-), base AS (
-    SELECT COALESCE(max(seq), 0) AS last FROM saga_steps WHERE saga_id = $1
-)
-INSERT INTO saga_steps (saga_id, seq, step, name, phase, status, attempts, error_code, error_message, finished_at)
-SELECT $1, base.last + row_number() OVER (ORDER BY r.ord), r.step, r.name, r.phase, r.status, r.attempts,
-    r.error_code, r.error_message, CASE WHEN r.status = 'pending' THEN NULL ELSE now() END
-FROM r, base
-WHERE NOT (r.ord = 1 AND EXISTS (SELECT 1 FROM upd))`,
-		id, steps, names, phases, statuses, attempts, codes, msgs)
+WITH s AS (
+    INSERT INTO sagas (id, kind, state, input, data, step, phase, attempts, error_code, error_message,
+                       next_run_at, lease_owner, fence, step_since)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, now() + make_interval(secs => $11), $12, $13::bigint, now())
+    RETURNING created_at, updated_at, step_since
+)`+stepsSQL,
+		withSteps([]any{w.ID, w.Kind, w.To.State, w.Input, w.Data, w.To.Step, w.To.Phase, w.To.Attempts, code, msg,
+			w.Due.Seconds(), owner, w.Fence}, recs)...,
+	).QueryRow(func(row pgx.Row) error { return row.Scan(&out.CreatedAt, &out.UpdatedAt, &out.StepSince) })
+}
+
+// queueUpdate queues, as one statement, a runner's update of its saga and the history of the
+// commit. It is fenced: when the saga's fence is no longer the one the runner holds (a
+// recovery runner claimed it after the lease expired), the update sets the fence to -1,
+// which the CHECK constraint sagas_fence_held refuses, and the whole commit fails
+// (isFenceLost) before any of its other statements.
+func queueUpdate(b *pgx.Batch, w sagaWrite, recs []stepWrite, out *written) {
+	set, code, msg := w.errCols()
+	b.Queue(`
+WITH s AS (
+    UPDATE sagas SET state = $3, step = $4, phase = $5, attempts = $6, data = $7,
+        error_code = CASE WHEN $8::boolean THEN $9 ELSE error_code END,
+        error_message = CASE WHEN $8::boolean THEN $10 ELSE error_message END,
+        step_since = CASE WHEN $11::boolean THEN now() ELSE step_since END,
+        next_run_at = now() + make_interval(secs => $12),
+        lease_owner = CASE WHEN $13::boolean THEN lease_owner END,
+        fence = CASE WHEN fence = $2::bigint THEN fence ELSE -1 END,
+        updated_at = now()
+    WHERE id = $1
+    RETURNING created_at, updated_at, step_since
+)`+stepsSQL,
+		withSteps([]any{w.ID, w.Fence, w.To.State, w.To.Step, w.To.Phase, w.To.Attempts, w.Data, set, code, msg,
+			w.NewPosition, w.Due.Seconds(), w.Keep}, recs)...,
+	).QueryRow(func(row pgx.Row) error { return row.Scan(&out.CreatedAt, &out.UpdatedAt, &out.StepSince) })
 }
 
 // claimed is a saga a recovery runner took over.
