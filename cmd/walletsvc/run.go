@@ -35,7 +35,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	if len(rest) > 0 {
+	if len(rest) > 0 && sub != "sim-outage" {
 		return fmt.Errorf("unexpected arguments %q", rest)
 	}
 	log, err := cli.Logger(stdout, cfg.LogFormat, cfg.LogLevel)
@@ -48,9 +48,33 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return serve(ctx, cfg, log)
 	case "migrate":
 		return migrate(ctx, cfg, log)
+	case "sim-outage":
+		return simOutage(ctx, cfg, rest, stdout)
 	default:
-		return fmt.Errorf("unknown command %q (serve, migrate)", sub)
+		return fmt.Errorf("unknown command %q (serve, migrate, sim-outage)", sub)
 	}
+}
+
+// simOutage switches the outage of a built-in simulator on (or off, for 0s) in the database
+// every replica shares: walletsvc sim-outage gateway|merchant fail|timeout DURATION.
+func simOutage(ctx context.Context, cfg config, args []string, stdout io.Writer) error {
+	if len(args) != 3 {
+		return fmt.Errorf("usage: walletsvc sim-outage gateway|merchant fail|timeout DURATION (e.g. 60s; 0s ends it), got %q", args)
+	}
+	d, err := time.ParseDuration(args[2])
+	if err != nil {
+		return fmt.Errorf("sim-outage: duration %q: %w", args[2], err)
+	}
+	pool, err := openPool(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if err := wallet.SetSimOutage(ctx, pool, args[0], args[1], d); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "simulated %s outage (%s) for %s\n", args[0], args[1], d)
+	return nil
 }
 
 func openPool(ctx context.Context, cfg config) (*pgxpool.Pool, error) {
