@@ -32,8 +32,9 @@ type envOptions struct {
 }
 
 // fastSteps keeps retries quick: flaky- orders need two backoffs, and an uncertain step is
-// given up after half a second.
-var fastSteps = wallet.StepTuning{Window: 500 * time.Millisecond, AttemptTimeout: time.Second, BackoffBase: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond}
+// given up after three seconds (long enough that a loaded machine's slow attempt is not
+// taken for an outage).
+var fastSteps = wallet.StepTuning{Window: 3 * time.Second, AttemptTimeout: time.Second, BackoffBase: 5 * time.Millisecond, BackoffMax: 50 * time.Millisecond}
 
 // testEngine is a saga engine with a lease short enough that recovery tests need not wait.
 func testEngine(pool *pgxpool.Pool, owner string, log *slog.Logger) *saga.Engine {

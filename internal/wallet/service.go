@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -33,6 +34,10 @@ type Service struct {
 	engine *saga.Engine
 	log    *slog.Logger
 	opts   Options
+	// currencies caches each wallet's currency (int64 → string), which never changes once the
+	// wallet exists: with it, a request's checks ride on its saga's first commit instead of
+	// a read before it.
+	currencies sync.Map
 }
 
 // NewService returns a service on pool and registers the deposit, purchase and transfer
@@ -71,7 +76,25 @@ func (s *Service) CreateUser(ctx context.Context, nu NewUser) (User, Wallet, err
 	if err != nil {
 		return User{}, Wallet{}, err
 	}
-	return insertUser(ctx, s.pool, nu)
+	u, w, err := insertUser(ctx, s.pool, nu)
+	if err == nil {
+		s.currencies.Store(w.UserID, w.Currency)
+	}
+	return u, w, err
+}
+
+// currencyOf returns the currency of userID's wallet from the cache, or reads the wallet
+// (then w is set, for the request's checks) and caches its currency.
+func (s *Service) currencyOf(ctx context.Context, userID int64) (currency string, w *Wallet, err error) {
+	if c, ok := s.currencies.Load(userID); ok {
+		return c.(string), nil, nil
+	}
+	got, err := getWallet(ctx, s.pool, userID)
+	if err != nil {
+		return "", nil, err
+	}
+	s.currencies.Store(userID, got.Currency)
+	return got.Currency, &got, nil
 }
 
 // GetUser returns a user, or a NotFound error.
@@ -104,15 +127,17 @@ func (s *Service) Deposit(ctx context.Context, r DepositRequest) (Operation, err
 	}
 	hash := requestHash(KindDeposit, strconv.FormatInt(r.UserID, 10), strconv.FormatInt(int64(r.Amount), 10), r.Source)
 	return s.start(ctx, r.UserID, r.IdempotencyKey, hash, r.Background, func(ctx context.Context) (any, operationRow, error) {
-		w, err := getWallet(ctx, s.pool, r.UserID)
+		currency, w, err := s.currencyOf(ctx, r.UserID)
 		if err != nil {
 			return nil, operationRow{}, err
 		}
-		if err := checkCreditFits(w, r.Amount); err != nil {
-			return nil, operationRow{}, err
+		if w != nil {
+			if err := checkCreditFits(*w, r.Amount); err != nil {
+				return nil, operationRow{}, err
+			}
 		}
-		in := depositInput{UserID: r.UserID, Amount: r.Amount, Currency: w.Currency, Source: r.Source}
-		return in, operationRow{Kind: KindDeposit, UserID: r.UserID, Amount: r.Amount, Currency: w.Currency, Source: r.Source}, nil
+		in := depositInput{UserID: r.UserID, Amount: r.Amount, Currency: currency, Source: r.Source}
+		return in, operationRow{Kind: KindDeposit, UserID: r.UserID, Amount: r.Amount, Currency: currency, Source: r.Source, Credited: r.UserID}, nil
 	})
 }
 
@@ -126,12 +151,12 @@ func (s *Service) Purchase(ctx context.Context, r PurchaseRequest) (Operation, e
 	}
 	hash := requestHash(KindPurchase, strconv.FormatInt(r.UserID, 10), strconv.FormatInt(int64(r.Amount), 10), r.Merchant, r.Reference)
 	return s.start(ctx, r.UserID, r.IdempotencyKey, hash, r.Background, func(ctx context.Context) (any, operationRow, error) {
-		w, err := getWallet(ctx, s.pool, r.UserID)
+		currency, _, err := s.currencyOf(ctx, r.UserID)
 		if err != nil {
 			return nil, operationRow{}, err
 		}
-		in := purchaseInput{UserID: r.UserID, Amount: r.Amount, Currency: w.Currency, Merchant: r.Merchant, Reference: r.Reference}
-		return in, operationRow{Kind: KindPurchase, UserID: r.UserID, Amount: r.Amount, Currency: w.Currency, Merchant: r.Merchant, Reference: r.Reference}, nil
+		in := purchaseInput{UserID: r.UserID, Amount: r.Amount, Currency: currency, Merchant: r.Merchant, Reference: r.Reference}
+		return in, operationRow{Kind: KindPurchase, UserID: r.UserID, Amount: r.Amount, Currency: currency, Merchant: r.Merchant, Reference: r.Reference}, nil
 	})
 }
 
@@ -146,19 +171,26 @@ func (s *Service) Transfer(ctx context.Context, r TransferRequest) (Operation, e
 	}
 	hash := requestHash(KindTransfer, strconv.FormatInt(r.From, 10), strconv.FormatInt(r.To, 10), strconv.FormatInt(int64(r.Amount), 10))
 	return s.start(ctx, r.From, r.IdempotencyKey, hash, r.Background, func(ctx context.Context) (any, operationRow, error) {
-		ws, err := getWallets(ctx, s.pool, r.From, r.To)
-		if err != nil {
-			return nil, operationRow{}, err
+		fromCur, fromOK := s.currencies.Load(r.From)
+		toCur, toOK := s.currencies.Load(r.To)
+		if !fromOK || !toOK {
+			ws, err := getWallets(ctx, s.pool, r.From, r.To)
+			if err != nil {
+				return nil, operationRow{}, err
+			}
+			if err := checkCreditFits(ws[1], r.Amount); err != nil {
+				return nil, operationRow{}, err
+			}
+			s.currencies.Store(r.From, ws[0].Currency)
+			s.currencies.Store(r.To, ws[1].Currency)
+			fromCur, toCur = ws[0].Currency, ws[1].Currency
 		}
-		from, to := ws[0], ws[1]
-		if from.Currency != to.Currency {
-			return nil, operationRow{}, apperr.New(apperr.Unprocessable, "cannot transfer between wallets in %s and %s", from.Currency, to.Currency)
+		if fromCur != toCur {
+			return nil, operationRow{}, apperr.New(apperr.Unprocessable, "cannot transfer between wallets in %s and %s", fromCur, toCur)
 		}
-		if err := checkCreditFits(to, r.Amount); err != nil {
-			return nil, operationRow{}, err
-		}
-		in := transferInput{From: r.From, To: r.To, Amount: r.Amount, Currency: from.Currency}
-		return in, operationRow{Kind: KindTransfer, UserID: r.From, CounterpartyID: r.To, Amount: r.Amount, Currency: from.Currency}, nil
+		currency := fromCur.(string)
+		in := transferInput{From: r.From, To: r.To, Amount: r.Amount, Currency: currency}
+		return in, operationRow{Kind: KindTransfer, UserID: r.From, CounterpartyID: r.To, Amount: r.Amount, Currency: currency, Credited: r.To}, nil
 	})
 }
 
@@ -177,11 +209,12 @@ func checkCreditFits(w Wallet, amount Money) error {
 	return nil
 }
 
-// start is the common path of the three operations. prepare checks the request against the
-// database (the one read) and returns the saga input and the operation row; then the saga
-// starts in one commit with the operation row and the idempotency key (a key another request
-// holds makes that commit fail, and the earlier saga is answered instead), and runs inline or,
-// with background, in the background.
+// start is the common path of the three operations. prepare returns the saga input and the
+// operation row (reading the wallets only for a currency not cached yet); then the saga
+// starts in one commit with the operation row, which also checks that the users exist and
+// that a credit fits the wallet, and the idempotency key (a key another request holds makes
+// that commit fail, and the earlier saga is answered instead); and it runs inline or, with
+// background, in the background.
 func (s *Service) start(ctx context.Context, payer int64, key string, hash []byte, background bool,
 	prepare func(ctx context.Context) (any, operationRow, error)) (Operation, error) {
 	input, row, err := prepare(ctx)
@@ -209,7 +242,20 @@ func (s *Service) start(ctx context.Context, payer int64, key string, hash []byt
 		}
 		return Operation{}, apperr.New(apperr.Conflict, "Idempotency-Key %q is in use by a concurrent request; retry", key)
 	case isForeignKeyViolation(err):
+		if _, err := getWallets(ctx, s.pool, row.UserID, max(row.CounterpartyID, row.UserID)); err != nil {
+			return Operation{}, err
+		}
 		return Operation{}, userNotFound(payer)
+	case isCheckViolation(err, constraintOperationAmount):
+		// The credited wallet cannot take the amount: say how much it can.
+		w, gerr := getWallet(ctx, s.pool, row.Credited)
+		if gerr != nil {
+			return Operation{}, gerr
+		}
+		if err := checkCreditFits(w, row.Amount); err != nil {
+			return Operation{}, err
+		}
+		return Operation{}, apperr.New(apperr.Conflict, "user %d's wallet was near its largest balance and changed meanwhile; retry", row.Credited)
 	case err != nil:
 		return Operation{}, fmt.Errorf("wallet: start %s saga: %w", row.Kind, err)
 	}

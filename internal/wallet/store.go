@@ -267,15 +267,34 @@ type operationRow struct {
 	Merchant       string
 	Reference      string
 	Source         string
+	// Credited is the wallet the saga credits (a deposit's user, a transfer's payee; 0 for
+	// none): its first commit refuses an amount that wallet cannot take.
+	Credited int64
 }
 
-// queueOperation queues the insert of the wallet's row for a saga (its FKs: the saga, the
-// users).
+// constraintOperationAmount is wallet_operations' CHECK (amount > 0), which queueOperation
+// uses to refuse a credit the wallet cannot take.
+const constraintOperationAmount = "wallet_operations_amount_check"
+
+// queueOperation queues the insert of the wallet's row for a saga, which is also the request's
+// check: an unknown user (payer or payee) fails its foreign keys, and when the credited
+// wallet's balance cannot take the amount (beyond MaxBalance), the row is written with amount
+// 0, which its CHECK refuses (constraintOperationAmount). Either way the saga's first commit
+// fails whole, before anything else took effect.
 func queueOperation(b *pgx.Batch, op operationRow) {
 	b.Queue(`
 INSERT INTO wallet_operations (saga_id, kind, user_id, counterparty_id, amount, currency, merchant, reference, source)
-VALUES ($1, $2, $3, NULLIF($4, 0), $5, $6, NULLIF($7, ''), NULLIF($8, ''), NULLIF($9, ''))`,
-		op.SagaID, op.Kind, op.UserID, op.CounterpartyID, int64(op.Amount), op.Currency, op.Merchant, op.Reference, op.Source)
+SELECT $1, $2, $3, NULLIF($4, 0),
+    CASE WHEN w.balance IS NULL OR w.balance <= 9223372036854775807 - $5::bigint THEN $5::bigint ELSE 0 END,
+    $6, NULLIF($7, ''), NULLIF($8, ''), NULLIF($9, '')
+FROM (SELECT 1) one LEFT JOIN wallets w ON w.user_id = $10`,
+		op.SagaID, op.Kind, op.UserID, op.CounterpartyID, int64(op.Amount), op.Currency, op.Merchant, op.Reference, op.Source, op.Credited)
+}
+
+// isCheckViolation reports whether err is a CHECK violation of the named constraint.
+func isCheckViolation(err error, constraint string) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23514" && pgErr.ConstraintName == constraint
 }
 
 // operation is the wallet's view of a saga: this row with the engine's snapshot.
