@@ -275,8 +275,7 @@ func (e *Engine) CountByKindState(ctx context.Context) ([]KindStateCount, error)
 // whose lease expired (their runner died or gave up), and drives each. It polls every
 // PollInterval, sooner when a run in this process leaves a saga in backoff. It returns nil
 // after every recovery run has ended (a cancelled attempt is abandoned and re-run later with
-// the same idempotency key) and, unless a Wait is still in progress, the waiters' re-check
-// has stopped.
+// the same idempotency key). Runs started by Go are stopped by Close, not by Run.
 func (e *Engine) Run(ctx context.Context) error {
 	if !e.running.CompareAndSwap(false, true) {
 		return errors.New("saga: engine already running")

@@ -78,7 +78,7 @@ type OutcomeKind int
 // The outcome kinds.
 const (
 	OutcomeDone  OutcomeKind = iota + 1 // the step is done; move on
-	OutcomeRetry                        // try again later (counts against the attempt limit)
+	OutcomeRetry                        // try again later, within the step's window
 	OutcomeFail                         // permanent failure: compensate what was done
 )
 
