@@ -436,3 +436,74 @@ func TestUnreliableRemotesStayExactlyOnce(t *testing.T) {
 	require.Equal(t, wallet.Money(20*100-10*50), e.balance(t, u))
 	e.checkInvariants(t, u)
 }
+
+// slowCharge charges through the simulator, then holds its answer until released: a
+// runner whose call outlives its lease.
+type slowCharge struct {
+	*wallet.SimGateway
+	charged, release chan struct{}
+}
+
+func (g slowCharge) Charge(ctx context.Context, key string, user int64, amount wallet.Money, currency, source string) (string, error) {
+	id, err := g.SimGateway.Charge(ctx, key, user, amount, currency, source)
+	close(g.charged)
+	<-g.release
+	return id, err
+}
+
+// A deposit whose charge outlives the runner's lease: another replica's recovery takes the
+// saga over, asks the gateway again with the same key and credits the wallet; the first
+// runner's late success is refused by the fence. One charge, one credit.
+func TestStolenLeaseCreditsOnce(t *testing.T) {
+	t.Parallel()
+	pool, _ := testdb.New(t)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	sim := wallet.NewSimGateway(pool, wallet.SimOptions{})
+	m := wallet.NewSimMerchant(pool, wallet.SimOptions{})
+	slow := slowCharge{SimGateway: sim, charged: make(chan struct{}), release: make(chan struct{})}
+	steps := fastSteps
+	steps.AttemptTimeout = 500 * time.Millisecond
+	engA := saga.New(pool, saga.Options{Owner: "a", Lease: time.Second, PollInterval: 50 * time.Millisecond, Logger: log})
+	svcA, err := wallet.NewService(pool, engA, slow, m, wallet.Options{Logger: log, Steps: steps})
+	require.NoError(t, err)
+	engB := saga.New(pool, saga.Options{Owner: "b", Lease: time.Second, PollInterval: 50 * time.Millisecond, Logger: log})
+	svcB, err := wallet.NewService(pool, engB, sim, m, wallet.Options{Logger: log, Steps: steps})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	var wg sync.WaitGroup
+	defer func() { cancel(); engA.Close(); engB.Close(); wg.Wait() }()
+
+	u, _, err := svcA.CreateUser(ctx, wallet.NewUser{Name: "u", Phone: "+8613800138000"})
+	require.NoError(t, err)
+	type result struct {
+		op  wallet.Operation
+		err error
+	}
+	first := make(chan result, 1)
+	go func() {
+		op, err := svcA.Deposit(ctx, wallet.DepositRequest{UserID: u.ID, Amount: 700})
+		first <- result{op, err}
+	}()
+	<-slow.charged
+	wg.Go(func() { _ = engB.Run(ctx) }) // the other replica's recovery, once the lease expires
+	var id int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT id FROM sagas`).Scan(&id))
+	op, err := svcB.WaitSaga(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, saga.Completed, op.State)
+	close(slow.release)
+	r := <-first
+	require.NoError(t, r.err)
+	require.Equal(t, saga.Running, r.op.State, "the late runner's commit was refused: it answers with what it last committed")
+
+	var charges, attempts int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*), max(attempts) FROM sim_charges`).Scan(&charges, &attempts))
+	require.Equal(t, 1, charges, "charged once")
+	require.Equal(t, 2, attempts, "the second runner asked with the same key")
+	w, err := svcB.GetWallet(ctx, u.ID)
+	require.NoError(t, err)
+	require.Equal(t, wallet.Money(700), w.Balance, "credited once")
+	var ledger int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM ledger_entries`).Scan(&ledger))
+	require.Equal(t, 1, ledger)
+}
