@@ -173,6 +173,9 @@ func (r *runner) commit(ctx context.Context, first *Outcome, queue Queue) error 
 			return fmt.Errorf("saga %d: commit: %w", r.id, err)
 		case failed < callers:
 			return err
+		case failed >= len(b.QueuedQueries):
+			// Every statement ran; the commit itself failed.
+			return fmt.Errorf("saga %d: commit: %w", r.id, err)
 		}
 		i := 0
 		for bounds[i] <= failed {
