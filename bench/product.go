@@ -189,16 +189,56 @@ func (pr *productRun) request(ctx context.Context, kind string, i int64) (ok boo
 	}
 }
 
+// snapshot reads the CPU of the stack, the database's commit count and the WAL position
+// (flushed: the WAL reader reads no further).
 func (pr *productRun) snapshot(ctx context.Context) (CPUSample, int64, string) {
 	var commits int64
 	var lsn string
-	_ = pr.db.QueryRow(ctx, `SELECT xact_commit, pg_current_wal_lsn()::text FROM pg_stat_database WHERE datname = current_database()`).Scan(&commits, &lsn)
+	_ = pr.db.QueryRow(ctx, `SELECT xact_commit, pg_current_wal_flush_lsn()::text FROM pg_stat_database WHERE datname = current_database()`).Scan(&commits, &lsn)
 	return pr.meter.sample(), commits, lsn
+}
+
+// keepWAL holds a temporary replication slot on a connection of its own, so that the WAL
+// written from now on stays until release, even across checkpoints, for writeTx to read.
+func (pr *productRun) keepWAL(ctx context.Context) (release func(), err error) {
+	conn, err := pr.db.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := conn.Exec(ctx, `SELECT pg_create_physical_replication_slot('bench_wal_' || pg_backend_pid(), true, true)`); err != nil {
+		conn.Release()
+		return nil, fmt.Errorf("replication slot: %w", err)
+	}
+	return func() {
+		_, _ = conn.Exec(context.WithoutCancel(ctx), `SELECT pg_drop_replication_slot('bench_wal_' || pg_backend_pid())`)
+		conn.Release()
+	}, nil
+}
+
+// quiet waits, up to limit, until every event of the database has its SMS: a phase measured
+// right after another would otherwise share the machine with the previous one's backlog.
+// It reports how many were still undelivered.
+func (pr *productRun) quiet(ctx context.Context, limit time.Duration) int64 {
+	deadline := time.Now().Add(limit)
+	var left int64
+	for ctx.Err() == nil {
+		_ = pr.db.QueryRow(ctx, `SELECT count(*) FROM wallet_events e
+			WHERE NOT EXISTS (SELECT 1 FROM notify.sms_log l WHERE l.user_id = e.user_id AND l.seq = e.seq AND NOT l.late)`).Scan(&left)
+		if left == 0 || time.Now().After(deadline) {
+			return left
+		}
+		time.Sleep(time.Second)
+	}
+	return left
 }
 
 // phase runs kind for d: closed loop with clients, or open loop at openRate sagas/s.
 func (pr *productRun) phase(ctx context.Context, kind string, clients int, openRate float64, d time.Duration) Phase {
 	ph := Phase{Kind: kind, Clients: clients, OpenRate: round2(openRate), Seconds: d.Seconds()}
+	releaseWAL, walErr := pr.keepWAL(ctx)
+	if walErr == nil {
+		defer releaseWAL()
+	}
 	cpu0, commits0, lsn0 := pr.snapshot(ctx)
 	var (
 		lat                                 recorder
@@ -314,9 +354,12 @@ func (pr *productRun) phase(ctx context.Context, kind string, clients int, openR
 	span := time.Since(start)
 	ph.CPU, ph.DBCommits, ph.CPUSpan = cpu1.since(cpu0), commits1-commits0, round2(span.Seconds())
 	ph.OthersCPU = ph.CPU.others(span, runtime.NumCPU())
-	if w, err := writeTx(ctx, pr.db, lsn0, lsn1); err != nil {
+	switch w, err := writeTx(ctx, pr.db, lsn0, lsn1); {
+	case walErr != nil:
+		ph.Note += " write transactions: " + walErr.Error()
+	case err != nil:
 		ph.Note += " write transactions: " + err.Error()
-	} else {
+	default:
 		ph.Writes = &w
 	}
 	return ph
