@@ -507,3 +507,23 @@ func TestStolenLeaseCreditsOnce(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM ledger_entries`).Scan(&ledger))
 	require.Equal(t, 1, ledger)
 }
+
+// A retried request is answered with its original saga even when the wallet could no
+// longer take it: the Idempotency-Key decides before the balance check does.
+func TestReplayWinsOverTheBalanceCheck(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	u := e.user(t)
+	req := wallet.DepositRequest{UserID: u, Amount: 500, IdempotencyKey: "dep-full"}
+	first, err := e.svc.Deposit(e.ctx, req)
+	require.NoError(t, err)
+	require.Equal(t, saga.Completed, first.State)
+	_, err = e.pool.Exec(e.ctx, `UPDATE wallets SET balance = $2 WHERE user_id = $1`, u, int64(wallet.MaxBalance-10))
+	require.NoError(t, err)
+	again, err := e.svc.Deposit(e.ctx, req)
+	require.NoError(t, err)
+	require.True(t, again.Replayed)
+	require.Equal(t, first.ID, again.ID)
+	_, err = e.svc.Deposit(e.ctx, wallet.DepositRequest{UserID: u, Amount: 500, IdempotencyKey: "dep-new"})
+	require.Equal(t, apperr.BalanceOverflow, apperr.CodeOf(err), "%v", err)
+}

@@ -247,7 +247,13 @@ func (s *Service) start(ctx context.Context, payer int64, key string, hash []byt
 		}
 		return Operation{}, userNotFound(payer)
 	case isCheckViolation(err, constraintOperationAmount):
-		// The credited wallet cannot take the amount: say how much it can.
+		// The credited wallet cannot take the amount. The request may be a retry of one that
+		// succeeded (the wallet filled since): the key decides. Otherwise say how much it can.
+		if key != "" {
+			if op, found, rerr := s.replay(ctx, payer, key, hash); found || rerr != nil {
+				return op, rerr
+			}
+		}
 		w, gerr := getWallet(ctx, s.pool, row.Credited)
 		if gerr != nil {
 			return Operation{}, gerr
