@@ -51,6 +51,9 @@ type config struct {
 	MQUsers, MQSenders               int
 	MQSend                           time.Duration
 	NotifyWindow                     time.Duration
+	SimLatency                       time.Duration
+	LatencyClients                   []int
+	Durable                          bool
 	SlowUsers, SlowQueues            int
 	SlowDelay, SlowWindow            time.Duration
 	LaneUsers                        int
@@ -110,6 +113,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.Float64Var(&c.LaneRate, "lane-rate", 200, "deposits/s of the failing-user and outage runs when the product phases did not run (else half the best deposit rate)")
 	fs.DurationVar(&c.Outage, "outage", 30*time.Second, "how long the provider is down in the outage run (the load lasts 10 s longer)")
 	fs.IntVar(&c.BacklogSize, "backlog", 100000, "messages of the backlog the notifier drains in the backlog run")
+	fs.DurationVar(&c.SimLatency, "sim-latency", 20*time.Millisecond, "latency of the remote simulators in the extra deposit and purchase phases (0: no such phases)")
+	latClients := fs.String("sim-latency-clients", "32,128", "clients of the phases with slow simulators")
+	fs.BoolVar(&c.Durable, "durable", true, "also measure with fsync and synchronous_commit on (set on the cluster for those phases with ALTER SYSTEM and a reload, then reset)")
 	fs.BoolVar(&c.KeepDBs, "keep-dbs", false, "keep the bench databases (default: drop them at the end)")
 	fs.BoolVar(&c.Profile, "cpuprofile", true, "write a CPU profile of this process for the raw parts")
 	if err := fs.Parse(args); err != nil {
@@ -121,6 +127,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	}
 	if c.PgbenchClients, err = parseInts(*pgc); err != nil {
 		return c, fmt.Errorf("-pgbench-clients: %w", err)
+	}
+	if c.LatencyClients, err = parseInts(*latClients); err != nil {
+		return c, fmt.Errorf("-sim-latency-clients: %w", err)
 	}
 	c.Parts = map[string]bool{}
 	for _, p := range strings.Split(*parts, ",") {
@@ -171,9 +180,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err := b.admin.Ping(ctx); err != nil {
 		return fmt.Errorf("postgres at %s: %w (run make services)", cfg.DatabaseURL, err)
 	}
+	stack := getenv("WALLETSAGA_RUN_DIR") // where scripts/services.sh keeps the stack's state
+	if stack == "" {
+		stack = filepath.Join(cfg.Repo, ".run")
+	}
 	b.meter = &cpuMeter{
-		postmaster: pidFromFile(filepath.Join(cfg.Repo, ".run/pg/data/postmaster.pid")),
-		broker:     pidFromFile(filepath.Join(cfg.Repo, ".run/rocketmq/broker.pid")),
+		postmaster: pidFromFile(filepath.Join(stack, "pg/data/postmaster.pid")),
+		broker:     pidFromFile(filepath.Join(stack, "rocketmq/broker.pid")),
 		procs:      map[string]*proc{},
 	}
 	b.res = &Results{Started: started, Machine: describeMachine(ctx, b.admin, cfg.Repo), Settings: settingsOf(cfg)}
@@ -419,7 +432,7 @@ func (b *bench) product(ctx context.Context) error {
 		return fmt.Errorf("creating users: %w", err)
 	}
 	b.log.Info("users created", "n", len(users), "took", time.Since(t0).Round(time.Millisecond))
-	pr := &productRun{api: api, db: db, users: users, meter: b.meter, drain: b.cfg.Drain}
+	pr := &productRun{tag: "bench-" + b.ts, wenv: wenv, api: api, db: db, users: users, meter: b.meter, drain: b.cfg.Drain}
 	// Warm up (not reported): connections, statement caches, the consumer's queue locks.
 	pr.phase(ctx, "deposit", 8, 0, 2*time.Second)
 	for _, kind := range []string{"deposit", "purchase", "transfer"} {
@@ -444,6 +457,11 @@ func (b *bench) product(ctx context.Context) error {
 		}
 	}
 	if best > 0 {
+		// Half load is measured on a quiet stack: the notifier may still be working off the
+		// SMS backlog of the saturated phases.
+		if left := pr.quiet(ctx, 3*time.Minute); left > 0 {
+			b.res.Notes = append(b.res.Notes, fmt.Sprintf("half load: started with %d SMS of earlier phases still undelivered after 3 minutes", left))
+		}
 		ph := pr.phase(ctx, "deposit", 0, best/2, b.cfg.Phase)
 		b.log.Info("half load", "rate", ph.OpenRate, "sagas/s", ph.SagasPerS, "e2e_p99_ms", ph.E2E.P99)
 		if ph.Note != "" {
@@ -452,8 +470,104 @@ func (b *bench) product(ctx context.Context) error {
 		b.res.HalfLoad = &ph
 	}
 	b.res.PeakRSS = map[string]float64{"walletsvc": peakRSSMiB(ws), "notifier": peakRSSMiB(ns)}
+
+	// The remote simulators at a realistic latency: walletsvc again, with SIM_LATENCY.
+	if b.cfg.SimLatency > 0 {
+		b.stopProc("walletsvc")
+		wenv["SIM_LATENCY"] = b.cfg.SimLatency.String()
+		slow, err := b.start(ctx, "walletsvc", "walletsvc", wenv)
+		if err != nil {
+			return err
+		}
+		pr.api = newAPIClient(slow.URL)
+		setting := "sim latency " + b.cfg.SimLatency.String()
+		for _, kind := range []string{"deposit", "purchase"} {
+			for _, c := range b.cfg.LatencyClients {
+				ph := pr.phase(ctx, kind, c, 0, b.cfg.Phase)
+				ph.Setting = setting
+				b.log.Info("phase", "setting", setting, "kind", kind, "clients", c, "sagas/s", ph.SagasPerS, "api_p99_ms", ph.API.P99)
+				b.res.Phases = append(b.res.Phases, ph)
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+			}
+		}
+		delete(wenv, "SIM_LATENCY")
+		b.stopProc("walletsvc")
+		if _, err := b.start(ctx, "walletsvc", "walletsvc", wenv); err != nil {
+			return err
+		}
+	}
+	if b.cfg.Durable {
+		if err := b.durable(ctx, pr); err != nil {
+			return fmt.Errorf("durable settings: %w", err)
+		}
+	}
 	b.stopProc("walletsvc")
 	b.stopProc("notifier")
+	return nil
+}
+
+// durable measures with the cluster's fsync and synchronous_commit on (the dev and test
+// cluster runs with both off): the raw wallet-step transaction and deposits and purchases at
+// the client count of the best default raw run. The settings are reset afterwards, whatever
+// happens; they hold cluster-wide meanwhile.
+func (b *bench) durable(ctx context.Context, pr *productRun) error {
+	done := b.step("durable settings (fsync, synchronous_commit on)")
+	defer done()
+	set := func(on bool) error {
+		stmts := []string{`ALTER SYSTEM RESET fsync`, `ALTER SYSTEM RESET synchronous_commit`}
+		if on {
+			stmts = []string{`ALTER SYSTEM SET fsync = on`, `ALTER SYSTEM SET synchronous_commit = on`}
+		}
+		for _, q := range append(stmts, `SELECT pg_reload_conf()`) {
+			if _, err := b.admin.Exec(context.WithoutCancel(ctx), q); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := set(true); err != nil {
+		return err
+	}
+	defer func() {
+		if err := set(false); err != nil {
+			b.log.Error("resetting fsync and synchronous_commit failed: reset them by hand", "err", err)
+		}
+	}()
+	// New sessions read the settings: the pools are recreated by the runs below.
+	clients := 8
+	best := 0.0
+	for _, r := range b.res.RawPG {
+		if r.TPS > best {
+			best, clients = r.TPS, r.Clients
+		}
+	}
+	u, err := b.newDB(ctx, "rawdurable")
+	if err != nil {
+		return err
+	}
+	raw, err := rawPostgres(ctx, u, []int{clients}, b.cfg.CeilingPhase, b.cfg.RawAccounts)
+	if err != nil {
+		return err
+	}
+	for i := range raw {
+		raw[i].Setting = "durable"
+	}
+	b.res.RawPG = append(b.res.RawPG, raw...)
+	b.stopProc("walletsvc")
+	wenv := pr.wenv
+	ws, err := b.start(ctx, "walletsvc", "walletsvc", wenv)
+	if err != nil {
+		return err
+	}
+	pr.api = newAPIClient(ws.URL)
+	for _, kind := range []string{"deposit", "purchase"} {
+		ph := pr.phase(ctx, kind, clients, 0, b.cfg.Phase)
+		ph.Setting = "durable"
+		b.log.Info("phase", "setting", "durable", "kind", kind, "clients", clients, "sagas/s", ph.SagasPerS, "api_p99_ms", ph.API.P99)
+		b.res.Phases = append(b.res.Phases, ph)
+	}
 	return nil
 }
 
@@ -551,5 +665,6 @@ func settingsOf(c config) map[string]any {
 		"mq_users": c.MQUsers, "mq_senders": c.MQSenders, "mq_send_s": c.MQSend.Seconds(), "notify_window_s": c.NotifyWindow.Seconds(),
 		"slow_users": c.SlowUsers, "slow_queues": c.SlowQueues, "slow_delay_ms": c.SlowDelay.Milliseconds(), "slow_window_s": c.SlowWindow.Seconds(),
 		"lane_users": c.LaneUsers, "lane_rate": c.LaneRate, "outage_s": c.Outage.Seconds(), "backlog": c.BacklogSize,
+		"sim_latency_ms": c.SimLatency.Milliseconds(), "sim_latency_clients": c.LatencyClients, "durable": c.Durable,
 	}
 }

@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -304,28 +302,8 @@ func (b *bench) stopLaneStack(name string, s *laneStack) {
 
 // deposit asks for one deposit without waiting for its saga.
 func (s *laneStack) deposit(ctx context.Context, user int64, key string) error {
-	req := map[string]any{"amount": 100}
-	b, err := json.Marshal(req)
-	if err != nil {
-		return err
-	}
-	r, err := http.NewRequestWithContext(ctx, http.MethodPost, s.api.base+"/v1/users/"+strconv.FormatInt(user, 10)+"/deposits", bytes.NewReader(b))
-	if err != nil {
-		return err
-	}
-	r.Header.Set("Content-Type", "application/json")
-	r.Header.Set("Authorization", "Bearer "+s.api.token)
-	r.Header.Set("Idempotency-Key", key)
-	resp, err := s.api.hc.Do(r)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, resp.Body)
-	if resp.StatusCode != http.StatusAccepted && resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("deposit for user %d: %s", user, resp.Status)
-	}
-	return nil
+	_, err := s.api.post(ctx, "/v1/users/"+strconv.FormatInt(user, 10)+"/deposits", key, map[string]any{"amount": 100}, nil)
+	return err
 }
 
 // openLoop calls f every 1/ratePerS for d, at most 512 at a time; it returns the errors.
@@ -428,7 +406,7 @@ func (b *bench) isolation(ctx context.Context) error {
 	var out struct {
 		ID int64 `json:"id"`
 	}
-	if _, err := s.api.post(ctx, "/v1/users", map[string]any{"name": "poisoned", "phone": poisonedPhone, "locale": "en"}, &out); err != nil {
+	if _, err := s.api.post(ctx, "/v1/users", "", map[string]any{"name": "poisoned", "phone": poisonedPhone, "locale": "en"}, &out); err != nil {
 		return err
 	}
 	poisoned := out.ID

@@ -26,6 +26,7 @@ type RawPG struct {
 	TPS     float64 `json:"tps"`
 	Latency Latency `json:"latency"`
 	Errors  int64   `json:"errors"`
+	Setting string  `json:"setting,omitempty"` // "durable": fsync and synchronous_commit on
 }
 
 // PGBench is pgbench's TPC-B-like result at one client count.

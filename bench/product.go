@@ -44,7 +44,14 @@ type Phase struct {
 	CPUSpan   float64   `json:"cpu_span_s"`
 	OthersCPU float64   `json:"others_cpu_share"` // of the machine, by processes outside the stack
 	DBCommits int64     `json:"db_commits"`
-	Note      string    `json:"note,omitempty"`
+	// Writes are the write transactions (those that got a transaction id and committed) of
+	// the product's database over the same span, read from the WAL and split by the tables
+	// each touched; Reads = DBCommits − all of them (read-only transactions of anyone).
+	Writes *WriteTx `json:"write_tx,omitempty"`
+	Note   string   `json:"note,omitempty"`
+	// Setting names the run's special conditions ("sim latency 20ms", "durable"); "" for
+	// the default.
+	Setting string `json:"setting,omitempty"`
 }
 
 type apiClient struct {
@@ -66,7 +73,8 @@ type opAnswer struct {
 	State string `json:"state"`
 }
 
-func (a apiClient) post(ctx context.Context, path string, body any, out any) (int, error) {
+// post sends body as JSON to path, with an Idempotency-Key header unless key is "".
+func (a apiClient) post(ctx context.Context, path, key string, body any, out any) (int, error) {
 	b, err := json.Marshal(body)
 	if err != nil {
 		return 0, err
@@ -77,6 +85,9 @@ func (a apiClient) post(ctx context.Context, path string, body any, out any) (in
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+a.token)
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
 	resp, err := a.hc.Do(req)
 	if err != nil {
 		return 0, err
@@ -116,7 +127,7 @@ func createUsers(ctx context.Context, a apiClient, n, c int, runTag int64) ([]in
 				}
 				// Unique E.164 numbers per run; none ends in 0000 (a demo failure switch).
 				phone := fmt.Sprintf("+86%03d%08d", runTag%1000, i*7+1)
-				_, err := a.post(ctx, "/v1/users", map[string]any{"name": "bench " + strconv.Itoa(i), "phone": phone, "locale": "en"}, &out)
+				_, err := a.post(ctx, "/v1/users", "", map[string]any{"name": "bench " + strconv.Itoa(i), "phone": phone, "locale": "en"}, &out)
 				if err != nil {
 					mu.Lock()
 					if firstErr == nil {
@@ -135,6 +146,8 @@ func createUsers(ctx context.Context, a apiClient, n, c int, runTag int64) ([]in
 
 // productRun drives the running walletsvc and measures what reaches the SMS log.
 type productRun struct {
+	tag   string            // makes the run's Idempotency-Keys unique
+	wenv  map[string]string // walletsvc's environment
 	api   apiClient
 	db    *pgxpool.Pool // the product's database
 	users []int64
@@ -161,7 +174,9 @@ func (pr *productRun) request(ctx context.Context, kind string, i int64) (ok boo
 		path, body = "/v1/transfers?wait=true", map[string]any{"from": u, "to": pr.users[(i+n/2)%n], "amount": 100}
 	}
 	var out opAnswer
-	code, err := pr.api.post(ctx, path, body, &out)
+	// Every operation carries an Idempotency-Key, as a careful client's does: the key's
+	// claim is part of the saga's first commit.
+	code, err := pr.api.post(ctx, path, pr.tag+"-"+kind+"-"+strconv.FormatInt(i, 10), body, &out)
 	switch {
 	case err != nil:
 		return false, "error", err
@@ -174,16 +189,57 @@ func (pr *productRun) request(ctx context.Context, kind string, i int64) (ok boo
 	}
 }
 
-func (pr *productRun) snapshot(ctx context.Context) (CPUSample, int64) {
+// snapshot reads the CPU of the stack, the database's commit count and the WAL position
+// (flushed: the WAL reader reads no further).
+func (pr *productRun) snapshot(ctx context.Context) (CPUSample, int64, string) {
 	var commits int64
-	_ = pr.db.QueryRow(ctx, `SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()`).Scan(&commits)
-	return pr.meter.sample(), commits
+	var lsn string
+	_ = pr.db.QueryRow(ctx, `SELECT xact_commit, pg_current_wal_flush_lsn()::text FROM pg_stat_database WHERE datname = current_database()`).Scan(&commits, &lsn)
+	return pr.meter.sample(), commits, lsn
+}
+
+// keepWAL holds a temporary replication slot on a connection of its own, so that the WAL
+// written from now on stays until release, even across checkpoints, for writeTx to read.
+func (pr *productRun) keepWAL(ctx context.Context) (release func(), err error) {
+	conn, err := pr.db.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := conn.Exec(ctx, `SELECT pg_create_physical_replication_slot('bench_wal_' || pg_backend_pid(), true, true)`); err != nil {
+		conn.Release()
+		return nil, fmt.Errorf("replication slot: %w", err)
+	}
+	return func() {
+		_, _ = conn.Exec(context.WithoutCancel(ctx), `SELECT pg_drop_replication_slot('bench_wal_' || pg_backend_pid())`)
+		conn.Release()
+	}, nil
+}
+
+// quiet waits, up to limit, until every event of the database has its SMS: a phase measured
+// right after another would otherwise share the machine with the previous one's backlog.
+// It reports how many were still undelivered.
+func (pr *productRun) quiet(ctx context.Context, limit time.Duration) int64 {
+	deadline := time.Now().Add(limit)
+	var left int64
+	for ctx.Err() == nil {
+		_ = pr.db.QueryRow(ctx, `SELECT count(*) FROM wallet_events e
+			WHERE NOT EXISTS (SELECT 1 FROM notify.sms_log l WHERE l.user_id = e.user_id AND l.seq = e.seq AND NOT l.late)`).Scan(&left)
+		if left == 0 || time.Now().After(deadline) {
+			return left
+		}
+		time.Sleep(time.Second)
+	}
+	return left
 }
 
 // phase runs kind for d: closed loop with clients, or open loop at openRate sagas/s.
 func (pr *productRun) phase(ctx context.Context, kind string, clients int, openRate float64, d time.Duration) Phase {
 	ph := Phase{Kind: kind, Clients: clients, OpenRate: round2(openRate), Seconds: d.Seconds()}
-	cpu0, commits0 := pr.snapshot(ctx)
+	releaseWAL, walErr := pr.keepWAL(ctx)
+	if walErr == nil {
+		defer releaseWAL()
+	}
+	cpu0, commits0, lsn0 := pr.snapshot(ctx)
 	var (
 		lat                                 recorder
 		completed, failed, timeouts, errors atomic.Int64
@@ -294,9 +350,17 @@ func (pr *productRun) phase(ctx context.Context, kind string, clients int, openR
 	ph.ToPublished = toLat(pub, ph.Events)
 	ph.PublishToSMS = toLat(deliver, ph.Events-ph.Undelivered)
 	ph.SMSPerS = rate(sms, winEnd.Sub(start))
-	cpu1, commits1 := pr.snapshot(ctx)
+	cpu1, commits1, lsn1 := pr.snapshot(ctx)
 	span := time.Since(start)
 	ph.CPU, ph.DBCommits, ph.CPUSpan = cpu1.since(cpu0), commits1-commits0, round2(span.Seconds())
 	ph.OthersCPU = ph.CPU.others(span, runtime.NumCPU())
+	switch w, err := writeTx(ctx, pr.db, lsn0, lsn1); {
+	case walErr != nil:
+		ph.Note += " write transactions: " + walErr.Error()
+	case err != nil:
+		ph.Note += " write transactions: " + err.Error()
+	default:
+		ph.Writes = &w
+	}
 	return ph
 }

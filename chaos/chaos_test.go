@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"regexp"
+	"slices"
 	"testing"
 	"time"
 
@@ -11,11 +12,21 @@ import (
 	"github.com/walletsaga/walletsaga/internal/testdb"
 )
 
-var testPlan = PlanOptions{Duration: 3 * time.Minute, KillsEach: 3, FromQueues: 8, ToQueues: 16}
+var testPlan = PlanOptions{Duration: 3 * time.Minute, KillsEach: 3, FromQueues: 8, ToQueues: 16, GatewayOutage: time.Minute}
 
 // The schedule is a function of the seed, and every plan holds every fault the run promises.
 func TestPlanIsReproducibleAndComplete(t *testing.T) {
 	require.Equal(t, Plan(42, testPlan), Plan(42, testPlan), "same seed, same plan")
+	without := testPlan
+	without.GatewayOutage = 0
+	unnumbered := func(plan []Fault) []Fault {
+		plan = slices.DeleteFunc(plan, func(f Fault) bool { return f.Kind == GatewayOutage })
+		for i := range plan {
+			plan[i].Planned = 0
+		}
+		return plan
+	}
+	require.Equal(t, unnumbered(Plan(42, without)), unnumbered(Plan(42, testPlan)), "the outage leaves the other faults where they were")
 	require.NotEqual(t, Plan(42, testPlan), Plan(43, testPlan), "another seed, another plan")
 	for seed := int64(1); seed <= 200; seed++ {
 		plan := Plan(seed, testPlan)
@@ -51,10 +62,14 @@ func TestPlanIsReproducibleAndComplete(t *testing.T) {
 			case ProviderHang:
 				provHang = f.At
 				require.Equal(t, 15*time.Second, f.Down)
+			case GatewayOutage:
+				require.Equal(t, time.Minute, f.Down)
+				require.Contains(t, []string{"fail", "timeout"}, f.Mode)
+				require.LessOrEqual(t, f.At+f.Down, testPlan.Duration-30*time.Second, "seed %d: the outage ends well before the load", seed)
 			}
 		}
 		require.Equal(t, map[FaultKind]int{Kill: 12, RestartBroker: 1, RestartPG: 1, Reshard: 1, ScaleDown: 1, ScaleUp: 1,
-			ProviderDown: 1, ProviderHang: 1}, kinds, "seed %d", seed)
+			ProviderDown: 1, ProviderHang: 1, GatewayOutage: 1}, kinds, "seed %d", seed)
 		require.Equal(t, map[string]int{wallet1: 3, wallet2: 3, notifier1: 3, notifier2: 3}, kills, "seed %d", seed)
 		require.Less(t, down, up, "seed %d: scale down before up", seed)
 		for _, f := range plan {

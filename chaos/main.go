@@ -36,6 +36,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/walletsaga/walletsaga/internal/procs"
+	"github.com/walletsaga/walletsaga/internal/wallet"
 )
 
 func main() {
@@ -64,6 +65,7 @@ type config struct {
 	Topic, Group                    string
 	Queues, Reshard                 int
 	Keep                            bool
+	GatewayOutage                   time.Duration
 }
 
 func parseConfig(args []string, stderr io.Writer) (config, error) {
@@ -85,6 +87,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.Queues, "queues", 8, "queues of the topic at the start")
 	fs.IntVar(&c.Reshard, "reshard-to", 16, "queues of the topic after the reshard")
 	fs.BoolVar(&c.Keep, "keep", false, "leave the run's stack running at the end (to look around)")
+	fs.DurationVar(&c.GatewayOutage, "gateway-outage", 60*time.Second, "how long the payment gateway simulator is out, once during the load (0: no outage)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -98,6 +101,9 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	}
 	if c.Duration < 30*time.Second {
 		problems = append(problems, "-duration must be at least 30s (the faults need room)")
+	}
+	if c.GatewayOutage < 0 || c.GatewayOutage > c.Duration/2 {
+		problems = append(problems, "-gateway-outage must be between 0 and half of -duration")
 	}
 	if c.Reshard <= c.Queues {
 		problems = append(problems, "-reshard-to must be more than -queues")
@@ -195,7 +201,7 @@ func (r *chaosRun) printf(format string, args ...any) {
 
 func (r *chaosRun) do(ctx context.Context) (Result, []string, error) {
 	cfg := r.cfg
-	plan := Plan(cfg.Seed, PlanOptions{Duration: cfg.Duration, KillsEach: cfg.KillsEach, FromQueues: cfg.Queues, ToQueues: cfg.Reshard})
+	plan := Plan(cfg.Seed, PlanOptions{Duration: cfg.Duration, KillsEach: cfg.KillsEach, FromQueues: cfg.Queues, ToQueues: cfg.Reshard, GatewayOutage: cfg.GatewayOutage})
 	r.printf("chaos: seed=%d users=%d duration=%s rate=%.0f/s workers=%d; plan (rerun with -seed %d for the same one):\n%s",
 		cfg.Seed, cfg.Users, cfg.Duration, cfg.Rate, cfg.Workers, cfg.Seed, describePlan(plan))
 	for _, b := range []string{"walletsvc", "notifier"} {
@@ -444,6 +450,8 @@ func (r *chaosRun) inject(ctx context.Context, f Fault) {
 		case <-time.After(f.Down):
 		}
 		r.sms.mode.Store(providerUp)
+	case GatewayOutage:
+		e.err = r.gatewayOutage(ctx, f)
 	}
 	e.end = time.Now()
 	status := "done"
@@ -454,6 +462,30 @@ func (r *chaosRun) inject(ctx context.Context, f Fault) {
 	r.mu.Lock()
 	r.executed = append(r.executed, e)
 	r.mu.Unlock()
+}
+
+// gatewayOutage switches the gateway simulator's outage on for the fault's length (the
+// switch is a row in the wallet's database, so both replicas, and any restarted one, see
+// it) and returns when the outage is over. The database may be restarting when the outage
+// begins: the switch is retried for up to 30 s.
+func (r *chaosRun) gatewayOutage(ctx context.Context, f Fault) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := wallet.SetSimOutage(ctx, r.db, wallet.SimGatewayTarget, f.Mode, f.Down)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(time.Second)
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(f.Down):
+		return nil
+	}
 }
 
 // reportProgress prints the pipeline's counts every interval until the returned func is called.

@@ -30,9 +30,12 @@ const (
 	Reshard       FaultKind = "reshard"        // raise the topic's queues (keys move to other queues)
 	ProviderDown  FaultKind = "provider-down"  // the SMS provider answers 503 to everyone for Down
 	ProviderHang  FaultKind = "provider-hang"  // the SMS provider answers nothing for Down (every call times out)
+	// GatewayOutage makes the payment gateway simulator fail (or hang, Mode "timeout") every
+	// call for Down, in both wallet replicas (the switch is a row in their database).
+	GatewayOutage FaultKind = "gateway-outage"
 )
 
-// How long the provider faults last.
+// How long the SMS provider faults last.
 const (
 	providerDownFor = 30 * time.Second
 	providerHangFor = 15 * time.Second
@@ -45,6 +48,7 @@ type Fault struct {
 	Slot    string        // Kill, ScaleDown, ScaleUp
 	Down    time.Duration // Kill: how long the process stays dead before its restart; provider faults: how long they last
 	Queues  int           // Reshard: the new number of queues
+	Mode    string        // GatewayOutage: "fail" or "timeout"
 	Planned int           // position in the plan, for messages
 }
 
@@ -65,6 +69,8 @@ func (f Fault) What() string {
 		return fmt.Sprintf("SMS provider down (503) for %.0fs", f.Down.Seconds())
 	case ProviderHang:
 		return fmt.Sprintf("SMS provider hangs for %.0fs", f.Down.Seconds())
+	case GatewayOutage:
+		return fmt.Sprintf("payment gateway outage for %.0fs (calls %s)", f.Down.Seconds(), map[string]string{"fail": "fail", "timeout": "time out"}[f.Mode])
 	}
 	return string(f.Kind)
 }
@@ -75,6 +81,8 @@ type PlanOptions struct {
 	KillsEach  int           // SIGKILLs per service process
 	FromQueues int           // the topic's queues at the start
 	ToQueues   int           // after the reshard
+	// GatewayOutage is how long the payment gateway is out, once (0: never).
+	GatewayOutage time.Duration
 }
 
 // Plan draws the run's faults from seed: the same seed gives the same plan. Every fault
@@ -138,11 +146,33 @@ func Plan(seed int64, o PlanOptions) []Fault {
 			faults = append(faults, Fault{At: k, Kind: Kill, Slot: slot, Down: downFor})
 		}
 	}
+	if o.GatewayOutage > 0 {
+		faults = append(faults, gatewayOutage(seed, o))
+	}
 	slices.SortStableFunc(faults, func(a, b Fault) int { return int(a.At - b.At) })
 	for i := range faults {
 		faults[i].Planned = i + 1
 	}
 	return faults
+}
+
+// gatewayOutage draws the gateway outage from a generator of its own, so that adding it left
+// the rest of each seed's plan as it was: it starts between a tenth and a half of the run
+// (ending, for a 60 s outage in a 3-minute run, at least 30 s before the load stops), and
+// fails or times out every call, as the seed decides.
+func gatewayOutage(seed int64, o PlanOptions) Fault {
+	r := rand.New(rand.NewPCG(uint64(seed), 0x676174657761))
+	latest := max(o.Duration/2, o.Duration-o.GatewayOutage-30*time.Second)
+	lo := o.Duration / 10
+	at := lo
+	if latest > lo {
+		at += time.Duration(r.Int64N(int64(latest - lo)))
+	}
+	mode := "fail"
+	if r.IntN(2) == 0 {
+		mode = "timeout"
+	}
+	return Fault{At: at.Round(100 * time.Millisecond), Kind: GatewayOutage, Down: o.GatewayOutage, Mode: mode}
 }
 
 // describePlan renders a plan, one fault per line.

@@ -33,12 +33,21 @@ func newServices(cfg config, log *slog.Logger) *services {
 			"PG_PORT="+strconv.Itoa(cfg.PGPort),
 			"NAMESRV_PORT="+strconv.Itoa(cfg.NamesrvPort),
 			"BROKER_PORT="+strconv.Itoa(cfg.BrokerPort),
-			"RMQ_LIB="+filepath.Join(cfg.Root, ".run", "rocketmq", "lib"),
+			"RMQ_LIB="+filepath.Join(devRunDir(cfg.Root), "rocketmq", "lib"),
 			fmt.Sprintf("TOPICS=%s:%d %%RETRY%%%s:1 %%DLQ%%%s:1", cfg.Topic, cfg.Queues, cfg.Group, cfg.Group),
 		),
 		logDir: filepath.Join(cfg.RunDir, "logs"),
 		log:    log,
 	}
+}
+
+// devRunDir is where the dev stack keeps its state, and the broker's jars the run reuses:
+// WALLETSAGA_RUN_DIR as scripts/services.sh reads it, or the repository's .run.
+func devRunDir(root string) string {
+	if d := os.Getenv("WALLETSAGA_RUN_DIR"); d != "" {
+		return d
+	}
+	return filepath.Join(root, ".run")
 }
 
 // run runs services.sh with args, its output appended to logs/services.log.

@@ -194,10 +194,6 @@ WITH o AS (
 )
 INSERT INTO wallet_events (user_id, seq, kind, amount, currency, balance_after, saga_id, phone, locale)
 SELECT $2, 1, 'deposit', $3, 'CNY', $3, $1, phone, locale FROM users WHERE id = $2`, sagaID, user, int64(seed))
-		if err != nil {
-			return err
-		}
-		_, err = tx.Exec(ctx, `SELECT pg_notify($1, $2)`, wallet.NotifyChannel, strconv.FormatInt(user, 10))
 		return err
 	})
 	require.NoError(t, err)

@@ -21,6 +21,7 @@ type config struct {
 	LogLevel        string
 	ShutdownTimeout time.Duration
 	SagaWorkers     int
+	SagaRetryWindow time.Duration
 	RelayBatch      int
 	RelayLockKey    int
 	SimLatency      time.Duration
@@ -54,7 +55,8 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	f.String(&c.LogFormat, "LOG_FORMAT", "text", "log format: text or json")
 	f.String(&c.LogLevel, "LOG_LEVEL", "info", "log level: debug, info, warn, error")
 	f.Duration(&c.ShutdownTimeout, "SHUTDOWN_TIMEOUT", 15*time.Second, "how long a graceful shutdown may take")
-	f.Int(&c.SagaWorkers, "SAGA_WORKERS", 16, "sagas worked on concurrently by this process")
+	f.Int(&c.SagaWorkers, "SAGA_WORKERS", 16, "sagas recovered concurrently by this process (requests run their own sagas inline)")
+	f.Duration(&c.SagaRetryWindow, "SAGA_RETRY_WINDOW", 10*time.Minute, "how long a saga step with an uncertain outcome is retried (same key) before it is compensated, and a compensation before an operator is needed")
 	f.Int(&c.RelayBatch, "RELAY_BATCH", 256, "outbox rows the relay reads per round")
 	f.Int(&c.RelayLockKey, "RELAY_LOCK_KEY", 7421, "advisory lock that keeps one relay active per database")
 	f.Duration(&c.SimLatency, "SIM_LATENCY", 0, "latency of the built-in payment gateway and merchant simulators")
@@ -97,6 +99,9 @@ func (c config) validate() error {
 	}
 	if c.SagaWorkers < 1 || c.SagaWorkers > 1024 {
 		p.Addf("SAGA_WORKERS", "must be 1–1024, got %d", c.SagaWorkers)
+	}
+	if c.SagaRetryWindow < time.Second {
+		p.Addf("SAGA_RETRY_WINDOW", "must be at least 1s, got %s", c.SagaRetryWindow)
 	}
 	if c.SimFailureRate < 0 || c.SimFailureRate > 1 {
 		p.Addf("SIM_FAILURE_RATE", "must be between 0 and 1, got %v", c.SimFailureRate)

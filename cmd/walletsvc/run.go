@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -34,7 +35,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	if len(rest) > 0 {
+	if len(rest) > 0 && sub != "sim-outage" {
 		return fmt.Errorf("unexpected arguments %q", rest)
 	}
 	log, err := cli.Logger(stdout, cfg.LogFormat, cfg.LogLevel)
@@ -47,9 +48,33 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return serve(ctx, cfg, log)
 	case "migrate":
 		return migrate(ctx, cfg, log)
+	case "sim-outage":
+		return simOutage(ctx, cfg, rest, stdout)
 	default:
-		return fmt.Errorf("unknown command %q (serve, migrate)", sub)
+		return fmt.Errorf("unknown command %q (serve, migrate, sim-outage)", sub)
 	}
+}
+
+// simOutage switches the outage of a built-in simulator on (or off, for 0s) in the database
+// every replica shares: walletsvc sim-outage gateway|merchant fail|timeout DURATION.
+func simOutage(ctx context.Context, cfg config, args []string, stdout io.Writer) error {
+	if len(args) != 3 {
+		return fmt.Errorf("usage: walletsvc sim-outage gateway|merchant fail|timeout DURATION (e.g. 60s; 0s ends it), got %q", args)
+	}
+	d, err := time.ParseDuration(args[2])
+	if err != nil {
+		return fmt.Errorf("sim-outage: duration %q: %w", args[2], err)
+	}
+	pool, err := openPool(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if err := wallet.SetSimOutage(ctx, pool, args[0], args[1], d); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "simulated %s outage (%s) for %s\n", args[0], args[1], d)
+	return nil
 }
 
 func openPool(ctx context.Context, cfg config) (*pgxpool.Pool, error) {
@@ -100,22 +125,28 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		log.Info("ADMIN_TOKEN is not set: the operator endpoints (saga retry/resolve) are disabled")
 	}
 	reg := metrics.NewRegistry()
-	// The engine observes into the saga metrics, which count through the engine.
+	// The engine observes into the saga metrics, which count through the engine; its commits
+	// that ran local steps (which write outbox rows) wake the relay.
 	var engine *saga.Engine
+	var relay *ordering.Relay
 	sagaMetrics := metrics.NewSaga(reg, func(ctx context.Context) ([]saga.KindStateCount, error) { return engine.CountByKindState(ctx) })
-	engine = saga.New(pool, saga.Options{Workers: cfg.SagaWorkers, Logger: log, Observer: sagaMetrics})
+	engine = saga.New(pool, saga.Options{Workers: cfg.SagaWorkers, Logger: log, Observer: sagaMetrics,
+		Committed: func(locals int) {
+			if locals > 0 {
+				relay.Wake()
+			}
+		}})
 	sim := wallet.SimOptions{Latency: cfg.SimLatency, FailureRate: cfg.SimFailureRate}
-	svc, err := wallet.NewService(pool, engine, wallet.NewSimGateway(pool, sim), wallet.NewSimMerchant(pool, sim), wallet.Options{Logger: log})
+	svc, err := wallet.NewService(pool, engine, wallet.NewSimGateway(pool, sim), wallet.NewSimMerchant(pool, sim),
+		wallet.Options{Logger: log, Steps: wallet.StepTuning{Window: cfg.SagaRetryWindow}})
 	if err != nil {
 		return err
 	}
-	outbox := wallet.NewOutboxStore(pool)
+	outbox := wallet.NewOutboxStore(pool, int64(cfg.RelayLockKey), time.Second)
 	metrics.NewOutbox(reg, outbox.Backlog)
-	var relay *ordering.Relay
 	observeSend := metrics.NewRelay(reg, func() ordering.RelayStats { return relay.Stats() })
-	relay, err = ordering.NewRelay(pool, outboxAdapter{outbox}, producer, ordering.RelayConfig{
-		Topic: cfg.Topic, Channel: wallet.NotifyChannel, LockKey: int64(cfg.RelayLockKey), Batch: cfg.RelayBatch, Logger: log,
-		ObserveSend: observeSend,
+	relay, err = ordering.NewRelay(outboxAdapter{outbox}, producer, ordering.RelayConfig{
+		Topic: cfg.Topic, Batch: cfg.RelayBatch, Logger: log, ObserveSend: observeSend,
 	})
 	if err != nil {
 		return err
@@ -126,8 +157,8 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		httpx.Check{Name: "rocketmq", Fn: route.Check},
 	)
 
-	// Background work stops after the HTTP server, so requests in flight can still start
-	// sagas; the engine and relay then finish what they hold and return.
+	// Background work stops after the HTTP server, so requests in flight can still run their
+	// sagas; recovery and the relay then finish what they hold and return.
 	bgCtx, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	bgErr := make(chan error, 2)
@@ -143,6 +174,9 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	err = httpx.Serve(ctx, cfg.HTTPAddr, e, cfg.ShutdownTimeout, log, func(a net.Addr) {
 		log.Info("walletsvc listening", "addr", a.String(), "namesrv", cfg.Namesrv, "topic", cfg.Topic)
 	})
+	// Sagas requests left running in the background stop first (an attempt in flight is
+	// abandoned and recovered later with the same key), then recovery and the relay.
+	engine.Close()
 	stopBG()
 	wg.Wait()
 	close(bgErr)
@@ -155,6 +189,10 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 
 // outboxAdapter presents the wallet's outbox to the relay.
 type outboxAdapter struct{ s *wallet.OutboxStore }
+
+func (a outboxAdapter) Lead(ctx context.Context) (context.Context, func(), error) {
+	return a.s.Lead(ctx)
+}
 
 func (a outboxAdapter) Pending(ctx context.Context, limit int) ([]ordering.OutboxRecord, error) {
 	evs, err := a.s.Pending(ctx, limit)

@@ -184,3 +184,24 @@ func TestMigrateSubcommandIsIdempotentAcrossReplicas(t *testing.T) {
 	require.NoError(t, pool.QueryRow(context.Background(), "SELECT count(DISTINCT version_id) FROM goose_db_version WHERE version_id > 0").Scan(&files))
 	require.Equal(t, files, applied, "each migration applied exactly once")
 }
+
+// walletsvc sim-outage switches a simulator's outage on in the shared database, and refuses
+// what it cannot do with a message.
+func TestSimOutageSubcommand(t *testing.T) {
+	t.Parallel()
+	pool, dbURL := testdb.New(t)
+	env := func(k string) string { return map[string]string{"DATABASE_URL": dbURL}[k] }
+	var out bytes.Buffer
+	require.NoError(t, run(context.Background(), []string{"sim-outage", "gateway", "timeout", "90s"}, env, &out, &bytes.Buffer{}))
+	require.Contains(t, out.String(), "simulated gateway outage (timeout) for 1m30s")
+	var mode string
+	var left float64
+	require.NoError(t, pool.QueryRow(context.Background(),
+		`SELECT mode, extract(epoch FROM until - now()) FROM sim_outages WHERE target = 'gateway'`).Scan(&mode, &left))
+	require.Equal(t, "timeout", mode)
+	require.InDelta(t, 90, left, 30)
+
+	require.ErrorContains(t, run(context.Background(), []string{"sim-outage", "gateway"}, env, &out, &bytes.Buffer{}), "usage: walletsvc sim-outage")
+	require.ErrorContains(t, run(context.Background(), []string{"sim-outage", "bank", "fail", "1s"}, env, &out, &bytes.Buffer{}), "outage target must be")
+	require.ErrorContains(t, run(context.Background(), []string{"sim-outage", "merchant", "fail", "soon"}, env, &out, &bytes.Buffer{}), `duration "soon"`)
+}

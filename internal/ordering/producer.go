@@ -7,9 +7,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -56,6 +58,7 @@ type ProducerConfig struct {
 // stable, one key's messages land on one queue in the order they were sent.
 type OrderedProducer struct {
 	p   rocketmq.Producer
+	sel *queueSelector
 	log *slog.Logger
 }
 
@@ -76,10 +79,11 @@ func NewOrderedProducer(cfg ProducerConfig) (*OrderedProducer, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	sel := &queueSelector{hash: producer.NewHashQueueSelector(), routes: map[string][]primitive.MessageQueue{}}
 	opts := []producer.Option{
 		producer.WithNameServer(cfg.Namesrv),
 		producer.WithGroupName(cfg.Group),
-		producer.WithQueueSelector(producer.NewHashQueueSelector()),
+		producer.WithQueueSelector(sel),
 		producer.WithSendMsgTimeout(cfg.SendTimeout),
 		producer.WithRetry(cfg.Retries),
 	}
@@ -91,7 +95,7 @@ func NewOrderedProducer(cfg ProducerConfig) (*OrderedProducer, error) {
 	if err := p.Start(); err != nil {
 		return nil, fmt.Errorf("ordering: start producer: %w", err)
 	}
-	return &OrderedProducer{p: p, log: cfg.Logger}, nil
+	return &OrderedProducer{p: p, sel: sel, log: cfg.Logger}, nil
 }
 
 // SendOrderly sends m to the queue of its sharding key and waits for the broker. It fails
@@ -104,18 +108,7 @@ func (op *OrderedProducer) SendOrderly(ctx context.Context, m Message) (SendResu
 	if m.Topic == "" {
 		return SendResult{}, errors.New("ordering: SendOrderly needs a topic")
 	}
-	msg := primitive.NewMessage(m.Topic, m.Body)
-	msg.WithShardingKey(m.ShardingKey)
-	if m.Tag != "" {
-		msg.WithTag(m.Tag)
-	}
-	if len(m.Keys) > 0 {
-		msg.WithKeys(m.Keys)
-	}
-	for k, v := range m.Properties {
-		msg.WithProperty(k, v)
-	}
-	res, err := op.p.SendSync(ctx, msg)
+	res, err := op.p.SendSync(ctx, m.primitive())
 	if err != nil {
 		return SendResult{}, fmt.Errorf("ordering: send to %s (key %s): %w", m.Topic, m.ShardingKey, err)
 	}
@@ -134,6 +127,139 @@ func (op *OrderedProducer) SendOrderly(ctx context.Context, m Message) (SendResu
 		out.MsgID = res.OffsetMsgID
 	}
 	return out, nil
+}
+
+func (m Message) primitive() *primitive.Message {
+	msg := primitive.NewMessage(m.Topic, m.Body)
+	msg.WithShardingKey(m.ShardingKey)
+	if m.Tag != "" {
+		msg.WithTag(m.Tag)
+	}
+	if len(m.Keys) > 0 {
+		msg.WithKeys(m.Keys)
+	}
+	for k, v := range m.Properties {
+		msg.WithProperty(k, v)
+	}
+	return msg
+}
+
+// QueueOf names the queue that key's messages on topic go to under the producer's current
+// route (the queue SendOrderly picks), and reports false while the producer has no route for
+// topic yet (before its first send there).
+func (op *OrderedProducer) QueueOf(topic, key string) (string, bool) {
+	q, ok := op.sel.queueOf(topic, key)
+	if !ok {
+		return "", false
+	}
+	return q.String(), true
+}
+
+// SendOrderlyBatch sends msgs, which must all have one topic and go to one queue (the same
+// QueueOf), as one batch: the broker stores them together, in this order, or not at all.
+// It fails unless the broker confirms them as stored, and also when the route changed since
+// the queue was named (the caller groups them again). Each message keeps its sharding key,
+// tag, keys and properties. The results give each message its queue offset; their MsgID is
+// "<queue offset message id>#<index>" (the client does not return one per message).
+func (op *OrderedProducer) SendOrderlyBatch(ctx context.Context, msgs []Message) ([]SendResult, error) {
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	topic := msgs[0].Topic
+	q, ok := op.sel.queueOf(topic, msgs[0].ShardingKey)
+	if !ok {
+		return nil, fmt.Errorf("ordering: no route for %s yet", topic)
+	}
+	pm := make([]*primitive.Message, len(msgs))
+	for i, m := range msgs {
+		if m.ShardingKey == "" || m.Topic != topic {
+			return nil, errors.New("ordering: SendOrderlyBatch needs one topic and a sharding key on every message")
+		}
+		if other, _ := op.sel.queueOf(topic, m.ShardingKey); other != q {
+			return nil, fmt.Errorf("ordering: batch for %s holds key %s of another queue", q.String(), m.ShardingKey)
+		}
+		pm[i] = m.primitive()
+	}
+	if len(pm) == 1 {
+		res, err := op.SendOrderly(ctx, msgs[0])
+		return []SendResult{res}, err
+	}
+	pm[0].Queue = &primitive.MessageQueue{Topic: q.Topic, BrokerName: q.BrokerName, QueueId: q.QueueId}
+	res, err := op.p.SendSync(ctx, pm...)
+	if err != nil {
+		return nil, fmt.Errorf("ordering: batch of %d to %s: %w", len(pm), q.String(), err)
+	}
+	if res == nil {
+		return nil, fmt.Errorf("ordering: batch of %d to %s: no result", len(pm), q.String())
+	}
+	if res.Status != primitive.SendOK {
+		return nil, fmt.Errorf("%w: status %s, batch of %d to %s", ErrNotStored, statusName(res.Status), len(pm), q.String())
+	}
+	out := make([]SendResult, len(pm))
+	for i := range out {
+		out[i] = SendResult{MsgID: fmt.Sprintf("%s#%d", res.OffsetMsgID, i), Broker: q.BrokerName, QueueID: q.QueueId, QueueOffset: res.QueueOffset + int64(i)}
+	}
+	return out, nil
+}
+
+// queueSelector is the producer's queue selector: the client's hash selector (Java's
+// SelectMessageQueueByHash in Go: FNV-1a of the sharding key modulo the writable queues) for
+// a message, and for a batch (which the client sends without its messages' keys) the queue
+// SendOrderlyBatch named on its first message. It remembers each topic's route as the
+// client last gave it, so that QueueOf answers with the queue a send would pick.
+type queueSelector struct {
+	hash producer.QueueSelector
+
+	mu     sync.Mutex
+	routes map[string][]primitive.MessageQueue
+}
+
+func (s *queueSelector) Select(msg *primitive.Message, queues []*primitive.MessageQueue, last string) *primitive.MessageQueue {
+	s.remember(msg.Topic, queues)
+	if msg.Batch && msg.Queue != nil {
+		for _, q := range queues {
+			if *q == *msg.Queue {
+				return q
+			}
+		}
+		return nil // the route changed since the batch was grouped: the send fails
+	}
+	return s.hash.Select(msg, queues, last)
+}
+
+func (s *queueSelector) remember(topic string, queues []*primitive.MessageQueue) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur := s.routes[topic]
+	same := len(cur) == len(queues)
+	for i := 0; same && i < len(cur); i++ {
+		same = cur[i] == *queues[i]
+	}
+	if same {
+		return
+	}
+	route := make([]primitive.MessageQueue, len(queues))
+	for i, q := range queues {
+		route[i] = *q
+	}
+	s.routes[topic] = route
+}
+
+// queueOf is the hash selector's choice for key on topic's remembered route.
+func (s *queueSelector) queueOf(topic, key string) (primitive.MessageQueue, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	route := s.routes[topic]
+	if len(route) == 0 || key == "" {
+		return primitive.MessageQueue{}, false
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(key))
+	i := int(h.Sum32()) % len(route)
+	if i < 0 {
+		i = -i
+	}
+	return route[i], true
 }
 
 // Shutdown stops the producer.

@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
+	retry "github.com/walletsaga/walletsaga/internal/backoff"
 )
 
 // OutboxRecord is one unpublished row of a transactional outbox.
@@ -22,8 +22,14 @@ type OutboxRecord struct {
 	Body []byte
 }
 
-// Outbox is the relay's view of a transactional outbox.
+// Outbox is the relay's view of a transactional outbox. The package that owns the outbox's
+// table implements it (with its SQL); the relay only moves records.
 type Outbox interface {
+	// Lead blocks until this relay is the one that publishes the outbox (one at a time per
+	// outbox, across processes), or ctx ends. It returns a context that ends when the relay
+	// stops being the one (e.g. its database session was lost), and a release to call when
+	// done.
+	Lead(ctx context.Context) (context.Context, func(), error)
 	// Pending returns up to limit unpublished records, oldest first, each key's in Seq order.
 	Pending(ctx context.Context, limit int) ([]OutboxRecord, error)
 	// MarkPublished records that the records were stored by the broker, each as its MsgID,
@@ -42,21 +48,29 @@ type Sender interface {
 	SendOrderly(ctx context.Context, m Message) (SendResult, error)
 }
 
+// BatchSender is a Sender that can also send the messages of one queue as one batch
+// (OrderedProducer): QueueOf names a key's queue, or says it cannot yet (no route), and
+// SendOrderlyBatch sends messages of one queue together, in order, all or nothing.
+type BatchSender interface {
+	Sender
+	QueueOf(topic, key string) (string, bool)
+	SendOrderlyBatch(ctx context.Context, msgs []Message) ([]SendResult, error)
+}
+
 // RelayConfig configures a Relay.
 type RelayConfig struct {
 	Topic string
-	// Channel is the LISTEN/NOTIFY channel the outbox writer notifies after commit.
-	Channel string
-	// LockKey is the Postgres advisory lock that makes one relay active per database (or
-	// per shard when each shard has its own key).
-	LockKey int64
 	// Batch is how many records one round reads (default 256).
 	Batch int
-	// Parallel is how many keys are sent at once (default 16).
+	// MaxPerSend is how many messages one batch send carries at most (default 64).
+	MaxPerSend int
+	// Parallel is how many queues (or keys, without batches) are sent at once (default 16).
 	Parallel int
-	// Poll is the fallback interval when no notification arrives (default 1s).
+	// Poll is how often the relay looks for records it was not told about (written by other
+	// processes) when nothing wakes it (default 100ms).
 	Poll time.Duration
-	// RetryBackoff is the wait after a failed send before the key is tried again (default 500ms).
+	// RetryBackoff is the first wait after a failed round, doubling up to ten times it while
+	// rounds keep failing (default 200ms).
 	RetryBackoff time.Duration
 	Logger       *slog.Logger
 	// ObserveSend, when set, is told how long each send to the broker took and whether it
@@ -70,43 +84,58 @@ type RelayStats struct {
 	Active                    bool
 }
 
-// Relay publishes an outbox to RocketMQ: woken by LISTEN/NOTIFY (polling as a fallback), it
-// reads unpublished records, sends each key's records in Seq order with the ordered producer,
-// and marks them published. A failed send stops that key's stream for the round, so nothing
-// is ever sent ahead of an unpublished predecessor; other keys go on in parallel. Only the
-// holder of the advisory lock publishes, so several replicas can run a relay safely.
+// Relay publishes an outbox to RocketMQ. Woken in-process (Wake, called after a commit that
+// wrote records) or by a short poll (records other processes wrote), it reads unpublished
+// records and sends them in order per key: grouped by broker queue, each queue's records as
+// batches in record order, the queues in parallel; records are marked published only after
+// the broker confirmed them. A failed send stops its queue (its keys) for the round, so
+// nothing is ever sent ahead of an unpublished predecessor. Only the Outbox's leader
+// publishes, so several replicas can run a relay safely.
 type Relay struct {
 	cfg    RelayConfig
-	pool   *pgxpool.Pool
 	outbox Outbox
 	sender Sender
 	log    *slog.Logger
+	wake   chan struct{}
 
 	published, failed, rounds atomic.Int64
 	active                    atomic.Bool
 }
 
 // NewRelay returns a relay; Run starts it.
-func NewRelay(pool *pgxpool.Pool, outbox Outbox, sender Sender, cfg RelayConfig) (*Relay, error) {
-	if cfg.Topic == "" || cfg.Channel == "" {
-		return nil, errors.New("ordering: relay needs a topic and a notification channel")
+func NewRelay(outbox Outbox, sender Sender, cfg RelayConfig) (*Relay, error) {
+	if cfg.Topic == "" {
+		return nil, errors.New("ordering: relay needs a topic")
 	}
 	if cfg.Batch <= 0 {
 		cfg.Batch = 256
+	}
+	if cfg.MaxPerSend <= 0 {
+		cfg.MaxPerSend = 64
 	}
 	if cfg.Parallel <= 0 {
 		cfg.Parallel = 16
 	}
 	if cfg.Poll <= 0 {
-		cfg.Poll = time.Second
+		cfg.Poll = 100 * time.Millisecond
 	}
 	if cfg.RetryBackoff <= 0 {
-		cfg.RetryBackoff = 500 * time.Millisecond
+		cfg.RetryBackoff = 200 * time.Millisecond
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Relay{cfg: cfg, pool: pool, outbox: outbox, sender: sender, log: cfg.Logger.With("component", "relay", "topic", cfg.Topic)}, nil
+	return &Relay{cfg: cfg, outbox: outbox, sender: sender, wake: make(chan struct{}, 1),
+		log: cfg.Logger.With("component", "relay", "topic", cfg.Topic)}, nil
+}
+
+// Wake tells the relay that records were committed: it starts a round at once if it is
+// idle. It never blocks.
+func (r *Relay) Wake() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
 }
 
 // Stats returns the relay's counters.
@@ -124,7 +153,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			return nil
 		}
 		if err != nil {
-			r.log.Warn("relay connection lost; retrying", "err", err)
+			r.log.Warn("relay lost its lead; retrying", "err", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -134,74 +163,50 @@ func (r *Relay) Run(ctx context.Context) error {
 	return nil
 }
 
-// lead holds a dedicated connection: it takes the advisory lock (waiting as a standby while
-// another relay holds it), LISTENs, and publishes rounds until ctx is done or the connection
-// fails. Losing the connection releases the lock, so it stops publishing at once.
+// lead waits to be the outbox's leader, then publishes rounds until ctx is done or the lead
+// is lost.
 func (r *Relay) lead(ctx context.Context) error {
-	pc, err := r.pool.Acquire(ctx)
+	lctx, release, err := r.outbox.Lead(ctx)
 	if err != nil {
 		return err
 	}
-	// The session's lock and LISTEN die with it: take the connection out of the pool.
-	conn := pc.Hijack()
-	defer conn.Close(context.Background()) //nolint:errcheck
-	for {
-		var got bool
-		if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", r.cfg.LockKey).Scan(&got); err != nil {
-			return err
-		}
-		if got {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(r.cfg.Poll):
-		}
-	}
-	if _, err := conn.Exec(ctx, "LISTEN "+quoteIdent(r.cfg.Channel)); err != nil {
-		return err
-	}
+	defer release()
 	r.active.Store(true)
-	r.log.Info("relay active", "lock", r.cfg.LockKey)
+	r.log.Info("relay active")
+	policy := retry.Policy{Base: r.cfg.RetryBackoff, Max: 10 * r.cfg.RetryBackoff}
+	failures := 0
 	for {
-		more, err := r.round(ctx)
-		if err != nil && ctx.Err() == nil {
-			r.log.Warn("relay round failed", "err", err)
-		}
+		more, err := r.round(lctx)
 		if ctx.Err() != nil {
 			return nil
 		}
-		if more {
-			// A full batch or a key stopped by a failure: go again, after a pause if failing.
-			if err == nil {
-				continue
-			}
+		if lctx.Err() != nil {
+			return fmt.Errorf("lead lost: %w", context.Cause(lctx))
 		}
 		wait := r.cfg.Poll
-		if err != nil {
-			wait = r.cfg.RetryBackoff
+		switch {
+		case err != nil:
+			failures++
+			r.log.Warn("relay round failed", "err", err, "failures", failures)
+			wait = policy.Delay(failures, nil)
+		case more:
+			failures = 0
+			continue // a full batch: go again at once
+		default:
+			failures = 0
 		}
-		wctx, cancel := context.WithTimeout(ctx, wait)
-		_, werr := conn.WaitForNotification(wctx)
-		cancel()
-		if werr != nil && ctx.Err() == nil && !errors.Is(werr, context.DeadlineExceeded) {
-			return fmt.Errorf("waiting for notifications: %w", werr)
+		t := time.NewTimer(wait)
+		select {
+		case <-lctx.Done():
+		case <-r.wake:
+		case <-t.C:
 		}
-		// Drain notifications that piled up: one round serves them all.
-		for {
-			dctx, cancel := context.WithTimeout(ctx, time.Millisecond)
-			_, derr := conn.WaitForNotification(dctx)
-			cancel()
-			if derr != nil {
-				break
-			}
-		}
+		t.Stop()
 	}
 }
 
-// round publishes one batch. more reports whether another round should follow at once (a
-// full batch); err reports a failed key or read.
+// round publishes one batch of records. more reports whether another round should follow at
+// once (a full batch); err reports a failed queue or read.
 func (r *Relay) round(ctx context.Context) (more bool, err error) {
 	recs, err := r.outbox.Pending(ctx, r.cfg.Batch)
 	if err != nil {
@@ -211,15 +216,7 @@ func (r *Relay) round(ctx context.Context) (more bool, err error) {
 		return false, nil
 	}
 	r.rounds.Add(1)
-	// Group by key, keeping each key's Seq order and the keys in order of first appearance.
-	var order []string
-	byKey := map[string][]OutboxRecord{}
-	for _, rec := range recs {
-		if _, ok := byKey[rec.Key]; !ok {
-			order = append(order, rec.Key)
-		}
-		byKey[rec.Key] = append(byKey[rec.Key], rec)
-	}
+	streams := r.group(recs)
 	var (
 		wg       sync.WaitGroup
 		sem      = make(chan struct{}, r.cfg.Parallel)
@@ -227,11 +224,10 @@ func (r *Relay) round(ctx context.Context) (more bool, err error) {
 		firstErr error
 		sent     []Published
 	)
-	for _, k := range order {
+	for _, stream := range streams {
 		sem <- struct{}{}
-		wg.Add(1)
-		go func(stream []OutboxRecord) {
-			defer func() { <-sem; wg.Done() }()
+		wg.Go(func() {
+			defer func() { <-sem }()
 			done, err := r.publishStream(ctx, stream)
 			mu.Lock()
 			defer mu.Unlock()
@@ -239,11 +235,11 @@ func (r *Relay) round(ctx context.Context) (more bool, err error) {
 			if err != nil && firstErr == nil {
 				firstErr = err
 			}
-		}(byKey[k])
+		})
 	}
 	wg.Wait()
-	// One statement marks the whole round (it used to be one commit per event). A crash
-	// before it only means these are sent again, and the consumer's gate drops the copies.
+	// One statement marks the whole round. A crash before it only means these are sent
+	// again, and the consumer's gate drops the copies.
 	if len(sent) > 0 {
 		mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		err := r.outbox.MarkPublished(mctx, sent)
@@ -253,46 +249,96 @@ func (r *Relay) round(ctx context.Context) (more bool, err error) {
 		}
 		r.published.Add(int64(len(sent)))
 	}
-	return len(recs) == r.cfg.Batch || firstErr != nil, firstErr
+	if firstErr != nil {
+		return false, firstErr
+	}
+	return len(recs) == r.cfg.Batch, nil
 }
 
-// publishStream sends one key's records in order, stopping at the first failure, and
-// returns those the broker stored.
-func (r *Relay) publishStream(ctx context.Context, stream []OutboxRecord) ([]Published, error) {
-	var done []Published
-	for i := range stream {
-		rec := stream[i]
-		if i > 0 && rec.Seq <= stream[i-1].Seq {
-			return done, fmt.Errorf("outbox returned key %s out of order (seq %d after %d)", rec.Key, rec.Seq, stream[i-1].Seq)
+// stream is records sent one after the other, stopping at the first failure: one broker
+// queue's records with a BatchSender, one key's otherwise. Each key's records in it keep
+// their Seq order.
+type stream struct {
+	queue string // "" without batches
+	recs  []OutboxRecord
+}
+
+// group splits a round's records into streams, keeping the order in which Pending returned
+// them within each stream.
+func (r *Relay) group(recs []OutboxRecord) []stream {
+	bs, batches := r.sender.(BatchSender)
+	var order []string
+	by := map[string]*stream{}
+	for _, rec := range recs {
+		name, queue := "key:"+rec.Key, ""
+		if batches {
+			if q, ok := bs.QueueOf(r.cfg.Topic, rec.Key); ok {
+				name, queue = "queue:"+q, q
+			}
 		}
+		s := by[name]
+		if s == nil {
+			s = &stream{queue: queue}
+			by[name] = s
+			order = append(order, name)
+		}
+		s.recs = append(s.recs, rec)
+	}
+	out := make([]stream, 0, len(order))
+	for _, n := range order {
+		out = append(out, *by[n])
+	}
+	return out
+}
+
+// publishStream sends a stream in order, in batches when it is one queue's, stopping at the
+// first failure, and returns the records the broker stored.
+func (r *Relay) publishStream(ctx context.Context, s stream) ([]Published, error) {
+	last := map[string]int64{}
+	for _, rec := range s.recs {
+		if prev, ok := last[rec.Key]; ok && rec.Seq <= prev {
+			return nil, fmt.Errorf("outbox returned key %s out of order (seq %d after %d)", rec.Key, rec.Seq, prev)
+		}
+		last[rec.Key] = rec.Seq
+	}
+	step := 1
+	if s.queue != "" {
+		step = r.cfg.MaxPerSend
+	}
+	var done []Published
+	for i := 0; i < len(s.recs); i += step {
 		if ctx.Err() != nil {
 			return done, nil // stopping: the rest of the stream goes next time, in order
+		}
+		chunk := s.recs[i:min(i+step, len(s.recs))]
+		msgs := make([]Message, len(chunk))
+		for j, rec := range chunk {
+			msgs[j] = Message{Topic: r.cfg.Topic, ShardingKey: rec.Key, Tag: rec.Tag, Keys: rec.Keys, Body: rec.Body}
 		}
 		// A send cancelled half way may still be stored by the broker and then be sent again:
 		// on shutdown let the send in flight finish (bounded).
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		start := time.Now()
-		res, err := r.sender.SendOrderly(sctx, Message{Topic: r.cfg.Topic, ShardingKey: rec.Key, Tag: rec.Tag, Keys: rec.Keys, Body: rec.Body})
+		var res []SendResult
+		var err error
+		if s.queue != "" {
+			res, err = r.sender.(BatchSender).SendOrderlyBatch(sctx, msgs)
+		} else {
+			var one SendResult
+			one, err = r.sender.SendOrderly(sctx, msgs[0])
+			res = []SendResult{one}
+		}
 		cancel()
 		if r.cfg.ObserveSend != nil {
 			r.cfg.ObserveSend(time.Since(start), err)
 		}
 		if err != nil {
-			r.failed.Add(1)
-			return done, fmt.Errorf("key %s seq %d: %w", rec.Key, rec.Seq, err)
+			r.failed.Add(int64(len(chunk)))
+			return done, fmt.Errorf("key %s seq %d (%d records): %w", chunk[0].Key, chunk[0].Seq, len(chunk), err)
 		}
-		done = append(done, Published{ID: rec.ID, MsgID: res.MsgID})
+		for j, rec := range chunk {
+			done = append(done, Published{ID: rec.ID, MsgID: res[j].MsgID})
+		}
 	}
 	return done, nil
-}
-
-func quoteIdent(s string) string {
-	out := []byte{'"'}
-	for i := 0; i < len(s); i++ {
-		if s[i] == '"' {
-			out = append(out, '"')
-		}
-		out = append(out, s[i])
-	}
-	return string(append(out, '"'))
 }

@@ -19,10 +19,11 @@ import (
 )
 
 // pgOutbox is a minimal outbox table in the test's own database, so the relay is tested on
-// real Postgres (LISTEN/NOTIFY, advisory locks) without the wallet.
-type pgOutbox struct{ pool *pgxpool.Pool }
-
-const outboxChannel = "test_outbox"
+// real Postgres (an advisory lock for the lead) without the wallet.
+type pgOutbox struct {
+	pool    *pgxpool.Pool
+	lockKey int64
+}
 
 func newPGOutbox(t *testing.T) *pgOutbox {
 	pool, _ := testdb.New(t)
@@ -30,13 +31,42 @@ func newPGOutbox(t *testing.T) *pgOutbox {
 		id bigserial PRIMARY KEY, key text NOT NULL, seq bigint NOT NULL, body bytea NOT NULL,
 		published_at timestamptz, msg_id text, UNIQUE(key, seq))`)
 	require.NoError(t, err)
-	return &pgOutbox{pool: pool}
+	return &pgOutbox{pool: pool, lockKey: 4242}
+}
+
+// Lead holds an advisory lock on a connection of its own, as the wallet's outbox does.
+func (o *pgOutbox) Lead(ctx context.Context) (context.Context, func(), error) {
+	conn, err := o.pool.Acquire(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	for {
+		var got bool
+		if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, o.lockKey).Scan(&got); err != nil {
+			conn.Release()
+			return nil, nil, err
+		}
+		if got {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			conn.Release()
+			return nil, nil, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	return lctx, func() {
+		cancel()
+		_, _ = conn.Exec(context.Background(), `SELECT pg_advisory_unlock($1)`, o.lockKey)
+		conn.Release()
+	}, nil
 }
 
 func (o *pgOutbox) insert(t *testing.T, key string, seq int) {
-	_, err := o.pool.Exec(context.Background(),
-		`WITH i AS (INSERT INTO test_outbox(key, seq, body) VALUES ($1, $2, $3)) SELECT pg_notify($4, $1)`,
-		key, seq, []byte(fmt.Sprintf("%s:%d", key, seq)), outboxChannel)
+	_, err := o.pool.Exec(context.Background(), `INSERT INTO test_outbox(key, seq, body) VALUES ($1, $2, $3)`,
+		key, seq, []byte(fmt.Sprintf("%s:%d", key, seq)))
 	require.NoError(t, err)
 }
 
@@ -104,9 +134,9 @@ func TestRelayPublishesInOrderAndSurvivesRestart(t *testing.T) {
 		require.NoError(t, c.Shutdown(ctx))
 	}()
 
-	cfg := ordering.RelayConfig{Topic: topic, Channel: outboxChannel, LockKey: 4242, Batch: 64, Poll: 200 * time.Millisecond}
+	cfg := ordering.RelayConfig{Topic: topic, Batch: 64, MaxPerSend: 16, Poll: 50 * time.Millisecond}
 	startRelay := func() (*ordering.Relay, context.CancelFunc, chan error) {
-		r, err := ordering.NewRelay(ob.pool, ob, p, cfg)
+		r, err := ordering.NewRelay(ob, p, cfg)
 		require.NoError(t, err)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
@@ -178,7 +208,7 @@ func TestRelayHaltsOnlyTheFailingKey(t *testing.T) {
 		ob.insert(t, "bad", seq)
 		ob.insert(t, "good", seq)
 	}
-	r, err := ordering.NewRelay(ob.pool, ob, s, ordering.RelayConfig{Topic: "t", Channel: outboxChannel, LockKey: 1, Poll: 50 * time.Millisecond, RetryBackoff: 20 * time.Millisecond})
+	r, err := ordering.NewRelay(ob, s, ordering.RelayConfig{Topic: "t", Poll: 50 * time.Millisecond, RetryBackoff: 20 * time.Millisecond})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -209,9 +239,9 @@ func TestOnlyOneRelayIsActive(t *testing.T) {
 	t.Parallel()
 	ob := newPGOutbox(t)
 	s := &flakySender{sent: map[string][]int64{}}
-	cfg := ordering.RelayConfig{Topic: "t", Channel: outboxChannel, LockKey: 7, Poll: 50 * time.Millisecond}
-	r1, _ := ordering.NewRelay(ob.pool, ob, s, cfg)
-	r2, _ := ordering.NewRelay(ob.pool, ob, s, cfg)
+	cfg := ordering.RelayConfig{Topic: "t", Poll: 50 * time.Millisecond}
+	r1, _ := ordering.NewRelay(ob, s, cfg)
+	r2, _ := ordering.NewRelay(ob, s, cfg)
 	ctx1, cancel1 := context.WithCancel(context.Background())
 	ctx2, cancel2 := context.WithCancel(context.Background())
 	done1, done2 := make(chan error, 1), make(chan error, 1)
@@ -230,4 +260,25 @@ func TestOnlyOneRelayIsActive(t *testing.T) {
 	require.EqualValues(t, 1, r2.Stats().Published)
 	cancel2()
 	require.NoError(t, <-done2)
+}
+
+// TestRelayIsWokenInProcess: with a poll of an hour, only Wake can start the round that
+// publishes a record written after the relay went idle.
+func TestRelayIsWokenInProcess(t *testing.T) {
+	t.Parallel()
+	ob := newPGOutbox(t)
+	s := &flakySender{sent: map[string][]int64{}}
+	r, err := ordering.NewRelay(ob, s, ordering.RelayConfig{Topic: "t", Poll: time.Hour})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	waitFor(t, 10*time.Second, "the relay to lead", func() bool { return r.Stats().Active })
+	waitFor(t, 10*time.Second, "its first (empty) round", func() bool { return r.Stats().Rounds == 0 })
+	ob.insert(t, "k", 1)
+	r.Wake()
+	waitFor(t, 10*time.Second, "k:1 published", func() bool { return ob.unpublished(t) == 0 })
+	cancel()
+	require.NoError(t, <-done)
+	require.EqualValues(t, 1, r.Stats().Published)
 }

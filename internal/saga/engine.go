@@ -27,16 +27,24 @@ var ErrNotRetryable = errors.New("saga: not in needs_attention")
 
 // Options tune an Engine. Zero values take the defaults.
 type Options struct {
-	Owner        string        // lease owner id; default hostname:pid:random
-	Lease        time.Duration // default 30s; a runner extends it while working on a saga
-	PollInterval time.Duration // fallback poll when no notification arrives, for runners and Waits; default 1s
-	Workers      int           // sagas worked on concurrently by this engine; default 8
-	Logger       *slog.Logger  // default slog.Default()
-	Observer     StepObserver  // told about every step attempt; none when nil
+	Owner string // lease owner id; default hostname:pid:random
+	// Lease is how long a runner may hold a saga between two commits before a recovery
+	// runner may take it over (default 30s). It must exceed every AttemptTimeout.
+	Lease time.Duration
+	// PollInterval is how often recovery looks for due sagas and Waits re-check their
+	// sagas, when nothing in this process woke them sooner (default 1s).
+	PollInterval time.Duration
+	Workers      int          // sagas recovered concurrently by this engine; default 8
+	Logger       *slog.Logger // default slog.Default()
+	Observer     StepObserver // told about every step attempt; none when nil
+	// Committed, when set, is called after every commit of a saga with the number of local
+	// steps it ran (e.g. to wake an outbox relay when they wrote events). It must be quick.
+	Committed func(localSteps int)
 }
 
-// Engine starts sagas and runs them. Several engines, in one process or many, may share a
-// database: they divide the due sagas between them with leases.
+// Engine starts sagas, runs them inline, and recovers those nobody runs. Several engines, in
+// one process or many, may share a database: leases and fences keep each saga with one
+// runner at a time.
 type Engine struct {
 	pool    *pgxpool.Pool
 	opts    Options
@@ -45,14 +53,20 @@ type Engine struct {
 
 	mu   sync.Mutex
 	defs map[string]*Definition
-	held map[int64]bool // sagas this engine's runners are working on
+	held map[int64]bool // sagas this engine's recovery runners are working on
 	dues []time.Time    // when sagas this engine left in backoff become due
+	ids  []int64        // saga ids allocated and not used yet
 
-	wake chan struct{}
-	lis  *listener
+	// Background runs (Go) live until Close; bg is their context.
+	bg     context.Context
+	stopBG context.CancelFunc
+	bgWG   sync.WaitGroup
+
+	wake    chan struct{}
+	waiters *waiters
 }
 
-// New returns an engine on pool. Register the definitions, then call Run.
+// New returns an engine on pool. Register the definitions, then call Run for recovery.
 func New(pool *pgxpool.Pool, opts Options) *Engine {
 	if opts.Owner == "" {
 		host, _ := os.Hostname()
@@ -72,11 +86,13 @@ func New(pool *pgxpool.Pool, opts Options) *Engine {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	bg, stop := context.WithCancel(context.Background())
 	e := &Engine{
 		pool: pool, opts: opts, log: opts.Logger.With("component", "saga", "owner", opts.Owner),
 		defs: map[string]*Definition{}, held: map[int64]bool{}, wake: make(chan struct{}, 1),
+		bg: bg, stopBG: stop,
 	}
-	e.lis = newListener(e)
+	e.waiters = newWaiters(e)
 	return e
 }
 
@@ -86,6 +102,9 @@ func New(pool *pgxpool.Pool, opts Options) *Engine {
 func (e *Engine) Register(d Definition) error {
 	if err := validate(&d); err != nil {
 		return fmt.Errorf("saga: register %q: %w", d.Kind, err)
+	}
+	if d.AttemptTimeout >= e.opts.Lease {
+		return fmt.Errorf("saga: register %q: AttemptTimeout %s must be shorter than the lease %s", d.Kind, d.AttemptTimeout, e.opts.Lease)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -102,18 +121,92 @@ func (e *Engine) definition(kind string) *Definition {
 	return e.defs[kind]
 }
 
-// Start creates a saga of a registered kind with input (encoded as JSON) in the caller's
-// transaction, so the caller's own rows commit or roll back with it. Runners in every
-// process are woken when tx commits. It returns the saga's id.
-func (e *Engine) Start(ctx context.Context, tx pgx.Tx, kind string, input any) (int64, error) {
-	if e.definition(kind) == nil {
-		return 0, fmt.Errorf("saga: start: unknown kind %q", kind)
+// idBlock is how many saga ids one round trip allocates.
+const idBlock = 64
+
+// nextID returns an unused saga id, allocating a block of them when none is left.
+func (e *Engine) nextID(ctx context.Context) (int64, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.ids) == 0 {
+		ids, err := allocateIDs(ctx, e.pool, idBlock)
+		if err != nil {
+			return 0, err
+		}
+		e.ids = ids
 	}
-	b, err := json.Marshal(input)
+	id := e.ids[0]
+	e.ids = e.ids[1:]
+	return id, nil
+}
+
+// Queue adds the caller's own statements to a saga's first commit: they run after the saga's
+// row is inserted (so they may refer to id), before its local steps. An error of theirs
+// fails Start with that error and commits nothing.
+type Queue func(id int64, b *pgx.Batch)
+
+// Started is a saga that Start committed and that the caller holds: Drive or Go runs it.
+type Started struct {
+	run *runner
+}
+
+// ID is the saga's id.
+func (s *Started) ID() int64 { return s.run.id }
+
+// Snapshot is the saga as its latest commit left it, with the history written since Start.
+func (s *Started) Snapshot() Snapshot { return s.run.snapshot() }
+
+// Start creates a saga of a registered kind with input (encoded as JSON), in one commit (one
+// round trip) with the caller's statements (queue, may be nil) and every local step before
+// the first remote one, holding the saga's lease. Errors of the caller's statements are
+// returned as they are; nothing is committed then. A saga made only of local steps is
+// terminal when Start returns.
+func (e *Engine) Start(ctx context.Context, kind string, input any, queue Queue) (*Started, error) {
+	d := e.definition(kind)
+	if d == nil {
+		return nil, fmt.Errorf("saga: start: unknown kind %q", kind)
+	}
+	in, err := json.Marshal(input)
 	if err != nil {
-		return 0, fmt.Errorf("saga: start %q: input: %w", kind, err)
+		return nil, fmt.Errorf("saga: start %q: input: %w", kind, err)
 	}
-	return insertSaga(ctx, tx, kind, b)
+	id, err := e.nextID(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r := &runner{e: e, d: d, id: id, kind: kind, input: in, fence: 1, inline: true,
+		at: position{State: Running, Step: 0, Phase: phaseForward, Attempts: 1}}
+	if err := r.commit(ctx, nil, queue); err != nil {
+		return nil, err
+	}
+	return &Started{run: r}, nil
+}
+
+// Drive runs a started saga in the caller's goroutine until it ends, waits in a backoff (the
+// recovery runners take it from there), or ctx is done, and returns it as its latest commit
+// left it. It reads nothing back: the snapshot is built from what the commits returned. An
+// error means the saga could not be recorded further (a database failure, or another runner
+// took it over); it is then recovered once its lease expires.
+func (e *Engine) Drive(ctx context.Context, s *Started) (Snapshot, error) {
+	err := s.run.drive(ctx)
+	return s.run.snapshot(), err
+}
+
+// Go drives a started saga in the background, until it ends or waits in a backoff, or the
+// engine is closed.
+func (e *Engine) Go(s *Started) {
+	e.bgWG.Go(func() {
+		if err := s.run.drive(e.bg); err != nil && e.bg.Err() == nil && !errors.Is(err, errMoved) {
+			e.log.Warn("saga: background run stopped; recovery will resume it", "saga", s.ID(), "err", err)
+		}
+	})
+}
+
+// Close stops the background runs Go started (an attempt in flight is abandoned and
+// recovered later with the same idempotency key) and waits for them.
+func (e *Engine) Close() {
+	e.stopBG()
+	e.bgWG.Wait()
 }
 
 // Get returns a saga and its step history, or ErrNotFound.
@@ -124,13 +217,11 @@ func (e *Engine) Get(ctx context.Context, id int64) (Snapshot, error) {
 // Wait returns the saga once it is in a terminal state. When ctx ends first it returns the
 // latest snapshot and ctx's error; a missing saga gives ErrNotFound.
 //
-// Waits take no connection of their own: they share the engine's one listening connection
-// (outside the pool), which is opened by the first Wait or by Run and closed once Run has
-// returned and no Wait is in progress. A Wait is woken by its saga's saga_done notification
-// or, should that be lost (the connection dropped), by a re-check of every waited saga each
-// PollInterval. Each wake-up reads the saga once through the pool.
+// A Wait is woken at once when a runner of this engine ends the saga, and otherwise by a
+// re-check, every PollInterval, of all the sagas waited for, in one query. Each wake-up
+// reads the saga once.
 func (e *Engine) Wait(ctx context.Context, id int64) (Snapshot, error) {
-	wake, unsubscribe := e.lis.subscribe(id) // before the first read: no notification is missed
+	wake, unsubscribe := e.waiters.subscribe(id) // before the first read: no wake-up is missed
 	defer unsubscribe()
 	var last Snapshot
 	for {
@@ -146,7 +237,6 @@ func (e *Engine) Wait(ctx context.Context, id int64) (Snapshot, error) {
 		case errors.Is(err, ErrNotFound):
 			return s, err
 		}
-		// A failed read is retried at the next wake-up; the re-check guarantees one.
 		select {
 		case <-ctx.Done():
 			return last, ctx.Err()
@@ -155,15 +245,16 @@ func (e *Engine) Wait(ctx context.Context, id int64) (Snapshot, error) {
 	}
 }
 
-// Retry sends a saga in NeedsAttention (a compensation failed) back to compensating, with
-// fresh attempts for the compensation that failed. It returns ErrNotFound or
-// ErrNotRetryable.
+// Retry sends a saga in NeedsAttention (a compensation failed) back to compensating, with a
+// fresh window for the compensation that failed. It returns ErrNotFound or ErrNotRetryable.
 func (e *Engine) Retry(ctx context.Context, id int64) error {
-	return withTx(ctx, e.pool, func(tx pgx.Tx) error { return retrySaga(ctx, tx, id) })
+	err := withTx(ctx, e.pool, func(tx pgx.Tx) error { return retrySaga(ctx, tx, id) })
+	e.signal()
+	return err
 }
 
-// RetryTx is Retry in the caller's transaction (e.g. with an audit row); runners are woken
-// when tx commits. It returns ErrNotFound or ErrNotRetryable.
+// RetryTx is Retry in the caller's transaction (e.g. with an audit row); the recovery
+// runners find it due at their next poll. It returns ErrNotFound or ErrNotRetryable.
 func (e *Engine) RetryTx(ctx context.Context, tx pgx.Tx, id int64) error {
 	return retrySaga(ctx, tx, id)
 }
@@ -180,45 +271,44 @@ func (e *Engine) CountByKindState(ctx context.Context) ([]KindStateCount, error)
 	return countSagas(ctx, e.pool)
 }
 
-// Run claims due sagas and works on them until ctx is done; it returns nil after every
-// attempt in flight has ended (a cancelled attempt is abandoned and re-run later with the
-// same idempotency key) and, unless a Wait is still in progress, the engine's listening
-// connection has closed. There is no separate Close: stopping Run (and letting the Waits
-// return) releases everything the engine holds.
+// Run recovers sagas until ctx is done: it claims, in batches, sagas whose backoff is due or
+// whose lease expired (their runner died or gave up), and drives each. It polls every
+// PollInterval, sooner when a run in this process leaves a saga in backoff. It returns nil
+// after every recovery run has ended (a cancelled attempt is abandoned and re-run later with
+// the same idempotency key). Runs started by Go are stopped by Close, not by Run.
 func (e *Engine) Run(ctx context.Context) error {
 	if !e.running.CompareAndSwap(false, true) {
 		return errors.New("saga: engine already running")
 	}
 	defer e.running.Store(false)
-	e.lis.acquire() // wakes the dispatcher on saga_due
-	defer func() {
-		if stopped := e.lis.release(); stopped != nil {
-			<-stopped
-		}
-	}()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 
 	for ctx.Err() == nil {
 		kinds, held, free := e.claimable()
 		if free > 0 && len(kinds) > 0 {
-			ids, err := claimSagas(ctx, e.pool, e.opts.Owner, e.opts.Lease, kinds, held, free)
+			got, err := claimSagas(ctx, e.pool, e.opts.Owner, e.opts.Lease, kinds, held, free)
 			if err != nil && ctx.Err() == nil {
 				e.log.Warn("saga: claim failed", "err", err)
 			}
-			for _, id := range ids {
+			for _, c := range got {
+				d := e.definition(c.Kind)
+				r := &runner{e: e, d: d, id: c.ID, kind: c.Kind, input: c.Input, data: c.Data, fence: c.Fence,
+					at: c.position, stepSince: c.StepSince, err: c.Err}
 				e.mu.Lock()
-				e.held[id] = true
+				e.held[c.ID] = true
 				e.mu.Unlock()
 				wg.Go(func() {
-					e.work(ctx, id)
+					if err := r.drive(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, errMoved) {
+						e.log.Warn("saga: recovery run stopped; will retry", "saga", r.id, "err", err)
+					}
 					e.mu.Lock()
-					delete(e.held, id)
+					delete(e.held, r.id)
 					e.mu.Unlock()
 					e.signal()
 				})
 			}
-			if err == nil && len(ids) == free {
+			if err == nil && len(got) == free {
 				continue // more may be due; wait for a free runner
 			}
 		}
@@ -250,8 +340,8 @@ func (e *Engine) claimable() (kinds []string, held []int64, free int) {
 	return kinds, held, e.opts.Workers - len(e.held)
 }
 
-// nextWait is how long the dispatcher may sleep: until the earliest saga left in backoff
-// is due, at most PollInterval.
+// nextWait is how long recovery may sleep: until the earliest saga left in backoff here is
+// due, at most PollInterval.
 func (e *Engine) nextWait() time.Duration {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -262,7 +352,7 @@ func (e *Engine) nextWait() time.Duration {
 	return max(d, time.Millisecond)
 }
 
-// noteDue remembers that a saga this engine left becomes due at t.
+// noteDue remembers that a saga a run of this process left becomes due at t.
 func (e *Engine) noteDue(t time.Time) {
 	e.mu.Lock()
 	e.dues = append(e.dues, t)

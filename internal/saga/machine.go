@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/walletsaga/walletsaga/internal/backoff"
 )
 
 // The phases of a saga and the statuses of a step record, as stored.
@@ -17,16 +19,16 @@ const (
 	statusSkipped = "skipped"
 )
 
-// CodeAttemptsExhausted is the error code of a step that ran out of attempts without
+// CodeAttemptsExhausted is the error code of a step whose retry window ran out without
 // giving a code of its own.
 const CodeAttemptsExhausted = "attempts_exhausted"
 
 // CodeCompensationFailed is the error code of a saga in NeedsAttention because a
-// compensation failed for good or ran out of attempts.
+// compensation failed for good or exhausted its retry window.
 const CodeCompensationFailed = "compensation_failed"
 
 // position is where a saga stands: its state, current step and phase, and the attempts
-// already counted for that step.
+// already counted for that step (the one in progress included).
 type position struct {
 	State    State
 	Step     int
@@ -56,10 +58,12 @@ type transition struct {
 // continues reports whether the runner should go on with the saga right away.
 func (t transition) continues() bool { return !t.To.State.Terminal() && t.Delay == 0 }
 
-// decide is the saga state machine: the attempt numbered attempt (1-based, already
-// counted) of the step at position at came to o; cur is the saga's current error. It is
-// pure; jitter(n) returns a random number in [0, n).
-func decide(d *Definition, at position, attempt int, o Outcome, cur *ErrorInfo, jitter func(int64) int64) transition {
+// decide is the saga state machine: the attempt numbered at.Attempts (1-based, already
+// counted) of the step at position at came to o, elapsed after the step's first attempt
+// began; cur is the saga's current error. It is pure; jitter(n) returns a random number in
+// [0, n).
+func decide(d *Definition, at position, o Outcome, elapsed time.Duration, cur *ErrorInfo, jitter func(int64) int64) transition {
+	attempt := max(at.Attempts, 1)
 	if at.Step < 0 || at.Step >= len(d.Steps) {
 		return transition{
 			To:  position{State: NeedsAttention, Step: max(at.Step, 0), Phase: at.Phase, Attempts: attempt},
@@ -70,15 +74,15 @@ func decide(d *Definition, at position, attempt int, o Outcome, cur *ErrorInfo, 
 	if at.Phase == phaseCompensate && st.Compensate.zero() {
 		return compensateFrom(d, transition{}, at.Step) // the definition changed since the saga started
 	}
-	// A remote action that ran out of attempts may have taken effect (a lost response, a
+	// A remote action that exhausted its window may have taken effect (a lost response, a
 	// timeout): unlike one that failed for good, it is compensated itself.
 	uncertain := false
-	if o.Kind == OutcomeRetry && attempt >= d.MaxAttempts {
+	if o.Kind == OutcomeRetry && elapsed >= d.Window {
 		code := o.Code
 		if code == "" {
 			code = CodeAttemptsExhausted
 		}
-		o = Fail(code, fmt.Errorf("gave up after %d attempts: %s", attempt, errText(o.Err)))
+		o = Fail(code, fmt.Errorf("gave up after %d attempts over %s: %s", attempt, elapsed.Round(time.Millisecond), errText(o.Err)))
 		uncertain = at.Phase == phaseForward && st.Do.Remote != nil
 	}
 	rec := stepWrite{Step: at.Step, Name: st.Name, Phase: at.Phase, Attempts: attempt}
@@ -102,7 +106,8 @@ func decide(d *Definition, at position, attempt int, o Outcome, cur *ErrorInfo, 
 		rec.Err = &ErrorInfo{Code: o.Code, Message: errText(o.Err)}
 		next := at
 		next.Attempts = attempt
-		return transition{To: next, Delay: max(o.Delay, backoff(d, attempt, jitter)), Records: []stepWrite{rec}}
+		delay := backoff.Policy{Base: d.BackoffBase, Max: d.BackoffMax}.Delay(attempt, jitter)
+		return transition{To: next, Delay: max(o.Delay, delay), Records: []stepWrite{rec}}
 	}
 
 	// OutcomeFail, or an outcome of unknown kind (a bug in the step), which is no success.
@@ -152,20 +157,90 @@ func compensateFrom(d *Definition, t transition, i int) transition {
 	return t
 }
 
-// backoff is the delay before attempt+1: exponential from BackoffBase, capped at
-// BackoffMax, with equal jitter (half fixed, half random), never below BackoffBase.
-func backoff(d *Definition, attempt int, jitter func(int64) int64) time.Duration {
-	exp := d.BackoffBase
-	for i := 1; i < attempt; i++ {
-		if exp > d.BackoffMax/2 {
-			exp = d.BackoffMax
+// action is the action due at position p (zero when there is none).
+func (d *Definition) action(p position) Action {
+	if p.Step < 0 || p.Step >= len(d.Steps) {
+		return Action{}
+	}
+	if p.Phase == phaseCompensate {
+		return d.Steps[p.Step].Compensate
+	}
+	return d.Steps[p.Step].Do
+}
+
+// folded is one commit's worth of the state machine: the transition from where the runner
+// stands through every local action that follows (taken as done unless known otherwise), up
+// to the next remote action (its first attempt counted), a backoff, or the end.
+type folded struct {
+	transition
+	// Locals are the positions of the local actions the commit runs, in order; their
+	// statements go into the commit.
+	Locals []position
+	// NewPosition is whether the saga ends at another position than it started from (the
+	// step's retry window starts again).
+	NewPosition bool
+}
+
+// fold plans one commit. The saga stands at `at`; first is the outcome of its current
+// action's attempt, or nil when that action is local (and runs in this commit). known holds
+// the outcomes of local actions learnt from earlier tries of the same commit (a statement
+// that failed): for those, the outcome is known instead of assumed. elapsed is the time spent
+// on the current step so far.
+func fold(d *Definition, at position, first *Outcome, known map[position]Outcome, elapsed time.Duration, cur *ErrorInfo, jitter func(int64) int64) folded {
+	var f folded
+	if first == nil && d.action(at).Remote != nil {
+		// A saga that starts with a remote step: the commit only counts its first attempt.
+		f.To = at
+		f.To.Attempts = max(at.Attempts, 1)
+		f.Records = []stepWrite{{Step: at.Step, Name: d.Steps[at.Step].Name, Phase: at.Phase, Status: statusPending, Attempts: f.To.Attempts}}
+		return f
+	}
+	p, o := at, Outcome{}
+	if first != nil {
+		o = *first
+	}
+	local := first == nil
+	for {
+		if local {
+			switch k, ok := known[p]; {
+			case ok:
+				o = k
+			case d.action(p).Local != nil:
+				o = Done()
+				f.Locals = append(f.Locals, p)
+			default:
+				o = Done() // nothing to run: decide skips or flags it
+			}
+		}
+		if p != at {
+			elapsed = 0
+		}
+		t := decide(d, p, o, elapsed, cur, jitter)
+		f.Records = append(f.Records, t.Records...)
+		if t.Err != nil {
+			f.Err, cur = t.Err, t.Err
+		}
+		f.To, f.Delay = t.To, t.Delay
+		if !t.continues() {
 			break
 		}
-		exp *= 2
+		next := t.To
+		act := d.action(next)
+		if act.Local == nil {
+			if act.Remote != nil {
+				// Count the first attempt of the remote action this commit leads to, so that
+				// a crash during the call still counts.
+				f.To.Attempts = 1
+				f.Records = append(f.Records, stepWrite{Step: next.Step, Name: d.Steps[next.Step].Name, Phase: next.Phase,
+					Status: statusPending, Attempts: 1})
+			}
+			break
+		}
+		next.Attempts = 1
+		p, local = next, true
 	}
-	exp = min(exp, d.BackoffMax)
-	half := exp / 2
-	return min(max(half+time.Duration(jitter(int64(exp-half)+1)), d.BackoffBase), d.BackoffMax)
+	f.NewPosition = f.To.Step != at.Step || f.To.Phase != at.Phase
+	return f
 }
 
 func (a Action) zero() bool { return a.Local == nil && a.Remote == nil }
@@ -185,8 +260,8 @@ func validate(d *Definition) error {
 	if len(d.Steps) == 0 {
 		return errors.New("no steps")
 	}
-	if d.MaxAttempts < 0 || d.AttemptTimeout < 0 || d.BackoffBase < 0 || d.BackoffMax < 0 {
-		return errors.New("negative MaxAttempts, AttemptTimeout or backoff")
+	if d.Window < 0 || d.AttemptTimeout < 0 || d.BackoffBase < 0 || d.BackoffMax < 0 {
+		return errors.New("negative Window, AttemptTimeout or backoff")
 	}
 	seen := make(map[string]bool, len(d.Steps))
 	for i, s := range d.Steps {
@@ -203,8 +278,8 @@ func validate(d *Definition) error {
 		seen[s.Name] = true
 	}
 	d.Steps = append([]Step(nil), d.Steps...)
-	if d.MaxAttempts == 0 {
-		d.MaxAttempts = 5
+	if d.Window == 0 {
+		d.Window = 10 * time.Minute
 	}
 	if d.AttemptTimeout == 0 {
 		d.AttemptTimeout = 5 * time.Second
@@ -213,7 +288,7 @@ func validate(d *Definition) error {
 		d.BackoffBase = 100 * time.Millisecond
 	}
 	if d.BackoffMax == 0 {
-		d.BackoffMax = 5 * time.Second
+		d.BackoffMax = 30 * time.Second
 	}
 	d.BackoffMax = max(d.BackoffMax, d.BackoffBase)
 	return nil

@@ -22,7 +22,7 @@ func uncertainDef(t *testing.T) *Definition {
 			{Name: "order", Do: Remote(remoteDone), Compensate: Remote(remoteDone)},
 			{Name: "notify", Do: Remote(remoteDone)}, // nothing to undo
 		},
-		MaxAttempts: 3, BackoffBase: 10 * time.Millisecond, BackoffMax: 80 * time.Millisecond,
+		Window: time.Minute, BackoffBase: 10 * time.Millisecond, BackoffMax: 80 * time.Millisecond,
 	}
 	require.NoError(t, validate(&d))
 	return &d
@@ -39,7 +39,7 @@ func TestDecideCompensatesAnUncertainRemoteStep(t *testing.T) {
 	comp := func(step int) position {
 		return position{State: Compensating, Step: step, Phase: phaseCompensate}
 	}
-	exhausted := &ErrorInfo{Code: CodeAttemptsExhausted, Message: "gave up after 3 attempts: response lost"}
+	exhausted := &ErrorInfo{Code: CodeAttemptsExhausted, Message: "gave up after 3 attempts over 1m0s: response lost"}
 	tests := []struct {
 		name    string
 		at      position
@@ -56,7 +56,7 @@ func TestDecideCompensatesAnUncertainRemoteStep(t *testing.T) {
 		{"later remote step exhausted compensates itself", fwd(2, 2), Retry(boom), comp(2), exhausted,
 			[]string{"order/forward/failed"}},
 		{"timeouts count as uncertain", fwd(2, 2), Outcome{Kind: OutcomeRetry, Code: "timeout", Err: boom}, comp(2),
-			&ErrorInfo{Code: "timeout", Message: "gave up after 3 attempts: response lost"}, []string{"order/forward/failed"}},
+			&ErrorInfo{Code: "timeout", Message: "gave up after 3 attempts over 1m0s: response lost"}, []string{"order/forward/failed"}},
 		{"later remote step failed for good compensates the earlier ones", fwd(2, 0), Fail("rejected", boom), comp(1),
 			&ErrorInfo{Code: "rejected", Message: "response lost"}, []string{"order/forward/failed"}},
 		{"uncertain remote step with nothing to undo compensates the earlier ones", fwd(3, 2), Retry(boom), comp(2), exhausted,
@@ -67,7 +67,9 @@ func TestDecideCompensatesAnUncertainRemoteStep(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			tr := decide(uncertainDef(t), tt.at, 3, tt.o, nil, fixed)
+			at := tt.at
+			at.Attempts = 3
+			tr := decide(uncertainDef(t), at, tt.o, time.Minute, nil, fixed)
 			require.Equal(t, tt.to, tr.To)
 			require.Equal(t, tt.err, tr.Err)
 			var got []string

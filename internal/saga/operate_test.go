@@ -38,21 +38,20 @@ func TestResolveObserveAndCount(t *testing.T) {
 	pool := withEffects(t)
 	obs := &stepLog{}
 	e := newEngine(t, pool, saga.Options{Observer: obs}, fast("deposit",
-		saga.Step{Name: "debit", Do: saga.Local(effect("debit")), Compensate: saga.Local(
-			func(context.Context, pgx.Tx, *saga.Instance) saga.Outcome {
-				return saga.Retry(errors.New("ledger locked"))
+		saga.Step{Name: "debit", Do: saga.Local(effect("debit")), Compensate: saga.Remote(
+			func(context.Context, string, *saga.Instance) saga.Outcome {
+				return saga.Fail("gone", errors.New("refund refused"))
 			})},
 		saga.Step{Name: "ship", Do: saga.Remote(func(context.Context, string, *saga.Instance) saga.Outcome {
 			return saga.Fail("rejected", errors.New("merchant rejected the order"))
 		})},
 	))
 	stop := runEngine(t, e)
-	id := start(t, pool, e, "deposit", nil)
+	id := startAndDrive(t, e, "deposit", nil).ID
 	require.Equal(t, saga.NeedsAttention, wait(t, e, id).State)
 	stop()
 	require.Equal(t, []string{
-		"deposit/debit/forward/done", "deposit/ship/forward/fail",
-		"deposit/debit/compensate/retry", "deposit/debit/compensate/retry", "deposit/debit/compensate/retry",
+		"deposit/debit/forward/done", "deposit/ship/forward/fail", "deposit/debit/compensate/fail",
 	}, obs.all(), "every attempt, with its phase and outcome")
 
 	ctx := context.Background()

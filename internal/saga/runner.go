@@ -2,6 +2,7 @@ package saga
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -10,233 +11,273 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// errMoved means the saga is no longer where this runner left it, or no longer leased to
-// it: another runner took over (or the step already committed). The runner lets go.
-var errMoved = errors.New("saga: moved on or lease lost")
+// errMoved means the saga is no longer this runner's: a recovery runner took it over after
+// its lease expired. The runner lets go.
+var errMoved = errors.New("saga: another runner holds the saga")
 
-// errNotDone rolls back a local step's transaction when the step did not succeed.
-var errNotDone = errors.New("saga: local step not done")
-
-// recordTimeout bounds writing an outcome after the engine was asked to stop.
+// recordTimeout bounds writing an outcome after the runner was asked to stop.
 const recordTimeout = 5 * time.Second
 
-// work runs the saga id, which this engine has just claimed, for as long as it is due:
-// step after step, until it waits in backoff, ends, or ctx is done. A heartbeat extends
-// the lease meanwhile; the lease is released on the way out.
-func (e *Engine) work(ctx context.Context, id int64) {
-	wctx, cancel := context.WithCancelCause(ctx)
-	beat := make(chan struct{})
-	go func() {
-		defer close(beat)
-		e.heartbeat(wctx, cancel, id)
-	}()
-	defer func() {
-		cancel(nil)
-		<-beat
-		rctx, done := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
-		defer done()
-		if err := releaseLease(rctx, e.pool, id, e.opts.Owner); err != nil {
-			e.log.Warn("saga: release lease", "saga", id, "err", err)
-		}
-	}()
-	for wctx.Err() == nil {
-		more, err := e.attempt(wctx, id)
-		if err != nil {
-			if wctx.Err() == nil && !errors.Is(err, errMoved) {
-				e.log.Warn("saga: attempt not recorded; will retry", "saga", id, "err", err)
+// maxTransientTries bounds how often one commit is sent again after a deadlock or a
+// serialization failure.
+const maxTransientTries = 3
+
+// runner holds one saga's lease and drives it: one remote attempt, then one commit, and so on.
+type runner struct {
+	e      *Engine
+	d      *Definition
+	id     int64
+	kind   string
+	input  json.RawMessage
+	data   json.RawMessage
+	fence  int64
+	inline bool // started here: the row is written by the first commit, and the history is all known
+
+	at        position // where the saga stands, as committed (for Start: where it starts)
+	stepSince time.Time
+	err       *ErrorInfo
+	inserted  bool
+	delay     time.Duration // of the latest commit: the saga waits in a backoff
+	w         written
+	steps     []StepRecord // the history this runner wrote (all of it, for an inline run)
+}
+
+// drive runs the saga until it ends, waits in a backoff, or ctx is done.
+func (r *runner) drive(ctx context.Context) error {
+	if r.d == nil {
+		return fmt.Errorf("saga %d: kind %q is not registered here", r.id, r.kind)
+	}
+	for !r.at.State.Terminal() && r.delay == 0 {
+		act := r.d.action(r.at)
+		if act.Local != nil || act.zero() {
+			// Only a recovered saga stands at a local action: one that was left in backoff.
+			if err := r.commit(ctx, nil, nil); err != nil {
+				return err
 			}
-			return
+			continue
 		}
-		if !more {
-			return
+		o, ok := r.call(ctx, act.Remote)
+		if !ok {
+			return ctx.Err() // abandoned: re-run later with the same key
 		}
-	}
-}
-
-// heartbeat extends the lease on id every third of its length, and cancels the work with
-// errMoved if another runner holds it now.
-func (e *Engine) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, id int64) {
-	t := time.NewTicker(max(e.opts.Lease/3, time.Millisecond))
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+		if ctx.Err() != nil {
+			// Keep an outcome even though we are stopping; the fence makes this safe.
+			var stop context.CancelFunc
+			ctx, stop = context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+			defer stop()
 		}
-		ok, err := extendLease(ctx, e.pool, id, e.opts.Owner, e.opts.Lease)
-		switch {
-		case err != nil && ctx.Err() == nil:
-			e.log.Warn("saga: extend lease", "saga", id, "err", err)
-		case err == nil && !ok:
-			cancel(errMoved)
-			return
-		}
-	}
-}
-
-// attempt runs one attempt of the saga's current step and records its outcome. It
-// reports whether the saga is due again right away (and still leased to this runner).
-func (e *Engine) attempt(ctx context.Context, id int64) (bool, error) {
-	r, err := loadSaga(ctx, e.pool, id, false)
-	if err != nil {
-		return false, err
-	}
-	if r.LeaseOwner == nil || *r.LeaseOwner != e.opts.Owner {
-		return false, errMoved
-	}
-	d := e.definition(r.Kind)
-	if d == nil || r.State.Terminal() || !r.Due {
-		return false, nil
-	}
-	var act Action
-	if r.Step < len(d.Steps) {
-		act = d.Steps[r.Step].Do
-		if r.Phase == phaseCompensate {
-			act = d.Steps[r.Step].Compensate
-		}
-	}
-	switch {
-	case act.zero(): // an unknown step or nothing to undo: the definition changed since the saga started
-		return e.record(ctx, d, r, r.Attempts, Done(), r.Data)
-	case r.Attempts >= d.MaxAttempts: // the attempts ran out in crashes or abandoned calls
-		return e.record(ctx, d, r, r.Attempts, Retry(errors.New("no outcome recorded for the last attempt")), r.Data)
-	case act.Local != nil:
-		return e.runLocal(ctx, d, r, act.Local)
-	default:
-		return e.runRemote(ctx, d, r, act.Remote)
-	}
-}
-
-// runLocal calls f in the transaction that records its success, so that a local step
-// takes effect exactly once. Any other outcome is recorded in a transaction of its own.
-func (e *Engine) runLocal(ctx context.Context, d *Definition, r sagaRow, f LocalFunc) (bool, error) {
-	var o Outcome
-	var t transition
-	var took time.Duration
-	err := withTx(ctx, e.pool, func(tx pgx.Tx) error {
-		cur, err := e.lock(ctx, tx, r)
-		if err != nil {
+		if err := r.commit(ctx, &o, nil); err != nil {
 			return err
 		}
-		inst := cur.instance()
-		start := time.Now()
-		o = call(func() Outcome { return f(ctx, tx, inst) })
-		took = time.Since(start)
-		if o.Kind != OutcomeDone {
-			return errNotDone
-		}
-		t = decide(d, cur.position, cur.Attempts+1, o, cur.Err, rand.Int64N)
-		return applyTransition(ctx, tx, r.ID, t, inst.Data, t.continues(), e.opts.Lease)
-	})
-	switch {
-	case err == nil:
-		e.observe(r, d, o, took)
-		return e.left(t), nil
-	case errors.Is(err, errMoved) || ctx.Err() != nil:
-		return false, err
-	case !errors.Is(err, errNotDone):
-		// The step said Done but its transaction did not commit: nothing took effect.
-		o = Retry(err)
 	}
-	e.observe(r, d, o, took)
-	return e.record(ctx, d, r, r.Attempts+1, o, r.Data)
+	return nil
 }
 
-// runRemote counts the attempt (committed before the call, so crashes count too), calls f
-// with the step's idempotency key and the attempt timeout, and records the outcome.
-func (e *Engine) runRemote(ctx context.Context, d *Definition, r sagaRow, f RemoteFunc) (bool, error) {
-	n := r.Attempts + 1
-	name := d.Steps[r.Step].Name
-	err := withTx(ctx, e.pool, func(tx pgx.Tx) error {
-		if _, err := e.lock(ctx, tx, r); err != nil {
-			return err
-		}
-		return countAttempt(ctx, tx, &r, name, n)
-	})
-	if err != nil {
-		return false, err
-	}
-	r.Attempts = n
-	key := StepKey(r.ID, name)
-	if r.Phase == phaseCompensate {
+// call makes one attempt of the remote action at r.at. ok is false when ctx ended before a
+// definite answer.
+func (r *runner) call(ctx context.Context, f RemoteFunc) (o Outcome, ok bool) {
+	name := r.d.Steps[r.at.Step].Name
+	key := StepKey(r.id, name)
+	if r.at.Phase == phaseCompensate {
 		key += CompensateSuffix
 	}
-	inst := r.instance()
-	actx, cancel := context.WithTimeout(ctx, d.AttemptTimeout)
+	inst := &Instance{ID: r.id, Kind: r.kind, Input: r.input, Data: r.data}
+	actx, cancel := context.WithTimeout(ctx, r.d.AttemptTimeout)
 	start := time.Now()
-	o := call(func() Outcome { return f(actx, key, inst) })
+	o = protect(func() Outcome { return f(actx, key, inst) })
 	took := time.Since(start)
 	cancel()
-	if ctx.Err() == nil || o.Kind == OutcomeDone {
-		e.observe(r, d, o, took)
+	if ctx.Err() != nil && o.Kind != OutcomeDone {
+		return o, false
 	}
-	if ctx.Err() != nil {
-		if o.Kind != OutcomeDone {
-			return false, ctx.Err() // abandoned: re-run later with the same key
-		}
-		// Keep a success even though we are stopping; the lock and lease checks in record
-		// make this safe.
-		var stop context.CancelFunc
-		ctx, stop = context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
-		defer stop()
-	}
-	return e.record(ctx, d, r, n, o, inst.Data)
+	r.observe(r.at, o, took)
+	r.data = inst.Data
+	return o, true
 }
 
-// record writes the transition that outcome o of attempt n leads to, if the saga is still
-// where r says and leased to this runner.
-func (e *Engine) record(ctx context.Context, d *Definition, r sagaRow, n int, o Outcome, data []byte) (bool, error) {
-	var t transition
-	err := withTx(ctx, e.pool, func(tx pgx.Tx) error {
-		cur, err := e.lock(ctx, tx, r)
-		if err != nil {
+// commit plans and sends one commit: the outcome first of the action at r.at (nil: that
+// action is local and runs in this commit), every local action after it, up to the next
+// remote one or a backoff or the end. A local action whose statement fails is classified and
+// the commit planned again with that outcome known. queue adds the caller's statements to a
+// saga's first commit.
+func (r *runner) commit(ctx context.Context, first *Outcome, queue Queue) error {
+	known := map[position]Outcome{}
+	transient := 0
+	for {
+		elapsed := time.Duration(0)
+		if !r.stepSince.IsZero() {
+			elapsed = time.Since(r.stepSince)
+		}
+		f := fold(r.d, r.at, first, known, elapsed, r.err, rand.Int64N)
+		inst := &Instance{ID: r.id, Kind: r.kind, Input: r.input, Data: r.data}
+		// The local actions' statements, queued first so that they may set the data the
+		// saga's own update writes.
+		locals := make([]*pgx.Batch, len(f.Locals))
+		replan := false
+		for i, p := range f.Locals {
+			locals[i] = &pgx.Batch{}
+			if o := protect(func() Outcome { return r.d.action(p).Local(inst, locals[i]) }); o.Kind != OutcomeDone {
+				r.observe(p, o, 0)
+				known[p], replan = o, true
+				break
+			}
+		}
+		if replan {
+			continue
+		}
+		keep := f.continues()
+		w := sagaWrite{ID: r.id, Kind: r.kind, Input: r.input, Data: inst.Data, To: f.To, Err: f.Err,
+			NewPosition: f.NewPosition, Keep: keep, Owner: r.e.opts.Owner, Fence: r.fence}
+		switch {
+		case keep:
+			w.Due = r.e.opts.Lease
+		case !f.To.State.Terminal():
+			w.Due = f.Delay
+		}
+		b := &pgx.Batch{}
+		var out written
+		if r.inserted || !r.inline {
+			queueUpdate(b, w, f.Records, &out)
+		} else {
+			queueInsert(b, w, f.Records, &out)
+		}
+		own := len(b.QueuedQueries)
+		if queue != nil && !r.inserted {
+			queue(r.id, b)
+		}
+		callers := len(b.QueuedQueries)
+		bounds := make([]int, len(locals)) // end of each local action's statements
+		for i, lb := range locals {
+			b.QueuedQueries = append(b.QueuedQueries, lb.QueuedQueries...)
+			bounds[i] = len(b.QueuedQueries)
+		}
+		done := countResults(b)
+		start := time.Now()
+		err := r.e.pool.SendBatch(ctx, b).Close()
+		took := time.Since(start)
+		if err == nil {
+			for _, p := range f.Locals {
+				r.observe(p, Done(), took)
+			}
+			r.committed(f, inst.Data, out)
+			return nil
+		}
+		failed := *done
+		switch {
+		case failed < own && isFenceLost(err):
+			return errMoved
+		case isTransient(err) && transient < maxTransientTries:
+			transient++
+			continue
+		case failed < own:
+			return fmt.Errorf("saga %d: commit: %w", r.id, err)
+		case failed < callers:
 			return err
+		case failed >= len(b.QueuedQueries):
+			// Every statement ran; the commit itself failed.
+			return fmt.Errorf("saga %d: commit: %w", r.id, err)
 		}
-		t = decide(d, cur.position, n, o, cur.Err, rand.Int64N)
-		return applyTransition(ctx, tx, r.ID, t, data, t.continues(), e.opts.Lease)
-	})
-	if err != nil {
-		return false, err
+		i := 0
+		for bounds[i] <= failed {
+			i++
+		}
+		o := r.classify(err)
+		r.observe(f.Locals[i], o, took)
+		known[f.Locals[i]] = o
 	}
-	return e.left(t), nil
 }
 
-// lock locks the saga row in tx and checks that it is still leased to this engine and at
-// the step, phase and attempt count of r.
-func (e *Engine) lock(ctx context.Context, tx pgx.Tx, r sagaRow) (sagaRow, error) {
-	cur, err := loadSaga(ctx, tx, r.ID, true)
-	if err != nil {
-		return cur, err
+// committed moves the runner to where commit f left the saga.
+func (r *runner) committed(f folded, data json.RawMessage, out written) {
+	r.inserted = true
+	r.data = data
+	r.at, r.delay, r.w = f.To, f.Delay, out
+	r.stepSince = out.StepSince
+	if f.Err != nil {
+		r.err = f.Err
 	}
-	if cur.LeaseOwner == nil || *cur.LeaseOwner != e.opts.Owner || cur.position != r.position {
-		return cur, errMoved
+	for _, w := range f.Records {
+		r.record(w)
 	}
-	return cur, nil
-}
-
-// left reports whether to go on with the saga after transition t; a saga left in backoff
-// is remembered so that the dispatcher wakes when it is due.
-func (e *Engine) left(t transition) bool {
+	if r.e.opts.Committed != nil {
+		r.e.opts.Committed(len(f.Locals))
+	}
 	switch {
-	case t.continues():
-		return true
-	case !t.To.State.Terminal():
-		e.noteDue(time.Now().Add(t.Delay))
+	case f.To.State.Terminal():
+		r.e.waiters.wake(r.id)
+	case f.Delay > 0:
+		r.e.noteDue(time.Now().Add(f.Delay))
 	}
-	return false
 }
 
-// observe tells the observer, if any, about an attempt of r's current step.
-func (e *Engine) observe(r sagaRow, d *Definition, o Outcome, took time.Duration) {
-	if e.opts.Observer == nil || r.Step >= len(d.Steps) {
+// record applies a history write to the runner's copy of the history, as queueSteps does
+// to the table.
+func (r *runner) record(w stepWrite) {
+	rec := StepRecord{Name: w.Name, Phase: w.Phase, Status: w.Status, Attempts: w.Attempts, Error: w.Err}
+	for i := len(r.steps) - 1; i >= 0; i-- {
+		s := &r.steps[i]
+		if s.Name == w.Name && s.Phase == w.Phase && s.Status == statusPending {
+			if w.Status == statusDone {
+				rec.Error = nil
+			} else if rec.Error == nil {
+				rec.Error = s.Error
+			}
+			*s = rec
+			return
+		}
+	}
+	r.steps = append(r.steps, rec)
+}
+
+func (r *runner) snapshot() Snapshot {
+	return Snapshot{
+		ID: r.id, Kind: r.kind, State: r.at.State, Input: r.input, Data: r.data, Error: r.err,
+		Steps: append([]StepRecord(nil), r.steps...), CreatedAt: r.w.CreatedAt, UpdatedAt: r.w.UpdatedAt,
+	}
+}
+
+// classify says what the failure of a local action's statement means.
+func (r *runner) classify(err error) Outcome {
+	if r.d.Classify != nil {
+		if o, ok := r.d.Classify(err); ok {
+			return o
+		}
+	}
+	return Retry(err)
+}
+
+// observe tells the observer, if any, about an attempt of the action at p.
+func (r *runner) observe(p position, o Outcome, took time.Duration) {
+	if r.e.opts.Observer == nil || p.Step >= len(r.d.Steps) {
 		return
 	}
-	e.opts.Observer.ObserveStep(r.Kind, d.Steps[r.Step].Name, r.Phase, o.Kind, took)
+	r.e.opts.Observer.ObserveStep(r.kind, r.d.Steps[p.Step].Name, p.Phase, o.Kind, took)
 }
 
-// call runs a step, turning a panic into a retryable outcome.
-func call(f func() Outcome) (o Outcome) {
+// countResults wraps the result handlers of b's statements so that the returned counter
+// says how many succeeded: after a failed send, the index of the statement that failed.
+func countResults(b *pgx.Batch) *int {
+	n := new(int)
+	for _, qq := range b.QueuedQueries {
+		fn := qq.Fn
+		qq.Fn = func(br pgx.BatchResults) error {
+			var err error
+			if fn == nil {
+				_, err = br.Exec()
+			} else {
+				err = fn(br)
+			}
+			if err == nil {
+				*n++
+			}
+			return err
+		}
+	}
+	return n
+}
+
+// protect runs a step, turning a panic into a retryable outcome.
+func protect(f func() Outcome) (o Outcome) {
 	defer func() {
 		if p := recover(); p != nil {
 			o = Retry(fmt.Errorf("step panicked: %v", p))

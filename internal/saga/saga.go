@@ -1,30 +1,40 @@
 // Package saga is a generic, durable, orchestrated saga engine on PostgreSQL. It knows
 // nothing of wallets: a saga is an ordered list of steps, each with an action and an optional
-// compensation, run by runners that claim due sagas with FOR UPDATE SKIP LOCKED and a lease.
+// compensation.
 //
-// Local steps run inside a pgx transaction in which the engine also records the step and
-// advances the saga, so a local step is applied exactly once whatever crashes. Remote steps
-// get an idempotency key (saga id + step) and are retried with exponential backoff and
-// jitter up to a limit, each attempt bounded by a timeout. Compensations run in reverse order
-// and are retried too; when they are exhausted the saga enters NeedsAttention.
+// A saga runs inline: Start commits it (in one round trip, together with the caller's own
+// statements and every local step up to the first remote one) holding a lease, and the
+// caller's goroutine then drives it (Drive, or Go in the background) to its end or to its first
+// backoff. Each remote call is followed by exactly one commit, which records the outcome and
+// runs every local step that follows it, forward or compensating, up to the next remote call
+// (whose attempt it counts) or the end. Every commit is a single pgx.Batch, so a single round
+// trip and one implicit transaction; its first statement is the engine's update of the saga,
+// fenced: it fails unless the runner still holds the saga's fence, so a runner whose lease
+// was taken over changes nothing. Run is for recovery only: it claims, in batches with FOR
+// UPDATE SKIP LOCKED, the sagas whose lease expired (a runner died) or whose backoff is due.
+//
+// Local steps queue their statements in the commit that records them; a statement that fails
+// (a CHECK constraint, say) rolls the whole commit back, the Definition's Classify says what
+// the error means, and the commit is planned and sent again with that outcome. So a local
+// step is applied exactly once whatever crashes, with its saga state change in the same
+// transaction. Remote steps get an idempotency key (saga id + step) and are retried forward
+// with capped exponential backoff and jitter for the Definition's Window, each attempt bounded
+// by a timeout; compensations run in reverse order and are retried likewise; a compensation
+// that fails for good or exhausts its window puts the saga in NeedsAttention.
 //
 // Which steps are compensated when a forward step fails:
 //
 //   - A step that returned Fail had a definite outcome: it did not take effect. Only the
 //     steps before it are compensated, latest first; with none, the saga is Failed.
-//   - A remote step that ran out of attempts (every attempt gave Retry, timed out, or was
+//   - A remote step that exhausted its window (every attempt gave Retry, timed out, or was
 //     lost in a crash) has no definite outcome: a call whose response was lost may have
 //     taken effect. Its own compensation runs first (with the key "<id>:<step>:compensate"),
 //     then those of the steps before it, latest first. A remote step without a compensation
 //     is taken to need no undoing.
-//   - A local step that ran out of attempts never committed, so it is not compensated.
+//   - A local step that exhausted its window never committed, so it is not compensated.
 //
 // A compensation may therefore run for a step that never took effect: each must be
 // idempotent and must succeed when there is nothing to undo.
-//
-// Wait and the runners share one dedicated connection per Engine, outside the pool's
-// MaxConns, that LISTENs for saga_due and saga_done; it is open while Run runs or a Wait is
-// in progress and closes when neither is (see Engine.Wait).
 //
 // This file is the contract other packages build against; engine.go implements it.
 package saga
@@ -68,7 +78,7 @@ type OutcomeKind int
 // The outcome kinds.
 const (
 	OutcomeDone  OutcomeKind = iota + 1 // the step is done; move on
-	OutcomeRetry                        // try again later (counts against the attempt limit)
+	OutcomeRetry                        // try again later, within the step's window
 	OutcomeFail                         // permanent failure: compensate what was done
 )
 
@@ -142,16 +152,23 @@ func (i *Instance) SetData(v any) error {
 	return nil
 }
 
-// LocalFunc is a local step: it does its work in tx, which the engine commits together with
-// the step record and the saga's advance. Returning anything but Done rolls tx back.
-type LocalFunc func(ctx context.Context, tx pgx.Tx, s *Instance) Outcome
+// LocalFunc is a local step: it queues its statements on b, which the engine sends in the
+// transaction that records the step, after its own fenced update of the saga and before the
+// commit. It must change the database only through those statements, and a statement must
+// fail (a constraint, an overflow) when the step cannot take effect: the engine then rolls
+// the transaction back and asks the Definition's Classify what the error means. It may read
+// s and call s.SetData; it must not block. It returns Done once it has queued its
+// statements, or, queueing nothing, another outcome it can tell without the database (an
+// input that does not decode).
+type LocalFunc func(s *Instance, b *pgx.Batch) Outcome
 
 // RemoteFunc is a remote step: it calls another party with idempotencyKey, which is stable
 // across retries and crashes (StepKey for an action, StepKey + CompensateSuffix for a
 // compensation). ctx carries the per-attempt timeout. It returns Fail only when it knows the
 // call did not and will not take effect (e.g. a declined card); when in doubt (a timeout, a
-// lost response) it returns Retry, and once the attempts run out the engine compensates the
-// step itself too.
+// lost response) it returns Retry: the engine asks again with the same key, which for a
+// remote party that honours keys is the status query, and once the window is exhausted it
+// compensates the step itself too.
 type RemoteFunc func(ctx context.Context, idempotencyKey string, s *Instance) Outcome
 
 // CompensateSuffix ends the idempotency key of a compensation: StepKey(id, step) +
@@ -194,13 +211,19 @@ type Step struct {
 type Definition struct {
 	Kind  string
 	Steps []Step
-	// MaxAttempts bounds the attempts of each step and each compensation (default 5).
-	MaxAttempts int
+	// Window is how long the attempts of one step or compensation may go on (retrying with
+	// backoff) before it counts as exhausted (default 10 minutes).
+	Window time.Duration
 	// AttemptTimeout bounds one attempt of a remote step (default 5s).
 	AttemptTimeout time.Duration
 	// BackoffBase and BackoffMax shape the exponential backoff with jitter between attempts
-	// (defaults 100ms and 5s).
+	// (defaults 100ms and 30s).
 	BackoffBase, BackoffMax time.Duration
+	// Classify says what the failure of a local step's statement means: Fail with a code for
+	// a definite refusal (a CHECK constraint), Done for a step that had already taken effect,
+	// Retry for anything transient. Nil, or an error it does not recognise (ok=false),
+	// means Retry.
+	Classify func(err error) (o Outcome, ok bool)
 }
 
 // ErrorInfo is why a saga or step failed.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -36,38 +37,208 @@ func withTx(ctx context.Context, pool *pgxpool.Pool, fn func(pgx.Tx) error) (err
 	return nil
 }
 
-// sagaRow is a row of sagas.
-type sagaRow struct {
-	position
-	ID         int64
-	Kind       string
-	Input      json.RawMessage
-	Data       json.RawMessage
-	LeaseOwner *string
-	Due        bool // next_run_at <= now()
-	Err        *ErrorInfo
+// constraintFenceHeld is the CHECK constraint a fenced update violates when the runner no
+// longer holds the saga (see queueUpdate).
+const constraintFenceHeld = "sagas_fence_held"
+
+// isFenceLost reports whether err is a fenced update that found another runner's fence.
+func isFenceLost(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23514" && pe.ConstraintName == constraintFenceHeld
 }
 
-func (r *sagaRow) instance() *Instance {
-	return &Instance{ID: r.ID, Kind: r.Kind, Input: r.Input, Data: r.Data}
+// isTransient reports whether err is a deadlock or serialization failure: the same commit
+// may simply be sent again.
+func isTransient(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
 }
 
-const sagaColumns = `id, kind, state, step, phase, attempts, input, data, lease_owner,
-	next_run_at <= now(), error_code, error_message`
-
-func scanSaga(row pgx.Row) (sagaRow, error) {
-	var r sagaRow
-	var code, msg *string
-	err := row.Scan(&r.ID, &r.Kind, &r.State, &r.Step, &r.Phase, &r.Attempts, &r.Input, &r.Data,
-		&r.LeaseOwner, &r.Due, &code, &msg)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return r, ErrNotFound
-	}
+// allocateIDs takes n saga ids from the sagas' sequence in one round trip.
+func allocateIDs(ctx context.Context, pool *pgxpool.Pool, n int) ([]int64, error) {
+	rows, err := pool.Query(ctx, `SELECT nextval(pg_get_serial_sequence('sagas', 'id')) FROM generate_series(1, $1)`, n)
 	if err != nil {
-		return r, fmt.Errorf("saga: load: %w", err)
+		return nil, fmt.Errorf("saga: allocate ids: %w", err)
 	}
-	r.Err = errorInfo(code, msg)
-	return r, nil
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("saga: allocate ids: %w", err)
+	}
+	return ids, nil
+}
+
+// written is what a commit returned about the saga.
+type written struct {
+	CreatedAt, UpdatedAt, StepSince time.Time
+}
+
+// sagaWrite is the saga row one commit writes: the position it leaves the saga at, the data,
+// the error (nil: keep), how long until it is due, and whether the runner keeps the lease.
+type sagaWrite struct {
+	ID          int64
+	Kind        string
+	Input       json.RawMessage
+	Data        json.RawMessage
+	To          position
+	Err         *ErrorInfo
+	NewPosition bool
+	Due         time.Duration // until next_run_at: the lease when kept, the backoff otherwise
+	Keep        bool
+	Owner       string
+	Fence       int64 // the fence the runner holds (Start: the saga's first, 1)
+}
+
+func (w sagaWrite) errCols() (set bool, code, msg *string) {
+	if w.Err == nil {
+		return false, nil, nil
+	}
+	return true, &w.Err.Code, &w.Err.Message
+}
+
+// stepsSQL is the part of a saga's statement that writes the history of one commit (after
+// the CTE s, the saga's own insert or update): the first record updates the open (pending)
+// row of its step and phase if there is one, and every other record is a new row, numbered
+// after the saga's last. Its parameters are $14..$20, after the saga's 13.
+const stepsSQL = `
+, r AS (
+    SELECT * FROM unnest($14::int[], $15::text[], $16::text[], $17::text[], $18::int[], $19::text[], $20::text[])
+        WITH ORDINALITY AS r(step, name, phase, status, attempts, error_code, error_message, ord)
+), upd AS (
+    UPDATE saga_steps st SET status = r.status, attempts = r.attempts,
+        error_code = CASE WHEN r.status = 'done' THEN NULL ELSE COALESCE(r.error_code, st.error_code) END,
+        error_message = CASE WHEN r.status = 'done' THEN NULL ELSE COALESCE(r.error_message, st.error_message) END,
+        finished_at = CASE WHEN r.status = 'pending' THEN NULL ELSE now() END
+    FROM r
+    WHERE r.ord = 1 AND st.saga_id = $1 AND st.step = r.step AND st.phase = r.phase AND st.status = 'pending'
+    RETURNING 1
+), base AS (
+    SELECT COALESCE(max(seq), 0) AS last FROM saga_steps WHERE saga_id = $1
+), ins AS (
+    INSERT INTO saga_steps (saga_id, seq, step, name, phase, status, attempts, error_code, error_message, finished_at)
+    SELECT $1, base.last + row_number() OVER (ORDER BY r.ord), r.step, r.name, r.phase, r.status, r.attempts,
+        r.error_code, r.error_message, CASE WHEN r.status = 'pending' THEN NULL ELSE now() END
+    FROM r, base
+    WHERE NOT (r.ord = 1 AND EXISTS (SELECT 1 FROM upd))
+)
+SELECT created_at, updated_at, step_since FROM s`
+
+// stepArgs are the history parameters of stepsSQL, $14..$20.
+func stepArgs(recs []stepWrite) []any {
+	n := len(recs)
+	steps, names, phases, statuses := make([]int32, n), make([]string, n), make([]string, n), make([]string, n)
+	attempts := make([]int32, n)
+	codes, msgs := make([]*string, n), make([]*string, n)
+	for i, r := range recs {
+		steps[i], names[i], phases[i], statuses[i], attempts[i] = int32(r.Step), r.Name, r.Phase, r.Status, int32(r.Attempts)
+		if r.Err != nil {
+			codes[i], msgs[i] = &r.Err.Code, &r.Err.Message
+		}
+	}
+	return []any{steps, names, phases, statuses, attempts, codes, msgs}
+}
+
+// withSteps appends the history parameters to the saga's 13.
+func withSteps(args []any, recs []stepWrite) []any {
+	if len(args) != 13 {
+		panic(fmt.Sprintf("saga: %d saga parameters before the history's", len(args)))
+	}
+	return append(args, stepArgs(recs)...)
+}
+
+// queueInsert queues, as one statement, the insert of a new saga (Start's commit) and the
+// history of its first commit.
+func queueInsert(b *pgx.Batch, w sagaWrite, recs []stepWrite, out *written) {
+	_, code, msg := w.errCols()
+	var owner *string
+	if w.Keep {
+		owner = &w.Owner
+	}
+	b.Queue(`
+WITH s AS (
+    INSERT INTO sagas (id, kind, state, input, data, step, phase, attempts, error_code, error_message,
+                       next_run_at, lease_owner, fence, step_since)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, now() + make_interval(secs => $11), $12, $13::bigint, now())
+    RETURNING created_at, updated_at, step_since
+)`+stepsSQL,
+		withSteps([]any{w.ID, w.Kind, w.To.State, w.Input, w.Data, w.To.Step, w.To.Phase, w.To.Attempts, code, msg,
+			w.Due.Seconds(), owner, w.Fence}, recs)...,
+	).QueryRow(func(row pgx.Row) error { return row.Scan(&out.CreatedAt, &out.UpdatedAt, &out.StepSince) })
+}
+
+// queueUpdate queues, as one statement, a runner's update of its saga and the history of the
+// commit. It is fenced: when the saga's fence is no longer the one the runner holds (a
+// recovery runner claimed it after the lease expired), the update sets the fence to -1,
+// which the CHECK constraint sagas_fence_held refuses, and the whole commit fails
+// (isFenceLost) before any of its other statements.
+func queueUpdate(b *pgx.Batch, w sagaWrite, recs []stepWrite, out *written) {
+	set, code, msg := w.errCols()
+	b.Queue(`
+WITH s AS (
+    UPDATE sagas SET state = $3, step = $4, phase = $5, attempts = $6, data = $7,
+        error_code = CASE WHEN $8::boolean THEN $9 ELSE error_code END,
+        error_message = CASE WHEN $8::boolean THEN $10 ELSE error_message END,
+        step_since = CASE WHEN $11::boolean THEN now() ELSE step_since END,
+        next_run_at = now() + make_interval(secs => $12),
+        lease_owner = CASE WHEN $13::boolean THEN lease_owner END,
+        fence = CASE WHEN fence = $2::bigint THEN fence ELSE -1 END,
+        updated_at = now()
+    WHERE id = $1
+    RETURNING created_at, updated_at, step_since
+)`+stepsSQL,
+		withSteps([]any{w.ID, w.Fence, w.To.State, w.To.Step, w.To.Phase, w.To.Attempts, w.Data, set, code, msg,
+			w.NewPosition, w.Due.Seconds(), w.Keep}, recs)...,
+	).QueryRow(func(row pgx.Row) error { return row.Scan(&out.CreatedAt, &out.UpdatedAt, &out.StepSince) })
+}
+
+// claimed is a saga a recovery runner took over.
+type claimed struct {
+	position
+	ID        int64
+	Kind      string
+	Input     json.RawMessage
+	Data      json.RawMessage
+	Fence     int64
+	StepSince time.Time
+	Err       *ErrorInfo
+}
+
+// claimSagas leases to owner up to limit sagas of the given kinds that are due (backoff over)
+// or whose lease expired, skipping rows others hold locked and the ids in exclude: a new
+// fence each, and the attempt they are about to make counted.
+func claimSagas(ctx context.Context, pool *pgxpool.Pool, owner string, lease time.Duration, kinds []string, exclude []int64, limit int) ([]claimed, error) {
+	rows, err := pool.Query(ctx, `
+WITH due AS (
+    SELECT id FROM sagas
+    WHERE state IN ('running', 'compensating') AND next_run_at <= now()
+      AND kind = ANY($3) AND id <> ALL($4)
+    ORDER BY next_run_at
+    LIMIT $5
+    FOR UPDATE SKIP LOCKED
+), c AS (
+    UPDATE sagas s SET lease_owner = $1, next_run_at = now() + make_interval(secs => $2),
+        fence = s.fence + 1, attempts = s.attempts + 1, updated_at = now()
+    FROM due WHERE s.id = due.id
+    RETURNING s.id, s.kind, s.state, s.step, s.phase, s.attempts, s.input, s.data, s.fence, s.step_since,
+        s.error_code, s.error_message
+), h AS (
+    UPDATE saga_steps st SET attempts = c.attempts
+    FROM c WHERE st.saga_id = c.id AND st.step = c.step AND st.phase = c.phase AND st.status = 'pending'
+)
+SELECT * FROM c`, owner, lease.Seconds(), kinds, exclude, limit)
+	if err != nil {
+		return nil, fmt.Errorf("saga: claim: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (claimed, error) {
+		var c claimed
+		var code, msg *string
+		err := row.Scan(&c.ID, &c.Kind, &c.State, &c.Step, &c.Phase, &c.Attempts, &c.Input, &c.Data, &c.Fence, &c.StepSince, &code, &msg)
+		c.Err = errorInfo(code, msg)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("saga: claim: %w", err)
+	}
+	return out, nil
 }
 
 func errorInfo(code, msg *string) *ErrorInfo {
@@ -84,147 +255,8 @@ func errorInfo(code, msg *string) *ErrorInfo {
 	return &e
 }
 
-// insertSaga adds a running saga, due now, and wakes runners once tx commits.
-func insertSaga(ctx context.Context, tx pgx.Tx, kind string, input []byte) (int64, error) {
-	var id int64
-	if err := tx.QueryRow(ctx, `INSERT INTO sagas (kind, input) VALUES ($1, $2) RETURNING id`, kind, input).Scan(&id); err != nil {
-		return 0, fmt.Errorf("saga: insert: %w", err)
-	}
-	if _, err := tx.Exec(ctx, `SELECT pg_notify('saga_due', $1::bigint::text)`, id); err != nil {
-		return 0, fmt.Errorf("saga: notify: %w", err)
-	}
-	return id, nil
-}
-
-// claimSagas leases up to limit due sagas of the given kinds to owner, skipping rows other
-// runners hold and the ids in exclude (those this engine is already working on).
-func claimSagas(ctx context.Context, pool *pgxpool.Pool, owner string, lease time.Duration, kinds []string, exclude []int64, limit int) ([]int64, error) {
-	rows, err := pool.Query(ctx, `
-		UPDATE sagas s SET lease_owner = $1, lease_until = now() + make_interval(secs => $2)
-		FROM (
-			SELECT id FROM sagas
-			WHERE state IN ('running', 'compensating') AND next_run_at <= now()
-			  AND (lease_until IS NULL OR lease_until < now())
-			  AND kind = ANY($3) AND id <> ALL($4)
-			ORDER BY next_run_at
-			LIMIT $5
-			FOR UPDATE SKIP LOCKED
-		) due
-		WHERE s.id = due.id
-		RETURNING s.id`, owner, lease.Seconds(), kinds, exclude, limit)
-	if err != nil {
-		return nil, fmt.Errorf("saga: claim: %w", err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return nil, fmt.Errorf("saga: claim: %w", err)
-	}
-	return ids, nil
-}
-
-// loadSaga reads a saga from the pool or a transaction; with lock (in a transaction), it
-// also locks the row until the transaction ends.
-func loadSaga(ctx context.Context, q interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}, id int64, lock bool) (sagaRow, error) {
-	sql := `SELECT ` + sagaColumns + ` FROM sagas WHERE id = $1`
-	if lock {
-		sql += ` FOR UPDATE`
-	}
-	return scanSaga(q.QueryRow(ctx, sql, id))
-}
-
-// extendLease pushes owner's lease forward; false means owner no longer holds it.
-func extendLease(ctx context.Context, pool *pgxpool.Pool, id int64, owner string, lease time.Duration) (bool, error) {
-	tag, err := pool.Exec(ctx, `UPDATE sagas SET lease_until = now() + make_interval(secs => $3)
-		WHERE id = $1 AND lease_owner = $2`, id, owner, lease.Seconds())
-	if err != nil {
-		return false, fmt.Errorf("saga: extend lease: %w", err)
-	}
-	return tag.RowsAffected() == 1, nil
-}
-
-// releaseLease gives up owner's lease, if owner still holds it.
-func releaseLease(ctx context.Context, pool *pgxpool.Pool, id int64, owner string) error {
-	if _, err := pool.Exec(ctx, `UPDATE sagas SET lease_owner = NULL, lease_until = NULL
-		WHERE id = $1 AND lease_owner = $2`, id, owner); err != nil {
-		return fmt.Errorf("saga: release lease: %w", err)
-	}
-	return nil
-}
-
-// countAttempt records, before a remote call, that attempt number n of the current step
-// has begun.
-func countAttempt(ctx context.Context, tx pgx.Tx, r *sagaRow, name string, n int) error {
-	if _, err := tx.Exec(ctx, `UPDATE sagas SET attempts = $2, updated_at = now() WHERE id = $1`, r.ID, n); err != nil {
-		return fmt.Errorf("saga: count attempt: %w", err)
-	}
-	return writeStep(ctx, tx, r.ID, stepWrite{Step: r.Step, Name: name, Phase: r.Phase, Status: statusPending, Attempts: n})
-}
-
-// writeStep updates the open history row of the step and phase, or starts a new one.
-func writeStep(ctx context.Context, tx pgx.Tx, id int64, w stepWrite) error {
-	var code, msg *string
-	if w.Err != nil {
-		code, msg = &w.Err.Code, &w.Err.Message
-	}
-	_, err := tx.Exec(ctx, `
-		WITH upd AS (
-			UPDATE saga_steps SET status = $5, attempts = $6,
-				error_code = CASE WHEN $5 = 'done' THEN NULL ELSE COALESCE($7, error_code) END,
-				error_message = CASE WHEN $5 = 'done' THEN NULL ELSE COALESCE($8, error_message) END,
-				finished_at = CASE WHEN $5 = 'pending' THEN NULL ELSE now() END
-			WHERE saga_id = $1 AND step = $2 AND phase = $4 AND status = 'pending'
-			RETURNING 1
-		)
-		INSERT INTO saga_steps (saga_id, seq, step, name, phase, status, attempts, error_code, error_message, finished_at)
-		SELECT $1, COALESCE((SELECT max(seq) FROM saga_steps WHERE saga_id = $1), 0) + 1,
-			$2, $3, $4, $5, $6, $7, $8, CASE WHEN $5 = 'pending' THEN NULL ELSE now() END
-		WHERE NOT EXISTS (SELECT 1 FROM upd)`,
-		id, w.Step, w.Name, w.Phase, w.Status, w.Attempts, code, msg)
-	if err != nil {
-		return fmt.Errorf("saga: write step %q: %w", w.Name, err)
-	}
-	return nil
-}
-
-// applyTransition writes t to the saga (locked by tx) with data, and its history. With
-// keep, owner keeps the lease (extended); otherwise the lease is released. A terminal
-// state notifies saga_done on commit.
-func applyTransition(ctx context.Context, tx pgx.Tx, id int64, t transition, data json.RawMessage, keep bool, lease time.Duration) error {
-	for _, w := range t.Records {
-		if err := writeStep(ctx, tx, id, w); err != nil {
-			return err
-		}
-	}
-	var code, msg *string
-	if t.Err != nil {
-		code, msg = &t.Err.Code, &t.Err.Message
-	}
-	_, err := tx.Exec(ctx, `
-		UPDATE sagas SET state = $2, step = $3, phase = $4, attempts = $5,
-			next_run_at = now() + make_interval(secs => $6), data = $7,
-			error_code = CASE WHEN $8 THEN $9 ELSE error_code END,
-			error_message = CASE WHEN $8 THEN $10 ELSE error_message END,
-			lease_owner = CASE WHEN $11 THEN lease_owner END,
-			lease_until = CASE WHEN $11 THEN now() + make_interval(secs => $12) END,
-			updated_at = now()
-		WHERE id = $1`,
-		id, t.To.State, t.To.Step, t.To.Phase, t.To.Attempts, t.Delay.Seconds(), data,
-		t.Err != nil, code, msg, keep, lease.Seconds())
-	if err != nil {
-		return fmt.Errorf("saga: update: %w", err)
-	}
-	if t.To.State.Terminal() {
-		if _, err := tx.Exec(ctx, `SELECT pg_notify('saga_done', $1::bigint::text)`, id); err != nil {
-			return fmt.Errorf("saga: notify: %w", err)
-		}
-	}
-	return nil
-}
-
-// retrySaga sends a saga in NeedsAttention back to work on its current step with fresh
-// attempts, restoring the failure that started the compensation as its error.
+// retrySaga sends a saga in NeedsAttention back to work on its current step with a fresh
+// window, restoring the failure that started the compensation as its error.
 func retrySaga(ctx context.Context, tx pgx.Tx, id int64) error {
 	var state State
 	err := tx.QueryRow(ctx, `SELECT state FROM sagas WHERE id = $1 FOR UPDATE`, id).Scan(&state)
@@ -245,15 +277,12 @@ func retrySaga(ctx context.Context, tx pgx.Tx, id int64) error {
 		)
 		UPDATE sagas SET
 			state = CASE WHEN phase = 'forward' THEN 'running' ELSE 'compensating' END,
-			attempts = 0, next_run_at = now(), lease_owner = NULL, lease_until = NULL, updated_at = now(),
+			attempts = 0, next_run_at = now(), step_since = now(), lease_owner = NULL, updated_at = now(),
 			error_code = COALESCE((SELECT error_code FROM f), error_code),
 			error_message = COALESCE((SELECT error_message FROM f), error_message)
 		WHERE id = $1`, id)
 	if err != nil {
 		return fmt.Errorf("saga: retry: %w", err)
-	}
-	if _, err := tx.Exec(ctx, `SELECT pg_notify('saga_due', $1::bigint::text)`, id); err != nil {
-		return fmt.Errorf("saga: notify: %w", err)
 	}
 	return nil
 }
@@ -271,7 +300,7 @@ func resolveSaga(ctx context.Context, tx pgx.Tx, id int64) error {
 	if state != NeedsAttention {
 		return fmt.Errorf("%w (state %s)", ErrNotRetryable, state)
 	}
-	if _, err := tx.Exec(ctx, `UPDATE sagas SET state = 'resolved', lease_owner = NULL, lease_until = NULL, updated_at = now()
+	if _, err := tx.Exec(ctx, `UPDATE sagas SET state = 'resolved', lease_owner = NULL, updated_at = now()
 		WHERE id = $1`, id); err != nil {
 		return fmt.Errorf("saga: resolve: %w", err)
 	}
@@ -289,34 +318,6 @@ func countSagas(ctx context.Context, pool *pgxpool.Pool) ([]KindStateCount, erro
 		return nil, fmt.Errorf("saga: count: %w", err)
 	}
 	return out, nil
-}
-
-// The notification channels: saga_due carries the id of a saga that became due (started or
-// retried), saga_done that of a saga that reached a terminal state.
-const (
-	channelDue  = "saga_due"
-	channelDone = "saga_done"
-)
-
-// listen opens a connection of its own (configured as the pool's connections, but outside
-// the pool and its MaxConns) listening on both channels. The caller closes it.
-func listen(ctx context.Context, pool *pgxpool.Pool) (*pgx.Conn, error) {
-	conn, err := pgx.ConnectConfig(ctx, pool.Config().ConnConfig)
-	if err != nil {
-		return nil, fmt.Errorf("saga: listen: connect: %w", err)
-	}
-	if _, err := conn.Exec(ctx, "LISTEN "+channelDue+"; LISTEN "+channelDone); err != nil {
-		closeConn(ctx, conn)
-		return nil, fmt.Errorf("saga: listen: %w", err)
-	}
-	return conn, nil
-}
-
-// closeConn closes c, with a fresh timeout so that a cancelled ctx still says goodbye.
-func closeConn(ctx context.Context, c *pgx.Conn) {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-	defer cancel()
-	_ = c.Close(cctx)
 }
 
 // endedSagas returns those of ids that are in a terminal state or do not exist.

@@ -16,8 +16,8 @@ import (
 	"github.com/walletsaga/walletsaga/internal/wallet"
 )
 
-// env is a wallet service on a database of its own, with a running saga engine unless
-// asked otherwise.
+// env is a wallet service on a database of its own, with the saga engine's recovery running
+// unless asked otherwise (requests run their sagas inline either way).
 type env struct {
 	pool *pgxpool.Pool
 	eng  *saga.Engine
@@ -31,14 +31,21 @@ type envOptions struct {
 	merchant wallet.Merchant
 }
 
-// fastSteps keeps retries quick: flaky- orders need two backoffs.
-var fastSteps = wallet.StepTuning{MaxAttempts: 5, AttemptTimeout: 5 * time.Second, BackoffBase: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond}
+// fastSteps keeps retries quick: flaky- orders need two backoffs, and an uncertain step is
+// given up after three seconds (long enough that a loaded machine's slow attempt is not
+// taken for an outage).
+var fastSteps = wallet.StepTuning{Window: 3 * time.Second, AttemptTimeout: time.Second, BackoffBase: 5 * time.Millisecond, BackoffMax: 50 * time.Millisecond}
+
+// testEngine is a saga engine with a lease short enough that recovery tests need not wait.
+func testEngine(pool *pgxpool.Pool, owner string, log *slog.Logger) *saga.Engine {
+	return saga.New(pool, saga.Options{Owner: owner, Lease: 2 * time.Second, PollInterval: 50 * time.Millisecond, Workers: 16, Logger: log})
+}
 
 func newEnv(t *testing.T, o envOptions) *env {
 	t.Helper()
 	pool, _ := testdb.New(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	eng := saga.New(pool, saga.Options{PollInterval: 200 * time.Millisecond, Workers: 16, Logger: log})
+	eng := testEngine(pool, "", log)
 	gw, m := o.gateway, o.merchant
 	if gw == nil {
 		gw = wallet.NewSimGateway(pool, wallet.SimOptions{})
@@ -55,6 +62,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 		wg.Go(func() { _ = eng.Run(ctx) })
 	}
 	t.Cleanup(func() {
+		eng.Close()
 		cancel()
 		wg.Wait()
 	})

@@ -7,11 +7,13 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
+	"github.com/walletsaga/walletsaga/internal/saga"
 	"github.com/walletsaga/walletsaga/internal/wallet"
 	"github.com/walletsaga/walletsaga/internal/walletevent"
 )
@@ -27,13 +29,28 @@ func (e *env) apply(ctx context.Context, c wallet.Change) (wallet.Applied, error
 	return res, err
 }
 
-// sagaID starts a deposit saga that no runner will run, to own ledger rows in tests of the
-// balance primitive.
+// sagaID starts a deposit saga that nobody drives (its first commit only), to own ledger
+// rows in tests of the balance primitive.
 func (e *env) sagaID(t *testing.T, user int64) int64 {
 	t.Helper()
-	op, err := e.svc.Deposit(e.ctx, wallet.DepositRequest{UserID: user, Amount: 1})
+	st, err := e.eng.Start(e.ctx, wallet.KindDeposit, map[string]any{"user_id": user, "amount": 1, "currency": "CNY", "source": "card"}, nil)
 	require.NoError(t, err)
-	return op.ID
+	return st.ID()
+}
+
+// startDirect starts a saga of kind with input through the engine alone, past the request
+// checks of the service, and drives it inline, then lets recovery finish it.
+func (e *env) startDirect(t *testing.T, kind string, input any) saga.Snapshot {
+	t.Helper()
+	st, err := e.eng.Start(e.ctx, kind, input, nil)
+	require.NoError(t, err)
+	_, err = e.eng.Drive(e.ctx, st)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(e.ctx, 20*time.Second)
+	defer cancel()
+	s, err := e.eng.Wait(ctx, st.ID())
+	require.NoError(t, err)
+	return s
 }
 
 // Invariant 2: the CHECK constraint refuses a negative balance even to raw SQL.

@@ -13,10 +13,6 @@ import (
 	"github.com/walletsaga/walletsaga/internal/walletevent"
 )
 
-// NotifyChannel is the Postgres channel ApplyChange notifies (payload: the user id) when a
-// balance event is written; the notification is delivered when the transaction commits.
-const NotifyChannel = "wallet_events"
-
 // PendingEvent is an unpublished outbox row, ready to send.
 type PendingEvent struct {
 	ID     int64
@@ -27,13 +23,81 @@ type PendingEvent struct {
 	Keys   []string // the event id and "user:seq", for mqadmin look-ups
 }
 
-// OutboxStore is the relay's side of the transactional outbox (wallet_events).
+// OutboxStore is the relay's side of the transactional outbox (wallet_events): the relay
+// lock, the pending rows, and marking them published. All of its SQL is here.
 type OutboxStore struct {
-	pool *pgxpool.Pool
+	pool    *pgxpool.Pool
+	lockKey int64
+	poll    time.Duration
 }
 
-// NewOutboxStore returns the outbox store on pool.
-func NewOutboxStore(pool *pgxpool.Pool) *OutboxStore { return &OutboxStore{pool: pool} }
+// NewOutboxStore returns the outbox store on pool. lockKey is the Postgres advisory lock that
+// keeps one relay publishing per database; poll is how often a standby tries to take it, and
+// how often the leader checks that its session (which holds the lock) is alive.
+func NewOutboxStore(pool *pgxpool.Pool, lockKey int64, poll time.Duration) *OutboxStore {
+	if poll <= 0 {
+		poll = time.Second
+	}
+	return &OutboxStore{pool: pool, lockKey: lockKey, poll: poll}
+}
+
+// Lead blocks until this process holds the relay lock (a session-level advisory lock on a
+// connection taken out of the pool for it), or ctx ends. The returned context ends when the
+// session is lost (the lock with it); release gives the lock up.
+func (s *OutboxStore) Lead(ctx context.Context) (context.Context, func(), error) {
+	pc, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("wallet: relay lock: %w", err)
+	}
+	// The lock lives and dies with the session: the connection leaves the pool for good.
+	conn := pc.Hijack()
+	closeConn := func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = conn.Close(cctx)
+	}
+	for {
+		var got bool
+		if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, s.lockKey).Scan(&got); err != nil {
+			closeConn()
+			return nil, nil, fmt.Errorf("wallet: relay lock: %w", err)
+		}
+		if got {
+			break
+		}
+		t := time.NewTimer(s.poll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			closeConn()
+			return nil, nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+	lctx, cancel := context.WithCancelCause(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(s.poll)
+		defer t.Stop()
+		for {
+			select {
+			case <-lctx.Done():
+				return
+			case <-t.C:
+			}
+			if err := conn.Ping(lctx); err != nil && lctx.Err() == nil {
+				cancel(fmt.Errorf("the relay lock's session was lost: %w", err))
+				return
+			}
+		}
+	}()
+	return lctx, func() {
+		cancel(nil)
+		<-done
+		closeConn()
+	}, nil
+}
 
 // Pending returns up to limit unpublished events, oldest first. The result holds, for each
 // user, a prefix of that user's unpublished events in seq order: ids grow with seq within a

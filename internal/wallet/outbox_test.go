@@ -1,11 +1,9 @@
 package wallet_test
 
 import (
-	"context"
 	"fmt"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -27,7 +25,7 @@ func TestOutboxPendingAndMarkPublished(t *testing.T) {
 			require.NoError(t, err)
 		}
 	}
-	out := wallet.NewOutboxStore(e.pool)
+	out := wallet.NewOutboxStore(e.pool, 1, 0)
 	pend, err := out.Pending(e.ctx, 100)
 	require.NoError(t, err)
 	require.Len(t, pend, 6)
@@ -92,26 +90,4 @@ func TestOutboxPendingAndMarkPublished(t *testing.T) {
 	require.Empty(t, rest, "the batch marked every remaining event")
 	require.NoError(t, out.MarkPublishedBatch(e.ctx, ids, msgIDs), "marking twice is fine")
 	require.ErrorIs(t, out.MarkPublishedBatch(e.ctx, []int64{ids[0], 1 << 40}, []string{"a", "b"}), wallet.ErrUnknownEvent)
-}
-
-// A balance change notifies the relay's channel with the user id, on commit.
-func TestOutboxNotifiesOnCommit(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t, envOptions{noRunner: true})
-	u := e.user(t)
-	id := e.sagaID(t, u)
-	conn, err := e.pool.Acquire(e.ctx)
-	require.NoError(t, err)
-	defer conn.Release()
-	_, err = conn.Exec(e.ctx, "LISTEN "+wallet.NotifyChannel)
-	require.NoError(t, err)
-	_, err = e.apply(e.ctx, wallet.Change{UserID: u, SagaID: id, Step: "credit", Amount: 5, Kind: walletevent.Deposit})
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(e.ctx, 5*time.Second)
-	defer cancel()
-	n, err := conn.Conn().WaitForNotification(ctx)
-	require.NoError(t, err)
-	require.Equal(t, strconv.FormatInt(u, 10), n.Payload)
-	_, err = conn.Exec(e.ctx, "UNLISTEN *")
-	require.NoError(t, err)
 }

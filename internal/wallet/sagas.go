@@ -9,7 +9,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/walletsaga/walletsaga/internal/apperr"
 	"github.com/walletsaga/walletsaga/internal/saga"
 	"github.com/walletsaga/walletsaga/internal/walletevent"
 )
@@ -70,7 +69,9 @@ type transferInput struct {
 
 // StepTuning is passed to every definition; zero fields take the engine's defaults.
 type StepTuning struct {
-	MaxAttempts             int
+	// Window is how long a remote step whose outcome is uncertain is asked again (same
+	// key) before it is compensated; compensations get as long before an operator is needed.
+	Window                  time.Duration
 	AttemptTimeout          time.Duration
 	BackoffBase, BackoffMax time.Duration
 }
@@ -79,7 +80,8 @@ type StepTuning struct {
 // for their remote steps.
 func Definitions(gw PaymentGateway, m Merchant, t StepTuning) []saga.Definition {
 	tune := func(d saga.Definition) saga.Definition {
-		d.MaxAttempts, d.AttemptTimeout, d.BackoffBase, d.BackoffMax = t.MaxAttempts, t.AttemptTimeout, t.BackoffBase, t.BackoffMax
+		d.Window, d.AttemptTimeout, d.BackoffBase, d.BackoffMax = t.Window, t.AttemptTimeout, t.BackoffBase, t.BackoffMax
+		d.Classify = classifyChange
 		return d
 	}
 	return []saga.Definition{
@@ -131,12 +133,13 @@ func depositDefinition(gw PaymentGateway) saga.Definition {
 // nothing to undo) → place the order (remote). Compensation of the debit: refund the wallet,
 // a balance change with its own event.
 //
-// When placing the order runs out of attempts, the merchant may have placed it. The engine
-// then compensates place_order itself first: cancel the order by its key. If the merchant
-// had no order, the key is cancelled (a late PlaceOrder is rejected) and the wallet is
-// refunded. If the order stands and cannot be cancelled, the compensation fails for good and
-// the saga goes to needs_attention with the wallet still debited: the purchase may well have
-// happened, and only an operator can tell; the money is neither lost nor refunded twice.
+// An unanswered PlaceOrder is asked again with the same key (the merchant's status query)
+// for the whole retry window. Only when the window is exhausted does the engine compensate
+// place_order itself: cancel the order by its key. If the merchant had no order, the key is
+// cancelled (a late PlaceOrder is rejected) and the wallet is refunded. If the order stands
+// and cannot be cancelled, the compensation fails for good and the saga goes to
+// needs_attention with the wallet still debited: the purchase may well have happened, and
+// only an operator can tell; the money is neither lost nor refunded twice.
 func purchaseDefinition(m Merchant) saga.Definition {
 	return saga.Definition{Kind: KindPurchase, Steps: []saga.Step{
 		{
@@ -172,13 +175,15 @@ func purchaseDefinition(m Merchant) saga.Definition {
 }
 
 // transferDefinition: debit the payer (transfer_out) → credit the payee (transfer_in).
-// Compensation of the debit: credit the payer back (reversal).
+// Compensation of the debit: credit the payer back (reversal). Both steps are local, so the
+// whole transfer is one commit; the debit first locks both wallets in user-id order, so two
+// opposite transfers cannot deadlock.
 func transferDefinition() saga.Definition {
 	return saga.Definition{Kind: KindTransfer, Steps: []saga.Step{
 		{
 			Name: stepDebit,
 			Do: balanceStep(stepDebit, func(in transferInput) Change {
-				return Change{UserID: in.From, Amount: -in.Amount, Kind: walletevent.TransferOut}
+				return Change{UserID: in.From, Amount: -in.Amount, Kind: walletevent.TransferOut, LockFirst: []int64{in.From, in.To}}
 			}),
 			Compensate: balanceStep(ledgerReversal, func(in transferInput) Change {
 				return Change{UserID: in.From, Amount: in.Amount, Kind: walletevent.Reversal}
@@ -194,16 +199,18 @@ func transferDefinition() saga.Definition {
 }
 
 // balanceStep is a local step that applies one balance change, derived from the saga's
-// input by change (which sets UserID, Amount and Kind), as ledger step name step.
+// input by change (which sets UserID, Amount and Kind), as ledger step name step: one
+// statement in the commit that records the step (see QueueChange).
 func balanceStep[In any](step string, change func(in In) Change) saga.Action {
-	return saga.Local(func(ctx context.Context, tx pgx.Tx, s *saga.Instance) saga.Outcome {
+	return saga.Local(func(s *saga.Instance, b *pgx.Batch) saga.Outcome {
 		var in In
 		if o, ok := decodeInput(s, &in); !ok {
 			return o
 		}
 		c := change(in)
 		c.SagaID, c.Step = s.ID, step
-		return changeOutcome(ApplyChange(ctx, tx, c))
+		QueueChange(b, c, nil)
+		return saga.Done()
 	})
 }
 
@@ -215,19 +222,18 @@ func decodeInput(s *saga.Instance, v any) (saga.Outcome, bool) {
 	return saga.Outcome{}, true
 }
 
-// changeOutcome turns ApplyChange's result into a step outcome. A change already applied
-// (Applied=false, nil error) is done: the step must not apply twice.
-func changeOutcome(_ Applied, err error) saga.Outcome {
+// classifyChange says what the failure of a balance change's statement means (the
+// Definition's Classify): a change that had already been applied is done; a refusal is a
+// definite failure with its code; anything else is not recognised (retry).
+func classifyChange(err error) (saga.Outcome, bool) {
+	err = changeError(err)
 	switch {
 	case err == nil:
-		return saga.Done()
+		return saga.Done(), true
 	case errors.Is(err, ErrInsufficientFunds):
-		return saga.Fail(CodeInsufficientFunds, errors.New("insufficient funds"))
+		return saga.Fail(CodeInsufficientFunds, errors.New("insufficient funds")), true
 	case errors.Is(err, ErrBalanceOverflow):
-		return saga.Fail(CodeBalanceOverflow, errors.New("the balance would exceed its maximum"))
+		return saga.Fail(CodeBalanceOverflow, errors.New("the balance would exceed its maximum")), true
 	}
-	if apperr.CodeOf(err) == apperr.NotFound {
-		return saga.Fail("not_found", err)
-	}
-	return saga.Retry(err)
+	return saga.Outcome{}, false
 }

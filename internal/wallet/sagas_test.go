@@ -77,20 +77,18 @@ func TestDepositDeclinedFails(t *testing.T) {
 }
 
 // A credit that cannot apply (the balance would overflow) compensates: the charge is
-// refunded at the gateway. The request-time check passed; the wallet filled up between it
-// and the credit step (here by hand, before the engine runs), whose own check holds.
+// refunded at the gateway. The request-time check would refuse such a deposit; here the
+// wallet is full when the saga starts (as when a concurrent credit filled it after the
+// check), and the credit step's own check, under the row lock, holds.
 func TestDepositCreditFailureRefundsCharge(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{noRunner: true})
+	e := newEnv(t, envOptions{})
 	u := e.user(t)
-	op, err := e.svc.Deposit(e.ctx, wallet.DepositRequest{UserID: u, Amount: 100})
+	_, err := e.pool.Exec(e.ctx, `UPDATE wallets SET balance = $2 WHERE user_id = $1`, u, int64(math.MaxInt64-10))
 	require.NoError(t, err)
-	_, err = e.pool.Exec(e.ctx, `UPDATE wallets SET balance = $2 WHERE user_id = $1`, u, int64(math.MaxInt64-10))
-	require.NoError(t, err)
-	e.runEngine(t)
-	op = e.wait(t, op.ID)
-	require.Equal(t, saga.Compensated, op.State)
-	require.Equal(t, wallet.CodeBalanceOverflow, op.Error.Code)
+	s := e.startDirect(t, wallet.KindDeposit, map[string]any{"user_id": u, "amount": 100, "currency": "CNY", "source": "card"})
+	require.Equal(t, saga.Compensated, s.State)
+	require.Equal(t, wallet.CodeBalanceOverflow, s.Error.Code)
 	var status string
 	require.NoError(t, e.pool.QueryRow(e.ctx, `SELECT status FROM sim_charges`).Scan(&status))
 	require.Equal(t, "refunded", status)
@@ -181,23 +179,18 @@ func TestTransferCompletes(t *testing.T) {
 	e.checkInvariants(t, b)
 }
 
-// As for deposits: the payee's wallet fills up after the request-time check, the credit
-// step refuses, and the payer is credited back.
+// As for deposits: the payee's wallet is full when the transfer starts, the credit refuses,
+// and the payer is credited back, all in the transfer's one commit.
 func TestTransferCreditFailureReverses(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{noRunner: true})
+	e := newEnv(t, envOptions{})
 	a, b := e.user(t), e.user(t)
-	stop := e.runEngine(t)
 	e.fund(t, a, 10000)
-	stop()
-	op, err := e.svc.Transfer(e.ctx, wallet.TransferRequest{From: a, To: b, Amount: 2500})
+	_, err := e.pool.Exec(e.ctx, `UPDATE wallets SET balance = $2 WHERE user_id = $1`, b, int64(math.MaxInt64-1))
 	require.NoError(t, err)
-	_, err = e.pool.Exec(e.ctx, `UPDATE wallets SET balance = $2 WHERE user_id = $1`, b, int64(math.MaxInt64-1))
-	require.NoError(t, err)
-	e.runEngine(t)
-	op = e.wait(t, op.ID)
-	require.Equal(t, saga.Compensated, op.State)
-	require.Equal(t, wallet.CodeBalanceOverflow, op.Error.Code)
+	s := e.startDirect(t, wallet.KindTransfer, map[string]any{"from": a, "to": b, "amount": 2500, "currency": "CNY"})
+	require.Equal(t, saga.Compensated, s.State)
+	require.Equal(t, wallet.CodeBalanceOverflow, s.Error.Code)
 	require.Equal(t, wallet.Money(10000), e.balance(t, a))
 	require.Equal(t, []walletevent.Kind{walletevent.Deposit, walletevent.TransferOut, walletevent.Reversal}, e.kinds(t, a))
 	e.checkInvariants(t, a)
@@ -208,7 +201,7 @@ func TestTransferCreditFailureReverses(t *testing.T) {
 // up to the limit is fine.
 func TestCreditThatWouldOverflowIsRefusedUpFront(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{noRunner: true})
+	e := newEnv(t, envOptions{})
 	a, b := e.user(t), e.user(t)
 	_, err := e.pool.Exec(e.ctx, `UPDATE wallets SET balance = $2 WHERE user_id = $1`, b, int64(wallet.MaxBalance-5))
 	require.NoError(t, err)
@@ -329,7 +322,7 @@ func TestDepositGatewayDownCompensatesAfterRetries(t *testing.T) {
 	op = e.wait(t, op.ID)
 	require.Equal(t, saga.Compensated, op.State)
 	require.Equal(t, saga.CodeAttemptsExhausted, op.Error.Code)
-	require.Equal(t, fastSteps.MaxAttempts, op.Steps[0].Attempts)
+	require.Greater(t, op.Steps[0].Attempts, 1, "asked again for the whole window")
 	require.Equal(t, []string{"charge/forward/failed", "charge/compensate/done"}, stepStatuses(op))
 	require.Equal(t, wallet.Money(0), e.balance(t, u))
 }
@@ -351,8 +344,8 @@ func (g chargeThenHang) Charge(ctx context.Context, key string, user int64, amou
 }
 
 // A runner stopped mid-step (after the remote charge, before recording it): another
-// engine resumes the saga from the database with the same idempotency key, so the user is
-// charged once and credited once.
+// engine resumes the saga from the database with the same idempotency key once the lease
+// expires, so the user is charged once and credited once.
 func TestDepositResumesAfterRunnerStopsMidStep(t *testing.T) {
 	t.Parallel()
 	pool, _ := testdb.New(t)
@@ -361,10 +354,10 @@ func TestDepositResumesAfterRunnerStopsMidStep(t *testing.T) {
 	m := wallet.NewSimMerchant(pool, wallet.SimOptions{})
 	hang := chargeThenHang{SimGateway: sim, charged: make(chan struct{})}
 
-	engA := saga.New(pool, saga.Options{Owner: "a", Logger: log, PollInterval: 100 * time.Millisecond})
+	engA := testEngine(pool, "a", log)
 	svcA, err := wallet.NewService(pool, engA, hang, m, wallet.Options{Logger: log, Steps: fastSteps})
 	require.NoError(t, err)
-	engB := saga.New(pool, saga.Options{Owner: "b", Logger: log, PollInterval: 100 * time.Millisecond})
+	engB := testEngine(pool, "b", log)
 	svcB, err := wallet.NewService(pool, engB, sim, m, wallet.Options{Logger: log, Steps: fastSteps})
 	require.NoError(t, err)
 
@@ -372,23 +365,18 @@ func TestDepositResumesAfterRunnerStopsMidStep(t *testing.T) {
 	defer cancel()
 	u, _, err := svcA.CreateUser(ctx, wallet.NewUser{Name: "u", Phone: "+8613800138000"})
 	require.NoError(t, err)
-	op, err := svcA.Deposit(ctx, wallet.DepositRequest{UserID: u.ID, Amount: 4200})
+	op, err := svcA.Deposit(ctx, wallet.DepositRequest{UserID: u.ID, Amount: 4200, Background: true})
 	require.NoError(t, err)
-
-	ctxA, stopA := context.WithCancel(ctx)
-	doneA := make(chan struct{})
-	go func() { defer close(doneA); _ = engA.Run(ctxA) }()
 	select {
 	case <-hang.charged:
 	case <-ctx.Done():
 		t.Fatal("runner A never charged")
 	}
-	stopA()
-	<-doneA
+	engA.Close() // runner A stops with the charge made and not recorded
 
 	var wg sync.WaitGroup
 	ctxB, stopB := context.WithCancel(ctx)
-	defer func() { stopB(); wg.Wait() }()
+	defer func() { stopB(); engB.Close(); wg.Wait() }()
 	wg.Go(func() { _ = engB.Run(ctxB) })
 	wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
 	defer wcancel()
@@ -413,14 +401,14 @@ func TestUnreliableRemotesStayExactlyOnce(t *testing.T) {
 	pool, _ := testdb.New(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	flaky := wallet.SimOptions{FailureRate: 0.33}
-	eng := saga.New(pool, saga.Options{Logger: log, PollInterval: 100 * time.Millisecond, Workers: 16})
+	eng := testEngine(pool, "", log)
 	steps := fastSteps
-	steps.MaxAttempts = 20
+	steps.Window = 20 * time.Second
 	svc, err := wallet.NewService(pool, eng, wallet.NewSimGateway(pool, flaky), wallet.NewSimMerchant(pool, flaky), wallet.Options{Logger: log, Steps: steps})
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	var wg sync.WaitGroup
-	defer func() { cancel(); wg.Wait() }()
+	defer func() { eng.Close(); cancel(); wg.Wait() }()
 	wg.Go(func() { _ = eng.Run(ctx) })
 	e := &env{pool: pool, eng: eng, svc: svc, ctx: ctx}
 
@@ -447,4 +435,95 @@ func TestUnreliableRemotesStayExactlyOnce(t *testing.T) {
 	require.Equal(t, 10, orders)
 	require.Equal(t, wallet.Money(20*100-10*50), e.balance(t, u))
 	e.checkInvariants(t, u)
+}
+
+// slowCharge charges through the simulator, then holds its answer until released: a
+// runner whose call outlives its lease.
+type slowCharge struct {
+	*wallet.SimGateway
+	charged, release chan struct{}
+}
+
+func (g slowCharge) Charge(ctx context.Context, key string, user int64, amount wallet.Money, currency, source string) (string, error) {
+	id, err := g.SimGateway.Charge(ctx, key, user, amount, currency, source)
+	close(g.charged)
+	<-g.release
+	return id, err
+}
+
+// A deposit whose charge outlives the runner's lease: another replica's recovery takes the
+// saga over, asks the gateway again with the same key and credits the wallet; the first
+// runner's late success is refused by the fence. One charge, one credit.
+func TestStolenLeaseCreditsOnce(t *testing.T) {
+	t.Parallel()
+	pool, _ := testdb.New(t)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	sim := wallet.NewSimGateway(pool, wallet.SimOptions{})
+	m := wallet.NewSimMerchant(pool, wallet.SimOptions{})
+	slow := slowCharge{SimGateway: sim, charged: make(chan struct{}), release: make(chan struct{})}
+	steps := fastSteps
+	steps.AttemptTimeout = 500 * time.Millisecond
+	engA := saga.New(pool, saga.Options{Owner: "a", Lease: time.Second, PollInterval: 50 * time.Millisecond, Logger: log})
+	svcA, err := wallet.NewService(pool, engA, slow, m, wallet.Options{Logger: log, Steps: steps})
+	require.NoError(t, err)
+	engB := saga.New(pool, saga.Options{Owner: "b", Lease: time.Second, PollInterval: 50 * time.Millisecond, Logger: log})
+	svcB, err := wallet.NewService(pool, engB, sim, m, wallet.Options{Logger: log, Steps: steps})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	var wg sync.WaitGroup
+	defer func() { cancel(); engA.Close(); engB.Close(); wg.Wait() }()
+
+	u, _, err := svcA.CreateUser(ctx, wallet.NewUser{Name: "u", Phone: "+8613800138000"})
+	require.NoError(t, err)
+	type result struct {
+		op  wallet.Operation
+		err error
+	}
+	first := make(chan result, 1)
+	go func() {
+		op, err := svcA.Deposit(ctx, wallet.DepositRequest{UserID: u.ID, Amount: 700})
+		first <- result{op, err}
+	}()
+	<-slow.charged
+	wg.Go(func() { _ = engB.Run(ctx) }) // the other replica's recovery, once the lease expires
+	var id int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT id FROM sagas`).Scan(&id))
+	op, err := svcB.WaitSaga(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, saga.Completed, op.State)
+	close(slow.release)
+	r := <-first
+	require.NoError(t, r.err)
+	require.Equal(t, saga.Running, r.op.State, "the late runner's commit was refused: it answers with what it last committed")
+
+	var charges, attempts int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*), max(attempts) FROM sim_charges`).Scan(&charges, &attempts))
+	require.Equal(t, 1, charges, "charged once")
+	require.Equal(t, 2, attempts, "the second runner asked with the same key")
+	w, err := svcB.GetWallet(ctx, u.ID)
+	require.NoError(t, err)
+	require.Equal(t, wallet.Money(700), w.Balance, "credited once")
+	var ledger int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM ledger_entries`).Scan(&ledger))
+	require.Equal(t, 1, ledger)
+}
+
+// A retried request is answered with its original saga even when the wallet could no
+// longer take it: the Idempotency-Key decides before the balance check does.
+func TestReplayWinsOverTheBalanceCheck(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	u := e.user(t)
+	req := wallet.DepositRequest{UserID: u, Amount: 500, IdempotencyKey: "dep-full"}
+	first, err := e.svc.Deposit(e.ctx, req)
+	require.NoError(t, err)
+	require.Equal(t, saga.Completed, first.State)
+	_, err = e.pool.Exec(e.ctx, `UPDATE wallets SET balance = $2 WHERE user_id = $1`, u, int64(wallet.MaxBalance-10))
+	require.NoError(t, err)
+	again, err := e.svc.Deposit(e.ctx, req)
+	require.NoError(t, err)
+	require.True(t, again.Replayed)
+	require.Equal(t, first.ID, again.ID)
+	_, err = e.svc.Deposit(e.ctx, wallet.DepositRequest{UserID: u, Amount: 500, IdempotencyKey: "dep-new"})
+	require.Equal(t, apperr.BalanceOverflow, apperr.CodeOf(err), "%v", err)
 }

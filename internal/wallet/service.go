@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -33,6 +34,10 @@ type Service struct {
 	engine *saga.Engine
 	log    *slog.Logger
 	opts   Options
+	// currencies caches each wallet's currency (int64 → string), which never changes once the
+	// wallet exists: with it, a request's checks ride on its saga's first commit instead of
+	// a read before it.
+	currencies sync.Map
 }
 
 // NewService returns a service on pool and registers the deposit, purchase and transfer
@@ -71,7 +76,25 @@ func (s *Service) CreateUser(ctx context.Context, nu NewUser) (User, Wallet, err
 	if err != nil {
 		return User{}, Wallet{}, err
 	}
-	return insertUser(ctx, s.pool, nu)
+	u, w, err := insertUser(ctx, s.pool, nu)
+	if err == nil {
+		s.currencies.Store(w.UserID, w.Currency)
+	}
+	return u, w, err
+}
+
+// currencyOf returns the currency of userID's wallet from the cache, or reads the wallet
+// (then w is set, for the request's checks) and caches its currency.
+func (s *Service) currencyOf(ctx context.Context, userID int64) (currency string, w *Wallet, err error) {
+	if c, ok := s.currencies.Load(userID); ok {
+		return c.(string), nil, nil
+	}
+	got, err := getWallet(ctx, s.pool, userID)
+	if err != nil {
+		return "", nil, err
+	}
+	s.currencies.Store(userID, got.Currency)
+	return got.Currency, &got, nil
 }
 
 // GetUser returns a user, or a NotFound error.
@@ -90,75 +113,84 @@ func (s *Service) GetWallet(ctx context.Context, userID int64) (Wallet, error) {
 	return getWallet(ctx, s.pool, userID)
 }
 
-// Deposit starts a deposit saga and returns it as it stands. Errors: Invalid (bad
+// Deposit runs a deposit saga: it starts it and, unless r.Background, runs it in the
+// caller's goroutine to its end or its first backoff, and returns it as its last commit left
+// it (read from nothing but what the commits returned). With r.Background it returns once
+// the saga is started, and the saga runs on in the background. Errors: Invalid (bad
 // request), NotFound (no such user), Unprocessable (Idempotency-Key reused with another
-// request), BalanceOverflow (the wallet cannot hold that much more: see checkCreditFits).
-// An Idempotency-Key seen before with the same request returns the original saga.
+// request), BalanceOverflow (the wallet cannot hold that much more: see checkCreditFits). An
+// Idempotency-Key seen before with the same request returns the original saga as it stands.
 func (s *Service) Deposit(ctx context.Context, r DepositRequest) (Operation, error) {
 	r, err := r.normalize()
 	if err != nil {
 		return Operation{}, err
 	}
 	hash := requestHash(KindDeposit, strconv.FormatInt(r.UserID, 10), strconv.FormatInt(int64(r.Amount), 10), r.Source)
-	return s.start(ctx, r.UserID, r.IdempotencyKey, hash, func(ctx context.Context) (any, operationRow, error) {
-		w, err := getWallet(ctx, s.pool, r.UserID)
+	return s.start(ctx, r.UserID, r.IdempotencyKey, hash, r.Background, func(ctx context.Context) (any, operationRow, error) {
+		currency, w, err := s.currencyOf(ctx, r.UserID)
 		if err != nil {
 			return nil, operationRow{}, err
 		}
-		if err := checkCreditFits(w, r.Amount); err != nil {
-			return nil, operationRow{}, err
+		if w != nil {
+			if err := checkCreditFits(*w, r.Amount); err != nil {
+				return nil, operationRow{}, err
+			}
 		}
-		in := depositInput{UserID: r.UserID, Amount: r.Amount, Currency: w.Currency, Source: r.Source}
-		return in, operationRow{Kind: KindDeposit, UserID: r.UserID, Amount: r.Amount, Currency: w.Currency, Source: r.Source}, nil
+		in := depositInput{UserID: r.UserID, Amount: r.Amount, Currency: currency, Source: r.Source}
+		return in, operationRow{Kind: KindDeposit, UserID: r.UserID, Amount: r.Amount, Currency: currency, Source: r.Source, Credited: r.UserID}, nil
 	})
 }
 
-// Purchase starts a purchase saga and returns it as it stands. Errors as for Deposit;
-// insufficient funds is not an error here but the saga's outcome (failed,
-// insufficient_funds).
+// Purchase runs a purchase saga, as Deposit does. Errors as for Deposit; insufficient funds
+// is not an error here but the saga's outcome (failed, insufficient_funds), decided in its
+// first commit.
 func (s *Service) Purchase(ctx context.Context, r PurchaseRequest) (Operation, error) {
 	r, err := r.normalize()
 	if err != nil {
 		return Operation{}, err
 	}
 	hash := requestHash(KindPurchase, strconv.FormatInt(r.UserID, 10), strconv.FormatInt(int64(r.Amount), 10), r.Merchant, r.Reference)
-	return s.start(ctx, r.UserID, r.IdempotencyKey, hash, func(ctx context.Context) (any, operationRow, error) {
-		w, err := getWallet(ctx, s.pool, r.UserID)
+	return s.start(ctx, r.UserID, r.IdempotencyKey, hash, r.Background, func(ctx context.Context) (any, operationRow, error) {
+		currency, _, err := s.currencyOf(ctx, r.UserID)
 		if err != nil {
 			return nil, operationRow{}, err
 		}
-		in := purchaseInput{UserID: r.UserID, Amount: r.Amount, Currency: w.Currency, Merchant: r.Merchant, Reference: r.Reference}
-		return in, operationRow{Kind: KindPurchase, UserID: r.UserID, Amount: r.Amount, Currency: w.Currency, Merchant: r.Merchant, Reference: r.Reference}, nil
+		in := purchaseInput{UserID: r.UserID, Amount: r.Amount, Currency: currency, Merchant: r.Merchant, Reference: r.Reference}
+		return in, operationRow{Kind: KindPurchase, UserID: r.UserID, Amount: r.Amount, Currency: currency, Merchant: r.Merchant, Reference: r.Reference}, nil
 	})
 }
 
-// Transfer starts a transfer saga and returns it as it stands. Errors as for Deposit (the
-// payee's balance for BalanceOverflow), plus Invalid for a transfer to oneself and
-// Unprocessable for wallets in different currencies.
-// The Idempotency-Key is scoped to the payer.
+// Transfer runs a transfer saga, as Deposit does: all its steps are local, so it is one
+// commit. Errors as for Deposit (the payee's balance for BalanceOverflow), plus Invalid for
+// a transfer to oneself and Unprocessable for wallets in different currencies. The
+// Idempotency-Key is scoped to the payer.
 func (s *Service) Transfer(ctx context.Context, r TransferRequest) (Operation, error) {
 	r, err := r.normalize()
 	if err != nil {
 		return Operation{}, err
 	}
 	hash := requestHash(KindTransfer, strconv.FormatInt(r.From, 10), strconv.FormatInt(r.To, 10), strconv.FormatInt(int64(r.Amount), 10))
-	return s.start(ctx, r.From, r.IdempotencyKey, hash, func(ctx context.Context) (any, operationRow, error) {
-		from, err := getWallet(ctx, s.pool, r.From)
-		if err != nil {
-			return nil, operationRow{}, err
+	return s.start(ctx, r.From, r.IdempotencyKey, hash, r.Background, func(ctx context.Context) (any, operationRow, error) {
+		fromCur, fromOK := s.currencies.Load(r.From)
+		toCur, toOK := s.currencies.Load(r.To)
+		if !fromOK || !toOK {
+			ws, err := getWallets(ctx, s.pool, r.From, r.To)
+			if err != nil {
+				return nil, operationRow{}, err
+			}
+			if err := checkCreditFits(ws[1], r.Amount); err != nil {
+				return nil, operationRow{}, err
+			}
+			s.currencies.Store(r.From, ws[0].Currency)
+			s.currencies.Store(r.To, ws[1].Currency)
+			fromCur, toCur = ws[0].Currency, ws[1].Currency
 		}
-		to, err := getWallet(ctx, s.pool, r.To)
-		if err != nil {
-			return nil, operationRow{}, err
+		if fromCur != toCur {
+			return nil, operationRow{}, apperr.New(apperr.Unprocessable, "cannot transfer between wallets in %s and %s", fromCur, toCur)
 		}
-		if from.Currency != to.Currency {
-			return nil, operationRow{}, apperr.New(apperr.Unprocessable, "cannot transfer between wallets in %s and %s", from.Currency, to.Currency)
-		}
-		if err := checkCreditFits(to, r.Amount); err != nil {
-			return nil, operationRow{}, err
-		}
-		in := transferInput{From: r.From, To: r.To, Amount: r.Amount, Currency: from.Currency}
-		return in, operationRow{Kind: KindTransfer, UserID: r.From, CounterpartyID: r.To, Amount: r.Amount, Currency: from.Currency}, nil
+		currency := fromCur.(string)
+		in := transferInput{From: r.From, To: r.To, Amount: r.Amount, Currency: currency}
+		return in, operationRow{Kind: KindTransfer, UserID: r.From, CounterpartyID: r.To, Amount: r.Amount, Currency: currency, Credited: r.To}, nil
 	})
 }
 
@@ -177,47 +209,75 @@ func checkCreditFits(w Wallet, amount Money) error {
 	return nil
 }
 
-// start is the common path of the three operations: honour the idempotency key, then in ONE
-// transaction start the saga, record the operation and claim the key. prepare checks the
-// request against the database and returns the saga input and operation row.
-func (s *Service) start(ctx context.Context, payer int64, key string, hash []byte,
+// start is the common path of the three operations. prepare returns the saga input and the
+// operation row (reading the wallets only for a currency not cached yet); then the saga
+// starts in one commit with the operation row, which also checks that the users exist and
+// that a credit fits the wallet, and the idempotency key (a key another request holds makes
+// that commit fail, and the earlier saga is answered instead); and it runs inline or, with
+// background, in the background.
+func (s *Service) start(ctx context.Context, payer int64, key string, hash []byte, background bool,
 	prepare func(ctx context.Context) (any, operationRow, error)) (Operation, error) {
-	// Two rounds at most: a concurrent request may claim the key between our look-up and
-	// our insert; then the second look-up finds it.
-	for range 2 {
-		if key != "" {
-			if op, found, err := s.replay(ctx, payer, key, hash); found || err != nil {
-				return op, err
+	input, row, err := prepare(ctx)
+	if err != nil {
+		if key != "" && apperr.CodeOf(err) != apperr.Internal {
+			// The request may be a retry of one that succeeded, and the wallet has moved on
+			// since (a deposit that now would overflow): the key decides.
+			if op, found, rerr := s.replay(ctx, payer, key, hash); found || rerr != nil {
+				return op, rerr
 			}
 		}
-		input, row, err := prepare(ctx)
-		if err != nil {
-			return Operation{}, err
-		}
-		var id int64
-		err = withTx(ctx, s.pool, func(tx pgx.Tx) error {
-			if id, err = s.engine.Start(ctx, tx, row.Kind, input); err != nil {
-				return fmt.Errorf("wallet: start %s saga: %w", row.Kind, err)
-			}
-			row.SagaID = id
-			if err := insertOperation(ctx, tx, row); err != nil {
-				return err
-			}
-			if key != "" {
-				return insertIdempotencyKey(ctx, tx, payer, key, hash, id)
-			}
-			return nil
-		})
-		if errors.Is(err, errKeyTaken) {
-			continue
-		}
-		if err != nil {
-			return Operation{}, err
-		}
-		s.log.Debug("saga started", "saga", id, "kind", row.Kind, "user", row.UserID, "amount", int64(row.Amount))
-		return s.GetSaga(ctx, id)
+		return Operation{}, err
 	}
-	return Operation{}, apperr.New(apperr.Conflict, "Idempotency-Key %q is in use by a concurrent request; retry", key)
+	st, err := s.engine.Start(ctx, row.Kind, input, func(id int64, b *pgx.Batch) {
+		row.SagaID = id
+		queueOperation(b, row)
+		if key != "" {
+			queueIdempotencyKey(b, payer, key, hash, id)
+		}
+	})
+	switch {
+	case isUniqueViolation(err, constraintIdempotencyKey):
+		if op, found, rerr := s.replay(ctx, payer, key, hash); found || rerr != nil {
+			return op, rerr
+		}
+		return Operation{}, apperr.New(apperr.Conflict, "Idempotency-Key %q is in use by a concurrent request; retry", key)
+	case isForeignKeyViolation(err):
+		if _, err := getWallets(ctx, s.pool, row.UserID, max(row.CounterpartyID, row.UserID)); err != nil {
+			return Operation{}, err
+		}
+		return Operation{}, userNotFound(payer)
+	case isCheckViolation(err, constraintOperationAmount):
+		// The credited wallet cannot take the amount. The request may be a retry of one that
+		// succeeded (the wallet filled since): the key decides. Otherwise say how much it can.
+		if key != "" {
+			if op, found, rerr := s.replay(ctx, payer, key, hash); found || rerr != nil {
+				return op, rerr
+			}
+		}
+		w, gerr := getWallet(ctx, s.pool, row.Credited)
+		if gerr != nil {
+			return Operation{}, gerr
+		}
+		if err := checkCreditFits(w, row.Amount); err != nil {
+			return Operation{}, err
+		}
+		return Operation{}, apperr.New(apperr.Conflict, "user %d's wallet was near its largest balance and changed meanwhile; retry", row.Credited)
+	case err != nil:
+		return Operation{}, fmt.Errorf("wallet: start %s saga: %w", row.Kind, err)
+	}
+	s.log.Debug("saga started", "saga", st.ID(), "kind", row.Kind, "user", row.UserID, "amount", int64(row.Amount))
+	if background {
+		snap := st.Snapshot()
+		s.engine.Go(st)
+		return row.operation(snap), nil
+	}
+	// The saga runs to its end or first backoff even if the client goes away meanwhile: a
+	// run cut short would wait for its lease to expire before recovery took it over.
+	snap, err := s.engine.Drive(context.WithoutCancel(ctx), st)
+	if err != nil {
+		s.log.Warn("saga run stopped; recovery will resume it", "saga", st.ID(), "err", err)
+	}
+	return row.operation(snap), nil
 }
 
 // replay returns the saga an earlier request with (payer, key) started, found=false if

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -94,6 +93,35 @@ func getUser(ctx context.Context, q querier, id int64) (User, error) {
 	return u, nil
 }
 
+// getWallets reads two wallets in one query, in the order asked.
+func getWallets(ctx context.Context, q querier, a, b int64) ([2]Wallet, error) {
+	var out [2]Wallet
+	rows, err := q.Query(ctx, `SELECT user_id, balance, currency, event_seq FROM wallets WHERE user_id = ANY($1)`, []int64{a, b})
+	if err != nil {
+		return out, fmt.Errorf("wallet: get wallets: %w", err)
+	}
+	ws, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Wallet, error) {
+		var w Wallet
+		err := r.Scan(&w.UserID, &w.Balance, &w.Currency, &w.LastSeq)
+		return w, err
+	})
+	if err != nil {
+		return out, fmt.Errorf("wallet: get wallets: %w", err)
+	}
+	for i, id := range []int64{a, b} {
+		found := false
+		for _, w := range ws {
+			if w.UserID == id {
+				out[i], found = w, true
+			}
+		}
+		if !found {
+			return out, userNotFound(id)
+		}
+	}
+	return out, nil
+}
+
 func getWallet(ctx context.Context, q querier, userID int64) (Wallet, error) {
 	w := Wallet{UserID: userID}
 	err := q.QueryRow(ctx, `SELECT balance, currency, event_seq FROM wallets WHERE user_id = $1`, userID).
@@ -114,6 +142,9 @@ type Change struct {
 	Step   string // unique per (saga, user): the ledger refuses a second change
 	Amount Money  // signed: negative debits
 	Kind   walletevent.Kind
+	// LockFirst, when set, are wallets to lock (in user-id order) before this one changes:
+	// a transfer locks both of its wallets so that two opposite transfers cannot deadlock.
+	LockFirst []int64
 }
 
 // Applied is what ApplyChange did.
@@ -124,88 +155,105 @@ type Applied struct {
 	EventID      int64
 	Seq          int64
 	BalanceAfter Money
+
+	found bool // the wallet exists
 }
 
-// ApplyChange changes a balance inside tx, the caller's (a saga's local step) transaction:
-// it locks the wallet row, checks the result (ErrInsufficientFunds below zero,
-// ErrBalanceOverflow beyond int64), writes the ledger row, advances the user's event_seq and
-// inserts the outbox row with that seq, and notifies the relay (delivered on commit).
-// A (saga, step, user) that already changed the balance changes nothing and reports
-// Applied=false. An unknown user is a not_found *apperr.Error.
+// The constraints a balance change's statement runs into (migrations/00003_wallet.sql).
+const (
+	constraintBalanceNonNegative = "wallets_balance_check"
+	constraintStepOnce           = "ledger_entries_step_once"
+)
+
+// QueueChange queues one balance change on b, as a single statement that changes the
+// balance under the wallet row lock, advances the user's event_seq, and inserts the ledger
+// row and the outbox row with that seq. A (saga, step, user) already in the ledger changes
+// nothing. It is meant for a saga step's commit (a pgx.Batch sent as one round trip and one
+// transaction), so it does not check first and report: it fails, rolling the whole batch
+// back, when the change cannot apply, and changeError says why: ErrInsufficientFunds (the
+// wallets CHECK refuses a negative balance), ErrBalanceOverflow (bigint out of range), or
+// errAlreadyApplied (the ledger's UNIQUE (saga, step, user), when a concurrent commit applied
+// the same step first). LockFirst, when set, locks those wallets first, in user-id order.
+// got, when not nil, receives the result.
+func QueueChange(b *pgx.Batch, c Change, got *Applied) {
+	if len(c.LockFirst) > 0 {
+		b.Queue(`SELECT 1 FROM wallets WHERE user_id = ANY($1) ORDER BY user_id FOR UPDATE`, c.LockFirst)
+	}
+	q := b.Queue(`
+WITH w AS (
+    UPDATE wallets SET balance = balance + $4, event_seq = event_seq + 1, updated_at = now()
+    WHERE user_id = $1
+      AND NOT EXISTS (SELECT 1 FROM ledger_entries WHERE saga_id = $2 AND step = $3 AND user_id = $1)
+    RETURNING balance, event_seq, currency
+), l AS (
+    INSERT INTO ledger_entries (user_id, saga_id, step, amount, balance_after)
+    SELECT $1, $2, $3, $4, w.balance FROM w
+), e AS (
+    INSERT INTO wallet_events (user_id, seq, kind, amount, currency, balance_after, saga_id, phone, locale)
+    SELECT $1, w.event_seq, $5, $4, w.currency, w.balance, $2, u.phone, u.locale FROM w JOIN users u ON u.id = $1
+    RETURNING id, seq, balance_after
+)
+SELECT e.id, e.seq, e.balance_after, EXISTS (SELECT 1 FROM wallets WHERE user_id = $1)
+FROM (SELECT 1) one LEFT JOIN e ON true`, c.UserID, c.SagaID, c.Step, int64(c.Amount), string(c.Kind))
+	if got != nil {
+		q.QueryRow(func(row pgx.Row) error {
+			var id, seq, after *int64
+			if err := row.Scan(&id, &seq, &after, &got.found); err != nil {
+				return err
+			}
+			if id != nil {
+				got.Applied, got.EventID, got.Seq, got.BalanceAfter = true, *id, *seq, Money(*after)
+			}
+			return nil
+		})
+	}
+}
+
+// errAlreadyApplied means a change's (saga, step, user) is in the ledger already.
+var errAlreadyApplied = errors.New("wallet: change already applied")
+
+// changeError translates the error of QueueChange's statement (by SQLSTATE and constraint);
+// other errors pass as they are.
+func changeError(err error) error {
+	var pe *pgconn.PgError
+	switch {
+	case err == nil:
+		return nil
+	case !errors.As(err, &pe):
+		return err
+	case pe.Code == "23514" && pe.ConstraintName == constraintBalanceNonNegative:
+		return ErrInsufficientFunds
+	case pe.Code == "22003":
+		return ErrBalanceOverflow
+	case pe.Code == "23505" && pe.ConstraintName == constraintStepOnce:
+		return errAlreadyApplied
+	}
+	return err
+}
+
+// ApplyChange changes a balance inside tx, the caller's transaction, with QueueChange's
+// statement, and reports what it did: a (saga, step, user) that already changed the balance
+// changes nothing and reports Applied=false; ErrInsufficientFunds below zero,
+// ErrBalanceOverflow beyond int64; an unknown user is a not_found *apperr.Error. A refused
+// change aborts tx (Postgres refuses any further statement in it).
 func ApplyChange(ctx context.Context, tx pgx.Tx, c Change) (Applied, error) {
 	if c.Amount == 0 || !c.Kind.Valid() || c.Step == "" || c.SagaID <= 0 {
 		return Applied{}, fmt.Errorf("wallet: invalid change %+v", c)
 	}
-	var (
-		balance  Money
-		currency string
-		phone    string
-		locale   string
-	)
-	err := tx.QueryRow(ctx, `
-SELECT w.balance, w.currency, u.phone, u.locale
-FROM wallets w JOIN users u ON u.id = w.user_id
-WHERE w.user_id = $1
-FOR UPDATE OF w`, c.UserID).Scan(&balance, &currency, &phone, &locale)
-	if errors.Is(err, pgx.ErrNoRows) {
+	var got Applied
+	b := &pgx.Batch{}
+	QueueChange(b, c, &got)
+	err := changeError(tx.SendBatch(ctx, b).Close())
+	switch {
+	case errors.Is(err, errAlreadyApplied):
+		return Applied{}, nil
+	case err != nil:
+		return Applied{}, err
+	case !got.found:
 		return Applied{}, userNotFound(c.UserID)
 	}
-	if err != nil {
-		return Applied{}, fmt.Errorf("wallet: lock wallet %d: %w", c.UserID, err)
-	}
-	after, addErr := balance.Add(c.Amount)
-	if addErr != nil || after < 0 {
-		// A replay of a change that already applied must not fail now that the balance has
-		// moved on; look before reporting. The wallet row lock makes this read current.
-		var done bool
-		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM ledger_entries WHERE saga_id = $1 AND step = $2 AND user_id = $3)`,
-			c.SagaID, c.Step, c.UserID).Scan(&done); err != nil {
-			return Applied{}, fmt.Errorf("wallet: ledger lookup: %w", err)
-		}
-		switch {
-		case done:
-			return Applied{}, nil
-		case addErr != nil:
-			return Applied{}, ErrBalanceOverflow
-		default:
-			return Applied{}, ErrInsufficientFunds
-		}
-	}
-	// One statement: the ledger row first (ON CONFLICT: this step already applied, so the
-	// rest does nothing), then the conditional balance update, then the outbox row with the
-	// next seq. We hold the row lock, so the seq cannot race.
-	var ledgerID, eventID, seq *int64
-	batch := &pgx.Batch{}
-	batch.Queue(`
-WITH l AS (
-    INSERT INTO ledger_entries (user_id, saga_id, step, amount, balance_after)
-    VALUES ($1, $2, $3, $4, $5)
-    ON CONFLICT ON CONSTRAINT ledger_entries_step_once DO NOTHING
-    RETURNING id
-), w AS (
-    UPDATE wallets SET balance = balance + $4, event_seq = event_seq + 1, updated_at = now()
-    WHERE user_id = $1 AND balance + $4 >= 0 AND EXISTS (SELECT 1 FROM l)
-    RETURNING event_seq
-), e AS (
-    INSERT INTO wallet_events (user_id, seq, kind, amount, currency, balance_after, saga_id, phone, locale)
-    SELECT $1, w.event_seq, $6, $4, $7, $5, $2, $8, $9 FROM w
-    RETURNING id, seq
-)
-SELECT (SELECT id FROM l), (SELECT id FROM e), (SELECT seq FROM e)`,
-		c.UserID, c.SagaID, c.Step, int64(c.Amount), int64(after), string(c.Kind), currency, phone, locale,
-	).QueryRow(func(row pgx.Row) error { return row.Scan(&ledgerID, &eventID, &seq) })
-	batch.Queue(`SELECT pg_notify($1, $2)`, NotifyChannel, strconv.FormatInt(c.UserID, 10)).Exec(func(pgconn.CommandTag) error { return nil })
-	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-		return Applied{}, fmt.Errorf("wallet: apply change: %w", err)
-	}
-	switch {
-	case ledgerID == nil:
-		return Applied{}, nil
-	case eventID == nil || seq == nil:
-		// Impossible while we hold the lock; fail rather than leave a ledger row without its event.
-		return Applied{}, fmt.Errorf("wallet: balance update of user %d did not apply", c.UserID)
-	}
-	return Applied{Applied: true, EventID: *eventID, Seq: *seq, BalanceAfter: after}, nil
+	got.found = false
+	return got, nil
 }
 
 // operationRow is what wallet_operations holds for one saga.
@@ -219,17 +267,43 @@ type operationRow struct {
 	Merchant       string
 	Reference      string
 	Source         string
+	// Credited is the wallet the saga credits (a deposit's user, a transfer's payee; 0 for
+	// none): its first commit refuses an amount that wallet cannot take.
+	Credited int64
 }
 
-func insertOperation(ctx context.Context, tx pgx.Tx, op operationRow) error {
-	_, err := tx.Exec(ctx, `
+// constraintOperationAmount is wallet_operations' CHECK (amount > 0), which queueOperation
+// uses to refuse a credit the wallet cannot take.
+const constraintOperationAmount = "wallet_operations_amount_check"
+
+// queueOperation queues the insert of the wallet's row for a saga, which is also the request's
+// check: an unknown user (payer or payee) fails its foreign keys, and when the credited
+// wallet's balance cannot take the amount (beyond MaxBalance), the row is written with amount
+// 0, which its CHECK refuses (constraintOperationAmount). Either way the saga's first commit
+// fails whole, before anything else took effect.
+func queueOperation(b *pgx.Batch, op operationRow) {
+	b.Queue(`
 INSERT INTO wallet_operations (saga_id, kind, user_id, counterparty_id, amount, currency, merchant, reference, source)
-VALUES ($1, $2, $3, NULLIF($4, 0), $5, $6, NULLIF($7, ''), NULLIF($8, ''), NULLIF($9, ''))`,
-		op.SagaID, op.Kind, op.UserID, op.CounterpartyID, int64(op.Amount), op.Currency, op.Merchant, op.Reference, op.Source)
-	if err != nil {
-		return fmt.Errorf("wallet: insert operation: %w", err)
+SELECT $1, $2, $3, NULLIF($4, 0),
+    CASE WHEN w.balance IS NULL OR w.balance <= 9223372036854775807 - $5::bigint THEN $5::bigint ELSE 0 END,
+    $6, NULLIF($7, ''), NULLIF($8, ''), NULLIF($9, '')
+FROM (SELECT 1) one LEFT JOIN wallets w ON w.user_id = $10`,
+		op.SagaID, op.Kind, op.UserID, op.CounterpartyID, int64(op.Amount), op.Currency, op.Merchant, op.Reference, op.Source, op.Credited)
+}
+
+// isCheckViolation reports whether err is a CHECK violation of the named constraint.
+func isCheckViolation(err error, constraint string) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23514" && pgErr.ConstraintName == constraint
+}
+
+// operation is the wallet's view of a saga: this row with the engine's snapshot.
+func (op operationRow) operation(snap saga.Snapshot) Operation {
+	return Operation{
+		ID: op.SagaID, Kind: op.Kind, State: snap.State, UserID: op.UserID, CounterpartyID: op.CounterpartyID,
+		Amount: op.Amount, Currency: op.Currency, Merchant: op.Merchant, Reference: op.Reference, Source: op.Source,
+		Steps: snap.Steps, Error: snap.Error, CreatedAt: snap.CreatedAt, UpdatedAt: snap.UpdatedAt,
 	}
-	return nil
 }
 
 // lookupIdempotencyKey returns the request hash and saga of (user, key), found=false if none.
@@ -245,19 +319,20 @@ func lookupIdempotencyKey(ctx context.Context, q querier, userID int64, key stri
 	return hash, sagaID, true, nil
 }
 
-// errKeyTaken means a concurrent request inserted the same idempotency key first.
-var errKeyTaken = errors.New("wallet: idempotency key taken concurrently")
+// constraintIdempotencyKey is the key's primary key: a second request with the same key
+// (concurrent or later) fails its first commit on it.
+const constraintIdempotencyKey = "idempotency_keys_pkey"
 
-func insertIdempotencyKey(ctx context.Context, tx pgx.Tx, userID int64, key string, hash []byte, sagaID int64) error {
-	_, err := tx.Exec(ctx, `INSERT INTO idempotency_keys (user_id, key, request_hash, saga_id) VALUES ($1, $2, $3, $4)`,
+// queueIdempotencyKey queues the claim of (user, key) for a saga.
+func queueIdempotencyKey(b *pgx.Batch, userID int64, key string, hash []byte, sagaID int64) {
+	b.Queue(`INSERT INTO idempotency_keys (user_id, key, request_hash, saga_id) VALUES ($1, $2, $3, $4)`,
 		userID, key, hash, sagaID)
-	if isUniqueViolation(err, "idempotency_keys_pkey") {
-		return errKeyTaken
-	}
-	if err != nil {
-		return fmt.Errorf("wallet: insert idempotency key: %w", err)
-	}
-	return nil
+}
+
+// isForeignKeyViolation reports whether err is a foreign key violation (an unknown user).
+func isForeignKeyViolation(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23503"
 }
 
 const operationColumns = `o.saga_id, o.kind, s.state, o.user_id, COALESCE(o.counterparty_id, 0), o.amount, o.currency,

@@ -104,6 +104,8 @@ type DepositRequest struct {
 	Amount         Money
 	Source         string // "" means DefaultSource
 	IdempotencyKey string // optional
+	// Background returns once the saga is started; it runs on in the background.
+	Background bool
 }
 
 // PurchaseRequest asks to pay a merchant from a wallet.
@@ -113,6 +115,8 @@ type PurchaseRequest struct {
 	Merchant       string
 	Reference      string
 	IdempotencyKey string // optional
+	// Background returns once the saga is started; it runs on in the background.
+	Background bool
 }
 
 // TransferRequest asks to move money from one wallet to another.
@@ -120,6 +124,8 @@ type TransferRequest struct {
 	From, To       int64
 	Amount         Money
 	IdempotencyKey string // optional; scoped to From
+	// Background returns once the saga is started; it runs on in the background.
+	Background bool
 }
 
 // SagaFilter selects sagas for ListSagas.

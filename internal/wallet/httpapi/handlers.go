@@ -215,7 +215,7 @@ func deposit(svc *wallet.Service) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		op, err := svc.Deposit(c.Request().Context(), wallet.DepositRequest{UserID: id, Amount: amount, Source: req.Source, IdempotencyKey: key})
+		op, err := svc.Deposit(c.Request().Context(), wallet.DepositRequest{UserID: id, Amount: amount, Source: req.Source, IdempotencyKey: key, Background: !wait})
 		return answerOperation(c, svc, op, wait, err)
 	}
 }
@@ -239,7 +239,7 @@ func purchase(svc *wallet.Service) echo.HandlerFunc {
 			return err
 		}
 		op, err := svc.Purchase(c.Request().Context(), wallet.PurchaseRequest{
-			UserID: id, Amount: amount, Merchant: req.Merchant, Reference: req.Reference, IdempotencyKey: key,
+			UserID: id, Amount: amount, Merchant: req.Merchant, Reference: req.Reference, IdempotencyKey: key, Background: !wait,
 		})
 		return answerOperation(c, svc, op, wait, err)
 	}
@@ -267,13 +267,15 @@ func transfer(svc *wallet.Service) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		op, err := svc.Transfer(c.Request().Context(), wallet.TransferRequest{From: from, To: to, Amount: amount, IdempotencyKey: key})
+		op, err := svc.Transfer(c.Request().Context(), wallet.TransferRequest{From: from, To: to, Amount: amount, IdempotencyKey: key, Background: !wait})
 		return answerOperation(c, svc, op, wait, err)
 	}
 }
 
 // answerOperation answers a started (or replayed) saga: 202 with a Location, or with
-// wait, 200 once terminal (202 if still running after WaitLimit).
+// wait, 200 once terminal (202 if still running after WaitLimit). A saga run inline comes
+// back terminal unless it waits in a backoff; only then, or for a replayed one still
+// running, does the answer wait for recovery.
 func answerOperation(c echo.Context, svc *wallet.Service, op wallet.Operation, wait bool, err error) error {
 	if err != nil {
 		return err

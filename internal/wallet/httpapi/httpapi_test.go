@@ -36,6 +36,8 @@ type server struct {
 	ctx  context.Context
 }
 
+// newServer serves the wallet API on a database of its own; requests run their sagas inline
+// (or in the background without ?wait=true), and runSagas also runs recovery.
 func newServer(t *testing.T, runSagas bool) *server {
 	t.Helper()
 	pool, _ := testdb.New(t)
@@ -54,6 +56,7 @@ func newServer(t *testing.T, runSagas bool) *server {
 	}
 	t.Cleanup(func() {
 		ts.Close()
+		eng.Close()
 		cancel()
 		wg.Wait()
 	})

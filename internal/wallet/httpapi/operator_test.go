@@ -30,12 +30,12 @@ func TestUserFacingRoutesNeedTheServiceToken(t *testing.T) {
 	require.Equal(t, http.StatusOK, res.status, res.raw)
 }
 
-// needsAttention starts a deposit (no engine runs) and puts it where a failed compensation
-// leaves a saga.
+// needsAttention runs a deposit (inline, to its end; no recovery runs) and puts it where a
+// failed compensation leaves a saga.
 func (s *server) needsAttention(t *testing.T, user int64) string {
 	t.Helper()
-	res := s.do(t, http.MethodPost, "/v1/users/"+strconv.FormatInt(user, 10)+"/deposits", `{"amount":500}`)
-	require.Equal(t, http.StatusAccepted, res.status, res.raw)
+	res := s.do(t, http.MethodPost, "/v1/users/"+strconv.FormatInt(user, 10)+"/deposits?wait=true", `{"amount":500}`)
+	require.Equal(t, http.StatusOK, res.status, res.raw)
 	id := int64(res.body["id"].(float64))
 	_, err := s.pool.Exec(s.ctx, `UPDATE sagas SET state = 'needs_attention', phase = 'compensate', attempts = 5,
 		error_code = 'compensation_failed', error_message = 'refund failed' WHERE id = $1`, id)

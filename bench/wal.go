@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// WriteTx counts the write transactions of a database between two WAL positions, by what
+// they wrote: read from the WAL itself (pg_walinspect), so it counts every transaction that
+// got a transaction id and committed, whoever ran it, and nothing of other databases.
+type WriteTx struct {
+	// Saga: touched the wallet's or the saga engine's tables (sagas, saga_steps, wallets,
+	// ledger_entries, idempotency_keys, wallet_operations, users, audit).
+	Saga int64 `json:"saga"`
+	// Sim: touched only the payment gateway and merchant simulators' tables.
+	Sim int64 `json:"sim"`
+	// Relay: touched only wallet_events (marking rows published).
+	Relay int64 `json:"relay"`
+	// Notifier: touched the notify schema.
+	Notifier int64 `json:"notifier"`
+	Other    int64 `json:"other"`
+}
+
+// All is every write transaction counted.
+func (w WriteTx) All() int64 { return w.Saga + w.Sim + w.Relay + w.Notifier + w.Other }
+
+// writeTx reads the WAL between from and to (pg_lsn text) and classifies the committed
+// transactions of db's database by the relations their records touched.
+func writeTx(ctx context.Context, db *pgxpool.Pool, from, to string) (WriteTx, error) {
+	var w WriteTx
+	if _, err := db.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS pg_walinspect`); err != nil {
+		return w, fmt.Errorf("pg_walinspect: %w", err)
+	}
+	err := db.QueryRow(ctx, `
+WITH rels AS (
+    SELECT c.relfilenode AS rel,
+        CASE
+            WHEN n.nspname = 'notify' THEN 'notifier'
+            WHEN COALESCE(t.relname, c.relname) IN ('sim_charges', 'sim_orders', 'sim_outages') THEN 'sim'
+            WHEN COALESCE(t.relname, c.relname) = 'wallet_events' THEN 'events'
+            WHEN COALESCE(t.relname, c.relname) IN ('sagas', 'saga_steps', 'wallets', 'ledger_entries',
+                'idempotency_keys', 'wallet_operations', 'users', 'audit') THEN 'saga'
+            ELSE 'other'
+        END AS cat
+    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+    LEFT JOIN pg_index i ON i.indexrelid = c.oid LEFT JOIN pg_class t ON t.oid = i.indrelid
+    WHERE c.relfilenode <> 0
+), r AS (
+    SELECT xid::text::bigint AS xid, resource_manager, record_type, block_ref
+    FROM pg_get_wal_records_info($1::pg_lsn, $2::pg_lsn)
+), committed AS (
+    SELECT DISTINCT xid FROM r WHERE resource_manager = 'Transaction' AND record_type LIKE 'COMMIT%'
+), refs AS (
+    SELECT r.xid, m[1]::oid AS dbid, m[2]::oid AS rel
+    FROM r, regexp_matches(r.block_ref, 'rel \d+/(\d+)/(\d+)', 'g') AS m
+    WHERE r.xid <> 0
+), tx AS (
+    SELECT refs.xid,
+        bool_or(rels.cat = 'saga') AS saga, bool_or(rels.cat = 'notifier') AS notifier,
+        bool_or(rels.cat = 'sim') AS sim, bool_or(rels.cat = 'events') AS events
+    FROM refs JOIN committed USING (xid) LEFT JOIN rels ON rels.rel = refs.rel
+    WHERE refs.dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+    GROUP BY refs.xid
+)
+SELECT count(*) FILTER (WHERE saga),
+       count(*) FILTER (WHERE NOT saga AND notifier),
+       count(*) FILTER (WHERE NOT saga AND NOT notifier AND sim),
+       count(*) FILTER (WHERE NOT saga AND NOT notifier AND NOT sim AND events),
+       count(*) FILTER (WHERE NOT saga AND NOT notifier AND NOT sim AND NOT events)
+FROM tx`, from, to).Scan(&w.Saga, &w.Notifier, &w.Sim, &w.Relay, &w.Other)
+	if err != nil {
+		return w, fmt.Errorf("reading the WAL: %w", err)
+	}
+	return w, nil
+}
