@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/walletsaga/walletsaga/internal/backoff"
 )
 
 // RetryPolicy is the one retry policy of SMS delivery: how long a failed SMS waits before its
@@ -39,19 +41,12 @@ func (p RetryPolicy) Validate() error {
 	return nil
 }
 
-// Backoff is the wait after the n-th failed attempt (n ≥ 1): Base·2^(n-1) capped at Max, less a
-// random quarter of it at most, so retries of SMS that failed together spread out. jitter(k)
-// returns a number in [0, k).
+// Backoff is the wait after the n-th failed attempt (n ≥ 1): the project's one backoff
+// (internal/backoff) from Base to Max — Base·2^(n-1) capped at Max, half of it drawn at
+// random, so retries of SMS that failed together spread out. jitter(k) returns a number in
+// [0, k).
 func (p RetryPolicy) Backoff(n int, jitter func(int64) int64) time.Duration {
-	d := p.Base
-	for i := 1; i < n && d < p.Max; i++ {
-		d *= 2
-	}
-	d = min(d, p.Max)
-	if q := int64(d / 4); q > 0 && jitter != nil {
-		d -= time.Duration(jitter(q))
-	}
-	return d
+	return backoff.Policy{Base: p.Base, Max: p.Max}.Delay(n, jitter)
 }
 
 // Verdict is what becomes of an SMS after one attempt.

@@ -9,17 +9,18 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func noJitter(int64) int64 { return 0 }
+// longest and shortest pin the backoff's jitter to its ends.
+func longest(n int64) int64 { return n - 1 }
 
-func fullJitter(n int64) int64 { return n - 1 }
+func shortest(int64) int64 { return 0 }
 
 func TestBackoff(t *testing.T) {
 	t.Parallel()
 	p := RetryPolicy{Base: time.Second, Max: 5 * time.Minute, MaxAttempts: 8, DeadLetterAfter: 15 * time.Minute}
 	for n, want := range map[int]time.Duration{1: time.Second, 2: 2 * time.Second, 3: 4 * time.Second, 8: 128 * time.Second, 9: 256 * time.Second, 10: 5 * time.Minute, 60: 5 * time.Minute} {
-		require.Equal(t, want, p.Backoff(n, noJitter), "attempt %d", n)
-		// Jitter takes at most a quarter off, never adds.
-		require.Equal(t, want-want/4+1, p.Backoff(n, fullJitter), "attempt %d, full jitter", n)
+		require.Equal(t, want, p.Backoff(n, longest), "attempt %d", n)
+		// Jitter draws the other half, never below the base.
+		require.Equal(t, max(want/2, p.Base), p.Backoff(n, shortest), "attempt %d, shortest", n)
 	}
 }
 
@@ -55,7 +56,7 @@ func TestDecide(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			require.Equal(t, tc.want, p.Decide(tc.a, noJitter))
+			require.Equal(t, tc.want, p.Decide(tc.a, longest))
 		})
 	}
 }
@@ -69,7 +70,7 @@ func TestDefaultRetryPolicyTakesLongEnough(t *testing.T) {
 	var age time.Duration
 	n := 0
 	for {
-		d := p.Decide(Attempt{Prior: n, Age: age, Err: errors.New("down")}, fullJitter)
+		d := p.Decide(Attempt{Prior: n, Age: age, Err: errors.New("down")}, shortest)
 		n = d.Attempts
 		if d.Verdict == DeadLettered {
 			break
