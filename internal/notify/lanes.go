@@ -48,6 +48,9 @@ type LaneStats struct {
 	Postponed    int64 `json:"postponed"` // held back by the breaker, no attempt spent
 	Fenced       int64 `json:"fenced"`    // outcomes not recorded: the lease had passed to another lane
 	Claims       int64 `json:"claims"`    // users taken
+	// RecordFailures counts record statements that failed (the database away, a conflict)
+	// and were tried again.
+	RecordFailures int64 `json:"record_failures"`
 }
 
 // Lanes delivers the inbox: a dispatcher claims users whose next SMS is due (FOR UPDATE
@@ -66,7 +69,7 @@ type Lanes struct {
 	commits chan commitReq
 	busy    atomic.Int64
 
-	sent, retried, dead, postponed, fenced, claims atomic.Int64
+	sent, retried, dead, postponed, fenced, claims, recordFailures atomic.Int64
 }
 
 // NewLanes returns the lanes over store; Run delivers.
@@ -127,7 +130,7 @@ func (l *Lanes) Breaker() *Breaker { return l.cfg.Breaker }
 // Stats returns the counters.
 func (l *Lanes) Stats() LaneStats {
 	return LaneStats{Sent: l.sent.Load(), Retried: l.retried.Load(), DeadLettered: l.dead.Load(),
-		Postponed: l.postponed.Load(), Fenced: l.fenced.Load(), Claims: l.claims.Load()}
+		Postponed: l.postponed.Load(), Fenced: l.fenced.Load(), Claims: l.claims.Load(), RecordFailures: l.recordFailures.Load()}
 }
 
 // Run delivers until ctx is cancelled, then lets each worker finish the SMS in hand, records
@@ -399,6 +402,7 @@ func (l *Lanes) commit(ctx context.Context, outs []outcome) (recorded, bool) {
 			}
 			return res.r, true
 		}
+		l.recordFailures.Add(1)
 		// The SMS went out; its record must follow. Keep trying while the database is
 		// away; if the process stops meanwhile, the lease expires and the next lane sends
 		// it again under the same idempotency key.

@@ -273,12 +273,21 @@ func (s *Store) record(ctx context.Context, owner string, lease time.Duration, r
 		WITH o AS (
 			SELECT * FROM unnest($3::bigint[], $4::bigint[], $5::text[], $6::int[], $7::bigint[], $8::text[], $9::text[], $10::text[], $11::bool[])
 				AS o(user_id, seq, verdict, attempts, delay_us, reason, text, phone, journal)
+		), lk AS MATERIALIZED (
+			-- Lock the users' progress rows in user order before changing anything, as
+			-- Receive does: two statements that lock in one order never deadlock.
+			SELECT p.user_id FROM notify.progress p
+			WHERE p.user_id IN (SELECT user_id FROM o)
+			ORDER BY p.user_id
+			FOR UPDATE
 		), u AS (
 			-- One row per user: its first and last seq, and the verdict of the last (a
-			-- run is Sent but for its last, which may be anything).
-			SELECT user_id, min(seq) AS first_seq, max(seq) AS last_seq,
-			       (array_agg(verdict ORDER BY seq DESC))[1] AS verdict, max(delay_us) AS delay_us
-			FROM o GROUP BY user_id ORDER BY user_id
+			-- run is Sent but for its last, which may be anything). It reads every lock
+			-- of lk before it yields a row.
+			SELECT o.user_id, min(o.seq) AS first_seq, max(o.seq) AS last_seq,
+			       (array_agg(o.verdict ORDER BY o.seq DESC))[1] AS verdict, max(o.delay_us) AS delay_us
+			FROM o JOIN lk ON lk.user_id = o.user_id
+			GROUP BY o.user_id ORDER BY o.user_id
 		), adv AS (
 			UPDATE notify.progress p SET
 				last_seq   = CASE WHEN u.verdict IN ('retry', 'postponed') THEN u.last_seq - 1 ELSE u.last_seq END,
