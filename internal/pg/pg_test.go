@@ -1,0 +1,171 @@
+package pg_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/walletsaga/walletsaga/internal/pg"
+	"github.com/walletsaga/walletsaga/internal/testdb"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// onePool returns a pool of one connection on a fresh database holding one row in table
+// locks, so every use of the pool is the same connection, and a second connection of its own
+// to look from outside.
+func onePool(t *testing.T) (*pgxpool.Pool, *pgx.Conn) {
+	t.Helper()
+	_, dbURL := testdb.New(t)
+	ctx := context.Background()
+	cfg, err := pgxpool.ParseConfig(dbURL)
+	require.NoError(t, err)
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		// Close waits for every connection to come back: a leaked one would hang the test
+		// instead of failing it.
+		if n := pool.Stat().AcquiredConns(); n > 0 {
+			t.Errorf("%d connection(s) never given back to the pool; leaving it open", n)
+			return
+		}
+		pool.Close()
+	})
+	_, err = pool.Exec(ctx, `CREATE TABLE locks (id int PRIMARY KEY, note text NOT NULL DEFAULT '');
+		INSERT INTO locks (id) VALUES (1)`)
+	require.NoError(t, err)
+	other, err := pgx.Connect(ctx, dbURL)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = other.Close(context.Background()) })
+	return pool, other
+}
+
+// lockRow locks the table's row in tx, as a store does before changing it.
+func lockRow(ctx context.Context, t *testing.T, tx pgx.Tx) {
+	var id int
+	require.NoError(t, tx.QueryRow(ctx, `SELECT id FROM locks WHERE id = 1 FOR UPDATE`).Scan(&id))
+}
+
+// requireClean checks, after WithTx returned or panicked: the row lock is free (another
+// transaction takes it with NOWAIT, which fails at once if anyone holds it), the pool's one
+// connection was given back, is out of any transaction, and is the same connection (the
+// rollback ran; pgx did not have to close it).
+func requireClean(t *testing.T, pool *pgxpool.Pool, other *pgx.Conn, pid uint32) {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, pgx.BeginFunc(ctx, other, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `SELECT id FROM locks WHERE id = 1 FOR UPDATE NOWAIT`)
+		return err
+	}), "the row is lockable at once")
+	require.Zero(t, pool.Stat().AcquiredConns(), "the connection went back to the pool")
+	c, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer c.Release()
+	require.Equal(t, byte('I'), c.Conn().PgConn().TxStatus(), "the pooled connection is not in a transaction")
+	require.Equal(t, pid, c.Conn().PgConn().PID(), "the same connection, rolled back rather than closed")
+}
+
+// backendPID is the server process of the pool's one connection.
+func backendPID(t *testing.T, pool *pgxpool.Pool) uint32 {
+	t.Helper()
+	c, err := pool.Acquire(context.Background())
+	require.NoError(t, err)
+	defer c.Release()
+	return c.Conn().PgConn().PID()
+}
+
+func TestWithTxCommitsWhatTheClosureDid(t *testing.T) {
+	t.Parallel()
+	pool, other := onePool(t)
+	ctx := context.Background()
+	pid := backendPID(t, pool)
+	require.NoError(t, pg.WithTx(ctx, pool, func(tx pgx.Tx) error {
+		lockRow(ctx, t, tx)
+		_, err := tx.Exec(ctx, `UPDATE locks SET note = 'committed' WHERE id = 1`)
+		return err
+	}))
+	var note string
+	require.NoError(t, other.QueryRow(ctx, `SELECT note FROM locks WHERE id = 1`).Scan(&note))
+	require.Equal(t, "committed", note)
+	requireClean(t, pool, other, pid)
+}
+
+func TestWithTxRollsBackOnError(t *testing.T) {
+	t.Parallel()
+	pool, other := onePool(t)
+	ctx := context.Background()
+	pid := backendPID(t, pool)
+	refused := errors.New("refused")
+	err := pg.WithTx(ctx, pool, func(tx pgx.Tx) error {
+		lockRow(ctx, t, tx)
+		if _, err := tx.Exec(ctx, `UPDATE locks SET note = 'rolled back' WHERE id = 1`); err != nil {
+			return err
+		}
+		return fmt.Errorf("deciding: %w", refused)
+	})
+	require.ErrorIs(t, err, refused, "the closure's error, as it was")
+	var note string
+	require.NoError(t, other.QueryRow(ctx, `SELECT note FROM locks WHERE id = 1`).Scan(&note))
+	require.Empty(t, note, "nothing was committed")
+	requireClean(t, pool, other, pid)
+}
+
+// A panic inside the closure rolls the transaction back and goes on; before, the helper
+// rolled back only when the closure returned an error, and a panic recovered further up
+// left the connection checked out, holding the row's lock until the process ended.
+func TestWithTxRollsBackOnPanicAndPanicsOn(t *testing.T) {
+	t.Parallel()
+	pool, other := onePool(t)
+	ctx := context.Background()
+	pid := backendPID(t, pool)
+	require.PanicsWithValue(t, "sender exploded", func() {
+		_ = pg.WithTx(ctx, pool, func(tx pgx.Tx) error {
+			lockRow(ctx, t, tx)
+			panic("sender exploded")
+		})
+	})
+	requireClean(t, pool, other, pid)
+}
+
+// A closure whose context was cancelled (the request went away) is rolled back all the
+// same, on a context of the helper's own: the lock is released at once and the connection
+// survives.
+func TestWithTxRollsBackWhenTheContextIsCancelled(t *testing.T) {
+	t.Parallel()
+	pool, other := onePool(t)
+	pid := backendPID(t, pool)
+	ctx, cancel := context.WithCancel(context.Background())
+	err := pg.WithTx(ctx, pool, func(tx pgx.Tx) error {
+		lockRow(ctx, t, tx)
+		cancel()
+		return ctx.Err()
+	})
+	require.ErrorIs(t, err, context.Canceled)
+	requireClean(t, pool, other, pid)
+}
+
+func TestSQLStateChecks(t *testing.T) {
+	t.Parallel()
+	pool, _ := onePool(t)
+	ctx := context.Background()
+	_, err := pool.Exec(ctx, `INSERT INTO locks (id) VALUES (1)`)
+	require.Error(t, err)
+	wrapped := fmt.Errorf("inserting: %w", err)
+	require.Equal(t, pgerrcode.UniqueViolation, pg.Code(wrapped))
+	require.True(t, pg.IsCode(wrapped, pgerrcode.CheckViolation, pgerrcode.UniqueViolation))
+	require.False(t, pg.IsCode(wrapped, pgerrcode.CheckViolation))
+	require.True(t, pg.IsViolation(wrapped, pgerrcode.UniqueViolation, "locks_pkey"))
+	require.True(t, pg.IsViolation(wrapped, pgerrcode.UniqueViolation, ""))
+	require.False(t, pg.IsViolation(wrapped, pgerrcode.UniqueViolation, "other_pkey"))
+	require.False(t, pg.IsViolation(wrapped, pgerrcode.ForeignKeyViolation, "locks_pkey"))
+	require.Empty(t, pg.Code(errors.New("not from Postgres")))
+	require.False(t, pg.IsCode(nil, pgerrcode.UniqueViolation))
+}
