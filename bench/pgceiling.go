@@ -17,6 +17,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/walletsaga/walletsaga/internal/pg"
 )
 
 // RawPG is the raw Postgres ceiling at one concurrency: transactions of the wallet step's
@@ -83,7 +85,7 @@ func rawPostgres(ctx context.Context, dbURL string, clients []int, d time.Durati
 		step := func(ctx context.Context) error {
 			acct := rand.Int64N(int64(accounts)) + 1
 			id := op.Add(1)
-			return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			return pg.WithTx(ctx, pool, func(tx pgx.Tx) error {
 				var bal, seq int64
 				if err := tx.QueryRow(ctx, `UPDATE bench_raw.accounts SET balance = balance + $2, seq = seq + 1, updated_at = now()
 					WHERE id = $1 AND balance + $2 >= 0 RETURNING balance, seq`, acct, int64(100)).Scan(&bal, &seq); err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/walletsaga/walletsaga/internal/pg"
 	"github.com/walletsaga/walletsaga/internal/wallet"
 	"github.com/walletsaga/walletsaga/internal/wallet/httpapi/badinput"
 )
@@ -177,7 +178,7 @@ func (s *stack) fillToMaxBalance(a api, user int64) {
 	const realDeposits = 3
 	seed := wallet.MaxBalance - realDeposits*wallet.MaxAmount - 777
 	ctx := context.Background()
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := pg.WithTx(ctx, s.pool, func(tx pgx.Tx) error {
 		var sagaID int64
 		if err := tx.QueryRow(ctx, `INSERT INTO sagas (kind, state, input) VALUES ('deposit', 'completed',
 			jsonb_build_object('user_id', $1::bigint, 'amount', $2::bigint, 'currency', 'CNY', 'source', 'seed'))

@@ -2,15 +2,14 @@ package notify
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"strconv"
-	"strings"
 	"sync/atomic"
 
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgerrcode"
 
 	"github.com/walletsaga/walletsaga/internal/ordering"
+	"github.com/walletsaga/walletsaga/internal/pg"
 	"github.com/walletsaga/walletsaga/internal/walletevent"
 )
 
@@ -110,8 +109,7 @@ func (in *Inbox) count(r Received) {
 // isDataError reports whether the database refused the data itself (SQLSTATE class 22: an
 // invalid value), which retrying cannot fix.
 func isDataError(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && strings.HasPrefix(pe.Code, "22")
+	return pgerrcode.IsDataException(pg.Code(err))
 }
 
 // Decode turns a broker message into what the inbox records: the wallet event's (user, seq)

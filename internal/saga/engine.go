@@ -17,6 +17,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/walletsaga/walletsaga/internal/pg"
 )
 
 // ErrNotFound means there is no saga with that id.
@@ -248,7 +250,7 @@ func (e *Engine) Wait(ctx context.Context, id int64) (Snapshot, error) {
 // Retry sends a saga in NeedsAttention (a compensation failed) back to compensating, with a
 // fresh window for the compensation that failed. It returns ErrNotFound or ErrNotRetryable.
 func (e *Engine) Retry(ctx context.Context, id int64) error {
-	err := withTx(ctx, e.pool, func(tx pgx.Tx) error { return retrySaga(ctx, tx, id) })
+	err := pg.WithTx(ctx, e.pool, func(tx pgx.Tx) error { return retrySaga(ctx, tx, id) })
 	e.signal()
 	return err
 }

@@ -12,12 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/walletsaga/walletsaga/internal/pg"
 	"github.com/walletsaga/walletsaga/internal/saga"
 	"github.com/walletsaga/walletsaga/internal/testdb"
 )
@@ -117,8 +119,7 @@ func effect(step string) saga.LocalFunc {
 
 // refusals classifies the effects table's CHECK constraint as a definite failure.
 func refusals(err error) (saga.Outcome, bool) {
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) && pe.ConstraintName == "effects_not_refused" {
+	if pg.IsViolation(err, pgerrcode.CheckViolation, "effects_not_refused") {
 		return saga.Fail("refused", errors.New("the effect was refused")), true
 	}
 	return saga.Outcome{}, false
@@ -284,7 +285,7 @@ func TestStartJoinsCallersStatements(t *testing.T) {
 	_, err = e.Start(ctx, "k", nil, note("once"))
 	var pe *pgconn.PgError
 	require.ErrorAs(t, err, &pe, "the caller's own error, as it is")
-	require.Equal(t, "23505", pe.Code)
+	require.Equal(t, pgerrcode.UniqueViolation, pe.Code)
 	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM sagas`))
 	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM effects`))
 

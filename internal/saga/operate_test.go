@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/walletsaga/walletsaga/internal/pg"
 	"github.com/walletsaga/walletsaga/internal/saga"
 )
 
@@ -60,7 +61,7 @@ func TestResolveObserveAndCount(t *testing.T) {
 	require.Equal(t, []saga.KindStateCount{{Kind: "deposit", State: saga.NeedsAttention, Count: 1}}, counts)
 
 	// Resolve commits with the caller's transaction, or not at all.
-	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+	err = pg.WithTx(ctx, pool, func(tx pgx.Tx) error {
 		require.NoError(t, e.ResolveTx(ctx, tx, id))
 		return errors.New("the audit insert failed")
 	})
@@ -69,15 +70,15 @@ func TestResolveObserveAndCount(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, saga.NeedsAttention, s.State, "rolled back with the caller")
 
-	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return e.ResolveTx(ctx, tx, id) }))
+	require.NoError(t, pg.WithTx(ctx, pool, func(tx pgx.Tx) error { return e.ResolveTx(ctx, tx, id) }))
 	s = wait(t, e, id)
 	require.Equal(t, saga.Resolved, s.State)
 	require.True(t, s.State.Terminal())
 	require.Equal(t, saga.CodeCompensationFailed, s.Error.Code, "the error stays for the record")
-	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return e.ResolveTx(ctx, tx, id) })
+	err = pg.WithTx(ctx, pool, func(tx pgx.Tx) error { return e.ResolveTx(ctx, tx, id) })
 	require.ErrorIs(t, err, saga.ErrNotRetryable)
-	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return e.RetryTx(ctx, tx, id) })
+	err = pg.WithTx(ctx, pool, func(tx pgx.Tx) error { return e.RetryTx(ctx, tx, id) })
 	require.ErrorIs(t, err, saga.ErrNotRetryable, "a resolved saga is never retried")
-	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return e.ResolveTx(ctx, tx, id+1000) })
+	err = pg.WithTx(ctx, pool, func(tx pgx.Tx) error { return e.ResolveTx(ctx, tx, id+1000) })
 	require.ErrorIs(t, err, saga.ErrNotFound)
 }

@@ -7,35 +7,14 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/walletsaga/walletsaga/internal/pg"
 )
 
 // All of the engine's SQL lives in this file.
-
-// withTx runs fn in a transaction and commits it; on any error it rolls back with a fresh
-// context, so a cancelled ctx still ends the transaction cleanly.
-func withTx(ctx context.Context, pool *pgxpool.Pool, fn func(pgx.Tx) error) (err error) {
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("saga: begin: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			_ = tx.Rollback(rctx)
-		}
-	}()
-	if err = fn(tx); err != nil {
-		return err
-	}
-	if err = tx.Commit(ctx); err != nil {
-		return fmt.Errorf("saga: commit: %w", err)
-	}
-	return nil
-}
 
 // constraintFenceHeld is the CHECK constraint a fenced update violates when the runner no
 // longer holds the saga (see queueUpdate).
@@ -43,15 +22,13 @@ const constraintFenceHeld = "sagas_fence_held"
 
 // isFenceLost reports whether err is a fenced update that found another runner's fence.
 func isFenceLost(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && pe.Code == "23514" && pe.ConstraintName == constraintFenceHeld
+	return pg.IsViolation(err, pgerrcode.CheckViolation, constraintFenceHeld)
 }
 
 // isTransient reports whether err is a deadlock or serialization failure: the same commit
 // may simply be sent again.
 func isTransient(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
+	return pg.IsCode(err, pgerrcode.DeadlockDetected, pgerrcode.SerializationFailure)
 }
 
 // allocateIDs takes n saga ids from the sagas' sequence in one round trip.

@@ -9,10 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
+	"github.com/walletsaga/walletsaga/internal/pg"
 	"github.com/walletsaga/walletsaga/internal/saga"
 	"github.com/walletsaga/walletsaga/internal/wallet"
 	"github.com/walletsaga/walletsaga/internal/walletevent"
@@ -21,7 +23,7 @@ import (
 // apply runs one ApplyChange in a transaction of its own and commits it if it succeeded.
 func (e *env) apply(ctx context.Context, c wallet.Change) (wallet.Applied, error) {
 	var res wallet.Applied
-	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+	err := pg.WithTx(ctx, e.pool, func(tx pgx.Tx) error {
 		var err error
 		res, err = wallet.ApplyChange(ctx, tx, c)
 		return err
@@ -61,7 +63,7 @@ func TestBalanceNeverNegativeConstraint(t *testing.T) {
 	_, err := e.pool.Exec(e.ctx, `UPDATE wallets SET balance = -1 WHERE user_id = $1`, u)
 	var pgErr *pgconn.PgError
 	require.True(t, errors.As(err, &pgErr), "got %v", err)
-	require.Equal(t, "23514", pgErr.Code) // check_violation
+	require.Equal(t, pgerrcode.CheckViolation, pgErr.Code)
 }
 
 // Invariant 2 (conditional update): a debit beyond the balance fails and changes nothing.
@@ -114,7 +116,7 @@ func TestApplyChangeExactlyOnce(t *testing.T) {
 	_, err = e.pool.Exec(e.ctx, `INSERT INTO ledger_entries (user_id, saga_id, step, amount, balance_after) VALUES ($1, $2, 'credit', 100, 100)`, u, id)
 	var pgErr *pgconn.PgError
 	require.True(t, errors.As(err, &pgErr))
-	require.Equal(t, "23505", pgErr.Code)
+	require.Equal(t, pgerrcode.UniqueViolation, pgErr.Code)
 }
 
 // Invariant 4: concurrent changes of one wallet get seqs 1..n without gaps, and the

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/walletsaga/walletsaga/internal/apperr"
+	"github.com/walletsaga/walletsaga/internal/pg"
 	"github.com/walletsaga/walletsaga/internal/saga"
 )
 
@@ -84,7 +85,7 @@ func (s *Service) operate(ctx context.Context, id int64, a OperatorAction, actio
 	if _, err := getOperation(ctx, s.pool, id); err != nil {
 		return Operation{}, err
 	}
-	err := withTx(ctx, s.pool, func(tx pgx.Tx) error {
+	err := pg.WithTx(ctx, s.pool, func(tx pgx.Tx) error {
 		if err := fn(ctx, tx, id); err != nil {
 			return err
 		}

@@ -235,18 +235,19 @@ func (s *Service) start(ctx context.Context, payer int64, key string, hash []byt
 			queueIdempotencyKey(b, payer, key, hash, id)
 		}
 	})
+	err = startError(err)
 	switch {
-	case isUniqueViolation(err, constraintIdempotencyKey):
+	case errors.Is(err, errKeyTaken):
 		if op, found, rerr := s.replay(ctx, payer, key, hash); found || rerr != nil {
 			return op, rerr
 		}
 		return Operation{}, apperr.New(apperr.Conflict, "Idempotency-Key %q is in use by a concurrent request; retry", key)
-	case isForeignKeyViolation(err):
+	case errors.Is(err, errUnknownUser):
 		if _, err := getWallets(ctx, s.pool, row.UserID, max(row.CounterpartyID, row.UserID)); err != nil {
 			return Operation{}, err
 		}
 		return Operation{}, userNotFound(payer)
-	case isCheckViolation(err, constraintOperationAmount):
+	case errors.Is(err, errCreditTooLarge):
 		// The credited wallet cannot take the amount. The request may be a retry of one that
 		// succeeded (the wallet filled since): the key decides. Otherwise say how much it can.
 		if key != "" {

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/walletsaga/walletsaga/internal/apperr"
+	"github.com/walletsaga/walletsaga/internal/pg"
 	"github.com/walletsaga/walletsaga/internal/saga"
 	"github.com/walletsaga/walletsaga/internal/walletevent"
 )
@@ -24,36 +24,6 @@ type querier interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
-// withTx runs fn in a transaction and commits it if fn returns nil. The rollback runs on a
-// fresh context so that a cancelled request still releases its locks at once.
-func withTx(ctx context.Context, pool *pgxpool.Pool, fn func(tx pgx.Tx) error) (err error) {
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("wallet: begin: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			_ = tx.Rollback(rctx)
-		}
-	}()
-	if err := fn(tx); err != nil {
-		return err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("wallet: commit: %w", err)
-	}
-	return nil
-}
-
-// isUniqueViolation reports whether err is a unique violation of the named constraint
-// ("" = any).
-func isUniqueViolation(err error, constraint string) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "23505" && (constraint == "" || pgErr.ConstraintName == constraint)
 }
 
 func userNotFound(id int64) error { return apperr.New(apperr.NotFound, "user %d not found", id) }
@@ -215,17 +185,12 @@ var errAlreadyApplied = errors.New("wallet: change already applied")
 // changeError translates the error of QueueChange's statement (by SQLSTATE and constraint);
 // other errors pass as they are.
 func changeError(err error) error {
-	var pe *pgconn.PgError
 	switch {
-	case err == nil:
-		return nil
-	case !errors.As(err, &pe):
-		return err
-	case pe.Code == "23514" && pe.ConstraintName == constraintBalanceNonNegative:
+	case pg.IsViolation(err, pgerrcode.CheckViolation, constraintBalanceNonNegative):
 		return ErrInsufficientFunds
-	case pe.Code == "22003":
+	case pg.IsCode(err, pgerrcode.NumericValueOutOfRange):
 		return ErrBalanceOverflow
-	case pe.Code == "23505" && pe.ConstraintName == constraintStepOnce:
+	case pg.IsViolation(err, pgerrcode.UniqueViolation, constraintStepOnce):
 		return errAlreadyApplied
 	}
 	return err
@@ -291,12 +256,6 @@ FROM (SELECT 1) one LEFT JOIN wallets w ON w.user_id = $10`,
 		op.SagaID, op.Kind, op.UserID, op.CounterpartyID, int64(op.Amount), op.Currency, op.Merchant, op.Reference, op.Source, op.Credited)
 }
 
-// isCheckViolation reports whether err is a CHECK violation of the named constraint.
-func isCheckViolation(err error, constraint string) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "23514" && pgErr.ConstraintName == constraint
-}
-
 // operation is the wallet's view of a saga: this row with the engine's snapshot.
 func (op operationRow) operation(snap saga.Snapshot) Operation {
 	return Operation{
@@ -329,10 +288,29 @@ func queueIdempotencyKey(b *pgx.Batch, userID int64, key string, hash []byte, sa
 		userID, key, hash, sagaID)
 }
 
-// isForeignKeyViolation reports whether err is a foreign key violation (an unknown user).
-func isForeignKeyViolation(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "23503"
+// Errors of a saga's first commit (see startError).
+var (
+	// errKeyTaken: another saga holds the request's Idempotency-Key.
+	errKeyTaken = errors.New("wallet: idempotency key taken")
+	// errUnknownUser: the payer or the payee does not exist.
+	errUnknownUser = errors.New("wallet: unknown user")
+	// errCreditTooLarge: the credited wallet cannot take the amount.
+	errCreditTooLarge = errors.New("wallet: credit beyond the largest balance")
+)
+
+// startError translates the error of a saga's first commit, by SQLSTATE and constraint, into
+// what the statements of queueOperation and queueIdempotencyKey mean by it; other errors
+// pass as they are.
+func startError(err error) error {
+	switch {
+	case pg.IsViolation(err, pgerrcode.UniqueViolation, constraintIdempotencyKey):
+		return errKeyTaken
+	case pg.IsCode(err, pgerrcode.ForeignKeyViolation):
+		return errUnknownUser
+	case pg.IsViolation(err, pgerrcode.CheckViolation, constraintOperationAmount):
+		return errCreditTooLarge
+	}
+	return err
 }
 
 const operationColumns = `o.saga_id, o.kind, s.state, o.user_id, COALESCE(o.counterparty_id, 0), o.amount, o.currency,
