@@ -52,7 +52,7 @@ test: tools services vet ## start the services if needed, vet, run every test wi
 fuzz: services ## run every fuzz target for FUZZTIME each (default 60s); a failure names the input saved in testdata/fuzz/
 	WALLETSAGA_REQUIRE_SERVICES=1 GO=$(GO) scripts/fuzz.sh $(FUZZTIME)
 
-test-unit: ## tests that need no services (integration tests skip)
+test-unit: ## only the unit tests, no services needed: under -short every test needing Postgres, RocketMQ or Chromium skips
 	$(GO) test $(GOFLAGS) -race -count=1 -short $(PKGS)
 
 demo: ## play the ordered-SMS story end to end (DEMO_EXIT=1 to exit when done)

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -34,6 +35,11 @@ var binDir string
 const devServiceToken = "walletsaga-dev-service-token"
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		// Every test here needs the stack and skips under -short (newStack): nothing to build.
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "walletsaga-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

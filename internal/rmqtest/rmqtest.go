@@ -33,6 +33,7 @@ type Broker struct {
 // Require returns the broker of the dev stack, or fails/skips the test (see testenv).
 func Require(t testing.TB) Broker {
 	t.Helper()
+	testenv.SkipIfShort(t, "RocketMQ")
 	b := Broker{Namesrv: testenv.Namesrv(), BrokerAddr: os.Getenv("ROCKETMQ_BROKER_ADDR"), Cluster: "DefaultCluster"}
 	if b.BrokerAddr == "" {
 		b.BrokerAddr = "127.0.0.1:10911"

@@ -26,6 +26,7 @@ import (
 // dropped at the end of the test.
 func New(t testing.TB) (*pgxpool.Pool, string) {
 	t.Helper()
+	testenv.SkipIfShort(t, "PostgreSQL")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 

@@ -1,6 +1,12 @@
-// Package testenv decides what an integration test does when a service it needs is missing:
-// under CI (CI=true) or `make test` (WALLETSAGA_REQUIRE_SERVICES=1) it fails; a developer
-// running `go test` without the stack gets a skip that says how to start it.
+// Package testenv decides whether an integration test runs, and what it does when a service
+// it needs is missing. Under `go test -short` (make test-unit) every integration test skips,
+// so only the unit tests run. Otherwise a missing service fails the test under CI (CI=true)
+// or `make test` (WALLETSAGA_REQUIRE_SERVICES=1), and a developer running `go test` without
+// the stack gets a skip that says how to start it.
+//
+// An integration test is one that calls a helper handing it a service (testdb.New,
+// rmqtest.Require, or one of its own that calls SkipIfShort first), so a test cannot reach a
+// service without passing here.
 package testenv
 
 import (
@@ -17,6 +23,15 @@ const DefaultNamesrv = "127.0.0.1:9876"
 // Required reports whether missing services must fail tests instead of skipping them.
 func Required() bool {
 	return os.Getenv("CI") == "true" || os.Getenv("WALLETSAGA_REQUIRE_SERVICES") == "1"
+}
+
+// SkipIfShort skips an integration test under -short, naming the service it needs. The
+// helpers that hand out a service call it first.
+func SkipIfShort(t testing.TB, service string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("integration test (needs %s): skipped under -short", service)
+	}
 }
 
 // Unavailable fails (when services are required) or skips the test, naming the service,

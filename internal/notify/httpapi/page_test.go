@@ -25,6 +25,7 @@ import (
 // chromium returns the path of Debian's chromium, or fails (CI, make test) or skips the test.
 func chromium(t *testing.T) string {
 	t.Helper()
+	testenv.SkipIfShort(t, "Chromium")
 	for _, name := range []string{"chromium", "chromium-browser"} {
 		if p, err := exec.LookPath(name); err == nil {
 			return p
