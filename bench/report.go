@@ -48,7 +48,8 @@ type Ratio struct {
 	Definition string  `json:"definition"`
 }
 
-// Target is one of the issue's targets and whether this run reached it.
+// Target is one of the bench's targets (its report's "Targets" table) and whether this run
+// reached it.
 type Target struct {
 	What    string  `json:"what"`
 	Want    string  `json:"want"`

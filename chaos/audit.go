@@ -40,7 +40,7 @@ func (r Result) Line(seed int64) string {
 // maxDetails bounds the examples of defects the result keeps.
 const maxDetails = 40
 
-// Audit checks, over the whole database, what DESIGN.md promises:
+// Audit checks, over the whole database, what docs/ARCHITECTURE.md promises:
 //   - every saga terminal (completed, compensated, failed; needs_attention is not: a person
 //     would have to look);
 //   - every wallet's balance = sum(ledger) ≥ 0;

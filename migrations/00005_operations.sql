@@ -1,5 +1,5 @@
 -- +goose Up
--- Operability (issue 8): operators may resolve a saga that needs attention (a terminal state
+-- Operability: operators may resolve a saga that needs attention (a terminal state
 -- of its own), every operator action on walletsvc is audited, and the notifier's metrics
 -- queries (head-of-line wait, DLQ depth) get indexes so a scrape stays cheap.
 

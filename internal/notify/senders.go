@@ -142,8 +142,8 @@ func (s *WebhookSender) Send(ctx context.Context, m SMS) error {
 	}
 }
 
-// Defaults of the failure switch, as the issue asks: SMS to numbers ending in 0000 and SMS
-// for events of 4.04 (404 minor units, either sign) always fail.
+// Defaults of the failure switch, which the demo's story relies on: SMS to numbers ending in
+// 0000 and SMS for events of 4.04 (404 minor units, either sign) always fail.
 const (
 	DefaultFailPhonePattern = `0000$`
 	DefaultFailAmount       = 404

@@ -1,5 +1,7 @@
 package wallet_test
 
+// The invariants named by number here are those listed in docs/ARCHITECTURE.md.
+
 import (
 	"context"
 	"errors"
