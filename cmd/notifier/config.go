@@ -20,6 +20,7 @@ type config struct {
 	ConsumerGroup   string
 	Instance        string
 	HTTPAddr        string
+	AddrFile        string
 	MigrateOnStart  bool
 	LogFormat       string
 	LogLevel        string
@@ -60,6 +61,7 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	f.String(&c.ConsumerGroup, "CONSUMER_GROUP", "wallet-notifier", "RocketMQ consumer group")
 	f.String(&c.Instance, "CONSUMER_INSTANCE", "", "this replica's name in the consumer group, stable across its restarts and unique among live replicas (a StatefulSet pod name, a compose service): a restarted notifier then takes its queues back at once instead of waiting up to 60 s for the broker to expire the old locks (empty: a new name per process)")
 	f.String(&c.HTTPAddr, "HTTP_ADDR", "127.0.0.1:8081", "address of the SMS log API and page")
+	f.String(&c.AddrFile, "HTTP_ADDR_FILE", "", "file the address HTTP_ADDR bound is written to once it listens, for whoever started the process with port 0 (empty: none)")
 	f.Bool(&c.MigrateOnStart, "MIGRATE_ON_START", true, "apply database migrations at start")
 	f.String(&c.LogFormat, "LOG_FORMAT", "text", "log format: text or json")
 	f.String(&c.LogLevel, "LOG_LEVEL", "info", "log level: debug, info, warn, error")

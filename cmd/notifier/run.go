@@ -254,6 +254,9 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 		log.Info("notifier listening", "addr", a.String(), "namesrv", cfg.Namesrv, "topic", cfg.Topic,
 			"group", cfg.ConsumerGroup, "sender", cfg.Sender, "workers", cfg.Workers, "consume_from", cfg.ConsumeFrom,
 			"max_attempts", cfg.Retry.MaxAttempts, "dead_letter_after", cfg.Retry.DeadLetterAfter)
+		if err := cli.WriteAddrFile(cfg.AddrFile, a); err != nil {
+			log.Error("cannot tell the address bound", "err", err)
+		}
 	})
 	if ctx.Err() == nil {
 		// The HTTP server failed on its own: stop the rest too.

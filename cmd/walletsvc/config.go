@@ -16,6 +16,7 @@ type config struct {
 	Topic           string
 	ProducerGroup   string
 	HTTPAddr        string
+	AddrFile        string
 	MigrateOnStart  bool
 	LogFormat       string
 	LogLevel        string
@@ -51,6 +52,7 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	f.String(&c.Topic, "WALLET_EVENTS_TOPIC", "wallet-events", "topic of balance events")
 	f.String(&c.ProducerGroup, "PRODUCER_GROUP", "wallet-relay", "RocketMQ producer group of the outbox relay")
 	f.String(&c.HTTPAddr, "HTTP_ADDR", "127.0.0.1:8080", "address of the REST API")
+	f.String(&c.AddrFile, "HTTP_ADDR_FILE", "", "file the address HTTP_ADDR bound is written to once it listens, for whoever started the process with port 0 (empty: none)")
 	f.Bool(&c.MigrateOnStart, "MIGRATE_ON_START", true, "apply database migrations at start")
 	f.String(&c.LogFormat, "LOG_FORMAT", "text", "log format: text or json")
 	f.String(&c.LogLevel, "LOG_LEVEL", "info", "log level: debug, info, warn, error")

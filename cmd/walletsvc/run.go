@@ -173,6 +173,9 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 	err = httpx.Serve(ctx, cfg.HTTPAddr, e, cfg.ShutdownTimeout, log, func(a net.Addr) {
 		log.Info("walletsvc listening", "addr", a.String(), "namesrv", cfg.Namesrv, "topic", cfg.Topic)
+		if err := cli.WriteAddrFile(cfg.AddrFile, a); err != nil {
+			log.Error("cannot tell the address bound", "err", err)
+		}
 	})
 	// Sagas requests left running in the background stop first (an attempt in flight is
 	// abandoned and recovered later with the same key), then recovery and the relay.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -66,4 +67,23 @@ func TestSecretsAreNeverShown(t *testing.T) {
 	got, err = cli.ReadSecret("API_TOKEN_FILE", "v", "")
 	require.NoError(t, err)
 	require.Equal(t, "v", got)
+}
+
+func TestWriteAddrFileWritesTheBoundAddress(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	path := filepath.Join(t.TempDir(), "addr")
+	require.NoError(t, cli.WriteAddrFile(path, ln.Addr()))
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, ln.Addr().String()+"\n", string(b))
+	require.NotContains(t, string(b), ":0\n", "the port the listener got, not the one asked for")
+	entries, err := os.ReadDir(filepath.Dir(path))
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "no temporary file left beside it")
+
+	require.NoError(t, cli.WriteAddrFile("", ln.Addr()), "no path, nothing written")
+	require.Error(t, cli.WriteAddrFile(filepath.Join(t.TempDir(), "missing", "addr"), ln.Addr()))
 }
