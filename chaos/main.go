@@ -35,7 +35,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/walletsaga/walletsaga/internal/procs"
 	"github.com/walletsaga/walletsaga/internal/wallet"
 )
 
@@ -363,11 +362,7 @@ func (r *chaosRun) startSlots(ctx context.Context, dbURL string) error {
 		walletEnv[k], notifierEnv[k] = v, v
 	}
 	for _, name := range slotNames {
-		addr, err := freeAddrNotIn(r.slots)
-		if err != nil {
-			return err
-		}
-		s := &slot{name: name, addr: addr, logPath: filepath.Join(r.svc.logDir, name+".log"), log: r.log}
+		s := &slot{name: name, logPath: filepath.Join(r.svc.logDir, name+".log"), log: r.log}
 		if strings.HasPrefix(name, "walletsvc") {
 			s.bin, s.args, s.env = filepath.Join(cfg.BinDir, "walletsvc"), []string{"serve"}, walletEnv
 		} else {
@@ -384,22 +379,6 @@ func (r *chaosRun) startSlots(ctx context.Context, dbURL string) error {
 		}
 	}
 	return nil
-}
-
-func freeAddrNotIn(slots map[string]*slot) (string, error) {
-	for {
-		addr, err := procs.FreeAddr()
-		if err != nil {
-			return "", err
-		}
-		taken := false
-		for _, s := range slots {
-			taken = taken || s.addr == addr
-		}
-		if !taken {
-			return addr, nil
-		}
-	}
 }
 
 func (r *chaosRun) stopSlots() {

@@ -69,16 +69,18 @@ func (s *services) run(ctx context.Context, args ...string) error {
 
 // slot is one service process the run keeps alive: it is started, killed, restarted and, for
 // notifier-2, scaled away and back. A slot keeps its address across restarts, so clients
-// can come back to it. Its operations hold the slot's lock from start to end, so faults that
-// overlap (a kill while the previous restart still waits for the broker) apply one after the
-// other, and never two processes run for one slot.
+// can come back to it: its first process binds a port of its own (see procs), and each later
+// one is started on the address the first reported. Its operations hold the slot's lock from
+// start to end, so faults that overlap (a kill while the previous restart still waits for the
+// broker) apply one after the other, and never two processes run for one slot.
 type slot struct {
-	name, bin, addr, logPath string
-	args                     []string
-	env                      map[string]string
-	log                      *slog.Logger
+	name, bin, logPath string
+	args               []string
+	env                map[string]string
+	log                *slog.Logger
 
 	mu     sync.Mutex
+	addr   string // empty until the first process bound one
 	p      *procs.Proc
 	wanted bool // the slot should be running (false while scaled away)
 	starts int
@@ -131,7 +133,7 @@ func (s *slot) startLocked(ctx context.Context) error {
 	for {
 		p, err := procs.Start(ctx, procs.Spec{Name: s.name, Bin: s.bin, Args: s.args, Env: s.env, Addr: s.addr, Log: s.logPath, Ready: "/healthz", Timeout: 60 * time.Second})
 		if err == nil {
-			s.p = p
+			s.p, s.addr = p, p.Addr
 			s.starts++
 			go s.watch(p)
 			return nil
@@ -163,7 +165,12 @@ func (s *slot) running() bool {
 	return s.p != nil
 }
 
-func (s *slot) url() string { return "http://" + s.addr }
+// url is the slot's address, once its first process has started.
+func (s *slot) url() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return "http://" + s.addr
+}
 
 func firstLine(s string) string {
 	if i := strings.IndexByte(s, '\n'); i >= 0 {

@@ -15,7 +15,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/walletsaga/walletsaga/internal/e2etest"
 	"github.com/walletsaga/walletsaga/internal/ordering"
 	"github.com/walletsaga/walletsaga/internal/rmqtest"
 	"github.com/walletsaga/walletsaga/internal/walletevent"
@@ -110,7 +109,7 @@ func TestNotifierKilledMidStream(t *testing.T) {
 	named := map[string]string{"CONSUMER_INSTANCE": "notifier-a"}
 	n := s.start("notifier", named)
 	twin := exec.Command(filepath.Join(binDir, "notifier"), "run")
-	twin.Env = append(os.Environ(), "HTTP_ADDR="+e2etest.FreeAddr(t), "CONSUMER_INSTANCE=notifier-a")
+	twin.Env = append(os.Environ(), "HTTP_ADDR=127.0.0.1:0", "CONSUMER_INSTANCE=notifier-a")
 	for k, v := range s.env {
 		twin.Env = append(twin.Env, k+"="+v)
 	}
@@ -259,7 +258,7 @@ func TestDuplicatesGapsAndBadMessages(t *testing.T) {
 	require.Len(t, dlq, 1)
 	require.Contains(t, string(dlq[0].Body), "not a number")
 	n.stop(t)
-	require.Contains(t, n.out.String(), "duplicates=2", "the two duplicates were acknowledged without sending")
+	require.Contains(t, n.Output(), "duplicates=2", "the two duplicates were acknowledged without sending")
 }
 
 // TestTwoNotifiersRebalance: a second notifier joins the group while SMS flow, then the first

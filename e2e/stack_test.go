@@ -9,13 +9,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,8 +22,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/walletsaga/walletsaga/internal/e2etest"
 	"github.com/walletsaga/walletsaga/internal/ordering"
+	"github.com/walletsaga/walletsaga/internal/procs"
 	"github.com/walletsaga/walletsaga/internal/rmqtest"
 	"github.com/walletsaga/walletsaga/internal/testdb"
 )
@@ -90,97 +89,29 @@ func newStack(t *testing.T) *stack {
 	return s
 }
 
-// proc is a running binary.
+// proc is a binary the stack started (procs.StartTest: killed when the test ends, the end
+// of its log shown if the test failed).
 type proc struct {
-	name string
-	cmd  *exec.Cmd
-	url  string
-	out  *lockedBuffer
-	done chan struct{}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	*procs.Proc
+	url string
 }
 
 // start runs a binary with the stack's environment plus extra, and waits for /healthz.
 func (s *stack) start(name string, extra map[string]string) *proc {
-	t := s.t
-	addr := e2etest.FreeAddr(t)
-	cmd := exec.Command(filepath.Join(binDir, name))
-	env := os.Environ()
-	for k, v := range s.env {
-		env = append(env, k+"="+v)
-	}
-	for k, v := range extra {
-		env = append(env, k+"="+v)
-	}
-	env = append(env, "HTTP_ADDR="+addr)
-	cmd.Env = env
-	p := &proc{name: name, cmd: cmd, url: "http://" + addr, out: &lockedBuffer{}, done: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = p.out, p.out
-	require.NoError(t, cmd.Start())
-	go func() { _ = cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		p.kill()
-		if t.Failed() {
-			out := p.out.String()
-			if len(out) > 6000 {
-				out = "…" + out[len(out)-6000:]
-			}
-			t.Logf("%s output (tail):\n%s", name, out)
-		}
-	})
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		select {
-		case <-p.done:
-			t.Fatalf("%s exited during start-up:\n%s", name, p.out.String())
-		default:
-		}
-		if resp, err := http.Get(p.url + "/healthz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return p
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: no /healthz within 60s:\n%s", name, p.out.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	s.t.Helper()
+	env := maps.Clone(s.env)
+	maps.Copy(env, extra)
+	p := procs.StartTest(s.t, procs.Spec{Name: name, Bin: filepath.Join(binDir, name), Env: env})
+	return &proc{Proc: p, url: p.URL}
 }
 
 // kill sends SIGKILL: no shutdown, no offset commit, no unlock.
-func (p *proc) kill() {
-	if p.cmd.Process != nil {
-		_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	}
-	<-p.done
-}
+func (p *proc) kill() { p.Kill() }
 
-// stop sends SIGTERM and waits for a graceful exit.
+// stop sends SIGTERM and requires a graceful exit, with status 0, within 45 s.
 func (p *proc) stop(t *testing.T) {
-	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
-	select {
-	case <-p.done:
-	case <-time.After(45 * time.Second):
-		t.Fatalf("%s did not stop on SIGTERM within 45s:\n%s", p.name, p.out.String())
-	}
-	require.Equal(t, 0, p.cmd.ProcessState.ExitCode(), "%s exit code; output:\n%s", p.name, p.out.String())
+	t.Helper()
+	require.NoError(t, p.Stop(45*time.Second))
 }
 
 // api is a small client of walletsvc that retries transport errors with the same

@@ -11,8 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/walletsaga/walletsaga/internal/e2etest"
 	"github.com/walletsaga/walletsaga/internal/notify"
+	"github.com/walletsaga/walletsaga/internal/procs"
 	"github.com/walletsaga/walletsaga/internal/rmqtest"
 	"github.com/walletsaga/walletsaga/internal/testdb"
 )
@@ -44,13 +44,13 @@ func TestRunAnswersProbesAndStopsGracefully(t *testing.T) {
 	t.Parallel()
 	b := rmqtest.Require(t)
 	_, dbURL := testdb.New(t)
-	p := e2etest.Start(t, run, nil, map[string]string{"DATABASE_URL": dbURL, "ROCKETMQ_NAMESRV": b.Namesrv})
-	resp, err := http.Get(p.BaseURL + "/readyz")
+	p := procs.StartFuncTest(t, "notifier", run, nil, map[string]string{"DATABASE_URL": dbURL, "ROCKETMQ_NAMESRV": b.Namesrv})
+	resp, err := http.Get(p.URL + "/readyz")
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 
-	resp, err = http.Get(p.BaseURL + "/metrics")
+	resp, err = http.Get(p.URL + "/metrics")
 	require.NoError(t, err)
 	metricsText, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
@@ -64,7 +64,7 @@ func TestRunAnswersProbesAndStopsGracefully(t *testing.T) {
 	} {
 		require.Contains(t, string(metricsText), name)
 	}
-	resp, err = http.Post(p.BaseURL+"/v1/gate/1/skip", "application/json", strings.NewReader(`{"seq":1,"reason":"x"}`))
+	resp, err = http.Post(p.URL+"/v1/gate/1/skip", "application/json", strings.NewReader(`{"seq":1,"reason":"x"}`))
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusForbidden, resp.StatusCode, "no ADMIN_TOKEN: operator actions are off")

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,7 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/walletsaga/walletsaga/internal/e2etest"
+	"github.com/walletsaga/walletsaga/internal/procs"
 	"github.com/walletsaga/walletsaga/internal/rmqtest"
 	"github.com/walletsaga/walletsaga/internal/testdb"
 )
@@ -92,11 +93,10 @@ func TestTokensComeFromEnvOrFilesAndAreNeverShown(t *testing.T) {
 func TestServeMigratesAnswersProbesAndStopsGracefully(t *testing.T) {
 	t.Parallel()
 	b := rmqtest.Require(t)
-	pool, dbURL := testdb.New(t)
-	_ = pool
-	p := e2etest.Start(t, run, []string{"serve"}, map[string]string{"DATABASE_URL": dbURL, "ROCKETMQ_NAMESRV": b.Namesrv})
+	_, dbURL := testdb.New(t)
+	p := procs.StartFuncTest(t, "walletsvc", run, []string{"serve"}, map[string]string{"DATABASE_URL": dbURL, "ROCKETMQ_NAMESRV": b.Namesrv})
 
-	resp, err := http.Get(p.BaseURL + "/readyz")
+	resp, err := http.Get(p.URL + "/readyz")
 	require.NoError(t, err)
 	var body struct {
 		Status string            `json:"status"`
@@ -107,11 +107,11 @@ func TestServeMigratesAnswersProbesAndStopsGracefully(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode, "%+v", body)
 	require.Equal(t, map[string]string{"postgres": "ok", "rocketmq": "ok"}, body.Checks)
 
-	resp, err = http.Get(p.BaseURL + "/v1/sagas")
+	resp, err = http.Get(p.URL + "/v1/sagas")
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "the wallet API needs the service token")
-	req, err := http.NewRequest(http.MethodGet, p.BaseURL+"/v1/sagas", nil)
+	req, err := http.NewRequest(http.MethodGet, p.URL+"/v1/sagas", nil)
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer "+DevServiceToken)
 	resp, err = http.DefaultClient.Do(req)
@@ -119,7 +119,7 @@ func TestServeMigratesAnswersProbesAndStopsGracefully(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 
-	resp, err = http.Get(p.BaseURL + "/metrics")
+	resp, err = http.Get(p.URL + "/metrics")
 	require.NoError(t, err)
 	metricsText, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
@@ -132,7 +132,7 @@ func TestServeMigratesAnswersProbesAndStopsGracefully(t *testing.T) {
 		require.Contains(t, string(metricsText), name)
 	}
 
-	resp, err = http.Get(p.BaseURL + "/no/such/route")
+	resp, err = http.Get(p.URL + "/no/such/route")
 	require.NoError(t, err)
 	require.Equal(t, http.StatusNotFound, resp.StatusCode)
 	require.Equal(t, "application/json", strings.Split(resp.Header.Get("Content-Type"), ";")[0])
@@ -147,9 +147,10 @@ func TestServeMigratesAnswersProbesAndStopsGracefully(t *testing.T) {
 func TestReadyzFailsWhenTheBrokerIsUnreachable(t *testing.T) {
 	t.Parallel()
 	_, dbURL := testdb.New(t)
-	dead := e2etest.FreeAddr(t) // nothing listens there
-	p := e2etest.Start(t, run, nil, map[string]string{"DATABASE_URL": dbURL, "ROCKETMQ_NAMESRV": dead})
-	resp, err := http.Get(p.BaseURL + "/readyz")
+	p := procs.StartFuncTest(t, "walletsvc", run, nil, map[string]string{
+		"DATABASE_URL": dbURL, "ROCKETMQ_NAMESRV": hangUp(t),
+	})
+	resp, err := http.Get(p.URL + "/readyz")
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	var body struct {
@@ -204,4 +205,25 @@ func TestSimOutageSubcommand(t *testing.T) {
 	require.ErrorContains(t, run(context.Background(), []string{"sim-outage", "gateway"}, env, &out, &bytes.Buffer{}), "usage: walletsvc sim-outage")
 	require.ErrorContains(t, run(context.Background(), []string{"sim-outage", "bank", "fail", "1s"}, env, &out, &bytes.Buffer{}), "outage target must be")
 	require.ErrorContains(t, run(context.Background(), []string{"sim-outage", "merchant", "fail", "soon"}, env, &out, &bytes.Buffer{}), `duration "soon"`)
+}
+
+// hangUp returns the address of a server that is no name server: it accepts connections and
+// closes them at once. The test holds its port until it ends.
+func hangUp(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.Close()
+		}
+	}()
+	t.Cleanup(func() { _ = ln.Close(); <-done })
+	return ln.Addr().String()
 }
