@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/walletsaga/walletsaga/internal/notify"
+	"github.com/walletsaga/walletsaga/internal/ordering"
 	"github.com/walletsaga/walletsaga/internal/procs"
 	"github.com/walletsaga/walletsaga/internal/rmqtest"
 	"github.com/walletsaga/walletsaga/internal/testdb"
@@ -44,7 +45,15 @@ func TestRunAnswersProbesAndStopsGracefully(t *testing.T) {
 	t.Parallel()
 	b := rmqtest.Require(t)
 	_, dbURL := testdb.New(t)
-	p := procs.StartFuncTest(t, "notifier", run, nil, map[string]string{"DATABASE_URL": dbURL, "ROCKETMQ_NAMESRV": b.Namesrv})
+	// A topic and group of the test's own: with the defaults it would join the real
+	// notifier's group on a machine running the demo, and consume its messages.
+	topic, group := rmqtest.Unique("run-events"), rmqtest.Unique("run-notifier")
+	b.CreateTopic(t, topic, 8)
+	b.CreateTopic(t, ordering.DLQTopic(group), 1)
+	p := procs.StartFuncTest(t, "notifier", run, nil, map[string]string{
+		"DATABASE_URL": dbURL, "ROCKETMQ_NAMESRV": b.Namesrv, "WALLET_EVENTS_TOPIC": topic, "CONSUMER_GROUP": group,
+	})
+	require.Contains(t, p.Output(), "group="+group)
 	resp, err := http.Get(p.URL + "/readyz")
 	require.NoError(t, err)
 	resp.Body.Close()

@@ -94,7 +94,13 @@ func TestServeMigratesAnswersProbesAndStopsGracefully(t *testing.T) {
 	t.Parallel()
 	b := rmqtest.Require(t)
 	_, dbURL := testdb.New(t)
-	p := procs.StartFuncTest(t, "walletsvc", run, []string{"serve"}, map[string]string{"DATABASE_URL": dbURL, "ROCKETMQ_NAMESRV": b.Namesrv})
+	// A topic and producer group of the test's own, never the real ones.
+	topic, group := rmqtest.Unique("run-events"), rmqtest.Unique("run-relay")
+	b.CreateTopic(t, topic, 8)
+	p := procs.StartFuncTest(t, "walletsvc", run, []string{"serve"}, map[string]string{
+		"DATABASE_URL": dbURL, "ROCKETMQ_NAMESRV": b.Namesrv, "WALLET_EVENTS_TOPIC": topic, "PRODUCER_GROUP": group,
+	})
+	require.Contains(t, p.Output(), "topic="+topic)
 
 	resp, err := http.Get(p.URL + "/readyz")
 	require.NoError(t, err)
@@ -149,6 +155,7 @@ func TestReadyzFailsWhenTheBrokerIsUnreachable(t *testing.T) {
 	_, dbURL := testdb.New(t)
 	p := procs.StartFuncTest(t, "walletsvc", run, nil, map[string]string{
 		"DATABASE_URL": dbURL, "ROCKETMQ_NAMESRV": hangUp(t),
+		"WALLET_EVENTS_TOPIC": rmqtest.Unique("run-events"), "PRODUCER_GROUP": rmqtest.Unique("run-relay"),
 	})
 	resp, err := http.Get(p.URL + "/readyz")
 	require.NoError(t, err)
