@@ -8,7 +8,7 @@
 // seed, it kills each service process with SIGKILL several times and restarts it, restarts
 // the broker and Postgres once each, scales the notifiers 2 → 1 → 2 and raises the topic's
 // queues from 8 to 16 (keys move to other queues). Then it waits until the pipeline is quiet
-// and audits the database (see Audit). Its last line is the verdict; it exits 1 when any
+// and audits the database (internal/audit). Its last line is the verdict; it exits 1 when any
 // count is not zero.
 package main
 
@@ -35,6 +35,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/walletsaga/walletsaga/internal/audit"
 	"github.com/walletsaga/walletsaga/internal/wallet"
 )
 
@@ -187,7 +188,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	for _, d := range other {
 		fmt.Fprintln(stdout, "  defect:", d)
 	}
-	fmt.Fprintln(stdout, res.Line(cfg.Seed))
+	fmt.Fprintln(stdout, verdict(res, cfg.Seed))
 	if res.Failed() || len(other) > 0 {
 		return 1
 	}
@@ -198,14 +199,14 @@ func (r *chaosRun) printf(format string, args ...any) {
 	fmt.Fprintf(r.out, format, args...)
 }
 
-func (r *chaosRun) do(ctx context.Context) (Result, []string, error) {
+func (r *chaosRun) do(ctx context.Context) (audit.Result, []string, error) {
 	cfg := r.cfg
 	plan := Plan(cfg.Seed, PlanOptions{Duration: cfg.Duration, KillsEach: cfg.KillsEach, FromQueues: cfg.Queues, ToQueues: cfg.Reshard, GatewayOutage: cfg.GatewayOutage})
 	r.printf("chaos: seed=%d users=%d duration=%s rate=%.0f/s workers=%d; plan (rerun with -seed %d for the same one):\n%s",
 		cfg.Seed, cfg.Users, cfg.Duration, cfg.Rate, cfg.Workers, cfg.Seed, describePlan(plan))
 	for _, b := range []string{"walletsvc", "notifier"} {
 		if _, err := os.Stat(filepath.Join(cfg.BinDir, b)); err != nil {
-			return Result{}, nil, fmt.Errorf("no %s binary in %s: run make build (make chaos does)", b, cfg.BinDir)
+			return audit.Result{}, nil, fmt.Errorf("no %s binary in %s: run make build (make chaos does)", b, cfg.BinDir)
 		}
 	}
 
@@ -213,16 +214,16 @@ func (r *chaosRun) do(ctx context.Context) (Result, []string, error) {
 	r.svc = newServices(cfg, r.log)
 	t0 := time.Now()
 	if err := os.RemoveAll(r.svc.logDir); err != nil {
-		return Result{}, nil, err
+		return audit.Result{}, nil, err
 	}
 	if err := os.MkdirAll(r.svc.logDir, 0o755); err != nil {
-		return Result{}, nil, err
+		return audit.Result{}, nil, err
 	}
 	if err := r.svc.run(ctx, "clean"); err != nil {
-		return Result{}, nil, err
+		return audit.Result{}, nil, err
 	}
 	if err := r.svc.run(ctx, "up"); err != nil {
-		return Result{}, nil, err
+		return audit.Result{}, nil, err
 	}
 	if !cfg.Keep {
 		defer func() { _ = r.svc.run(context.Background(), "down") }()
@@ -232,23 +233,23 @@ func (r *chaosRun) do(ctx context.Context) (Result, []string, error) {
 	dbURL := fmt.Sprintf("postgres://walletsaga:walletsaga@127.0.0.1:%d/walletsaga?sslmode=disable", cfg.PGPort)
 	db, err := pgxpool.New(ctx, dbURL)
 	if err != nil {
-		return Result{}, nil, err
+		return audit.Result{}, nil, err
 	}
 	defer db.Close()
 	r.db = db
 	if r.sms, err = startSMSProvider(db, failPhone); err != nil {
-		return Result{}, nil, err
+		return audit.Result{}, nil, err
 	}
 	defer r.sms.close()
 	defer r.stopSlots()
 	if err := r.startSlots(ctx, dbURL); err != nil {
-		return Result{}, nil, err
+		return audit.Result{}, nil, err
 	}
 
 	c := &client{bases: []string{r.slots[wallet1].url(), r.slots[wallet2].url()}, token: serviceToken, http: &http.Client{Timeout: 30 * time.Second}, log: r.log}
 	users, err := createUsers(ctx, c, cfg.Users)
 	if err != nil {
-		return Result{}, nil, err
+		return audit.Result{}, nil, err
 	}
 	failing := 0
 	for _, u := range users {
@@ -271,7 +272,7 @@ func (r *chaosRun) do(ctx context.Context) (Result, []string, error) {
 	r.printf("chaos: load done after %s: %s; retried requests %d\n", time.Since(r.start).Round(100*time.Millisecond), formatOps(stats.ops), c.retries.Load())
 	faults.Wait()
 	if ctx.Err() != nil {
-		return Result{}, nil, ctx.Err()
+		return audit.Result{}, nil, ctx.Err()
 	}
 	for _, e := range stats.errs {
 		r.printf("  load error: %s\n", e)
@@ -283,13 +284,13 @@ func (r *chaosRun) do(ctx context.Context) (Result, []string, error) {
 		if s := r.slots[name]; !s.running() {
 			r.log.Warn("starting a process that is down at the end of the load", "slot", name)
 			if err := s.up(ctx); err != nil {
-				return Result{}, nil, err
+				return audit.Result{}, nil, err
 			}
 		}
 	}
 	quietStart := time.Now()
 	for {
-		quiet, left, err := Quiet(ctx, db)
+		quiet, left, err := audit.Quiet(ctx, db)
 		if err == nil && quiet {
 			break
 		}
@@ -298,7 +299,7 @@ func (r *chaosRun) do(ctx context.Context) (Result, []string, error) {
 			break
 		}
 		if ctx.Err() != nil {
-			return Result{}, nil, ctx.Err()
+			return audit.Result{}, nil, ctx.Err()
 		}
 		time.Sleep(time.Second)
 	}
@@ -306,9 +307,9 @@ func (r *chaosRun) do(ctx context.Context) (Result, []string, error) {
 	r.printf("chaos: quiet %s after the load\n", time.Since(quietStart).Round(100*time.Millisecond))
 
 	r.reportImpacts(ctx)
-	res, err := Audit(ctx, db, failPhone)
+	res, err := audit.Check(ctx, db, audit.Options{ExpectDeadLetter: failPhone.MatchString})
 	if err != nil {
-		return Result{}, nil, fmt.Errorf("audit: %w", err)
+		return audit.Result{}, nil, fmt.Errorf("audit: %w", err)
 	}
 	unexpected := 0
 	for _, name := range slotNames {

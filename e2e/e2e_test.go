@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/walletsaga/walletsaga/internal/audit"
 	"github.com/walletsaga/walletsaga/internal/ordering"
 	"github.com/walletsaga/walletsaga/internal/rmqtest"
 	"github.com/walletsaga/walletsaga/internal/walletevent"
@@ -56,9 +57,9 @@ func createUsers(a api, n int, phone func(i int) string) []int64 {
 
 func okPhone(i int) string { return fmt.Sprintf("+86138%08d", 10000000+i*7+1) }
 
-func logResult(t *testing.T, s *stack, what string, r auditResult, extra string) {
+func logResult(t *testing.T, s *stack, what string, r audit.Result, extra string) {
 	t.Logf("%s on broker %s: events=%d sms=%d lost=%d duplicated=%d out_of_order=%d dead_lettered=%d %s",
-		what, s.broker.BrokerAddr, r.events, r.sms, r.lost, r.dup, r.ooo, r.dead, extra)
+		what, s.broker.BrokerAddr, r.Events, r.SMS, r.Lost, r.Duplicated, r.OutOfOrder, r.DeadLettered, extra)
 }
 
 // TestOrderedSMSForFiftyUsers: 50 users × 40 balance changes through the REST API, the sagas,
@@ -91,9 +92,9 @@ func TestOrderedSMSForFiftyUsers(t *testing.T) {
 	waitFor(t, 180*time.Second, "every SMS", s.smsDone)
 	r := s.audit()
 	logResult(t, s, "50 users × 40 deposits, walletsvc killed -9 at 500", r, fmt.Sprintf("sagas_terminal_after=%s drain_after_last_request=%s", resumed.Round(time.Millisecond), time.Since(start).Round(time.Millisecond)))
-	require.Equal(t, 2000, r.events)
-	require.Equal(t, 2000, r.sms)
-	require.Zero(t, r.lost+r.dup+r.ooo+r.dead)
+	require.Equal(t, 2000, r.Events)
+	require.Equal(t, 2000, r.SMS)
+	require.Zero(t, r.Lost+r.Duplicated+r.OutOfOrder+r.DeadLettered)
 	require.Equal(t, 2000, s.count(`SELECT count(*) FROM sim_charges`), "each deposit charged once")
 }
 
@@ -129,8 +130,8 @@ func TestNotifierKilledMidStream(t *testing.T) {
 	waitFor(t, 180*time.Second, "every SMS", s.smsDone)
 	r := s.audit()
 	logResult(t, s, "notifier killed -9", r, fmt.Sprintf("sms_at_kill=%d", killedAt))
-	require.Equal(t, 600, r.sms)
-	require.Zero(t, r.lost+r.dup+r.ooo+r.dead)
+	require.Equal(t, 600, r.SMS)
+	require.Zero(t, r.Lost+r.Duplicated+r.OutOfOrder+r.DeadLettered)
 }
 
 // queueOf is the Go client's hash selector: FNV-1a 32 of the sharding key modulo the queues.
@@ -178,7 +179,8 @@ func TestPoisonedUserIsDeadLetteredAndOthersProceed(t *testing.T) {
 	})
 	waitFor(t, 60*time.Second, "every SMS", s.smsDone)
 	r := s.audit()
-	require.Equal(t, 3, r.dead)
+	require.Equal(t, 3, r.DeadLettered)
+	require.Zero(t, r.Lost+r.Duplicated+r.OutOfOrder, "every other SMS delivered once, in order")
 	for _, seq := range []int64{1, 2} {
 		var st string
 		var attempts int
@@ -298,8 +300,8 @@ func TestTwoNotifiersRebalance(t *testing.T) {
 	n2.stop(t)
 	logResult(t, s, "two notifiers, join then leave", r, fmt.Sprintf("longest_pause_in_sms=%.1fs second_joined_at=+%s first_left_at=+%s",
 		maxGap, joined.Sub(joined).Round(time.Second), left.Sub(joined).Round(time.Second)))
-	require.Equal(t, 600, r.sms)
-	require.Zero(t, r.lost+r.dup+r.ooo+r.dead)
+	require.Equal(t, 600, r.SMS)
+	require.Zero(t, r.Lost+r.Duplicated+r.OutOfOrder+r.DeadLettered)
 }
 
 // TestDemoTellsTheStory runs the demo program (what make demo and the compose demo runner

@@ -70,8 +70,8 @@ func TestProviderOutageDelaysButNeverDeadLetters(t *testing.T) {
 
 	r := s.audit()
 	t.Logf("10 s provider outage on broker %s: events=%d dead_lettered=%d provider_calls_during_outage=%d provider_accepted_after=%d",
-		s.broker.BrokerAddr, r.events, r.dead, failedDuring, len(p.callsOf(func(c smsCall) bool { return c.Status == 200 })))
-	require.Zero(t, r.dead, "a provider outage must delay SMS, never dead-letter them")
+		s.broker.BrokerAddr, r.Events, r.DeadLettered, failedDuring, len(p.callsOf(func(c smsCall) bool { return c.Status == 200 })))
+	require.Zero(t, r.DeadLettered, "a provider outage must delay SMS, never dead-letter them")
 	requireAcceptedInOrder(t, p, 40)
 	require.Less(t, failedDuring, 40*3, "the breaker should have stopped the calls during the outage")
 	gate := gateView(t, n)
@@ -140,7 +140,7 @@ func TestAnAcceptedSMSWhoseAnswerWasLostIsRecordedSent(t *testing.T) {
 	a.depositWait(user, 2000, "d2")
 	waitFor(t, 60*time.Second, "every SMS", s.smsDone)
 	r := s.audit()
-	require.Zero(t, r.dead)
+	require.Zero(t, r.DeadLettered)
 	requireAcceptedInOrder(t, p, 2)
 	statuses := []int{}
 	for _, c := range p.callsOf(func(c smsCall) bool { return c.Seq == 1 }) {

@@ -18,10 +18,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/walletsaga/walletsaga/internal/audit"
 	"github.com/walletsaga/walletsaga/internal/ordering"
 	"github.com/walletsaga/walletsaga/internal/procs"
 	"github.com/walletsaga/walletsaga/internal/rmqtest"
@@ -202,65 +202,26 @@ func (s *stack) count(sql string, args ...any) int {
 	return n
 }
 
-// audit checks the invariants that span both services, user by user:
-//   - every saga is terminal and every wallet's balance equals the sum of its ledger, ≥ 0;
-//   - every event is published;
-//   - the SMS log holds, for each event in seq order, exactly one SMS (dead letters excepted,
-//     which must be recorded as such), and its text states the event's balance after.
-//
-// It returns the counts: events, SMS, lost, duplicated, out of order, dead-lettered.
-type auditResult struct{ events, sms, lost, dup, ooo, dead int }
-
-func (s *stack) audit() auditResult {
+// audit runs the shared audit (internal/audit) and requires what every test here requires:
+// no saga stuck (needs_attention included), every wallet's balance = sum(ledger) ≥ 0, every
+// event published, every SMS stating the balance after its event, no SMS of no event. It
+// returns the counts for the test's own assertions (events, SMS, lost, duplicated, out of
+// order, dead-lettered: every dead letter is counted, none is taken for lost).
+func (s *stack) audit() audit.Result {
 	t := s.t
-	ctx := context.Background()
-	require.Zero(t, s.count(`SELECT count(*) FROM sagas WHERE state NOT IN ('completed','compensated','failed','needs_attention')`), "sagas still running")
-	require.Zero(t, s.count(`SELECT count(*) FROM wallets w WHERE w.balance < 0 OR w.balance <> COALESCE((SELECT sum(amount) FROM ledger_entries l WHERE l.user_id = w.user_id), 0)`), "ledger mismatch")
-	require.Zero(t, s.count(`SELECT count(*) FROM wallet_events WHERE published_at IS NULL`), "unpublished events")
-	var r auditResult
-	rows, err := s.pool.Query(ctx, `SELECT e.user_id, e.seq, e.balance_after,
-		COALESCE(n.status, ''), (SELECT count(*) FROM notify.sms_log l WHERE l.user_id = e.user_id AND l.seq = e.seq AND NOT l.late)
-		FROM wallet_events e LEFT JOIN notify.notifications n ON n.user_id = e.user_id AND n.seq = e.seq ORDER BY e.user_id, e.seq`)
+	t.Helper()
+	r, err := audit.Check(context.Background(), s.pool, audit.Options{})
 	require.NoError(t, err)
-	type ev struct {
-		user, seq, bal int64
-		status         string
-		sms            int
-	}
-	evs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (ev, error) {
-		var e ev
-		return e, row.Scan(&e.user, &e.seq, &e.bal, &e.status, &e.sms)
-	})
-	require.NoError(t, err)
-	r.events = len(evs)
-	for _, e := range evs {
-		switch {
-		case e.status == "dead_lettered" && e.sms == 0:
-			r.dead++
-		case e.sms == 1 && e.status == "sent":
-			r.sms++
-		case e.sms == 0:
-			r.lost++
-		default:
-			r.dup += e.sms - 1
-			r.sms++
-		}
-	}
-	// Order: for each user, SMS rows were written in seq order (ids increase with seq).
-	r.ooo = s.count(`SELECT count(*) FROM notify.sms_log a JOIN notify.sms_log b
-		ON a.user_id = b.user_id AND a.seq < b.seq AND a.id > b.id WHERE NOT a.late AND NOT b.late`)
-	// Texts state the event's balance after it.
-	bad := s.count(`SELECT count(*) FROM notify.sms_log l JOIN wallet_events e ON e.user_id = l.user_id AND e.seq = l.seq
-		WHERE NOT l.late AND position(to_char(e.balance_after / 100.0, 'FM999999999990.00') || ' ' || e.currency IN l.text) = 0`)
-	require.Zero(t, bad, "SMS whose text does not state the balance after its event")
+	require.Zero(t, r.SagasStuck+r.LedgerMismatch+r.Unpublished+r.WrongText+r.Phantom, "audit: %+v", r)
 	return r
 }
 
-// smsDone reports whether every event has a finished notification.
+// smsDone reports whether the pipeline is done: no saga running, every event published and
+// its SMS finished (sent or dead-lettered).
 func (s *stack) smsDone() bool {
-	return s.count(`SELECT count(*) FROM wallet_events e LEFT JOIN notify.notifications n
-		ON n.user_id = e.user_id AND n.seq = e.seq AND n.status IN ('sent','dead_lettered')
-		WHERE n.user_id IS NULL`) == 0
+	quiet, _, err := audit.Quiet(context.Background(), s.pool)
+	require.NoError(s.t, err)
+	return quiet
 }
 
 // logProgress logs, every interval, the pipeline's counts and each notifier's gate view, so a

@@ -1,64 +1,68 @@
-package main
+// Package audit checks, over a whole database that walletsvc and the notifier shared, what
+// the product promises users (the invariants of docs/ARCHITECTURE.md) once the pipeline is
+// quiet: every saga ended, every wallet's balance is its ledger's sum and never negative,
+// every outbox row was published, and each user's SMS log is their balance events in seq
+// order, each once, each stating the balance after it. The e2e tests and the chaos run both
+// audit through it.
+package audit
 
 import (
 	"context"
 	"fmt"
-	"regexp"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// Result is what the run found once the stack was quiet. Every count but Events, SMS, Users and
-// DeadLettered must be zero.
+// Result is what an audit found. Every count but Users, Events, SMS and DeadLettered is a
+// defect.
 type Result struct {
 	Users, Events, SMS int
-	DeadLettered       int // dead-lettered SMS of phones configured to fail: allowed
-	Lost               int // events without their SMS (or dead-lettered for a phone that works)
+	DeadLettered       int // dead-lettered SMS the run expected (see Options)
+	Lost               int // events without their SMS (or dead-lettered unexpectedly)
 	Duplicated         int // SMS beyond the first for one (user, seq)
 	OutOfOrder         int // SMS written after an SMS of a later seq of the same user
-	SagasStuck         int // sagas not completed, compensated or failed
+	SagasStuck         int // sagas not completed, compensated or failed (needs_attention included)
 	LedgerMismatch     int // wallets whose balance is negative or differs from sum(ledger)
 	Unpublished        int // outbox rows never published
-	WrongText          int // SMS whose text does not state the event's balance after it
+	WrongText          int // SMS whose text does not end with the event's balance after it
 	Phantom            int // SMS of no event
-	Details            []string
+	// Details are examples of the defects counted, at most MaxDetails of them.
+	Details []string
 }
+
+// MaxDetails bounds the examples of defects a Result keeps.
+const MaxDetails = 40
 
 // Failed reports whether any invariant was broken.
 func (r Result) Failed() bool {
 	return r.Lost+r.Duplicated+r.OutOfOrder+r.SagasStuck+r.LedgerMismatch+r.Unpublished+r.WrongText+r.Phantom > 0
 }
 
-// Line is the run's verdict line.
-func (r Result) Line(seed int64) string {
-	return fmt.Sprintf("chaos: seed=%d users=%d events=%d sms=%d lost=%d duplicated=%d out_of_order=%d sagas_stuck=%d ledger_mismatch=%d",
-		seed, r.Users, r.Events, r.SMS, r.Lost, r.Duplicated, r.OutOfOrder, r.SagasStuck, r.LedgerMismatch)
+// Options say which dead letters a run provoked.
+type Options struct {
+	// ExpectDeadLetter reports whether a dead letter for an SMS to phone is one the run
+	// provoked (a phone configured to fail): those count as DeadLettered, any other as
+	// Lost. Nil expects every dead letter, and the caller checks DeadLettered itself.
+	ExpectDeadLetter func(phone string) bool
 }
 
-// maxDetails bounds the examples of defects the result keeps.
-const maxDetails = 40
-
-// Audit checks, over the whole database, what docs/ARCHITECTURE.md promises:
-//   - every saga terminal (completed, compensated, failed; needs_attention is not: a person
-//     would have to look);
-//   - every wallet's balance = sum(ledger) ≥ 0;
-//   - every outbox row published;
-//   - for every user, the SMS log equals the outbox events in seq order: each event has exactly
-//     one SMS (not counting operator replays, which are marked late), written in seq order,
-//     stating the balance after the event, except events recorded dead_lettered, which are
-//     allowed only for phones matching failPhone.
-func Audit(ctx context.Context, db *pgxpool.Pool, failPhone *regexp.Regexp) (Result, error) {
+// Check audits the database of db. It does not wait: call it once Quiet says the pipeline
+// has nothing left to do.
+//
+// An SMS counts once per (user, seq), not counting an operator's replays (marked late); it is
+// in order when, per user, the SMS log's rows were written (ids) in seq order; its text ends
+// with the event's balance after it and currency ("… Balance: 154.04 CNY." or
+// "…，余额 154.04 CNY。").
+func Check(ctx context.Context, db *pgxpool.Pool, o Options) (Result, error) {
 	var r Result
 	noteN := func(n *int, k int, format string, args ...any) {
 		*n += k
-		if len(r.Details) < maxDetails {
+		if len(r.Details) < MaxDetails {
 			r.Details = append(r.Details, fmt.Sprintf(format, args...))
 		}
 	}
 	note := func(n *int, format string, args ...any) { noteN(n, 1, format, args...) }
-	scalar := func(dst *int, sql string) error { return db.QueryRow(ctx, sql).Scan(dst) }
 	for _, q := range []struct {
 		dst *int
 		sql string
@@ -67,12 +71,11 @@ func Audit(ctx context.Context, db *pgxpool.Pool, failPhone *regexp.Regexp) (Res
 		{&r.SMS, `SELECT count(*) FROM notify.sms_log WHERE NOT late`},
 		{&r.Unpublished, `SELECT count(*) FROM wallet_events WHERE published_at IS NULL`},
 		{&r.Phantom, `SELECT count(*) FROM notify.sms_log l WHERE NOT EXISTS (SELECT 1 FROM wallet_events e WHERE e.user_id = l.user_id AND e.seq = l.seq)`},
-		// The text ends with the balance after the event: "… Balance: 154.04 CNY." / "…，余额 154.04 CNY。"
 		{&r.WrongText, `SELECT count(*) FROM notify.sms_log l JOIN wallet_events e ON e.user_id = l.user_id AND e.seq = l.seq
 			CROSS JOIN LATERAL (SELECT to_char(e.balance_after / 100.0, 'FM9999999999999999990.00') || ' ' || e.currency AS s) b
 			WHERE NOT l.late AND right(l.text, length(b.s) + 1) NOT IN (b.s || '.', b.s || '。')`},
 	} {
-		if err := scalar(q.dst, q.sql); err != nil {
+		if err := db.QueryRow(ctx, q.sql).Scan(q.dst); err != nil {
 			return r, err
 		}
 	}
@@ -128,7 +131,7 @@ func Audit(ctx context.Context, db *pgxpool.Pool, failPhone *regexp.Regexp) (Res
 		}
 		r.Events++
 		switch {
-		case sms == 0 && status == "dead_lettered" && failPhone.MatchString(phone):
+		case sms == 0 && status == "dead_lettered" && (o.ExpectDeadLetter == nil || o.ExpectDeadLetter(phone)):
 			r.DeadLettered++
 		case sms == 0 && status == "dead_lettered":
 			note(&r.Lost, "user %d seq %d dead-lettered, but its phone %s is not one configured to fail", user, seq, phone)
@@ -170,7 +173,8 @@ func forEach(rows pgx.Rows, f func(pgx.CollectableRow) error) error {
 }
 
 // Quiet reports whether the pipeline has nothing left to do: no saga running, no outbox row
-// unpublished, no event without a finished notification. It also says what is left.
+// unpublished, no event without a finished notification (sent or dead-lettered). It also
+// says what is left.
 func Quiet(ctx context.Context, db *pgxpool.Pool) (bool, string, error) {
 	var running, unpublished, unfinished, pending int
 	err := db.QueryRow(ctx, `SELECT
@@ -184,45 +188,4 @@ func Quiet(ctx context.Context, db *pgxpool.Pool) (bool, string, error) {
 	}
 	left := fmt.Sprintf("sagas_running=%d unpublished=%d sms_unfinished=%d inbox_pending=%d", running, unpublished, unfinished, pending)
 	return running+unpublished+unfinished == 0, left, nil
-}
-
-// Impact is how long one fault held the pipeline up, read from the database afterwards.
-type Impact struct {
-	// LongestGap is the longest time without any SMS written, in the minute after the fault.
-	LongestGap time.Duration
-	// MaxLatency is the longest commit→SMS time of the events committed from the fault until
-	// 20 s after it ended.
-	MaxLatency time.Duration
-	Events     int
-}
-
-// MeasureImpact reads the SMS log around a fault that lasted from start to end.
-func MeasureImpact(ctx context.Context, db *pgxpool.Pool, start, end time.Time) (Impact, error) {
-	var im Impact
-	var gap, lat float64
-	err := db.QueryRow(ctx, `SELECT COALESCE(max(g), 0) FROM (
-		SELECT extract(epoch FROM sent_at - lag(sent_at) OVER (ORDER BY sent_at)) AS g
-		FROM notify.sms_log WHERE sent_at BETWEEN $1::timestamptz AND $2::timestamptz + interval '60 seconds'
-		UNION ALL SELECT extract(epoch FROM min(sent_at) - $1::timestamptz) FROM notify.sms_log WHERE sent_at >= $1::timestamptz) s`, start, end).Scan(&gap)
-	if err != nil {
-		return im, err
-	}
-	err = db.QueryRow(ctx, `SELECT COALESCE(max(extract(epoch FROM l.sent_at - e.occurred_at)), 0), count(*)
-		FROM wallet_events e JOIN notify.sms_log l ON l.user_id = e.user_id AND l.seq = e.seq AND NOT l.late
-		WHERE e.occurred_at BETWEEN $1::timestamptz AND $2::timestamptz + interval '20 seconds'`, start, end).Scan(&lat, &im.Events)
-	if err != nil {
-		return im, err
-	}
-	im.LongestGap = time.Duration(gap * float64(time.Second)).Round(time.Millisecond)
-	im.MaxLatency = time.Duration(lat * float64(time.Second)).Round(time.Millisecond)
-	return im, nil
-}
-
-// Baseline is the commit→SMS latency over the whole run.
-func Baseline(ctx context.Context, db *pgxpool.Pool) (p50, p99 time.Duration, err error) {
-	var a, b float64
-	err = db.QueryRow(ctx, `SELECT COALESCE(percentile_cont(0.5) WITHIN GROUP (ORDER BY x), 0), COALESCE(percentile_cont(0.99) WITHIN GROUP (ORDER BY x), 0)
-		FROM (SELECT extract(epoch FROM l.sent_at - e.occurred_at) AS x FROM wallet_events e
-		JOIN notify.sms_log l ON l.user_id = e.user_id AND l.seq = e.seq AND NOT l.late) s`).Scan(&a, &b)
-	return time.Duration(a * float64(time.Second)).Round(time.Millisecond), time.Duration(b * float64(time.Second)).Round(time.Millisecond), err
 }
