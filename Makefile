@@ -14,7 +14,7 @@ FUZZ_SHORT ?= 3s
 # broker address and their counts there); the full log is kept in .run/test.log.
 TEST_FILTER := grep -Ev '^=== (RUN|PAUSE|CONT|NAME)' || true
 
-.PHONY: help tools services services-down services-status services-clean build test test-unit vet demo bench fuzz chaos
+.PHONY: help tools services services-down services-status services-clean build test test-unit vet lint demo bench fuzz chaos
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -41,6 +41,9 @@ build: ## build walletsvc, notifier and demo into bin/
 
 vet: ## go vet
 	$(GO) vet $(PKGS)
+
+lint: ## golangci-lint (the version pinned in go.mod; its first build takes minutes) with .golangci.yml
+	$(GO) tool golangci-lint run $(PKGS)
 
 test: tools services vet ## start the services if needed, vet, run every test with -race, then fuzz each target for FUZZ_SHORT
 	@mkdir -p .run
