@@ -369,7 +369,7 @@ func devBrokerProperties(t *testing.T) map[string]string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(root, "scripts", "services.sh"))
 	require.NoError(t, err)
-	m := regexp.MustCompile(`(?s)broker\.properties" <<-EOF\n(.*?)\n\s*EOF`).FindSubmatch(b)
+	m := regexp.MustCompile(`(?s)cat >"\$props" <<-EOF\n(.*?)\n\s*EOF`).FindSubmatch(b)
 	require.NotNil(t, m, "scripts/services.sh writes no broker.properties")
 	vars := servicesShVars(t)
 	props := map[string]string{}
@@ -413,7 +413,8 @@ func TestBrokerConf(t *testing.T) {
 
 	// Everything else as the dev broker of scripts/services.sh.
 	where := map[string]bool{"brokerIP1": true, "namesrvAddr": true, "bindAddress": true, "listenPort": true,
-		"storePathRootDir": true, "storePathCommitLog": true}
+		"storePathRootDir": true, "storePathCommitLog": true, "brokerName": true}
+	assert.Equal(t, "broker-a", conf["brokerName"], "the compose broker is the dev stack's first broker")
 	dev := devBrokerProperties(t)
 	for k, v := range dev {
 		if !where[k] {

@@ -6,9 +6,17 @@
 #   scripts/services.sh down     stop the broker, then the name server, then Postgres
 #   scripts/services.sh status   say what runs where
 #   scripts/services.sh clean    down, then delete .run/ state (jars are kept)
-#   scripts/services.sh topic T N  create topic T with N read/write queues (checked)
-#   scripts/services.sh restart-broker   SIGTERM the broker and start it again (same store)
-#   scripts/services.sh restart-pg       restart Postgres (fast shutdown: sessions are cut)
+#   scripts/services.sh topic T N [BROKER]   create topic T with N read/write queues on every
+#                                broker of the cluster, or on BROKER only (checked)
+#   scripts/services.sh restart-broker [BROKER]  SIGTERM a broker and start it again (same store)
+#   scripts/services.sh kill-broker BROKER       SIGKILL a broker (it stays down)
+#   scripts/services.sh start-broker BROKER      start one broker (a stopped one, or one joining)
+#   scripts/services.sh restart-pg [immediate]   restart Postgres (fast: sessions are cut;
+#                                immediate: no shutdown checkpoint, as after a crash)
+#
+# BROKERS=N starts a cluster of N brokers (broker-a, broker-b, …), each a master with its own
+# store and ports (BROKER_PORT, then +20 each), under one name server; topics get their
+# queues on every broker. The default is one broker.
 #
 # Every knob is an environment variable with a default that matches the rest of the repo.
 set -Eeuo pipefail
@@ -29,8 +37,8 @@ RMQ_DIR="$RUN/rocketmq"
 RMQ_LIB="${RMQ_LIB:-$RMQ_DIR/lib}"
 NAMESRV_PORT="${NAMESRV_PORT:-9876}"
 BROKER_PORT="${BROKER_PORT:-10911}"
+BROKERS="${BROKERS:-1}"
 NAMESRV_ADDR="127.0.0.1:$NAMESRV_PORT"
-BROKER_NAME="broker-a"
 CLUSTER="DefaultCluster"
 # Topics the product uses, "name:queues" separated by spaces. The notifier group's retry and
 # dead-letter topics are created up front: the broker would create them on first use, and
@@ -218,24 +226,53 @@ mqadmin() {
 	"${CMD[@]}" 2>&1
 }
 
+# Broker i (0-based) is broker-a, broker-b, …; it listens on BROKER_PORT + 20·i (and on that
+# port − 2 and + 1), keeps its store in store (broker-a, as before clusters) or store-<letter>,
+# and its pid, output and properties in files named after it.
+broker_names() {
+	local i letters=abcdefghij
+	for ((i = 0; i < BROKERS; i++)); do printf 'broker-%s\n' "${letters:i:1}"; done
+}
+broker_index() {
+	local letters=abcdefghij l="${1#broker-}"
+	[[ "$1" =~ ^broker-[a-j]$ ]] || die "unknown broker $1 (broker-a … broker-j)"
+	local rest="${letters%%"$l"*}"
+	echo "${#rest}"
+}
+broker_port() { echo $((BROKER_PORT + 20 * $(broker_index "$1"))); }
+broker_file() {
+	# broker_file NAME SUFFIX: broker.pid for broker-a, broker-b.pid for broker-b, …
+	if [ "$1" = broker-a ]; then echo "$RMQ_DIR/broker$2"; else echo "$RMQ_DIR/$1$2"; fi
+}
+broker_store() {
+	if [ "$1" = broker-a ]; then echo "$RMQ_DIR/store"; else echo "$RMQ_DIR/store-${1#broker-}"; fi
+}
+
 rmq_conf() {
-	mkdir -p "$RMQ_DIR/conf" "$RMQ_DIR/home" "$RMQ_DIR/store/commitlog"
+	mkdir -p "$RMQ_DIR/conf" "$RMQ_DIR/home"
 	# Properties files: no inline comments, no trailing spaces (they are misread).
 	cat >"$RMQ_DIR/conf/namesrv.properties" <<-EOF
 		listenPort=$NAMESRV_PORT
 		bindAddress=127.0.0.1
 		kvConfigPath=$RMQ_DIR/home/namesrv/kvConfig.json
 	EOF
-	cat >"$RMQ_DIR/conf/broker.properties" <<-EOF
+}
+
+broker_conf() {
+	local name="$1" store props
+	store="$(broker_store "$name")"
+	props="$(broker_file "$name" .properties)"
+	mkdir -p "$RMQ_DIR/conf" "$RMQ_DIR/home" "$store/commitlog"
+	cat >"$props" <<-EOF
 		brokerClusterName=$CLUSTER
-		brokerName=$BROKER_NAME
+		brokerName=$name
 		brokerId=0
 		namesrvAddr=$NAMESRV_ADDR
 		brokerIP1=127.0.0.1
 		bindAddress=127.0.0.1
-		listenPort=$BROKER_PORT
-		storePathRootDir=$RMQ_DIR/store
-		storePathCommitLog=$RMQ_DIR/store/commitlog
+		listenPort=$(broker_port "$name")
+		storePathRootDir=$store
+		storePathCommitLog=$store/commitlog
 		mappedFileSizeCommitLog=67108864
 		flushDiskType=ASYNC_FLUSH
 		brokerRole=ASYNC_MASTER
@@ -283,45 +320,54 @@ namesrv_up() {
 }
 
 broker_up() {
-	local pid
-	pid="$(read_pid "$RMQ_DIR/broker.pid")"
-	if pid_alive "$pid" && port_busy "$BROKER_PORT"; then
-		say "broker already running on 127.0.0.1:$BROKER_PORT (pid $pid)"
+	local name="${1:-broker-a}" pid port pidfile out
+	port="$(broker_port "$name")"
+	pidfile="$(broker_file "$name" .pid)"
+	out="$(broker_file "$name" .out)"
+	pid="$(read_pid "$pidfile")"
+	if pid_alive "$pid" && port_busy "$port"; then
+		say "$name already running on 127.0.0.1:$port (pid $pid)"
 		return 0
 	fi
 	local p
-	for p in "$BROKER_PORT" $((BROKER_PORT - 2)) $((BROKER_PORT + 1)); do
-		port_busy "$p" && die "port $p is taken (pid $(port_pid "$p")) but not by this repo's broker"
+	for p in "$port" $((port - 2)) $((port + 1)); do
+		port_busy "$p" && die "port $p is taken (pid $(port_pid "$p")) but not by this repo's $name"
 	done
-	say "starting RocketMQ $RMQ_VERSION broker $BROKER_NAME on 127.0.0.1:$BROKER_PORT"
+	broker_conf "$name"
+	say "starting RocketMQ $RMQ_VERSION broker $name on 127.0.0.1:$port"
 	local t0=$SECONDS
-	: >"$RMQ_DIR/broker.out"
+	: >"$out"
 	rmq_cmd rmq.broker.logback.xml -Xms256m -Xmx384m -Xmn128m -XX:MaxDirectMemorySize=256m -- \
-		org.apache.rocketmq.broker.BrokerStartup -c "$RMQ_DIR/conf/broker.properties"
-	nohup "${CMD[@]}" >>"$RMQ_DIR/broker.out" 2>&1 </dev/null &
-	echo $! >"$RMQ_DIR/broker.pid"
-	wait_for "$RMQ_DIR/broker.out" "boot success" "$!" "broker"
-	say "broker up in $((SECONDS - t0))s"
+		org.apache.rocketmq.broker.BrokerStartup -c "$(broker_file "$name" .properties)"
+	nohup "${CMD[@]}" >>"$out" 2>&1 </dev/null &
+	echo $! >"$pidfile"
+	wait_for "$out" "boot success" "$!" "$name"
+	say "$name up in $((SECONDS - t0))s"
 	# The broker registers with the name server asynchronously: wait until the cluster lists it.
-	local deadline=$((SECONDS + START_TIMEOUT)) out
+	local deadline=$((SECONDS + START_TIMEOUT)) list
 	while :; do
-		out="$(mqadmin clusterList -n "$NAMESRV_ADDR" || true)"
-		grep -q "$BROKER_NAME" <<<"$out" && break
-		[ "$SECONDS" -ge "$deadline" ] && { printf '%s\n' "$out" >&2; show_tail "$RMQ_DIR/broker.out"; die "broker not listed by clusterList"; }
+		list="$(mqadmin clusterList -n "$NAMESRV_ADDR" || true)"
+		grep -q "$name" <<<"$list" && break
+		[ "$SECONDS" -ge "$deadline" ] && { printf '%s\n' "$list" >&2; show_tail "$out"; die "$name not listed by clusterList"; }
 		sleep 1
 	done
-	say "clusterList shows $BROKER_NAME ($((SECONDS - t0))s after start)"
+	say "clusterList shows $name ($((SECONDS - t0))s after start)"
 }
 
+# topic_create TOPIC QUEUES [BROKER]: on every broker of the cluster (QUEUES each), or on one.
 topic_create() {
-	local topic="$1" queues="$2" out
-	out="$(mqadmin updateTopic -n "$NAMESRV_ADDR" -c "$CLUSTER" -t "$topic" -r "$queues" -w "$queues" -o false)"
+	local topic="$1" queues="$2" target=(-c "$CLUSTER") where="each broker" out
+	if [ -n "${3:-}" ]; then
+		target=(-b "127.0.0.1:$(broker_port "$3")")
+		where="$3"
+	fi
+	out="$(mqadmin updateTopic -n "$NAMESRV_ADDR" "${target[@]}" -t "$topic" -r "$queues" -w "$queues" -o false)"
 	# mqadmin exits 0 even when the broker refused: look for its success line.
 	if ! grep -q "success" <<<"$out"; then
 		printf '%s\n' "$out" >&2
 		die "creating topic $topic failed"
 	fi
-	say "topic $topic: $queues queues"
+	say "topic $topic: $queues queues on $where"
 }
 
 rmq_up() {
@@ -329,7 +375,8 @@ rmq_up() {
 	rmq_jars
 	rmq_conf
 	namesrv_up
-	broker_up
+	local b
+	for b in $(broker_names); do broker_up "$b"; done
 	local t
 	for t in $TOPICS; do topic_create "${t%%:*}" "${t##*:}"; done
 }
@@ -353,8 +400,20 @@ stop_pid() {
 	rm -f "$pidfile"
 }
 
+# all_brokers: every broker with a pid file, running or not (a cluster may have grown).
+all_brokers() {
+	local f n
+	for f in "$RMQ_DIR"/broker.pid "$RMQ_DIR"/broker-?.pid; do
+		[ -f "$f" ] || continue
+		n="$(basename "$f" .pid)"
+		[ "$n" = broker ] && n=broker-a
+		echo "$n"
+	done
+}
+
 rmq_down() {
-	stop_pid broker "$RMQ_DIR/broker.pid"
+	local b
+	for b in $(all_brokers); do stop_pid "$b" "$(broker_file "$b" .pid)"; done
 	stop_pid "name server" "$RMQ_DIR/namesrv.pid"
 }
 
@@ -368,8 +427,15 @@ status() {
 	fi
 	pid="$(read_pid "$RMQ_DIR/namesrv.pid")"
 	if pid_alive "$pid"; then say "name server  running  $NAMESRV_ADDR  pid=$pid"; else say "name server  stopped  ($NAMESRV_ADDR)"; fi
-	pid="$(read_pid "$RMQ_DIR/broker.pid")"
-	if pid_alive "$pid"; then say "broker       running  127.0.0.1:$BROKER_PORT  pid=$pid  store=$RMQ_DIR/store"; else say "broker       stopped  (127.0.0.1:$BROKER_PORT)"; fi
+	local b
+	for b in $( (broker_names; all_brokers) | sort -u); do
+		pid="$(read_pid "$(broker_file "$b" .pid)")"
+		if pid_alive "$pid"; then
+			say "$b     running  127.0.0.1:$(broker_port "$b")  pid=$pid  store=$(broker_store "$b")"
+		else
+			say "$b     stopped  (127.0.0.1:$(broker_port "$b"))"
+		fi
+	done
 }
 
 cmd="${1:-up}"
@@ -392,27 +458,52 @@ clean)
 	rmq_down
 	pg_down
 	say "deleting state under $RUN (keeping the jars)"
-	rm -rf "$RUN/pg" "$RMQ_DIR/store" "$RMQ_DIR/home" "$RMQ_DIR"/*.out
+	rm -rf "$RUN/pg" "$RMQ_DIR"/store "$RMQ_DIR"/store-? "$RMQ_DIR/home" "$RMQ_DIR"/*.out "$RMQ_DIR"/*.properties
 	rm -rf /tmp/walletsaga-pg-"$(printf '%s' "$RUN" | md5sum | cut -c1-12)"
 	;;
 topic)
-	[ $# -eq 2 ] || die "usage: services.sh topic NAME QUEUES"
+	[ $# -eq 2 ] || [ $# -eq 3 ] || die "usage: services.sh topic NAME QUEUES [BROKER]"
 	java_check
 	rmq_jars
-	topic_create "$1" "$2"
+	topic_create "$@"
 	;;
 restart-broker)
 	java_check
-	stop_pid broker "$RMQ_DIR/broker.pid"
-	broker_up
+	b="${1:-broker-a}"
+	stop_pid "$b" "$(broker_file "$b" .pid)"
+	broker_up "$b"
+	;;
+kill-broker)
+	[ $# -eq 1 ] || die "usage: services.sh kill-broker BROKER"
+	pid="$(read_pid "$(broker_file "$1" .pid)")"
+	pid_alive "$pid" || die "$1 is not running"
+	say "kill -9 $1 (pid $pid)"
+	kill -KILL "$pid"
+	while pid_alive "$pid"; do sleep 0.1; done
+	;;
+start-broker)
+	[ $# -eq 1 ] || die "usage: services.sh start-broker BROKER"
+	java_check
+	rmq_jars
+	broker_up "$1"
 	;;
 restart-pg)
 	PG_BIN="$(pg_bindir)" || die "no PostgreSQL binaries"
-	say "restarting postgres (fast: open sessions are terminated)"
+	mode="${1:-fast}"
+	case "$mode" in fast | immediate) ;; *) die "usage: services.sh restart-pg [immediate]" ;; esac
+	say "restarting postgres ($mode: open sessions are terminated)"
 	t0=$SECONDS
-	pg_as "$PG_BIN/pg_ctl" -D "$PG_DATA" -l "$PG_LOG" -m fast -w -t "$START_TIMEOUT" restart >/dev/null ||
-		{ show_tail "$PG_LOG"; die "postgres did not restart"; }
+	if [ "$mode" = immediate ]; then
+		# As after a crash: no shutdown checkpoint; the start replays the WAL.
+		pg_as "$PG_BIN/pg_ctl" -D "$PG_DATA" -m immediate -w -t "$START_TIMEOUT" stop >/dev/null ||
+			{ show_tail "$PG_LOG"; die "postgres did not stop"; }
+		pg_as "$PG_BIN/pg_ctl" -D "$PG_DATA" -l "$PG_LOG" -w -t "$START_TIMEOUT" start >/dev/null ||
+			{ show_tail "$PG_LOG"; die "postgres did not start after an immediate stop"; }
+	else
+		pg_as "$PG_BIN/pg_ctl" -D "$PG_DATA" -l "$PG_LOG" -m fast -w -t "$START_TIMEOUT" restart >/dev/null ||
+			{ show_tail "$PG_LOG"; die "postgres did not restart"; }
+	fi
 	say "postgres restarted in $((SECONDS - t0))s"
 	;;
-*) die "unknown command $cmd (up|down|status|clean|topic|restart-broker|restart-pg)" ;;
+*) die "unknown command $cmd (up|down|status|clean|topic|restart-broker|kill-broker|start-broker|restart-pg)" ;;
 esac

@@ -341,7 +341,7 @@ func (l *Lanes) work(stop, ctx context.Context, c claim) {
 				l.postponed.Add(1)
 			}
 		}
-		if v := outs[len(outs)-1].Verdict; v == Retry || v == Postponed {
+		if v := outs[len(outs)-1].Verdict; v == Retry || v == Postponed || r.Released {
 			return
 		}
 		done += len(outs)

@@ -247,9 +247,11 @@ type outcome struct {
 
 // recorded is what the store answers for one user's outcomes.
 type recorded struct {
-	Held  bool // the lane still held the user: the outcomes were recorded
-	Wake  int64
-	Heads []head // the SMS after them (after Sent, DeadLettered, advance)
+	Held bool // the lane still held the user: the outcomes were recorded
+	// Released: the user had nothing more to send, and the record gave it back (idle).
+	Released bool
+	Wake     int64
+	Heads    []head // the SMS after them (after Sent, DeadLettered, advance)
 }
 
 // record writes a batch of outcomes in ONE statement. A user may have several: a run of
@@ -275,8 +277,9 @@ func (s *Store) record(ctx context.Context, owner string, lease time.Duration, r
 				AS o(user_id, seq, verdict, attempts, delay_us, reason, text, phone, journal)
 		), lk AS MATERIALIZED (
 			-- Lock the users' progress rows in user order before changing anything, as
-			-- Receive does: two statements that lock in one order never deadlock.
-			SELECT p.user_id FROM notify.progress p
+			-- Receive does: two statements that lock in one order never deadlock. A locked
+			-- row reads as its newest version: its wake counts inbox writes up to now.
+			SELECT p.user_id, p.wake FROM notify.progress p
 			WHERE p.user_id IN (SELECT user_id FROM o)
 			ORDER BY p.user_id
 			FOR UPDATE
@@ -285,20 +288,36 @@ func (s *Store) record(ctx context.Context, owner string, lease time.Duration, r
 			-- run is Sent but for its last, which may be anything). It reads every lock
 			-- of lk before it yields a row.
 			SELECT o.user_id, min(o.seq) AS first_seq, max(o.seq) AS last_seq,
-			       (array_agg(o.verdict ORDER BY o.seq DESC))[1] AS verdict, max(o.delay_us) AS delay_us
+			       (array_agg(o.verdict ORDER BY o.seq DESC))[1] AS verdict, max(o.delay_us) AS delay_us,
+			       lk.wake AS wake_now
 			FROM o JOIN lk ON lk.user_id = o.user_id
-			GROUP BY o.user_id ORDER BY o.user_id
+			GROUP BY o.user_id, lk.wake ORDER BY o.user_id
+		), st AS (
+			-- idle: the user has nothing more to send (its next seq is not in the inbox, read
+			-- in this statement's snapshot) and no inbox write came since that snapshot (the
+			-- newest wake is the snapshot's): the lane gives it back here, without a
+			-- statement of its own. A write that lands after this one sees the user idle
+			-- and makes it due.
+			SELECT u.*,
+			       u.verdict IN ('sent', 'dead_lettered', 'advance')
+			       AND NOT EXISTS (SELECT 1 FROM notify.notifications n WHERE n.user_id = u.user_id AND n.seq = u.last_seq + 1)
+			       AND u.wake_now = (SELECT s.wake FROM notify.progress s WHERE s.user_id = u.user_id) AS idle,
+			       EXISTS (SELECT 1 FROM notify.notifications n
+			               WHERE n.user_id = u.user_id AND n.seq > u.last_seq + 1 AND n.status = 'pending') AS later
+			FROM u
 		), adv AS (
 			UPDATE notify.progress p SET
-				last_seq   = CASE WHEN u.verdict IN ('retry', 'postponed') THEN u.last_seq - 1 ELSE u.last_seq END,
-				due_at     = CASE WHEN u.verdict IN ('retry', 'postponed') THEN now() + u.delay_us * interval '1 microsecond' ELSE p.due_at END,
-				lane_owner = CASE WHEN u.verdict IN ('retry', 'postponed') THEN NULL ELSE p.lane_owner END,
-				lane_until = CASE WHEN u.verdict IN ('retry', 'postponed') THEN NULL ELSE now() + $2::bigint * interval '1 microsecond' END,
-				gap_since  = NULL,
+				last_seq   = CASE WHEN st.verdict IN ('retry', 'postponed') THEN st.last_seq - 1 ELSE st.last_seq END,
+				due_at     = CASE WHEN st.verdict IN ('retry', 'postponed') THEN now() + st.delay_us * interval '1 microsecond'
+				                  WHEN st.idle THEN NULL ELSE p.due_at END,
+				lane_owner = CASE WHEN st.verdict IN ('retry', 'postponed') OR st.idle THEN NULL ELSE p.lane_owner END,
+				lane_until = CASE WHEN st.verdict IN ('retry', 'postponed') OR st.idle THEN NULL
+				                  ELSE now() + $2::bigint * interval '1 microsecond' END,
+				gap_since  = CASE WHEN st.idle AND st.later THEN COALESCE(p.gap_since, now()) END,
 				updated_at = now()
-			FROM u
-			WHERE p.user_id = u.user_id AND p.lane_owner = $1 AND p.last_seq = u.first_seq - 1
-			RETURNING p.user_id
+			FROM st
+			WHERE p.user_id = st.user_id AND p.lane_owner = $1 AND p.last_seq = st.first_seq - 1
+			RETURNING p.user_id, st.idle
 		), upd AS (
 			UPDATE notify.notifications n SET
 				status           = CASE WHEN o.verdict IN ('sent', 'dead_lettered') THEN o.verdict ELSE n.status END,
@@ -318,23 +337,30 @@ func (s *Store) record(ctx context.Context, owner string, lease time.Duration, r
 			ORDER BY o.user_id, o.seq
 			ON CONFLICT (user_id, seq) WHERE NOT late DO NOTHING
 		)
-		SELECT adv.user_id, u.last_seq + 1, snap.wake, `+headColumns+`
+		SELECT adv.user_id, u.last_seq + 1, snap.wake, `+headColumns+`, adv.idle
 		FROM adv
 		JOIN u ON u.user_id = adv.user_id
 		JOIN notify.progress snap ON snap.user_id = adv.user_id
-		`+fmt.Sprintf(headsJoin, "adv.user_id", "u.last_seq + 1", "(CASE WHEN u.verdict IN ('retry', 'postponed') THEN 0 ELSE $12 END)")+`
+		`+fmt.Sprintf(headsJoin, "adv.user_id", "u.last_seq + 1",
+		"(CASE WHEN u.verdict IN ('retry', 'postponed') OR adv.idle THEN 0 ELSE $12 END)")+`
 		ORDER BY adv.user_id, n.seq`,
 		owner, lease.Microseconds(), users, seqs, verdicts, attempts, delays, reasons, texts, phones, journal, max(run, 1))
 	if err != nil {
 		return nil, fmt.Errorf("lanes: record %d outcomes: %w", n, err)
 	}
-	got, err := scanClaims(rows)
+	idle := map[int64]bool{}
+	var user int64
+	var released bool
+	got, err := scanClaims(&extraRows{Rows: rows, extra: []any{&released}, after: func(dest []any) {
+		user = *dest[0].(*int64)
+		idle[user] = released
+	}})
 	if err != nil {
 		return nil, fmt.Errorf("lanes: record %d outcomes: %w", n, err)
 	}
 	out := make(map[int64]recorded, len(got))
 	for _, c := range got {
-		out[c.UserID] = recorded{Held: true, Wake: c.Wake, Heads: c.Heads}
+		out[c.UserID] = recorded{Held: true, Released: idle[c.UserID], Wake: c.Wake, Heads: c.Heads}
 	}
 	return out, nil
 }
@@ -370,20 +396,30 @@ func (s *Store) release(ctx context.Context, owner string, user, wake int64, req
 	if err != nil {
 		return false, false, claim{}, fmt.Errorf("lanes: reread user %d: %w", user, err)
 	}
-	got, err := scanClaims(&heldRows{Rows: rows, held: &held})
+	got, err := scanClaims(&extraRows{Rows: rows, extra: []any{&held}})
 	if err != nil || len(got) != 1 {
 		return false, false, claim{}, fmt.Errorf("lanes: reread user %d: %d rows, %w", user, len(got), err)
 	}
 	return false, held, got[0], nil
 }
 
-// heldRows peels the last column (does the lane still hold the user) off release's reread.
-type heldRows struct {
+// extraRows scans the trailing columns of a claim-shaped query into extra, and tells after
+// (when set) what a row scanned.
+type extraRows struct {
 	pgx.Rows
-	held *bool
+	extra []any
+	after func(dest []any)
 }
 
-func (r *heldRows) Scan(dest ...any) error { return r.Rows.Scan(append(dest, r.held)...) }
+func (r *extraRows) Scan(dest ...any) error {
+	if err := r.Rows.Scan(append(dest, r.extra...)...); err != nil {
+		return err
+	}
+	if r.after != nil {
+		r.after(dest)
+	}
+	return nil
+}
 
 // releaseAll gives back every user leased by owner, due at once: at shutdown, and at the
 // start of a process that took over a stable name (its predecessor's leases are its own).

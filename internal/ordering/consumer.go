@@ -60,6 +60,10 @@ type ConsumerConfig struct {
 	// FromFirstOffset starts a group that has no committed offset at the queue's start
 	// (default: at its end, the client's default).
 	FromFirstOffset bool
+	// RoutePoll is how often the consumer re-reads the topic's route from the name server;
+	// a changed route (queues added, a broker gone or back) makes it rebalance at once.
+	// Default 1s (the client's own is 30 s, plus a 20 s rebalance timer).
+	RoutePoll time.Duration
 	// LockInterval is how often the consumer renews its queue locks at the broker and takes
 	// back the ones it lost; default 5s. The client's own 20s left every queue idle for up to
 	// 20 s after a broker restart (the broker keeps its locks in memory only).
@@ -116,6 +120,9 @@ func NewOrderlyConsumer(cfg ConsumerConfig, h Handler) (*OrderlyConsumer, error)
 	if cfg.SuspendDelay <= 0 {
 		cfg.SuspendDelay = time.Second
 	}
+	if cfg.RoutePoll <= 0 {
+		cfg.RoutePoll = time.Second
+	}
 	if cfg.LockInterval <= 0 {
 		cfg.LockInterval = 5 * time.Second
 	}
@@ -143,6 +150,7 @@ func NewOrderlyConsumer(cfg ConsumerConfig, h Handler) (*OrderlyConsumer, error)
 		consumer.WithConsumeFromWhere(from),
 		consumer.WithSuspendCurrentQueueTimeMillis(cfg.SuspendDelay),
 		consumer.WithRebalanceLockInterval(cfg.LockInterval),
+		consumer.WithRoutePollInterval(cfg.RoutePoll),
 	}
 	opts = append(opts, consumer.WithInstance(instanceName(cfg.Instance, cfg.Group)))
 	pc, err := rocketmq.NewPushConsumer(opts...)

@@ -104,6 +104,7 @@ func (w *DLQWatcher) tryStart() error {
 		consumer.WithGroupName(w.cfg.Group + "-dlq-reconciler"),
 		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),
 		consumer.WithConsumeMessageBatchMaxSize(1),
+		consumer.WithRoutePollInterval(time.Second),
 	}
 	opts = append(opts, consumer.WithInstance(instanceName(w.cfg.Instance, w.cfg.Group+"-dlq")))
 	pc, err := rocketmq.NewPushConsumer(opts...)

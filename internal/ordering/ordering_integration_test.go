@@ -390,3 +390,62 @@ func TestHandlerDeadlineAndShutdownWaitsForTheHandler(t *testing.T) {
 	require.NoError(t, <-stopped)
 	require.True(t, finished.Load(), "the handler in flight finished before Shutdown returned")
 }
+
+// TestAnAddedQueueIsTakenAtOnce: when a topic grows, the producer sends to the new queues and
+// the consumer rebalances onto them as soon as their route polls show the change, instead of
+// on the client's own timers (a 30 s route poll, a 20 s rebalance). A message the producer
+// put on a new queue is consumed within the rebalance timer's period, which only the
+// immediate rebalance on a route change can do.
+func TestAnAddedQueueIsTakenAtOnce(t *testing.T) {
+	t.Parallel()
+	b := rmqtest.Require(t)
+	topic, group := rmqtest.Unique("it-grow"), rmqtest.Unique("it-grow-group")
+	b.CreateTopic(t, topic, 2)
+	got := sync.Map{}
+	c, err := ordering.NewOrderlyConsumer(ordering.ConsumerConfig{
+		Namesrv: []string{b.Namesrv}, Group: group, Topic: topic, FromFirstOffset: true, RoutePoll: 200 * time.Millisecond,
+	}, func(_ context.Context, batch []ordering.Delivery) error {
+		for _, d := range batch {
+			got.Store(string(d.Body), d.QueueID)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.NoError(t, c.Start())
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, c.Shutdown(ctx))
+	}()
+	p, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: []string{b.Namesrv}, Group: rmqtest.Unique("it-grow-producer"), RoutePoll: 200 * time.Millisecond})
+	require.NoError(t, err)
+	defer p.Shutdown() //nolint:errcheck
+	_, err = p.SendOrderly(context.Background(), ordering.Message{Topic: topic, ShardingKey: "before", Body: []byte("before")})
+	require.NoError(t, err)
+	waitFor(t, 60*time.Second, "the first message", func() bool { _, ok := got.Load("before"); return ok })
+
+	b.CreateTopic(t, topic, 8) // the route now has 8 queues
+	grown := time.Now()
+	var body string
+	sends := 0
+	waitFor(t, 10*time.Second, "the producer to send to an added queue", func() bool {
+		for range 64 {
+			sends++
+			key := "after-" + strconv.Itoa(sends) // each send its own body
+			res, err := p.SendOrderly(context.Background(), ordering.Message{Topic: topic, ShardingKey: key, Body: []byte(key)})
+			require.NoError(t, err)
+			if res.QueueID >= 2 {
+				body = key
+				return true
+			}
+		}
+		return false
+	})
+	sent := time.Since(grown)
+	// 15 s is within the 20 s rebalance timer started with the consumer a moment ago, so the
+	// message can only come through the rebalance the route change triggered.
+	waitFor(t, 15*time.Second, "the message on the added queue", func() bool { _, ok := got.Load(body); return ok })
+	q, _ := got.Load(body)
+	t.Logf("topic grown from 2 to 8 queues on broker %s: the producer used an added queue %s after, the consumer took queue %d's message %s after",
+		b.BrokerAddr, sent.Round(time.Millisecond), q, time.Since(grown).Round(time.Millisecond))
+}

@@ -50,7 +50,11 @@ type ProducerConfig struct {
 	SendTimeout time.Duration // per attempt; default 3s
 	Retries     int           // client retries on the same queue; default 2
 	Instance    string        // instance name; default unique per producer (see instanceName)
-	Logger      *slog.Logger
+	// RoutePoll is how often the producer re-reads its topics' routes from the name server,
+	// so added queues and gone brokers are used or avoided soon; default 1s (the client's
+	// own is 30 s).
+	RoutePoll time.Duration
+	Logger    *slog.Logger
 }
 
 // OrderedProducer sends each message to the queue chosen by hashing its sharding key, with
@@ -76,6 +80,9 @@ func NewOrderedProducer(cfg ProducerConfig) (*OrderedProducer, error) {
 	if cfg.Retries <= 0 {
 		cfg.Retries = 2
 	}
+	if cfg.RoutePoll <= 0 {
+		cfg.RoutePoll = time.Second
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -86,6 +93,7 @@ func NewOrderedProducer(cfg ProducerConfig) (*OrderedProducer, error) {
 		producer.WithQueueSelector(sel),
 		producer.WithSendMsgTimeout(cfg.SendTimeout),
 		producer.WithRetry(cfg.Retries),
+		producer.WithRoutePollInterval(cfg.RoutePoll),
 	}
 	opts = append(opts, producer.WithInstanceName(instanceName(cfg.Instance, cfg.Group)))
 	p, err := rocketmq.NewProducer(opts...)

@@ -298,6 +298,14 @@ func WithRebalanceLockInterval(interval time.Duration) Option {
 	}
 }
 
+// WithRoutePollInterval sets how often the consumer's client re-reads its topics' routes
+// (default 30 s); a changed route makes it rebalance at once (WALLETSAGA PATCH 5).
+func WithRoutePollInterval(d time.Duration) Option {
+	return func(options *consumerOptions) {
+		options.RoutePollInterval = d
+	}
+}
+
 func WithAutoCommit(auto bool) Option {
 	return func(options *consumerOptions) {
 		options.AutoCommit = auto

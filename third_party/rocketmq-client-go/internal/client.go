@@ -120,6 +120,10 @@ type ClientOptions struct {
 	Namespace            string
 	Resolver             primitive.NsResolver
 	RemotingClientConfig *remote.RemotingClientConfig
+	// WALLETSAGA PATCH 5: RoutePollInterval is how often the client re-reads its topics'
+	// routes from the name server (0: the upstream 30 s). A consumer whose subscribed
+	// topic's route changed rebalances at once instead of on its 20 s timer.
+	RoutePollInterval time.Duration
 }
 
 func (opt *ClientOptions) ChangeInstanceNameToPID() {
@@ -444,12 +448,20 @@ func (c *rmqClient) Start() {
 		go primitive.WithRecover(func() {
 			// delay
 			op := func() {
-				c.UpdateTopicRouteInfo()
+				// WALLETSAGA PATCH 5: a consumer takes new queues (or gives up a gone
+				// broker's) as soon as the route shows it, not on the next rebalance tick.
+				if c.updateTopicRouteInfo() {
+					c.RebalanceImmediately()
+				}
 			}
 			time.Sleep(10 * time.Millisecond)
 			op()
 
-			ticker := time.NewTicker(_PullNameServerInterval)
+			interval := _PullNameServerInterval
+			if c.option.RoutePollInterval > 0 {
+				interval = c.option.RoutePollInterval
+			}
+			ticker := time.NewTicker(interval)
 			defer ticker.Stop()
 			for {
 				select {
@@ -688,6 +700,12 @@ func (c *rmqClient) SendHeartbeatToAllBrokerWithLock() {
 }
 
 func (c *rmqClient) UpdateTopicRouteInfo() {
+	c.updateTopicRouteInfo()
+}
+
+// updateTopicRouteInfo refreshes the routes of the client's topics and reports whether the
+// route of a topic a consumer subscribes to changed (WALLETSAGA PATCH 5).
+func (c *rmqClient) updateTopicRouteInfo() (subscribedChanged bool) {
 	allTopics := make(map[string]bool, 0)
 	publishTopicSet := make(map[string]bool, 0)
 	c.producerMap.Range(func(key, value interface{}) bool {
@@ -720,9 +738,11 @@ func (c *rmqClient) UpdateTopicRouteInfo() {
 
 		if subscribedTopicSet[topic] {
 			c.updateSubscribeInfo(topic, data, changed)
+			subscribedChanged = subscribedChanged || (changed && data != nil)
 		}
 
 	}
+	return subscribedChanged
 }
 
 func (c *rmqClient) ProcessSendResponse(brokerName string, cmd *remote.RemotingCommand, resp *primitive.SendResult, msgs ...*primitive.Message) error {

@@ -98,6 +98,14 @@ func WithRetry(retries int) Option {
 	}
 }
 
+// WithRoutePollInterval sets how often the producer's client re-reads its topics' routes
+// (default 30 s), so new queues and gone brokers are noticed sooner (WALLETSAGA PATCH 5).
+func WithRoutePollInterval(d time.Duration) Option {
+	return func(opts *producerOptions) {
+		opts.RoutePollInterval = d
+	}
+}
+
 func WithInterceptor(f ...primitive.Interceptor) Option {
 	return func(opts *producerOptions) {
 		opts.Interceptors = append(opts.Interceptors, f...)
