@@ -250,14 +250,15 @@ func (b *bench) profile(name string, f func() error) error {
 	if err != nil {
 		return err
 	}
-	defer out.Close()
 	if err := pprof.StartCPUProfile(out); err != nil {
-		return err
+		return errors.Join(err, out.Close())
 	}
 	err = f()
 	pprof.StopCPUProfile()
 	b.res.Profiles = append(b.res.Profiles, path)
-	return err
+	// The profile is written by the time StopCPUProfile returns; a failed close may have lost
+	// the end of it.
+	return errors.Join(err, out.Close())
 }
 
 func (b *bench) all(ctx context.Context) error {

@@ -541,7 +541,7 @@ func watchOutage(ctx context.Context, addr string) func() (down, up time.Time) {
 			c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
 			now := time.Now()
 			if err == nil {
-				c.Close()
+				_ = c.Close() // a probe: it only had to connect
 				if !down.IsZero() && up.IsZero() {
 					up = now
 				}

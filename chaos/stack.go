@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -51,13 +52,13 @@ func devRunDir(root string) string {
 }
 
 // run runs services.sh with args, its output appended to logs/services.log.
-func (s *services) run(ctx context.Context, args ...string) error {
+func (s *services) run(ctx context.Context, args ...string) (err error) {
 	logPath := filepath.Join(s.logDir, "services.log")
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	defer func() { err = errors.Join(err, f.Close()) }()
 	fmt.Fprintf(f, "==== services.sh %s %s\n", strings.Join(args, " "), time.Now().Format(time.RFC3339Nano))
 	cmd := exec.CommandContext(ctx, filepath.Join(s.root, "scripts", "services.sh"), args...)
 	cmd.Env, cmd.Stdout, cmd.Stderr, cmd.Dir = s.env, f, f, s.root

@@ -345,7 +345,7 @@ func readProperties(t *testing.T, path string) map[string]string {
 	t.Helper()
 	f, err := os.Open(path)
 	require.NoError(t, err)
-	defer f.Close()
+	defer f.Close() //nolint:errcheck // read only: closing it loses nothing
 	props := map[string]string{}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {

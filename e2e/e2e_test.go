@@ -220,7 +220,7 @@ func TestDuplicatesGapsAndBadMessages(t *testing.T) {
 	n := s.start("notifier", map[string]string{"LOG_LEVEL": "info"})
 	p, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: []string{s.broker.Namesrv}, Group: rmqtest.Unique("e2e-raw")})
 	require.NoError(t, err)
-	defer p.Shutdown() //nolint:errcheck
+	defer p.Shutdown() //nolint:errcheck // the test's own client; a failed shutdown changes nothing it checks
 	const user = 9001
 	send := func(seq int64, body []byte) {
 		_, err := p.SendOrderly(context.Background(), ordering.Message{Topic: s.topic, ShardingKey: strconv.Itoa(user), Body: body})

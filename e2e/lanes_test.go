@@ -160,7 +160,7 @@ func TestWhereANewGroupStarts(t *testing.T) {
 	s := newStack(t)
 	p, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: []string{s.broker.Namesrv}, Group: rmqtest.Unique("e2e-raw")})
 	require.NoError(t, err)
-	defer p.Shutdown() //nolint:errcheck
+	defer p.Shutdown() //nolint:errcheck // the test's own client; a failed shutdown changes nothing it checks
 	send := func(user, seq int64) {
 		b, err := walletevent.Encode(walletevent.Event{EventID: user*1000 + seq, UserID: user, Seq: seq, Kind: walletevent.Deposit, Amount: 100,
 			Currency: "CNY", BalanceAfter: 100 * seq, SagaID: user*1000 + seq, Phone: okPhone(int(user)), Locale: "en", OccurredAt: time.Now()})

@@ -110,13 +110,13 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 	namesrv := cli.SplitList(cfg.Namesrv)
 	route := ordering.NewRouteCheck(namesrv, cfg.Topic)
-	defer route.Close() //nolint:errcheck
+	defer route.Close() //nolint:errcheck // on the way out: nothing is left to do about a failed close
 
 	producer, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: namesrv, Group: cfg.ProducerGroup, Logger: log})
 	if err != nil {
 		return err
 	}
-	defer producer.Shutdown() //nolint:errcheck
+	defer producer.Shutdown() //nolint:errcheck // on the way out, after the relay stopped: nothing is left to send
 
 	if cfg.ServiceToken == DevServiceToken {
 		log.Warn("SERVICE_TOKEN is the documented dev default: anyone who read the README can use the wallet API; set SERVICE_TOKEN or SERVICE_TOKEN_FILE")

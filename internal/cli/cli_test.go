@@ -73,7 +73,7 @@ func TestWriteAddrFileWritesTheBoundAddress(t *testing.T) {
 	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	defer ln.Close()
+	t.Cleanup(func() { _ = ln.Close() })
 	path := filepath.Join(t.TempDir(), "addr")
 	require.NoError(t, cli.WriteAddrFile(path, ln.Addr()))
 	b, err := os.ReadFile(path)

@@ -79,11 +79,11 @@ func lockOn(ctx context.Context, pool *pgxpool.Pool, key int64) (*pgx.Conn, erro
 	conn := pc.Hijack()
 	var got bool
 	if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", key).Scan(&got); err != nil {
-		conn.Close(context.Background()) //nolint:errcheck
+		_ = conn.Close(context.Background()) // a connection given up: its lock ends with it
 		return nil, err
 	}
 	if !got {
-		conn.Close(context.Background()) //nolint:errcheck
+		_ = conn.Close(context.Background()) // a connection given up: its lock ends with it
 		return nil, ErrInstanceTaken
 	}
 	return conn, nil
@@ -99,7 +99,7 @@ func (c *InstanceClaim) hold(ctx context.Context, pool *pgxpool.Pool, conn *pgx.
 			uctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			_, _ = conn.Exec(uctx, "SELECT pg_advisory_unlock($1)", key)
 			cancel()
-			conn.Close(context.Background()) //nolint:errcheck
+			_ = conn.Close(context.Background()) // a connection given up: its lock ends with it
 		}
 	}()
 	t := time.NewTicker(2 * time.Second)
@@ -117,7 +117,7 @@ func (c *InstanceClaim) hold(ctx context.Context, pool *pgxpool.Pool, conn *pgx.
 			if err == nil {
 				continue
 			}
-			conn.Close(context.Background()) //nolint:errcheck
+			_ = conn.Close(context.Background()) // a connection given up: its lock ends with it
 			conn = nil
 			log.Warn("consumer instance claim: connection lost; taking the name again", "group", group, "instance", instance, "err", err)
 		}

@@ -566,7 +566,7 @@ func TestAnInboxWriteDuringARecordIsNeverLost(t *testing.T) {
 	// The consumer's write of seq 2, as Receive does it, held open.
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
-	defer tx.Rollback(ctx) //nolint:errcheck
+	defer tx.Rollback(ctx) //nolint:errcheck // a no-op once the test committed it
 	next := inbound(t, 1, 2, 200)
 	_, err = tx.Exec(ctx, `INSERT INTO notify.notifications (user_id, seq, status, msg_id, event, kind, text) VALUES (1, 2, 'pending', $1, $2, $3, $4)`,
 		next.MsgID, string(next.Body), next.Kind, next.Text)

@@ -162,7 +162,7 @@ func TestOrderedRoundTrip(t *testing.T) {
 
 	p, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: []string{b.Namesrv}, Group: rmqtest.Unique("it-producer")})
 	require.NoError(t, err)
-	defer p.Shutdown() //nolint:errcheck
+	defer p.Shutdown() //nolint:errcheck // the test's own client; a failed shutdown changes nothing it checks
 
 	queueOf := sync.Map{} // key -> queue id: one key must stay on one queue
 	start := time.Now()
@@ -236,7 +236,7 @@ func TestControlUnorderedBreaksOrder(t *testing.T) {
 	p, err := rocketmq.NewProducer(producer.WithNameServer([]string{b.Namesrv}), producer.WithGroupName(rmqtest.Unique("it-control-producer")))
 	require.NoError(t, err)
 	require.NoError(t, p.Start())
-	defer p.Shutdown() //nolint:errcheck
+	defer p.Shutdown() //nolint:errcheck // the test's own client; a failed shutdown changes nothing it checks
 	produce(t, func(k, seq int) error {
 		res, err := p.SendSync(context.Background(), primitive.NewMessage(topic, body(k, seq)))
 		if err == nil && res.Status != primitive.SendOK {
@@ -257,7 +257,7 @@ func TestControlUnorderedBreaksOrder(t *testing.T) {
 		return consumer.ConsumeSuccess, nil
 	}))
 	require.NoError(t, c.Start())
-	defer c.Shutdown() //nolint:errcheck
+	defer c.Shutdown() //nolint:errcheck // the test's own client; a failed shutdown changes nothing it checks
 	waitFor(t, 90*time.Second, "every control message", func() bool { return got.distinct() == numKeys*msgsPerKey })
 	lost, dup, ooo, broken := got.counts()
 	t.Logf("control run (no key, concurrent consumer) on broker %s: msgs=%d lost=%d duplicated=%d out_of_order=%d keys_with_order_broken=%d/%d",
@@ -311,7 +311,7 @@ func TestAFailedBatchComesAgainAndIsNeverDeadLettered(t *testing.T) {
 	}()
 	p, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: []string{b.Namesrv}, Group: rmqtest.Unique("it-retry-producer")})
 	require.NoError(t, err)
-	defer p.Shutdown() //nolint:errcheck
+	defer p.Shutdown() //nolint:errcheck // the test's own client; a failed shutdown changes nothing it checks
 	for _, name := range []string{"first", "second", "third"} {
 		_, err := p.SendOrderly(context.Background(), ordering.Message{Topic: topic, ShardingKey: "one-key", Keys: []string{name}, Body: []byte(name)})
 		require.NoError(t, err)
@@ -362,7 +362,7 @@ func TestHandlerDeadlineAndShutdownWaitsForTheHandler(t *testing.T) {
 	require.NoError(t, c.Start())
 	p, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: []string{b.Namesrv}, Group: rmqtest.Unique("it-shutdown-producer")})
 	require.NoError(t, err)
-	defer p.Shutdown() //nolint:errcheck
+	defer p.Shutdown() //nolint:errcheck // the test's own client; a failed shutdown changes nothing it checks
 	_, err = p.SendOrderly(context.Background(), ordering.Message{Topic: topic, ShardingKey: "k", Body: []byte("slow")})
 	require.NoError(t, err)
 
@@ -419,7 +419,7 @@ func TestAnAddedQueueIsTakenAtOnce(t *testing.T) {
 	}()
 	p, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: []string{b.Namesrv}, Group: rmqtest.Unique("it-grow-producer"), RoutePoll: 200 * time.Millisecond})
 	require.NoError(t, err)
-	defer p.Shutdown() //nolint:errcheck
+	defer p.Shutdown() //nolint:errcheck // the test's own client; a failed shutdown changes nothing it checks
 	_, err = p.SendOrderly(context.Background(), ordering.Message{Topic: topic, ShardingKey: "before", Body: []byte("before")})
 	require.NoError(t, err)
 	waitFor(t, 60*time.Second, "the first message", func() bool { _, ok := got.Load("before"); return ok })

@@ -73,7 +73,7 @@ func Start(ctx context.Context, s Spec) (*Proc, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
+	defer os.RemoveAll(dir) //nolint:errcheck // a temporary directory: the system's to clean if this fails
 	addrFile := filepath.Join(dir, "addr")
 	out, err := os.OpenFile(s.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -92,11 +92,15 @@ func Start(ctx context.Context, s Spec) (*Proc, error) {
 	// identity or a database name after a run that crashed or was interrupted.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		out.Close()
-		return nil, fmt.Errorf("start %s: %w", s.Name, err)
+		return nil, errors.Join(fmt.Errorf("start %s: %w", s.Name, err), out.Close())
 	}
 	p := &Proc{Name: s.Name, Log: s.Log, cmd: cmd, done: make(chan struct{})}
-	go func() { p.err = cmd.Wait(); out.Close(); close(p.done) }()
+	go func() {
+		// The process wrote its log itself; this is only the harness's copy of the file.
+		p.err = cmd.Wait()
+		_ = out.Close()
+		close(p.done)
+	}()
 	addr, err := waitReady(ctx, addrFile, s.Ready, s.Timeout, p.done)
 	if err != nil {
 		p.Kill()
@@ -208,7 +212,7 @@ func StartFunc(ctx context.Context, name string, fn RunFunc, args []string, env 
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
+	defer os.RemoveAll(dir) //nolint:errcheck // a temporary directory: the system's to clean if this fails
 	vars := map[string]string{"HTTP_ADDR": "127.0.0.1:0"}
 	for k, v := range env {
 		vars[k] = v
@@ -328,7 +332,7 @@ func Tail(path string, n int64) string {
 	if err != nil {
 		return ""
 	}
-	defer f.Close()
+	defer f.Close() //nolint:errcheck // read only: closing it loses nothing
 	st, err := f.Stat()
 	if err != nil {
 		return ""

@@ -36,7 +36,7 @@ func New(t testing.TB) (*pgxpool.Pool, string) {
 		testenv.Unavailable(t, "PostgreSQL", redact(base), err)
 		return nil, ""
 	}
-	defer admin.Close(context.Background())
+	defer admin.Close(context.Background()) //nolint:errcheck // closing an admin connection loses nothing
 
 	tmpl, err := ensureTemplate(ctx, admin, base)
 	if err != nil {
@@ -65,7 +65,7 @@ func New(t testing.TB) (*pgxpool.Pool, string) {
 			t.Logf("testdb: drop %s: %v", name, err)
 			return
 		}
-		defer c.Close(ctx)
+		defer c.Close(ctx) //nolint:errcheck // closing an admin connection loses nothing
 		if _, err := c.Exec(ctx, fmt.Sprintf("DROP DATABASE IF EXISTS %s WITH (FORCE)", name)); err != nil {
 			t.Logf("testdb: drop %s: %v", name, err)
 		}
@@ -84,7 +84,7 @@ func ensureTemplate(ctx context.Context, admin *pgx.Conn, base string) (string, 
 	if _, err := admin.Exec(ctx, "SELECT pg_advisory_lock(74210001)"); err != nil {
 		return "", err
 	}
-	defer admin.Exec(context.Background(), "SELECT pg_advisory_unlock(74210001)") //nolint:errcheck
+	defer admin.Exec(context.Background(), "SELECT pg_advisory_unlock(74210001)") //nolint:errcheck // the lock also ends with the session
 	var exists bool
 	if err := admin.QueryRow(ctx, "SELECT EXISTS(SELECT 1 FROM pg_database WHERE datname=$1 AND datistemplate)", name).Scan(&exists); err != nil {
 		return "", err
