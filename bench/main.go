@@ -624,7 +624,7 @@ func (b *bench) slowProvider(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	prov, err := startProvider(c.SlowDelay, "")
+	prov, err := startProvider(ctx, c.SlowDelay, "")
 	if err != nil {
 		return err
 	}

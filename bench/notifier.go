@@ -97,8 +97,8 @@ type provider struct {
 	dups     int64
 }
 
-func startProvider(delay time.Duration, failPhone string) (*provider, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+func startProvider(ctx context.Context, delay time.Duration, failPhone string) (*provider, error) {
+	ln, err := new(net.ListenConfig).Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
@@ -393,7 +393,7 @@ func (b *bench) isolation(ctx context.Context) error {
 	done := b.step("a user whose SMS always fail")
 	defer done()
 	const poisonedPhone = "+8613999990001"
-	prov, err := startProvider(0, poisonedPhone)
+	prov, err := startProvider(ctx, 0, poisonedPhone)
 	if err != nil {
 		return err
 	}
@@ -493,7 +493,7 @@ func (b *bench) waitAccepted(ctx context.Context, db *pgxpool.Pool, prov *provid
 func (b *bench) outage(ctx context.Context) error {
 	done := b.step("SMS provider outage")
 	defer done()
-	prov, err := startProvider(0, "")
+	prov, err := startProvider(ctx, 0, "")
 	if err != nil {
 		return err
 	}

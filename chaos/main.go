@@ -237,7 +237,7 @@ func (r *chaosRun) do(ctx context.Context) (audit.Result, []string, error) {
 	}
 	defer db.Close()
 	r.db = db
-	if r.sms, err = startSMSProvider(db, failPhone); err != nil {
+	if r.sms, err = startSMSProvider(ctx, db, failPhone); err != nil {
 		return audit.Result{}, nil, err
 	}
 	defer r.sms.close()
@@ -537,8 +537,9 @@ func watchOutage(ctx context.Context, addr string) func() (down, up time.Time) {
 		defer close(done)
 		t := time.NewTicker(50 * time.Millisecond)
 		defer t.Stop()
+		dialer := &net.Dialer{Timeout: 200 * time.Millisecond}
 		for {
-			c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+			c, err := dialer.DialContext(ctx, "tcp", addr)
 			now := time.Now()
 			if err == nil {
 				_ = c.Close() // a probe: it only had to connect

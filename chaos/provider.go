@@ -34,8 +34,8 @@ type smsProvider struct {
 	calls atomic.Int64
 }
 
-func startSMSProvider(db *pgxpool.Pool, fail *regexp.Regexp) (*smsProvider, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+func startSMSProvider(ctx context.Context, db *pgxpool.Pool, fail *regexp.Regexp) (*smsProvider, error) {
+	ln, err := new(net.ListenConfig).Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}

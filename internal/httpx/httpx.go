@@ -218,7 +218,7 @@ func DecodeJSON(c echo.Context, v any) error {
 // Serve serves h on addr until ctx is done, then shuts down gracefully within timeout. The
 // listening address is reported through onListen (tests use port 0).
 func Serve(ctx context.Context, addr string, h http.Handler, timeout time.Duration, log *slog.Logger, onListen func(net.Addr)) error {
-	ln, err := net.Listen("tcp", addr)
+	ln, err := new(net.ListenConfig).Listen(ctx, "tcp", addr)
 	if err != nil {
 		return fmt.Errorf("HTTP_ADDR %s: %w", addr, err)
 	}

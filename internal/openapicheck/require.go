@@ -27,7 +27,11 @@ func RequireServed(t testing.TB, e *echo.Echo, doc []byte, name string) {
 	}
 	ts := httptest.NewServer(e)
 	defer ts.Close()
-	resp, err := http.Get(ts.URL + "/openapi.yaml")
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, ts.URL+"/openapi.yaml", nil)
+	if err != nil {
+		t.Fatalf("GET /openapi.yaml: %v", err)
+	}
+	resp, err := ts.Client().Do(req)
 	if err != nil {
 		t.Fatalf("GET /openapi.yaml: %v", err)
 	}

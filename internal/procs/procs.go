@@ -80,7 +80,7 @@ func Start(ctx context.Context, s Spec) (*Proc, error) {
 		return nil, err
 	}
 	fmt.Fprintf(out, "==== %s start %s\n", s.Name, time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(s.Bin, s.Args...)
+	cmd := exec.Command(s.Bin, s.Args...) //nolint:noctx // the process outlives ctx, which bounds only its start; Kill and Stop end it
 	cmd.Env = os.Environ()
 	for k, v := range s.Env {
 		cmd.Env = append(cmd.Env, k+"="+v)

@@ -38,8 +38,9 @@ func Require(t testing.TB) Broker {
 	if b.BrokerAddr == "" {
 		b.BrokerAddr = "127.0.0.1:10911"
 	}
+	dialer := &net.Dialer{Timeout: 2 * time.Second}
 	for _, addr := range []string{b.Namesrv, b.BrokerAddr} {
-		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+		c, err := dialer.DialContext(t.Context(), "tcp", addr)
 		if err != nil {
 			testenv.Unavailable(t, "RocketMQ", addr, err)
 			return b
