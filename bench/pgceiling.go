@@ -77,7 +77,7 @@ func rawPostgres(ctx context.Context, dbURL string, clients []int, d time.Durati
 		if err != nil {
 			return nil, err
 		}
-		pc.MaxConns, pc.MinConns = int32(c), int32(c)
+		pc.MaxConns, pc.MinConns = int32(c), int32(c) //nolint:gosec // G115: a client count from -clients, far below 2^31
 		pool, err := pgxpool.NewWithConfig(ctx, pc)
 		if err != nil {
 			return nil, err

@@ -325,7 +325,7 @@ func (b *bench) write() error {
 		return err
 	}
 	base := filepath.Join(b.cfg.OutDir, b.ts)
-	if err := os.WriteFile(base+".json", append(js, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(base+".json", append(js, '\n'), 0o600); err != nil {
 		return err
 	}
 	var sb strings.Builder
@@ -362,7 +362,7 @@ func (b *bench) write() error {
 	for _, p := range r.Profiles {
 		fmt.Fprintf(&sb, "- CPU profile of the load generator: `go tool pprof -top %s`\n", p)
 	}
-	if err := os.WriteFile(base+".md", []byte(sb.String()), 0o644); err != nil {
+	if err := os.WriteFile(base+".md", []byte(sb.String()), 0o600); err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "bench: wrote %s.json and %s.md\n", base, base)

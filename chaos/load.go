@@ -174,7 +174,7 @@ func drive(ctx context.Context, c *client, users []user, seed int64, workers int
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
-			r := rand.New(rand.NewPCG(uint64(seed), uint64(w)+1))
+			r := rand.New(rand.NewPCG(uint64(seed), uint64(w)+1)) //nolint:gosec // G115: a seed's bits, reinterpreted, not a quantity
 			for n := 0; ; n++ {
 				if _, ok := <-tokens; !ok {
 					return

@@ -53,7 +53,7 @@ const failPhonePattern = `0000$`
 var failPhone = regexp.MustCompile(failPhonePattern)
 
 // serviceToken is walletsvc's documented dev token; the run sets it explicitly.
-const serviceToken = "walletsaga-dev-service-token"
+const serviceToken = "walletsaga-dev-service-token" //nolint:gosec // G101: the documented dev token, not a secret
 
 type config struct {
 	Seed                            int64
@@ -216,7 +216,7 @@ func (r *chaosRun) do(ctx context.Context) (audit.Result, []string, error) {
 	if err := os.RemoveAll(r.svc.logDir); err != nil {
 		return audit.Result{}, nil, err
 	}
-	if err := os.MkdirAll(r.svc.logDir, 0o755); err != nil {
+	if err := os.MkdirAll(r.svc.logDir, 0o750); err != nil {
 		return audit.Result{}, nil, err
 	}
 	if err := r.svc.run(ctx, "clean"); err != nil {

@@ -90,7 +90,7 @@ type PlanOptions struct {
 // reshard, provider down, provider hanging) start apart from each other so the log can tell
 // which one held the pipeline up; notifier-2 is not killed while it is scaled away.
 func Plan(seed int64, o PlanOptions) []Fault {
-	r := rand.New(rand.NewPCG(uint64(seed), 0x77616c6c6574))
+	r := rand.New(rand.NewPCG(uint64(seed), 0x77616c6c6574)) //nolint:gosec // G115: a seed's bits, reinterpreted, not a quantity
 	d := o.Duration.Seconds()
 	at := func(lo, hi float64) time.Duration {
 		return time.Duration((lo + r.Float64()*(hi-lo)) * d * float64(time.Second)).Round(100 * time.Millisecond)
@@ -161,7 +161,7 @@ func Plan(seed int64, o PlanOptions) []Fault {
 // (ending, for a 60 s outage in a 3-minute run, at least 30 s before the load stops), and
 // fails or times out every call, as the seed decides.
 func gatewayOutage(seed int64, o PlanOptions) Fault {
-	r := rand.New(rand.NewPCG(uint64(seed), 0x676174657761))
+	r := rand.New(rand.NewPCG(uint64(seed), 0x676174657761)) //nolint:gosec // G115: a seed's bits, reinterpreted, not a quantity
 	latest := max(o.Duration/2, o.Duration-o.GatewayOutage-30*time.Second)
 	lo := o.Duration / 10
 	at := lo

@@ -54,7 +54,7 @@ func devRunDir(root string) string {
 // run runs services.sh with args, its output appended to logs/services.log.
 func (s *services) run(ctx context.Context, args ...string) (err error) {
 	logPath := filepath.Join(s.logDir, "services.log")
-	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
 	}

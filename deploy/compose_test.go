@@ -281,7 +281,7 @@ func TestComposePorts(t *testing.T) {
 	for _, name := range []string{"walletsvc", "notifier"} {
 		port, err := strconv.Atoi(httpPort(t, name))
 		require.NoError(t, err)
-		assert.Contains(t, wantPorts[name], uint32(port), "%s: HTTP_ADDR's port is the published one", name)
+		assert.Contains(t, wantPorts[name], uint32(port), "%s: HTTP_ADDR's port is the published one", name) //nolint:gosec // G115: a TCP port, which SplitHostPort and Atoi gave
 	}
 }
 
@@ -450,9 +450,10 @@ func TestComposeTopicsCreator(t *testing.T) {
 
 	run := func(t *testing.T, failFirst int) (calls []string, stderr string, err error) {
 		dir := t.TempDir()
-		require.NoError(t, os.MkdirAll(filepath.Join(dir, "home", "bin"), 0o755))
-		require.NoError(t, os.MkdirAll(filepath.Join(dir, "path"), 0o755))
+		require.NoError(t, os.MkdirAll(filepath.Join(dir, "home", "bin"), 0o750))
+		require.NoError(t, os.MkdirAll(filepath.Join(dir, "path"), 0o750))
 		log := filepath.Join(dir, "calls")
+		//nolint:gosec // G306: a stand-in executable in the test's temporary directory
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "home", "bin", "mqadmin"), []byte(`
 printf '%s\n' "$*" >>"$CALLS"
 if [ "$(wc -l <"$CALLS")" -le "$FAIL_FIRST" ]; then
@@ -460,9 +461,9 @@ if [ "$(wc -l <"$CALLS")" -le "$FAIL_FIRST" ]; then
 	exit 0
 fi
 echo 'create topic to broker:10911 success.'
-`), 0o755))
+`), 0o700))
 		// The retries sleep; not here.
-		require.NoError(t, os.WriteFile(filepath.Join(dir, "path", "sleep"), []byte("#!/bin/sh\nexit 0\n"), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "path", "sleep"), []byte("#!/bin/sh\nexit 0\n"), 0o700)) //nolint:gosec // G306: a stand-in executable in the test's temporary directory
 		cmd := exec.Command(bash, "-c", svc.Command[2])
 		cmd.Env = []string{
 			"ROCKETMQ_HOME=" + filepath.Join(dir, "home"),

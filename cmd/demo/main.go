@@ -38,7 +38,7 @@ type config struct {
 }
 
 // devServiceToken is walletsvc's documented default SERVICE_TOKEN.
-const devServiceToken = "walletsaga-dev-service-token"
+const devServiceToken = "walletsaga-dev-service-token" //nolint:gosec // G101: the documented dev token, not a secret
 
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
 	var c config

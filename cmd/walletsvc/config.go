@@ -39,7 +39,7 @@ type config struct {
 
 // DevServiceToken is SERVICE_TOKEN's documented default, for the dev stack and the demo; a
 // warning is logged at start while it is in use.
-const DevServiceToken = "walletsaga-dev-service-token"
+const DevServiceToken = "walletsaga-dev-service-token" //nolint:gosec // G101: the documented dev token, not a secret
 
 // minTokenLen is the shortest token accepted.
 const minTokenLen = 16

@@ -78,7 +78,7 @@ func simOutage(ctx context.Context, cfg config, args []string, stdout io.Writer)
 }
 
 func openPool(ctx context.Context, cfg config) (*pgxpool.Pool, error) {
-	return pg.Open(ctx, cfg.DatabaseURL, int32(cfg.SagaWorkers)+8)
+	return pg.Open(ctx, cfg.DatabaseURL, int32(cfg.SagaWorkers)+8) //nolint:gosec // G115: Validate keeps SAGA_WORKERS within 1–1024
 }
 
 func migrate(ctx context.Context, cfg config, log *slog.Logger) error {

@@ -27,7 +27,7 @@ func delivery(body []byte, shardingKey string, n int64) ordering.Delivery {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(shardingKey))
 	return ordering.Delivery{
-		Topic: "wallet-events", MsgID: fmt.Sprintf("7F000001%04X%08X%012X", os.Getpid()&0xffff, uint32(time.Now().Unix()), n),
+		Topic: "wallet-events", MsgID: fmt.Sprintf("7F000001%04X%08X%012X", os.Getpid()&0xffff, uint32(time.Now().Unix()), n), //nolint:gosec // G115: the low 32 bits of the time, as a message id holds them
 		ShardingKey: shardingKey, Broker: "broker-a", QueueID: int(h.Sum32() % 8), QueueOffset: n, Body: body,
 	}
 }

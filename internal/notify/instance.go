@@ -43,7 +43,7 @@ type InstanceClaim struct {
 func instanceLockKey(group, host, instance string) int64 {
 	h := fnv.New64a()
 	fmt.Fprintf(h, "walletsaga consumer instance\x00%s\x00%s\x00%s", group, host, instance)
-	return int64(h.Sum64())
+	return int64(h.Sum64()) //nolint:gosec // G115: the hash's 64 bits, reinterpreted as the lock key Postgres takes
 }
 
 // ClaimInstance takes the (group, host, instance) name for this process or returns ErrInstanceTaken.
@@ -79,11 +79,11 @@ func lockOn(ctx context.Context, pool *pgxpool.Pool, key int64) (*pgx.Conn, erro
 	conn := pc.Hijack()
 	var got bool
 	if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", key).Scan(&got); err != nil {
-		_ = conn.Close(context.Background()) // a connection given up: its lock ends with it
+		_ = conn.Close(context.WithoutCancel(ctx)) // holding no lock: nothing depends on its close
 		return nil, err
 	}
 	if !got {
-		_ = conn.Close(context.Background()) // a connection given up: its lock ends with it
+		_ = conn.Close(context.WithoutCancel(ctx)) // holding no lock: nothing depends on its close
 		return nil, ErrInstanceTaken
 	}
 	return conn, nil
@@ -96,10 +96,10 @@ func (c *InstanceClaim) hold(ctx context.Context, pool *pgxpool.Pool, conn *pgx.
 		if conn != nil {
 			// Unlock before closing: the server ends the session (and drops its locks) only
 			// some moments after the socket closes, and a successor may be starting now.
-			uctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 			_, _ = conn.Exec(uctx, "SELECT pg_advisory_unlock($1)", key)
 			cancel()
-			_ = conn.Close(context.Background()) // a connection given up: its lock ends with it
+			_ = conn.Close(context.WithoutCancel(ctx)) // a connection given up: its lock ends with it
 		}
 	}()
 	t := time.NewTicker(2 * time.Second)
@@ -117,7 +117,7 @@ func (c *InstanceClaim) hold(ctx context.Context, pool *pgxpool.Pool, conn *pgx.
 			if err == nil {
 				continue
 			}
-			_ = conn.Close(context.Background()) // a connection given up: its lock ends with it
+			_ = conn.Close(context.WithoutCancel(ctx)) // a connection given up: its lock ends with it
 			conn = nil
 			log.Warn("consumer instance claim: connection lost; taking the name again", "group", group, "instance", instance, "err", err)
 		}

@@ -104,7 +104,7 @@ func ResolveLocale(locale string) string {
 // FormatMoney writes minor units as an absolute amount with two decimals and the currency:
 // FormatMoney(-5050, "CNY") == "50.50 CNY". The sign is left to the words around it.
 func FormatMoney(minor int64, currency string) string {
-	u := uint64(minor)
+	u := uint64(minor) //nolint:gosec // G115: two's complement on purpose, negated below, so math.MinInt64 formats too
 	if minor < 0 {
 		u = -u // two's complement: also right for math.MinInt64
 	}

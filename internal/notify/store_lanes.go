@@ -269,7 +269,7 @@ func (s *Store) record(ctx context.Context, owner string, lease time.Duration, r
 	for i, o := range batch {
 		users[i], seqs[i], delays[i] = o.UserID, o.Seq, o.Delay.Microseconds()
 		verdicts[i], reasons[i], texts[i], phones[i] = string(o.Verdict), truncate(o.Reason), o.Text, o.Phone
-		attempts[i], journal[i] = int32(o.Attempts), o.Journal
+		attempts[i], journal[i] = int32(o.Attempts), o.Journal //nolint:gosec // G115: the column is an integer; the retry policy stops far below 2^31 attempts
 	}
 	rows, err := s.db.Query(ctx, `
 		WITH o AS (

@@ -139,7 +139,7 @@ func NewOrderlyConsumer(cfg ConsumerConfig, h Handler) (*OrderlyConsumer, error)
 		consumer.WithConsumerModel(consumer.Clustering),
 		consumer.WithConsumerOrder(true),
 		consumer.WithConsumeMessageBatchMaxSize(cfg.BatchSize),
-		consumer.WithPullBatchSize(int32(cfg.BatchSize)),
+		consumer.WithPullBatchSize(int32(cfg.BatchSize)), //nolint:gosec // G115: a batch of messages; the notifier allows 1–1024 (CONSUME_BATCH)
 		// The client derives its per-queue limits from these at every rebalance (its
 		// per-queue options alone are overwritten).
 		consumer.WithPullThresholdForTopic(cfg.Buffer),

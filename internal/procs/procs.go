@@ -75,7 +75,7 @@ func Start(ctx context.Context, s Spec) (*Proc, error) {
 	}
 	defer os.RemoveAll(dir) //nolint:errcheck // a temporary directory: the system's to clean if this fails
 	addrFile := filepath.Join(dir, "addr")
-	out, err := os.OpenFile(s.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	out, err := os.OpenFile(s.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
 	}

@@ -106,7 +106,7 @@ func stepArgs(recs []stepWrite) []any {
 	attempts := make([]int32, n)
 	codes, msgs := make([]*string, n), make([]*string, n)
 	for i, r := range recs {
-		steps[i], names[i], phases[i], statuses[i], attempts[i] = int32(r.Step), r.Name, r.Phase, r.Status, int32(r.Attempts)
+		steps[i], names[i], phases[i], statuses[i], attempts[i] = int32(r.Step), r.Name, r.Phase, r.Status, int32(r.Attempts) //nolint:gosec // G115: integer columns; a saga has a few steps and its window stops attempts far below 2^31
 		if r.Err != nil {
 			codes[i], msgs[i] = &r.Err.Code, &r.Err.Message
 		}

@@ -15,7 +15,7 @@ import (
 )
 
 // DefaultDatabaseURL matches the cluster started by `make services`.
-const DefaultDatabaseURL = "postgres://walletsaga:walletsaga@127.0.0.1:55432/walletsaga?sslmode=disable"
+const DefaultDatabaseURL = "postgres://walletsaga:walletsaga@127.0.0.1:55432/walletsaga?sslmode=disable" //nolint:gosec // G101: the dev stack's documented password
 
 // DefaultNamesrv matches the name server started by `make services`.
 const DefaultNamesrv = "127.0.0.1:9876"

@@ -98,7 +98,7 @@ func FuzzParseAmount(f *testing.F) {
 			t.Fatalf("%d does not round-trip: %d, %v", m, back, err)
 		}
 		n, err := strconv.ParseUint(strings.TrimSpace(lit), 10, 64)
-		if err != nil || n != uint64(m) {
+		if err != nil || n != uint64(m) { //nolint:gosec // G115: requireAmount checked m > 0 above
 			t.Fatalf("accepted %q as %d, which is not the number it spells (%d, %v)", lit, m, n, err)
 		}
 	})

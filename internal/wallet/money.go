@@ -62,7 +62,7 @@ func (m Money) Format(decimals int) string {
 	}
 	neg := m < 0
 	// Work on the magnitude as uint64 so that math.MinInt64 formats correctly.
-	u := uint64(m)
+	u := uint64(m) //nolint:gosec // G115: two's complement on purpose, negated below
 	if neg {
 		u = -u
 	}
