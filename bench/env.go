@@ -74,7 +74,11 @@ func createTopic(ctx context.Context, namesrv, brokerAddr, topic string, queues 
 		last = err
 		time.Sleep(200 * time.Millisecond)
 	}
-	return fmt.Errorf("topic %s not routed with %d queues within 30s (last error: %v)", topic, queues, last)
+	err = fmt.Errorf("topic %s not routed with %d queues within 30s", topic, queues)
+	if last != nil {
+		err = fmt.Errorf("%w (last error: %w)", err, last)
+	}
+	return err
 }
 
 // --- processes ---

@@ -214,6 +214,7 @@ type Isolation struct {
 	RatePerS       float64 `json:"rate_per_s"`
 	Seconds        float64 `json:"seconds"`
 	PoisonEveryMS  int     `json:"poisoned_user_every_ms"`
+	RequestErrors  int64   `json:"request_errors"` // the others' deposits refused or unanswered
 	PoisonedEvents int64   `json:"poisoned_events"`
 	PoisonedCalls  int64   `json:"poisoned_provider_calls"`
 	Events         int64   `json:"others_events"`
@@ -228,15 +229,17 @@ type Isolation struct {
 
 // Outage is the run whose provider answers 503 to everyone for a while during load.
 type Outage struct {
-	Users        int     `json:"users"`
-	RatePerS     float64 `json:"rate_per_s"`
-	LoadSecs     float64 `json:"load_s"`
-	OutageSecs   float64 `json:"outage_s"`
-	Events       int64   `json:"events"`
-	Delivered    int64   `json:"delivered"`
-	DeadLettered int64   `json:"dead_lettered"`
-	OutOfOrder   int64   `json:"out_of_order"`
-	Duplicates   int64   `json:"duplicates_refused"`
+	Users      int     `json:"users"`
+	RatePerS   float64 `json:"rate_per_s"`
+	LoadSecs   float64 `json:"load_s"`
+	OutageSecs float64 `json:"outage_s"`
+	// RequestErrors are the load's deposits that were refused or unanswered.
+	RequestErrors int64 `json:"request_errors"`
+	Events        int64 `json:"events"`
+	Delivered     int64 `json:"delivered"`
+	DeadLettered  int64 `json:"dead_lettered"`
+	OutOfOrder    int64 `json:"out_of_order"`
+	Duplicates    int64 `json:"duplicates_refused"`
 	// RecoverySecs: from the provider's recovery to the last SMS of an event committed before it.
 	RecoverySecs  float64 `json:"recovery_s"`
 	BreakerOpened int64   `json:"breaker_opened"`
@@ -430,7 +433,7 @@ func (b *bench) isolation(ctx context.Context) error {
 		}
 	}()
 	from := time.Now()
-	openLoop(ctx, r.RatePerS, b.cfg.Phase, func(i int64) error {
+	r.RequestErrors = openLoop(ctx, r.RatePerS, b.cfg.Phase, func(i int64) error {
 		return s.deposit(ctx, s.users[i%int64(len(s.users))], fmt.Sprintf("iso-%d-%d", b.tag, i))
 	})
 	stopPoison()
@@ -520,7 +523,7 @@ func (b *bench) outage(ctx context.Context) error {
 		prov.setDown(false)
 	}()
 	from := time.Now()
-	openLoop(ctx, r.RatePerS, load, func(i int64) error {
+	r.RequestErrors = openLoop(ctx, r.RatePerS, load, func(i int64) error {
 		return s.deposit(ctx, s.users[i%int64(len(s.users))], fmt.Sprintf("outage-%d-%d", b.tag, i))
 	})
 	recovered = from.Add(5*time.Second + b.cfg.Outage)
@@ -642,13 +645,13 @@ func (r *Results) laneRows() [][]string {
 	}
 	if i := r.Lanes.Isolation; i != nil {
 		rows = append(rows, []string{fmt.Sprintf("a user whose SMS always fail (503), every %d ms, among %d users at %.1f deposits/s", i.PoisonEveryMS, i.Users, i.RatePerS),
-			fmt.Sprintf("others' commit→SMS p50 %.1f / p95 %.1f / p99 %.1f / max %.1f ms over %d events, %d undelivered (p99 of its halves: commit→published %.1f, published→SMS %.1f ms); the failing user: %d events, %d provider calls; breaker opened %d×",
-				i.E2E.P50, i.E2E.P95, i.E2E.P99, i.E2E.Max, i.Events, i.Undelivered, i.ToPublished.P99, i.PublishedToSMS.P99, i.PoisonedEvents, i.PoisonedCalls, i.BreakerOpened)})
+			fmt.Sprintf("others' commit→SMS p50 %.1f / p95 %.1f / p99 %.1f / max %.1f ms over %d events, %d undelivered, %d deposits refused or unanswered (p99 of its halves: commit→published %.1f, published→SMS %.1f ms); the failing user: %d events, %d provider calls; breaker opened %d×",
+				i.E2E.P50, i.E2E.P95, i.E2E.P99, i.E2E.Max, i.Events, i.Undelivered, i.RequestErrors, i.ToPublished.P99, i.PublishedToSMS.P99, i.PoisonedEvents, i.PoisonedCalls, i.BreakerOpened)})
 	}
 	if o := r.Lanes.Outage; o != nil {
 		rows = append(rows, []string{fmt.Sprintf("provider down (503) for %.0f s during %.0f s of %.1f deposits/s, %d users", o.OutageSecs, o.LoadSecs, o.RatePerS, o.Users),
-			fmt.Sprintf("%d of %d delivered, %d dead-lettered, %d out of order, %d repeated keys refused; the last SMS of the outage %.2f s after recovery; breaker opened %d×",
-				o.Delivered, o.Events, o.DeadLettered, o.OutOfOrder, o.Duplicates, o.RecoverySecs, o.BreakerOpened)})
+			fmt.Sprintf("%d of %d delivered, %d dead-lettered, %d out of order, %d repeated keys refused, %d deposits refused or unanswered; the last SMS of the outage %.2f s after recovery; breaker opened %d×",
+				o.Delivered, o.Events, o.DeadLettered, o.OutOfOrder, o.Duplicates, o.RequestErrors, o.RecoverySecs, o.BreakerOpened)})
 	}
 	if bl := r.Lanes.Backlog; bl != nil {
 		rows = append(rows, []string{fmt.Sprintf("notifier draining a %d-message backlog (log sender, %d users, 8 queues)", bl.Messages, bl.Users),

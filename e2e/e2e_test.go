@@ -134,11 +134,12 @@ func TestNotifierKilledMidStream(t *testing.T) {
 	require.Zero(t, r.Lost+r.Duplicated+r.OutOfOrder+r.DeadLettered)
 }
 
-// queueOf is the Go client's hash selector: FNV-1a 32 of the sharding key modulo the queues.
-func queueOf(user int64, queues int) int {
+// queueOf is the Go client's hash selector: FNV-1a 32 of the sharding key modulo the stack's
+// queues.
+func queueOf(user int64) int {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(strconv.FormatInt(user, 10)))
-	q := int(h.Sum32()) % queues
+	q := int(h.Sum32()) % stackQueues
 	if q < 0 {
 		q = -q
 	}
@@ -160,7 +161,7 @@ func TestPoisonedUserIsDeadLetteredAndOthersProceed(t *testing.T) {
 	var neighbour int64
 	for i := 0; neighbour == 0; i++ {
 		id := a.createUser(fmt.Sprintf("candidate %d", i), okPhone(i))
-		if queueOf(id, 8) == queueOf(poisoned, 8) {
+		if queueOf(id) == queueOf(poisoned) {
 			neighbour = id
 		}
 	}
@@ -207,7 +208,7 @@ func TestPoisonedUserIsDeadLetteredAndOthersProceed(t *testing.T) {
 		keys[ev.SeqKey()] = true
 	}
 	require.Equal(t, map[string]bool{fmt.Sprintf("%d:1", poisoned): true, fmt.Sprintf("%d:2", poisoned): true, fmt.Sprintf("%d:2", healthy): true}, keys)
-	logResult(t, s, "poisoned user", r, fmt.Sprintf("neighbour_on_queue_%d_held_for=%s (since its deposit %s)", queueOf(poisoned, 8), heldUp.Round(time.Millisecond), time.Since(enqueued).Round(time.Millisecond)))
+	logResult(t, s, "poisoned user", r, fmt.Sprintf("neighbour_on_queue_%d_held_for=%s (since its deposit %s)", queueOf(poisoned), heldUp.Round(time.Millisecond), time.Since(enqueued).Round(time.Millisecond)))
 }
 
 // TestDuplicatesGapsAndBadMessages publishes straight to the topic: seq 1, then 3 before 2,
@@ -222,7 +223,7 @@ func TestDuplicatesGapsAndBadMessages(t *testing.T) {
 	require.NoError(t, err)
 	defer p.Shutdown() //nolint:errcheck // the test's own client; a failed shutdown changes nothing it checks
 	const user = 9001
-	send := func(seq int64, body []byte) {
+	send := func(_ int64, body []byte) {
 		_, err := p.SendOrderly(context.Background(), ordering.Message{Topic: s.topic, ShardingKey: strconv.Itoa(user), Body: body})
 		require.NoError(t, err)
 	}

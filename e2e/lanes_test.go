@@ -97,7 +97,7 @@ func TestFailingUserNeverHoldsOthers(t *testing.T) {
 	neighbours := 0
 	for i := 0; neighbours < 5 || len(others) < 15; i++ {
 		id := a.createUser(fmt.Sprintf("other %d", i), okPhone(i))
-		if queueOf(id, 8) == queueOf(poisoned, 8) {
+		if queueOf(id) == queueOf(poisoned) {
 			neighbours++
 			others = append(others, id)
 		} else if len(others)-neighbours < 10 {
@@ -121,7 +121,7 @@ func TestFailingUserNeverHoldsOthers(t *testing.T) {
 	require.Equal(t, "closed", gate.Breaker.State)
 	require.Zero(t, gate.Breaker.Opened, "one user's failures must not open the provider breaker")
 	t.Logf("poisoned user %d on queue %d with %d neighbours: %d attempts so far, others delivered meanwhile",
-		poisoned, queueOf(poisoned, 8), neighbours, len(p.callsOf(func(c smsCall) bool { return c.Phone == poisonedPhone })))
+		poisoned, queueOf(poisoned), neighbours, len(p.callsOf(func(c smsCall) bool { return c.Phone == poisonedPhone })))
 }
 
 // TestAnAcceptedSMSWhoseAnswerWasLostIsRecordedSent: the provider accepts an SMS but its

@@ -58,6 +58,9 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// stackQueues is how many queues a stack's topic has.
+const stackQueues = 8
+
 // stack is one test's world: its own database, topic and consumer group on the shared servers.
 type stack struct {
 	t      *testing.T
@@ -73,7 +76,7 @@ func newStack(t *testing.T) *stack {
 	b := rmqtest.Require(t)
 	pool, dbURL := testdb.New(t)
 	s := &stack{t: t, broker: b, pool: pool, dbURL: dbURL, topic: rmqtest.Unique("e2e-events"), group: rmqtest.Unique("e2e-notifier")}
-	b.CreateTopic(t, s.topic, 8)
+	b.CreateTopic(t, s.topic, stackQueues)
 	// The notifier publishes its dead letters to its group's DLQ topic, which (like any
 	// topic here) must exist first.
 	b.CreateTopic(t, ordering.DLQTopic(s.group), 1)

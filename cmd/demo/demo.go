@@ -85,16 +85,16 @@ type wallet struct {
 }
 
 // step is one operation of the scenario, run to its end (?wait=true).
-func (c *client) step(ctx context.Context, path, key string, body map[string]any, want string) (sagaView, error) {
+func (c *client) step(ctx context.Context, path, key string, body map[string]any, want string) error {
 	var s sagaView
 	code, err := c.call(ctx, "POST", c.wallet+path+"?wait=true", key, body, &s)
 	if err != nil {
-		return s, err
+		return err
 	}
 	if code != http.StatusOK || s.State != want {
-		return s, fmt.Errorf("%s: saga %d ended %q (HTTP %d), want %q", path, s.ID, s.State, code, want)
+		return fmt.Errorf("%s: saga %d ended %q (HTTP %d), want %q", path, s.ID, s.State, code, want)
 	}
-	return s, nil
+	return nil
 }
 
 // expectation is what a user's SMS log must be at the end.
@@ -124,27 +124,27 @@ func play(ctx context.Context, cfg config, out io.Writer) error {
 
 	fmt.Fprintf(out, "A: top up 100.00, then spend 50.00 — ten times\n")
 	for i := 1; i <= 10; i++ {
-		if _, err := c.step(ctx, fmt.Sprintf("/v1/users/%d/deposits", a.ID), fmt.Sprintf("demo-%s-a-dep-%d", run, i), map[string]any{"amount": 10000}, "completed"); err != nil {
+		if err := c.step(ctx, fmt.Sprintf("/v1/users/%d/deposits", a.ID), fmt.Sprintf("demo-%s-a-dep-%d", run, i), map[string]any{"amount": 10000}, "completed"); err != nil {
 			return err
 		}
-		if _, err := c.step(ctx, fmt.Sprintf("/v1/users/%d/purchases", a.ID), fmt.Sprintf("demo-%s-a-buy-%d", run, i),
+		if err := c.step(ctx, fmt.Sprintf("/v1/users/%d/purchases", a.ID), fmt.Sprintf("demo-%s-a-buy-%d", run, i),
 			map[string]any{"amount": 5000, "merchant": "coffee-shop", "reference": fmt.Sprintf("order-%s-%d", run, i)}, "completed"); err != nil {
 			return err
 		}
 	}
 	fmt.Fprintf(out, "B: deposit 100.00, then 4.04 (its SMS is set to fail), then 50.00\n")
 	for i, amount := range []int64{10000, 404, 5000} {
-		if _, err := c.step(ctx, fmt.Sprintf("/v1/users/%d/deposits", b.ID), fmt.Sprintf("demo-%s-b-dep-%d", run, i), map[string]any{"amount": amount}, "completed"); err != nil {
+		if err := c.step(ctx, fmt.Sprintf("/v1/users/%d/deposits", b.ID), fmt.Sprintf("demo-%s-b-dep-%d", run, i), map[string]any{"amount": amount}, "completed"); err != nil {
 			return err
 		}
 	}
 	fmt.Fprintf(out, "B: buy for 30.00 from a merchant that rejects the order (refund follows)\n")
-	if _, err := c.step(ctx, fmt.Sprintf("/v1/users/%d/purchases", b.ID), fmt.Sprintf("demo-%s-b-reject", run),
+	if err := c.step(ctx, fmt.Sprintf("/v1/users/%d/purchases", b.ID), fmt.Sprintf("demo-%s-b-reject", run),
 		map[string]any{"amount": 3000, "merchant": "grumpy-shop", "reference": "reject-" + run}, "compensated"); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "A → B: transfer 25.00\n\n")
-	if _, err := c.step(ctx, "/v1/transfers", fmt.Sprintf("demo-%s-transfer", run), map[string]any{"from": a.ID, "to": b.ID, "amount": 2500}, "completed"); err != nil {
+	if err := c.step(ctx, "/v1/transfers", fmt.Sprintf("demo-%s-transfer", run), map[string]any{"from": a.ID, "to": b.ID, "amount": 2500}, "completed"); err != nil {
 		return err
 	}
 

@@ -17,8 +17,9 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], cli.Getenv, os.Stdout, os.Stderr); err != nil {
+	err := run(ctx, os.Args[1:], cli.Getenv, os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "walletsvc:", err)
 		os.Exit(1)
 	}

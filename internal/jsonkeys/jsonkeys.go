@@ -16,6 +16,7 @@ import (
 // Problem is what is wrong with an object's keys.
 type Problem int
 
+// The problems Check reports.
 const (
 	NotObject Problem = iota + 1 // the value is not an object
 	Unknown                      // a key is not one of the known names, spelled exactly

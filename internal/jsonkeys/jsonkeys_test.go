@@ -40,7 +40,7 @@ type request struct {
 	Name    string `json:"name,omitempty"`
 	Plain   int
 	Skipped int `json:"-"`
-	hidden  int
+	hidden  int //nolint:unused // an unexported field, which FieldNames must leave out
 }
 
 func TestCheckRefusesUnknownAndRepeatedKeys(t *testing.T) {

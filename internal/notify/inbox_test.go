@@ -44,7 +44,7 @@ func FuzzInbox(f *testing.F) {
 		require.NoError(f, err)
 		return b
 	}
-	edit := func(body []byte, old, new string) []byte { return []byte(strings.Replace(string(body), old, new, 1)) }
+	edit := func(body []byte, from, to string) []byte { return []byte(strings.Replace(string(body), from, to, 1)) }
 	good := ev(1, 1, walletevent.Deposit, 10000)
 	for _, s := range []struct {
 		body []byte

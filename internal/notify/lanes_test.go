@@ -276,7 +276,7 @@ func TestRetriesAreSpacedAcrossReplicas(t *testing.T) {
 	pool, _ := testdb.New(t)
 	s := NewStore(pool)
 	p := newProvider(pool)
-	p.setFail(func(m SMS) error { return errors.New("fails") })
+	p.setFail(func(SMS) error { return errors.New("fails") })
 	policy := RetryPolicy{Base: 40 * time.Millisecond, Max: 160 * time.Millisecond, MaxAttempts: 6, DeadLetterAfter: 0}
 	startLanes(t, s, LaneConfig{Workers: 4, Sender: p, Policy: policy, Owner: "replica-a"})
 	startLanes(t, s, LaneConfig{Workers: 4, Sender: p, Policy: policy, Owner: "replica-b"})

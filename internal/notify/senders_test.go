@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -92,7 +93,7 @@ func TestWebhookSender(t *testing.T) {
 			} else {
 				require.ErrorIs(t, err, tc.want)
 				for _, other := range []error{notify.ErrAlreadyDelivered, notify.ErrProviderUnavailable, notify.ErrPermanent} {
-					if other != tc.want {
+					if !errors.Is(other, tc.want) {
 						require.NotErrorIs(t, err, other)
 					}
 				}
@@ -115,7 +116,7 @@ func TestWebhookSender(t *testing.T) {
 func TestWebhookSenderLateKeepsTheKey(t *testing.T) {
 	t.Parallel()
 	var c capture
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { c.add(r) }))
+	srv := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { c.add(r) }))
 	t.Cleanup(srv.Close)
 	s, err := notify.NewWebhookSender(srv.URL, 0, srv.Client())
 	require.NoError(t, err)

@@ -48,16 +48,6 @@ func (t *tally) add(key string, seq int) {
 	t.mu.Unlock()
 }
 
-func (t *tally) total() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	n := 0
-	for _, s := range t.seen {
-		n += len(s)
-	}
-	return n
-}
-
 // distinct reports how many distinct (key, seq) were seen.
 func (t *tally) distinct() int {
 	t.mu.Lock()

@@ -105,7 +105,7 @@ func Start(ctx context.Context, s Spec) (*Proc, error) {
 	if err != nil {
 		p.Kill()
 		if errors.Is(err, errExited) {
-			err = fmt.Errorf("%w (%v)", err, p.err)
+			err = fmt.Errorf("%w (%w)", err, p.err)
 		}
 		return nil, fmt.Errorf("%s: %w; end of %s:\n%s", s.Name, err, s.Log, Tail(s.Log, 3000))
 	}
@@ -227,7 +227,7 @@ func StartFunc(ctx context.Context, name string, fn RunFunc, args []string, env 
 	addr, err := waitReady(ctx, vars["HTTP_ADDR_FILE"], DefaultReady, DefaultTimeout, f.done)
 	if err != nil {
 		serr := f.Stop(DefaultTimeout)
-		return nil, fmt.Errorf("%s: %w (run returned %v); its output:\n%s", name, err, serr, f.Output())
+		return nil, fmt.Errorf("%s: %w (run returned: %w); its output:\n%s", name, err, serr, f.Output())
 	}
 	f.Addr, f.URL = addr, "http://"+addr
 	return f, nil

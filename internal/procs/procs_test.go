@@ -33,7 +33,6 @@ func TestMain(m *testing.M) {
 		os.Exit(3)
 	default:
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-		defer stop()
 		getenv := os.Getenv
 		if mode == "silent" {
 			getenv = func(k string) string {
@@ -43,7 +42,9 @@ func TestMain(m *testing.M) {
 				return os.Getenv(k)
 			}
 		}
-		if err := helper(ctx, nil, getenv, os.Stdout, os.Stderr); err != nil {
+		err := helper(ctx, nil, getenv, os.Stdout, os.Stderr)
+		stop()
+		if err != nil {
 			fmt.Println("helper:", err)
 			os.Exit(1)
 		}

@@ -77,9 +77,9 @@ func start(t *testing.T, e *saga.Engine, kind string, input any) *saga.Started {
 }
 
 // startAndDrive starts a saga and drives it inline, as a request does.
-func startAndDrive(t *testing.T, e *saga.Engine, kind string, input any) saga.Snapshot {
+func startAndDrive(t *testing.T, e *saga.Engine, kind string) saga.Snapshot {
 	t.Helper()
-	s := start(t, e, kind, input)
+	s := start(t, e, kind, nil)
 	snap, err := e.Drive(context.Background(), s)
 	require.NoError(t, err)
 	return snap
@@ -190,7 +190,7 @@ func TestHappyPathRunsInline(t *testing.T) {
 			}
 			return effect("reserve")(s, b)
 		})},
-		saga.Step{Name: "charge", Do: saga.Remote(func(ctx context.Context, key string, s *saga.Instance) saga.Outcome {
+		saga.Step{Name: "charge", Do: saga.Remote(func(_ context.Context, key string, s *saga.Instance) saga.Outcome {
 			charged.add(key + " " + string(s.Data))
 			return saga.Done()
 		})},
@@ -308,7 +308,7 @@ func TestRetryThenSuccessAfterBackoff(t *testing.T) {
 	)
 	def.Window = time.Minute
 	e := newEngine(t, pool, saga.Options{}, def)
-	s := startAndDrive(t, e, "flaky", nil)
+	s := startAndDrive(t, e, "flaky")
 	require.Equal(t, saga.Running, s.State, "the inline run stops at its first backoff")
 	require.Equal(t, []string{"write/forward/done/1", "call/forward/pending/1"}, statuses(s))
 	require.Equal(t, "503", s.Steps[1].Error.Message)
@@ -327,25 +327,24 @@ func TestExhaustedCompensatesInReverse(t *testing.T) {
 	pool := withEffects(t)
 	var mu sync.Mutex
 	var undone []string
-	undo := func(name string) saga.Action {
-		return saga.Remote(func(_ context.Context, key string, _ *saga.Instance) saga.Outcome {
-			mu.Lock()
-			defer mu.Unlock()
-			undone = append(undone, key)
-			return saga.Done()
-		})
-	}
+	// Compensations record their keys, which name their steps.
+	undo := saga.Remote(func(_ context.Context, key string, _ *saga.Instance) saga.Outcome {
+		mu.Lock()
+		defer mu.Unlock()
+		undone = append(undone, key)
+		return saga.Done()
+	})
 	var tries atomic.Int32
 	e := newEngine(t, pool, saga.Options{}, fast("transfer",
-		saga.Step{Name: "a", Do: saga.Local(effect("a")), Compensate: undo("a")},
-		saga.Step{Name: "b", Do: saga.Local(effect("b")), Compensate: undo("b")},
+		saga.Step{Name: "a", Do: saga.Local(effect("a")), Compensate: undo},
+		saga.Step{Name: "b", Do: saga.Local(effect("b")), Compensate: undo},
 		saga.Step{Name: "c", Do: saga.Local(effect("c"))}, // nothing to undo
 		saga.Step{Name: "d", Do: saga.Remote(func(context.Context, string, *saga.Instance) saga.Outcome {
 			tries.Add(1)
 			return saga.Fail("merchant_down", errors.New("merchant down for good"))
 		})},
 	))
-	s := startAndDrive(t, e, "transfer", nil)
+	s := startAndDrive(t, e, "transfer")
 	require.Equal(t, saga.Compensated, s.State)
 	require.Equal(t, &saga.ErrorInfo{Code: "merchant_down", Message: "merchant down for good"}, s.Error)
 	require.Equal(t, []string{
@@ -377,7 +376,7 @@ func TestCompensationFailureNeedsAttentionThenRetry(t *testing.T) {
 		})},
 	))
 	runEngine(t, e)
-	id := startAndDrive(t, e, "deposit", nil).ID
+	id := startAndDrive(t, e, "deposit").ID
 	s := wait(t, e, id)
 	require.Equal(t, saga.NeedsAttention, s.State)
 	require.Equal(t, saga.CodeCompensationFailed, s.Error.Code)
@@ -432,7 +431,7 @@ func TestStolenLeaseDoesNotApplyTwice(t *testing.T) {
 	var calls atomic.Int32
 	release := make(chan struct{})
 	e := newEngine(t, pool, saga.Options{Owner: "slow", Lease: 300 * time.Millisecond, PollInterval: 20 * time.Millisecond}, fast("deposit",
-		saga.Step{Name: "charge", Do: saga.Remote(func(ctx context.Context, _ string, _ *saga.Instance) saga.Outcome {
+		saga.Step{Name: "charge", Do: saga.Remote(func(_ context.Context, _ string, _ *saga.Instance) saga.Outcome {
 			if calls.Add(1) == 1 {
 				<-release // the first runner's call hangs past its lease
 			}

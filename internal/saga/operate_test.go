@@ -48,7 +48,7 @@ func TestResolveObserveAndCount(t *testing.T) {
 		})},
 	))
 	stop := runEngine(t, e)
-	id := startAndDrive(t, e, "deposit", nil).ID
+	id := startAndDrive(t, e, "deposit").ID
 	require.Equal(t, saga.NeedsAttention, wait(t, e, id).State)
 	stop()
 	require.Equal(t, []string{

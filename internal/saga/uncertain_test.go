@@ -44,7 +44,7 @@ func TestExhaustedRemoteStepIsCompensatedItself(t *testing.T) {
 	))
 	runEngine(t, e)
 
-	id := startAndDrive(t, e, "deposit", nil).ID
+	id := startAndDrive(t, e, "deposit").ID
 	s := wait(t, e, id)
 	require.Equal(t, saga.Compensated, s.State)
 	require.Equal(t, saga.CodeAttemptsExhausted, s.Error.Code)
@@ -73,7 +73,7 @@ func TestTimedOutFirstStepIsCompensated(t *testing.T) {
 	e := newEngine(t, pool, saga.Options{}, def)
 	runEngine(t, e)
 
-	id := startAndDrive(t, e, "deposit", nil).ID
+	id := startAndDrive(t, e, "deposit").ID
 	s := wait(t, e, id)
 	require.Equal(t, saga.Compensated, s.State)
 	require.Equal(t, "timeout", s.Error.Code)
@@ -95,7 +95,7 @@ func TestFailedRemoteStepIsNotCompensated(t *testing.T) {
 	))
 	runEngine(t, e)
 
-	id := startAndDrive(t, e, "deposit", nil).ID
+	id := startAndDrive(t, e, "deposit").ID
 	s := wait(t, e, id)
 	require.Equal(t, saga.Compensated, s.State)
 	require.Equal(t, []string{"reserve/forward/done/1", "charge/forward/failed/1", "reserve/compensate/done/1"}, statuses(s))

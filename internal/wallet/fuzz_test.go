@@ -35,9 +35,9 @@ func requireInvalid(t *testing.T, err error) {
 
 // requireCleanText fails t unless an accepted free-text value is what the database and the
 // logs can take as is: valid UTF-8 without U+FFFD, no control, format (bidi overrides,
-// zero-width) or other unprintable characters, no surrounding spaces, 1..max characters.
+// zero-width) or other unprintable characters, no surrounding spaces, 1..maxLen characters.
 // It is written apart from validateText so that the two can disagree.
-func requireCleanText(t *testing.T, field, v string, max int) {
+func requireCleanText(t *testing.T, field, v string, maxLen int) {
 	t.Helper()
 	if !utf8.ValidString(v) || strings.ContainsRune(v, utf8.RuneError) {
 		t.Fatalf("accepted %s %q is not valid UTF-8", field, v)
@@ -47,7 +47,7 @@ func requireCleanText(t *testing.T, field, v string, max int) {
 			t.Fatalf("accepted %s %q holds U+%04X", field, v, r)
 		}
 	}
-	if n := utf8.RuneCountInString(v); n < 1 || n > max || strings.TrimSpace(v) != v {
+	if n := utf8.RuneCountInString(v); n < 1 || n > maxLen || strings.TrimSpace(v) != v {
 		t.Fatalf("accepted %s %q: %d characters or surrounding spaces", field, v, n)
 	}
 }

@@ -69,20 +69,6 @@ func newEnv(t *testing.T, o envOptions) *env {
 	return e
 }
 
-// runEngine runs the saga engine of an env made with noRunner until the returned stop is
-// called (or the test ends): for tests that change the world between a saga's start and its
-// run.
-func (e *env) runEngine(t *testing.T) (stop func()) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(e.ctx)
-	var wg sync.WaitGroup
-	wg.Go(func() { _ = e.eng.Run(ctx) })
-	var once sync.Once
-	stop = func() { once.Do(func() { cancel(); wg.Wait() }) }
-	t.Cleanup(stop)
-	return stop
-}
-
 // user creates a user and returns its id.
 func (e *env) user(t *testing.T) int64 {
 	t.Helper()

@@ -43,10 +43,10 @@ func (a OperatorAction) check() error {
 	if a.Reason == "" {
 		return apperr.New(apperr.Invalid, "an operator action needs a reason")
 	}
-	if err := validateText("actor", a.Actor, true, MaxActorLen); err != nil {
+	if err := validateText("actor", a.Actor, MaxActorLen); err != nil {
 		return err
 	}
-	return validateText("reason", a.Reason, true, MaxReasonLen)
+	return validateText("reason", a.Reason, MaxReasonLen)
 }
 
 // AuditEntry is one recorded operator action.

@@ -181,18 +181,15 @@ func ValidateID(field string, id int64) error {
 	return nil
 }
 
-// validateText checks a free-text field: trimmed, 1..max characters (min 0 when optional),
-// valid UTF-8, printable.
+// validateText checks a free-text field, which every caller requires (an optional one has
+// its default by then): trimmed, 1..maxLen characters, valid UTF-8, printable.
 //
 // U+FFFD counts as invalid UTF-8: encoding/json silently puts it in place of invalid bytes
 // and of lone surrogate escapes (\ud800), so by the time a decoded request reaches us it is
 // the only trace of text that was not UTF-8, and nobody types it on purpose.
-func validateText(field, v string, required bool, max int) error {
+func validateText(field, v string, maxLen int) error {
 	if v == "" {
-		if required {
-			return apperr.New(apperr.Invalid, "%s is required", field)
-		}
-		return nil
+		return apperr.New(apperr.Invalid, "%s is required", field)
 	}
 	if !utf8.ValidString(v) || strings.ContainsRune(v, utf8.RuneError) {
 		return apperr.New(apperr.Invalid, "%s must be valid UTF-8 (invalid bytes, lone surrogates and U+FFFD, which stands for them, are refused)", field)
@@ -200,8 +197,8 @@ func validateText(field, v string, required bool, max int) error {
 	if strings.TrimSpace(v) != v {
 		return apperr.New(apperr.Invalid, "%s must not start or end with spaces", field)
 	}
-	if n := utf8.RuneCountInString(v); n > max {
-		return apperr.New(apperr.Invalid, "%s must be at most %d characters, got %d", field, max, n)
+	if n := utf8.RuneCountInString(v); n > maxLen {
+		return apperr.New(apperr.Invalid, "%s must be at most %d characters, got %d", field, maxLen, n)
 	}
 	for _, r := range v {
 		if !unicode.IsPrint(r) {
@@ -232,7 +229,7 @@ func (u NewUser) normalize(defaultCurrency string) (NewUser, error) {
 	if u.Currency == "" {
 		u.Currency = defaultCurrency
 	}
-	if err := validateText("name", u.Name, true, 200); err != nil {
+	if err := validateText("name", u.Name, 200); err != nil {
 		return u, err
 	}
 	if err := ValidatePhone(u.Phone); err != nil {
@@ -257,7 +254,7 @@ func (r DepositRequest) normalize() (DepositRequest, error) {
 	if err := ValidateAmount("amount", r.Amount); err != nil {
 		return r, err
 	}
-	if err := validateText("source", r.Source, true, 64); err != nil {
+	if err := validateText("source", r.Source, 64); err != nil {
 		return r, err
 	}
 	if r.IdempotencyKey != "" {
@@ -275,10 +272,10 @@ func (r PurchaseRequest) normalize() (PurchaseRequest, error) {
 	if err := ValidateAmount("amount", r.Amount); err != nil {
 		return r, err
 	}
-	if err := validateText("merchant", r.Merchant, true, 100); err != nil {
+	if err := validateText("merchant", r.Merchant, 100); err != nil {
 		return r, err
 	}
-	if err := validateText("reference", r.Reference, true, 100); err != nil {
+	if err := validateText("reference", r.Reference, 100); err != nil {
 		return r, err
 	}
 	if r.IdempotencyKey != "" {

@@ -359,15 +359,15 @@ func pathID(c echo.Context, what string) (int64, error) {
 	return id, nil
 }
 
-// queryInt parses an optional integer query parameter (absent: 0) that must be >= min.
-func queryInt(c echo.Context, name string, min int64) (int64, error) {
+// queryInt parses an optional integer query parameter (absent: 0) that must be >= least.
+func queryInt(c echo.Context, name string, least int64) (int64, error) {
 	raw := c.QueryParam(name)
 	if raw == "" {
 		return 0, nil
 	}
 	n, ok := httpx.Digits(raw)
-	if !ok || n < min {
-		return 0, apperr.New(apperr.Invalid, "query parameter %s must be an integer >= %d, got %q", name, min, raw)
+	if !ok || n < least {
+		return 0, apperr.New(apperr.Invalid, "query parameter %s must be an integer >= %d, got %q", name, least, raw)
 	}
 	return n, nil
 }
@@ -420,7 +420,7 @@ type operatorRequest struct {
 
 // operatorAction serves POST /v1/sagas/{id}/retry and /resolve: admin token, X-Operator,
 // a required reason; the action and its audit row commit together.
-func operatorAction(svc *wallet.Service, adminToken string,
+func operatorAction(adminToken string,
 	act func(context.Context, int64, wallet.OperatorAction) (wallet.Operation, error),
 ) echo.HandlerFunc {
 	return func(c echo.Context) error {

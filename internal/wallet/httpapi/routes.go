@@ -53,8 +53,8 @@ func Register(e *echo.Echo, svc *wallet.Service, opts Options) {
 		{http.MethodGet, "/v1/sagas", listSagas(svc), []echo.MiddlewareFunc{service}},
 		{http.MethodGet, "/v1/sagas/:id", getSaga(svc), []echo.MiddlewareFunc{service}},
 		// Operator actions: admin token + X-Operator, checked in the handler.
-		{http.MethodPost, "/v1/sagas/:id/retry", operatorAction(svc, opts.AdminToken, svc.RetrySaga), nil},
-		{http.MethodPost, "/v1/sagas/:id/resolve", operatorAction(svc, opts.AdminToken, svc.ResolveSaga), nil},
+		{http.MethodPost, "/v1/sagas/:id/retry", operatorAction(opts.AdminToken, svc.RetrySaga), nil},
+		{http.MethodPost, "/v1/sagas/:id/resolve", operatorAction(opts.AdminToken, svc.ResolveSaga), nil},
 		{http.MethodGet, "/v1/sagas/:id/audit", sagaAudit(svc, opts.AdminToken), nil},
 	}
 	for _, r := range routes {
