@@ -45,7 +45,7 @@ vet: ## go vet
 lint: ## golangci-lint (the version pinned in go.mod; its first build takes minutes) with .golangci.yml
 	$(GO) tool golangci-lint run $(PKGS)
 
-test: tools services vet ## start the services if needed, vet, run every test with -race, then fuzz each target for FUZZ_SHORT
+test: tools services vet lint ## start the services if needed, vet, lint, run every test with -race, then fuzz each target for FUZZ_SHORT
 	@mkdir -p .run
 	WALLETSAGA_REQUIRE_SERVICES=1 $(GO) test $(GOFLAGS) -race -count=1 -timeout 20m -v $(PKGS) 2>&1 \
 		| tee .run/test.log | { $(TEST_FILTER); }
