@@ -169,7 +169,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	started := time.Now()
 	b := &bench{cfg: cfg, log: log, ts: started.UTC().Format("20060102T150405Z"), tag: started.Unix()}
 	for _, d := range []string{cfg.OutDir, cfg.RunDir} {
-		if err := os.MkdirAll(d, 0o750); err != nil {
+		if err := os.MkdirAll(d, 0o755); err != nil { //nolint:gosec // G301: it may create the run dir, where the postgres user must reach the cluster
 			return err
 		}
 	}

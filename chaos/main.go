@@ -216,7 +216,7 @@ func (r *chaosRun) do(ctx context.Context) (audit.Result, []string, error) {
 	if err := os.RemoveAll(r.svc.logDir); err != nil {
 		return audit.Result{}, nil, err
 	}
-	if err := os.MkdirAll(r.svc.logDir, 0o750); err != nil {
+	if err := os.MkdirAll(r.svc.logDir, 0o755); err != nil { //nolint:gosec // G301: it may create the run dir, where the postgres user must reach the cluster
 		return audit.Result{}, nil, err
 	}
 	if err := r.svc.run(ctx, "clean"); err != nil {
