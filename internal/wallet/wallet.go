@@ -9,12 +9,10 @@ package wallet
 import (
 	"errors"
 	"regexp"
-	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/walletsaga/walletsaga/internal/apperr"
+	"github.com/walletsaga/walletsaga/internal/freetext"
 	"github.com/walletsaga/walletsaga/internal/saga"
 	"github.com/walletsaga/walletsaga/internal/walletevent"
 )
@@ -181,35 +179,11 @@ func ValidateID(field string, id int64) error {
 	return nil
 }
 
-// validateText checks a free-text field: trimmed, 1..max characters (min 0 when optional),
-// valid UTF-8, printable.
-//
-// U+FFFD counts as invalid UTF-8: encoding/json silently puts it in place of invalid bytes
-// and of lone surrogate escapes (\ud800), so by the time a decoded request reaches us it is
-// the only trace of text that was not UTF-8, and nobody types it on purpose.
+// validateText checks a free-text field by the one rule of internal/freetext: 1..max
+// characters (empty passes when not required), no control or unassigned characters, valid
+// UTF-8, no white space at either end.
 func validateText(field, v string, required bool, max int) error {
-	if v == "" {
-		if required {
-			return apperr.New(apperr.Invalid, "%s is required", field)
-		}
-		return nil
-	}
-	if !utf8.ValidString(v) || strings.ContainsRune(v, utf8.RuneError) {
-		return apperr.New(apperr.Invalid, "%s must be valid UTF-8 (invalid bytes, lone surrogates and U+FFFD, which stands for them, are refused)", field)
-	}
-	if strings.TrimSpace(v) != v {
-		return apperr.New(apperr.Invalid, "%s must not start or end with spaces", field)
-	}
-	if n := utf8.RuneCountInString(v); n > max {
-		return apperr.New(apperr.Invalid, "%s must be at most %d characters, got %d", field, max, n)
-	}
-	for _, r := range v {
-		if !unicode.IsPrint(r) {
-			// The code point, not the character: it is invisible or would break the log line.
-			return apperr.New(apperr.Invalid, "%s must not contain control characters or other unprintable ones, got U+%04X", field, r)
-		}
-	}
-	return nil
+	return freetext.Check(field, v, required, max)
 }
 
 // ValidateIdempotencyKey checks an Idempotency-Key: 1 to 255 printable ASCII characters.
