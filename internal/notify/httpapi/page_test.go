@@ -105,9 +105,22 @@ func TestPageInChromium(t *testing.T) {
 
 	pool.Store(e.pool)
 
+	// Without a token the page shows no data and asks for one; a wrong one is refused with
+	// the server's message.
+	dom := dumpDOM(t, bin, e.srv.URL+"/", 2*time.Second)
+	require.Regexp(t, `<form id="login" class="login">`, dom, "the token form is shown:\n%s", dom)
+	require.NotContains(t, dom, `id="user-1"`)
+	dom = dumpDOM(t, bin, e.srv.URL+"/#token=not-the-read-token-at-all", 2*time.Second)
+	require.Regexp(t, `<form id="login" class="login">`, dom)
+	require.Contains(t, dom, "The token was refused: the read token is not valid")
+	require.NotContains(t, dom, `id="user-1"`)
+
+	// With the read token (a link may carry it in its fragment, which never reaches the
+	// server) the page reads the log; the fragment is taken out of the address bar.
 	start := time.Now()
-	dom := dumpDOM(t, bin, e.srv.URL+"/", 5*time.Second)
+	dom = dumpDOM(t, bin, e.srv.URL+"/#token="+readToken, 5*time.Second)
 	t.Logf("chromium took %s", time.Since(start).Round(time.Millisecond))
+	require.Regexp(t, `<form id="login" class="login" hidden="">`, dom, "the token form is hidden once the page reads the log")
 
 	u1 := userItems(t, dom, "1")
 	require.Len(t, u1, 4, "user 1's SMS, the live one included:\n%s", dom)
