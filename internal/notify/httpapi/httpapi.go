@@ -64,7 +64,6 @@ func Register(e *echo.Echo, d Deps) {
 	if d.Logger == nil {
 		d.Logger = slog.Default()
 	}
-	assets := http.StripPrefix("/assets/", http.FileServerFS(web.FS))
 	read := httpx.RequireBearer("read", "the SMS log API is disabled: the notifier has no READ_TOKEN (nor ADMIN_TOKEN) configured",
 		d.ReadToken, d.AdminToken)
 	type route struct {
@@ -74,7 +73,7 @@ func Register(e *echo.Echo, d Deps) {
 	}
 	routes := []route{
 		{http.MethodGet, "/", page(), nil},
-		{http.MethodGet, "/assets/*", echo.WrapHandler(assets), nil},
+		{http.MethodGet, "/assets/:name", asset(), nil},
 		{http.MethodGet, "/v1/users", listPage(d.Store.Users), []echo.MiddlewareFunc{read}},
 		{http.MethodGet, "/v1/users/:id/sms", listUserSMS(d.Store), []echo.MiddlewareFunc{read}},
 		{http.MethodGet, "/v1/sms", noStore(listPage(d.Store.Changes)), []echo.MiddlewareFunc{read}},
@@ -107,6 +106,33 @@ func page() echo.HandlerFunc {
 		h.Set("Cache-Control", "no-cache")
 		return c.Blob(http.StatusOK, "text/html; charset=utf-8", b)
 	}
+}
+
+// asset serves the page's script and style sheet, and nothing else: a name that is not one
+// of them is a JSON 404 (a file server would list directories and redirect index.html).
+func asset() echo.HandlerFunc {
+	types := map[string]string{"app.js": "text/javascript; charset=utf-8", "style.css": "text/css; charset=utf-8"}
+	return func(c echo.Context) error {
+		name := c.Param("name")
+		ct, ok := types[name]
+		if !ok {
+			return apperr.New(apperr.NotFound, "no asset %q: the page has app.js and style.css", truncate(name, 40))
+		}
+		b, err := fs.ReadFile(web.FS, name)
+		if err != nil {
+			return apperr.Wrap(err, apperr.Internal, "the page's %s is missing from the binary", name)
+		}
+		c.Response().Header().Set("Cache-Control", "no-cache")
+		return c.Blob(http.StatusOK, ct, b)
+	}
+}
+
+// truncate shortens s to at most n bytes, for messages that echo a client's value.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }
 
 type userSMSBody struct {

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -109,19 +110,19 @@ func toSagaBody(op wallet.Operation, withSteps bool) sagaBody {
 
 // --- request bodies ---
 
-// Optional fields are pointers: given, they must be valid (an empty locale or source is
-// refused, as the OpenAPI document says); absent, the default applies.
+// Optional text fields stay raw JSON: absent, the default applies; given, they must be a
+// non-empty string (null or "" is refused, as the OpenAPI document says).
 type createUserRequest struct {
-	Name   string  `json:"name"`
-	Phone  string  `json:"phone"`
-	Locale *string `json:"locale"`
+	Name   string          `json:"name"`
+	Phone  string          `json:"phone"`
+	Locale json.RawMessage `json:"locale"`
 }
 
 // Amounts and ids stay raw JSON so that a string, a fraction or an exponent gets a message
 // that says so, instead of a generic type error or a silent conversion.
 type depositRequest struct {
 	Amount json.RawMessage `json:"amount"`
-	Source *string         `json:"source"`
+	Source json.RawMessage `json:"source"`
 }
 
 type purchaseRequest struct {
@@ -406,15 +407,19 @@ func bodyID(field string, raw json.RawMessage) (int64, error) {
 }
 
 // optional returns an optional text field's value: "" when absent (the default applies);
-// given, it may not be empty.
-func optional(field string, v *string) (string, error) {
-	if v == nil {
+// given, it must be a non-empty string.
+func optional(field string, raw json.RawMessage) (string, error) {
+	if raw == nil {
 		return "", nil
 	}
-	if *v == "" {
+	var v string
+	if err := json.Unmarshal(raw, &v); err != nil || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+		return "", apperr.New(apperr.Invalid, "%s must be a string (leave it out for the default), got %s", field, truncate(string(raw), 40))
+	}
+	if v == "" {
 		return "", apperr.New(apperr.Invalid, "%s must not be empty: leave it out for the default", field)
 	}
-	return *v, nil
+	return v, nil
 }
 
 // operationParams reads ?wait= (true or false, spelled so: strconv's "1", "T" or "FALSE"

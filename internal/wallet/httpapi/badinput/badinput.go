@@ -216,6 +216,8 @@ func textCases(f Fixture) []Case {
 		{Name: "name of spaces", Method: "POST", Path: "/v1/users", Body: user("   "), Status: 400, Code: "invalid", Msg: "must not start or end with spaces"},
 		{Name: "locale unknown", Method: "POST", Path: "/v1/users", Body: `{"name":"a","phone":"+8613800138000","locale":"fr"}`, Status: 400, Code: "invalid", Msg: "locale"},
 		{Name: "locale with NUL", Method: "POST", Path: "/v1/users", Body: `{"name":"a","phone":"+8613800138000","locale":"en\u0000"}`, Status: 400, Code: "invalid", Msg: "locale"},
+		{Name: "locale null", Method: "POST", Path: "/v1/users", Body: `{"name":"a","phone":"+8613800138000","locale":null}`, Status: 400, Code: "invalid", Msg: "locale must be a string"},
+		{Name: "source a number", Method: "POST", Path: dep, Body: `{"amount":100,"source":7}`, Status: 400, Code: "invalid", Msg: "source must be a string"},
 		{Name: "locale empty", Method: "POST", Path: "/v1/users", Body: `{"name":"a","phone":"+8613800138000","locale":""}`, Status: 400, Code: "invalid", Msg: "locale must not be empty"},
 		{Name: "source empty", Method: "POST", Path: dep, Body: `{"amount":100,"source":""}`, Status: 400, Code: "invalid", Msg: "source must not be empty"},
 		{Name: "purchase no merchant", Method: "POST", Path: pur, Body: `{"amount":100,"reference":"r"}`, Status: 400, Code: "invalid", Msg: "merchant is required"},
