@@ -364,7 +364,7 @@ func (s *stack) logProgress(interval time.Duration, notifiers ...*proc) (stop fu
 
 // readNotifier GETs url from a notifier's read API, with the read token.
 func readNotifier(url string) (*http.Response, error) {
-	req, err := http.NewRequest(http.MethodGet, url, nil)
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
 	}
