@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"bytes"
 	"context"
+	"io/fs"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/walletsaga/walletsaga/internal/notify"
 	"github.com/walletsaga/walletsaga/internal/notify/notifytest"
+	"github.com/walletsaga/walletsaga/internal/notify/web"
 	"github.com/walletsaga/walletsaga/internal/testenv"
 	"github.com/walletsaga/walletsaga/internal/walletevent"
 )
@@ -121,6 +123,11 @@ func TestPageInChromium(t *testing.T) {
 	dom = dumpDOM(t, bin, e.srv.URL+"/#token="+readToken, 5*time.Second)
 	t.Logf("chromium took %s", time.Since(start).Round(time.Millisecond))
 	require.Regexp(t, `<form id="login" class="login" hidden="">`, dom, "the token form is hidden once the page reads the log")
+	// A dumped DOM has no computed styles: the attribute hides the form only while no rule of
+	// the style sheet gives it a display of its own, which .login does.
+	css, err := fs.ReadFile(web.FS, "style.css")
+	require.NoError(t, err)
+	require.Contains(t, string(css), "[hidden] { display: none !important; }")
 
 	u1 := userItems(t, dom, "1")
 	require.Len(t, u1, 4, "user 1's SMS, the live one included:\n%s", dom)
