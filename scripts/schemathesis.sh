@@ -6,7 +6,8 @@
 # file is written last), and two checkouts installing at once take turns on a lock.
 #
 #   scripts/schemathesis.sh          install if missing, then print the CLI's path
-#   scripts/schemathesis.sh --path   print the CLI's path, install nothing
+#   scripts/schemathesis.sh --path   print the CLI's path if it is installed, else fail;
+#                                    install nothing
 set -Eeuo pipefail
 VERSION=4.32.5
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -16,6 +17,7 @@ CLI="$DIR/bin/schemathesis"
 say() { printf 'schemathesis: %s\n' "$*" >&2; }
 
 if [ "${1:-}" = "--path" ]; then
+	[ -f "$DIR/.complete" ] && [ -x "$CLI" ] || { say "not installed in $DIR: run make tools (or scripts/schemathesis.sh)"; exit 1; }
 	echo "$CLI"
 	exit 0
 fi
