@@ -377,7 +377,7 @@ func (b *bench) productEnv(dbURL, topic string) (wallet, notifier map[string]str
 	}
 	notifier = map[string]string{
 		"CONSUMER_GROUP": "bench-notifier-" + b.ts + "-" + topic, "SMS_SENDER": "log",
-		"SMS_FAIL_PHONE_PATTERN": "off", "SMS_FAIL_AMOUNT": "0",
+		"SMS_FAIL_PHONE_PATTERN": "off", "SMS_FAIL_AMOUNT": "0", "READ_TOKEN": readToken,
 	}
 	for k, v := range common {
 		wallet[k], notifier[k] = v, v

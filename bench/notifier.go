@@ -346,6 +346,7 @@ func breakerOpened(ctx context.Context, n *proc) int64 {
 	if err != nil {
 		return -1
 	}
+	req.Header.Set("Authorization", "Bearer "+readToken)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return -1

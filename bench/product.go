@@ -63,6 +63,9 @@ type apiClient struct {
 // every request; a walletsvc without API authentication ignores both.
 const serviceToken = "walletsaga-bench-service-token"
 
+// readToken is the READ_TOKEN of the bench's notifiers: GET /v1/gate needs it.
+const readToken = "walletsaga-bench-read-token"
+
 func newAPIClient(base string) apiClient {
 	tr := &http.Transport{MaxIdleConns: 1024, MaxIdleConnsPerHost: 1024, IdleConnTimeout: time.Minute}
 	return apiClient{base: base, token: serviceToken, hc: &http.Client{Transport: tr, Timeout: 30 * time.Second}}

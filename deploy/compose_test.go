@@ -320,18 +320,25 @@ func onlyTarget(t *testing.T, name string) string {
 }
 
 // The demo runner plays exactly what `make demo` plays: /demo with no arguments (the
-// scenario is fixed in the binary), pointed at the two services, exiting when done.
+// scenario is fixed in the binary), pointed at the two services, reading the notifier with
+// the read token the notifier runs with, exiting when done. The notifier runs with the
+// story's failure switches set explicitly (they are off unless configured).
 func TestComposeDemoRunner(t *testing.T) {
 	t.Parallel()
 	svc := service(t, "demo")
 	assert.Empty(t, svc.Entrypoint, "demo: entrypoint")
 	assert.Equal(t, []string{"/demo"}, []string(svc.Command), "demo: command")
 	e := env(t, "demo")
+	n := env(t, "notifier")
 	assert.Equal(t, map[string]string{
 		"WALLETSVC_URL": "http://walletsvc:8080",
 		"NOTIFIER_URL":  "http://notifier:8081",
+		"READ_TOKEN":    n["READ_TOKEN"],
 		"DEMO_EXIT":     "1",
 	}, e)
+	assert.GreaterOrEqual(t, len(n["READ_TOKEN"]), 16, "the notifier's READ_TOKEN")
+	assert.Equal(t, "0000$", n["SMS_FAIL_PHONE_PATTERN"], "the story's phone failure switch")
+	assert.Equal(t, "404", n["SMS_FAIL_AMOUNT"], "the story's amount failure switch")
 	for v, target := range map[string]string{"WALLETSVC_URL": "walletsvc", "NOTIFIER_URL": "notifier"} {
 		u, err := url.Parse(e[v])
 		if assert.NoError(t, err, v) {

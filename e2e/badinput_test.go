@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -108,8 +109,9 @@ func liveWalletCases(user, full int64) []badinput.Case {
 }
 
 // notifierCases are the notifier's operator endpoints without the admin token, with a wrong
-// one (walletsvc's service token among them) and with bad operator names, bodies or ids,
-// and its open read endpoints with injection strings in ids and query parameters.
+// one (walletsvc's service token among them) and with bad operator names, bodies or ids; its
+// read endpoints without the read token or with a wrong one, and with the read token but
+// injection strings in ids and query parameters.
 func notifierCases(user int64) []badinput.Case {
 	replay := fmt.Sprintf("/v1/dead-letters/%d/1/replay", user)
 	skip := fmt.Sprintf("/v1/gate/%d/skip", user)
@@ -118,7 +120,35 @@ func notifierCases(user int64) []badinput.Case {
 	admin := func(more ...string) []string {
 		return append([]string{"Authorization", "Bearer " + e2eAdminToken, "X-Operator", "alice"}, more...)
 	}
-	return []badinput.Case{
+	read := []string{"Authorization", "Bearer " + e2eReadToken}
+	reads := []badinput.Case{
+		{Name: "SMS log without a token", Method: "GET", Path: fmt.Sprintf("/v1/users/%d/sms", user), Status: 401, Code: "unauthorized", Msg: "a read token is required"},
+		{Name: "SMS feed with walletsvc's service token", Method: "GET", Path: "/v1/sms", Header: []string{"Authorization", "Bearer " + devServiceToken}, Status: 403, Code: "forbidden", Msg: "read token is not valid"},
+		{Name: "gate with a wrong token", Method: "GET", Path: "/v1/gate", Header: []string{"Authorization", "Bearer wrong-token-wrong-token"}, Status: 403, Code: "forbidden", Msg: "read token is not valid"},
+		{Name: "dead letters with a Basic token", Method: "GET", Path: "/v1/dead-letters", Header: []string{"Authorization", "Basic " + e2eReadToken}, Status: 401, Code: "unauthorized", Msg: "Bearer"},
+		{Name: "audit without a token", Method: "GET", Path: "/v1/audit", Status: 401, Code: "unauthorized", Msg: "a read token is required"},
+		{Name: "replay with the read token", Method: "POST", Path: replay, Body: reason, Header: append(slices.Clone(read), "X-Operator", "alice"), Status: 403, Code: "forbidden", Msg: "admin token is not valid"},
+		{Name: "DELETE on the SMS log", Method: "DELETE", Path: fmt.Sprintf("/v1/users/%d/sms", user), Header: read, Status: 405, Code: "method_not_allowed", Msg: "Allow header"},
+	}
+	withRead := func(cs []badinput.Case) []badinput.Case {
+		for i := range cs {
+			cs[i].Header = append(slices.Clone(read), cs[i].Header...)
+		}
+		return cs
+	}
+	return append(append(reads, withRead([]badinput.Case{
+		{Name: "SMS log with SQL in the user id", Method: "GET", Path: "/v1/users/1%27%20OR%20%271%27=%271/sms", Status: 400, Code: "invalid", Msg: "user id must be a positive integer"},
+		{Name: "SMS feed with SQL in the cursor", Method: "GET", Path: "/v1/sms?cursor=%27%20OR%201=1--", Status: 400, Code: "invalid", Msg: "is not one this API returned"},
+		// net/url drops a ';'-separated pair without a word: the cursor would be ignored and the
+		// feed restart from its first page.
+		{Name: "SMS feed with a ';' in the query", Method: "GET", Path: "/v1/sms?cursor=5;x=1", Status: 400, Code: "invalid", Msg: "query string is malformed"},
+		{Name: "SMS log of user +5", Method: "GET", Path: "/v1/users/+5/sms", Status: 400, Code: "invalid", Msg: "user id must be a positive integer"},
+		{Name: "SMS feed with limit +3", Method: "GET", Path: "/v1/sms?limit=%2B3", Status: 400, Code: "invalid", Msg: "limit must be a positive integer"},
+		{Name: "SMS feed with an empty limit", Method: "GET", Path: "/v1/sms?limit=", Status: 400, Code: "invalid", Msg: "limit must be a positive integer"},
+		{Name: "users with a limit over 1000", Method: "GET", Path: "/v1/users?limit=1001", Status: 400, Code: "invalid", Msg: "limit must be between 1 and 1000"},
+		{Name: "dead letters with SQL in the limit", Method: "GET", Path: "/v1/dead-letters?limit=1%20OR%201=1", Status: 400, Code: "invalid", Msg: "limit must be a positive integer"},
+		{Name: "audit with a negative limit", Method: "GET", Path: "/v1/audit?limit=-1", Status: 400, Code: "invalid", Msg: "limit must be a positive integer"},
+	})...), []badinput.Case{
 		{Name: "replay without a token", Method: "POST", Path: replay, Body: reason, Status: 401, Code: "unauthorized", Msg: "admin token is required"},
 		{Name: "replay with a wrong token", Method: "POST", Path: replay, Body: reason, Header: []string{"Authorization", "Bearer wrong-token-wrong-token", "X-Operator", "alice"}, Status: 403, Code: "forbidden", Msg: "admin token is not valid"},
 		{Name: "replay with walletsvc's service token", Method: "POST", Path: replay, Body: reason, Header: []string{"Authorization", "Bearer " + devServiceToken, "X-Operator", "alice"}, Status: 403, Code: "forbidden", Msg: "admin token is not valid"},
@@ -139,16 +169,8 @@ func notifierCases(user int64) []badinput.Case {
 		{Name: "skip a fractional seq", Method: "POST", Path: skip, Body: `{"seq":1.5,"reason":"x"}`, Header: admin(), Status: 400, Code: "invalid", Msg: `"seq"`},
 		{Name: "skip with SQL in the user id", Method: "POST", Path: "/v1/gate/1;DROP%20TABLE%20notify.progress/skip", Body: skipBody, Header: admin(), Status: 400, Code: "invalid", Msg: "user id must be a positive integer"},
 		{Name: "replay with SQL in the seq", Method: "POST", Path: fmt.Sprintf("/v1/dead-letters/%d/1%%20OR%%201=1/replay", user), Body: reason, Header: admin(), Status: 400, Code: "invalid", Msg: "seq must be a positive integer"},
-		{Name: "SMS log with SQL in the user id", Method: "GET", Path: "/v1/users/1%27%20OR%20%271%27=%271/sms", Status: 400, Code: "invalid", Msg: "user id must be a positive integer"},
-		{Name: "SMS feed with SQL in the cursor", Method: "GET", Path: "/v1/sms?cursor=%27%20OR%201=1--", Status: 400, Code: "invalid", Msg: "is not one this API returned"},
-		// net/url drops a ';'-separated pair without a word: the cursor would be ignored and the
-		// feed restart from its first page.
-		{Name: "SMS feed with a ';' in the query", Method: "GET", Path: "/v1/sms?cursor=5;x=1", Status: 400, Code: "invalid", Msg: "query string is malformed"},
-		{Name: "SMS log of user +5", Method: "GET", Path: "/v1/users/+5/sms", Status: 400, Code: "invalid", Msg: "user id must be a positive integer"},
-		{Name: "SMS feed with limit +3", Method: "GET", Path: "/v1/sms?limit=%2B3", Status: 400, Code: "invalid", Msg: "limit must be a positive integer"},
-		{Name: "dead letters with SQL in the limit", Method: "GET", Path: "/v1/dead-letters?limit=1%20OR%201=1", Status: 400, Code: "invalid", Msg: "limit must be a positive integer"},
-		{Name: "audit with a negative limit", Method: "GET", Path: "/v1/audit?limit=-1", Status: 400, Code: "invalid", Msg: "limit must be a positive integer"},
-	}
+		{Name: "replay with a reason ending in an ideographic space", Method: "POST", Path: replay, Body: `{"reason":"恢复了\u3000"}`, Header: admin(), Status: 400, Code: "invalid", Msg: "must not start or end with spaces"},
+	}...)
 }
 
 // needsAttention makes a saga in needs_attention, where a failed compensation leaves one:

@@ -314,7 +314,7 @@ func TestDemoTellsTheStory(t *testing.T) {
 	w := s.start("walletsvc", nil)
 	n := s.start("notifier", map[string]string{"SMS_MAX_ATTEMPTS": "3"})
 	cmd := exec.Command(filepath.Join(binDir, "demo"))
-	cmd.Env = append(os.Environ(), "WALLETSVC_URL="+w.url, "NOTIFIER_URL="+n.url, "DEMO_EXIT=1")
+	cmd.Env = append(os.Environ(), "WALLETSVC_URL="+w.url, "NOTIFIER_URL="+n.url, "READ_TOKEN="+e2eReadToken, "DEMO_EXIT=1")
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "demo output:\n%s", out)
 	require.Contains(t, string(out), "DEAD-LETTERED  You topped up 4.04 CNY.")

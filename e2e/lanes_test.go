@@ -248,7 +248,7 @@ type gateViewBody struct {
 
 func gateView(t *testing.T, n *proc) gateViewBody {
 	t.Helper()
-	resp, err := http.Get(n.url + "/v1/gate")
+	resp, err := readNotifier(n.url + "/v1/gate")
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)

@@ -33,6 +33,9 @@ var binDir string
 // devServiceToken is walletsvc's documented default SERVICE_TOKEN.
 const devServiceToken = "walletsaga-dev-service-token"
 
+// e2eReadToken is the READ_TOKEN every notifier here runs with: its read API needs it.
+const e2eReadToken = "e2e-read-token-0123456789abcdef"
+
 func TestMain(m *testing.M) {
 	flag.Parse()
 	if testing.Short() {
@@ -87,6 +90,7 @@ func newStack(t *testing.T) *stack {
 		// switches are on, as in the demo.
 		"SMS_MAX_ATTEMPTS": "3", "SMS_RETRY_BASE": "50ms", "SMS_DEAD_LETTER_AFTER": "0s",
 		"SMS_FAIL_PHONE_PATTERN": "0000$", "SMS_FAIL_AMOUNT": "404",
+		"READ_TOKEN":    e2eReadToken,
 		"QUEUE_SUSPEND": "100ms", "LANE_POLL": "100ms", "LOG_LEVEL": "warn", "MIGRATE_ON_START": "true",
 	}
 	return s
@@ -247,7 +251,7 @@ func (s *stack) logProgress(interval time.Duration, notifiers ...*proc) (stop fu
 				(SELECT count(*) FROM notify.sms_log), (SELECT count(*) FROM notify.notifications WHERE status = 'pending')`).Scan(&events, &published, &sms, &pending)
 			line := fmt.Sprintf("progress: events=%d published=%d sms=%d inbox_pending=%d", events, published, sms, pending)
 			for i, n := range notifiers {
-				if resp, err := http.Get(n.url + "/v1/gate"); err == nil {
+				if resp, err := readNotifier(n.url + "/v1/gate"); err == nil {
 					b, _ := io.ReadAll(resp.Body)
 					resp.Body.Close()
 					line += fmt.Sprintf(" n%d=%s", i+1, bytes.TrimSpace(b))
@@ -257,4 +261,14 @@ func (s *stack) logProgress(interval time.Duration, notifiers ...*proc) (stop fu
 		}
 	}()
 	return func() { close(done); <-finished }
+}
+
+// readNotifier GETs url from a notifier's read API, with the read token.
+func readNotifier(url string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+e2eReadToken)
+	return http.DefaultClient.Do(req)
 }

@@ -13,6 +13,9 @@ NOTIFIER_ADDR="${NOTIFIER_ADDR:-127.0.0.1:8081}"
 # walletsvc's user-facing API needs a service token; the demo uses the documented dev default
 # unless SERVICE_TOKEN is set (walletsvc and bin/demo both read it from the environment).
 export SERVICE_TOKEN="${SERVICE_TOKEN:-walletsaga-dev-service-token}"
+# The notifier's read API and page need a read token (none by default): the demo gives the
+# notifier one and reads with it, unless READ_TOKEN is set.
+export READ_TOKEN="${READ_TOKEN:-walletsaga-demo-read-token}"
 say() { printf 'demo: %s\n' "$*"; }
 
 scripts/services.sh up | grep -E 'ERROR|up in|already running|resolving|jars resolved' || true
@@ -41,7 +44,8 @@ HTTP_ADDR="$WALLETSVC_ADDR" LOG_LEVEL=warn bin/walletsvc serve >"$RUN/walletsvc.
 pids+=($!)
 # The story's failing SMS (Bob's 4.04) is retried 3 times then dead-lettered within a second,
 # so the demo can show the next one going out: demo settings, not the production policy
-# (8 attempts over at least 15 minutes). The failure switches are the story's.
+# (8 attempts over at least 15 minutes). The failure switches (off unless configured) are the
+# story's: Bob's 4.04 and phones ending 0000 always fail.
 HTTP_ADDR="$NOTIFIER_ADDR" LOG_LEVEL=warn SMS_MAX_ATTEMPTS=3 SMS_RETRY_BASE=200ms SMS_DEAD_LETTER_AFTER=0s \
 	SMS_FAIL_PHONE_PATTERN='0000$' SMS_FAIL_AMOUNT=404 bin/notifier run >"$RUN/notifier.log" 2>&1 &
 pids+=($!)

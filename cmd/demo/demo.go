@@ -17,6 +17,7 @@ import (
 type client struct {
 	wallet, notifier string
 	token            string // walletsvc's service token
+	readToken        string // the notifier's read token
 	http             *http.Client
 }
 
@@ -39,8 +40,11 @@ func (c *client) call(ctx context.Context, method, url, key string, body, out an
 	if key != "" {
 		req.Header.Set("Idempotency-Key", key)
 	}
-	if strings.HasPrefix(url, c.wallet+"/") {
+	switch {
+	case strings.HasPrefix(url, c.wallet+"/"):
 		req.Header.Set("Authorization", "Bearer "+c.token)
+	case strings.HasPrefix(url, c.notifier+"/"):
+		req.Header.Set("Authorization", "Bearer "+c.readToken)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
@@ -106,7 +110,7 @@ type expectation struct {
 
 func play(ctx context.Context, cfg config, out io.Writer) error {
 	c := &client{wallet: strings.TrimRight(cfg.WalletsvcURL, "/"), notifier: strings.TrimRight(cfg.NotifierURL, "/"),
-		token: cfg.ServiceToken, http: &http.Client{Timeout: 20 * time.Second}}
+		token: cfg.ServiceToken, readToken: cfg.ReadToken, http: &http.Client{Timeout: 20 * time.Second}}
 	run := time.Now().Format("150405")
 	// Phone numbers unique per run whose last digit is never 0 (numbers ending in 0000 are the
 	// notifier's failure switch).
@@ -171,16 +175,20 @@ func play(ctx context.Context, cfg config, out io.Writer) error {
 		printLog(out, u, items, w)
 		problems = append(problems, check(u, items, w, want[u.ID])...)
 	}
-	fmt.Fprintf(out, "Open the live SMS page:   %s/\n", c.notifier)
-	fmt.Fprintf(out, "SMS log API:              curl %s/v1/users/%d/sms\n", c.notifier, b.ID)
-	fmt.Fprintf(out, "Dead letters:             curl %s/v1/dead-letters\n", c.notifier)
-	fmt.Fprintf(out, "SMS log on the terminal:  go run ./cmd/notifier sms-log --user %d --follow\n", a.ID)
-	// The wallet API needs the service token: show it only when it is the documented dev
-	// default, never a real one.
-	token := "$SERVICE_TOKEN"
+	// The APIs need their tokens: show them only when they are the demo's own, never a real
+	// one. A link to the page may carry the read token in its fragment, which browsers never
+	// send to the server.
+	token, readToken, page := "$SERVICE_TOKEN", "$READ_TOKEN", c.notifier+"/ (it asks for the notifier's READ_TOKEN)"
 	if c.token == devServiceToken {
 		token = devServiceToken
 	}
+	if c.readToken == demoReadToken {
+		readToken, page = demoReadToken, c.notifier+"/#token="+demoReadToken
+	}
+	fmt.Fprintf(out, "Open the live SMS page:   %s\n", page)
+	fmt.Fprintf(out, "SMS log API:              curl -H 'Authorization: Bearer %s' %s/v1/users/%d/sms\n", readToken, c.notifier, b.ID)
+	fmt.Fprintf(out, "Dead letters:             curl -H 'Authorization: Bearer %s' %s/v1/dead-letters\n", readToken, c.notifier)
+	fmt.Fprintf(out, "SMS log on the terminal:  go run ./cmd/notifier sms-log --user %d --follow\n", a.ID)
 	fmt.Fprintf(out, "Wallet API:               curl -H 'Authorization: Bearer %s' %s/v1/users/%d/wallet\n\n", token, c.wallet, a.ID)
 	if len(problems) > 0 {
 		fmt.Fprintf(out, "NOT AS EXPECTED:\n  %s\n", strings.Join(problems, "\n  "))

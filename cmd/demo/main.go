@@ -35,11 +35,15 @@ type config struct {
 	WalletsvcURL string
 	NotifierURL  string
 	ServiceToken string
+	ReadToken    string
 	Exit         bool
 }
 
 // devServiceToken is walletsvc's documented default SERVICE_TOKEN.
 const devServiceToken = "walletsaga-dev-service-token" //nolint:gosec // G101: the documented dev token, not a secret
+
+// demoReadToken is the notifier's READ_TOKEN that make demo and the compose file configure.
+const demoReadToken = "walletsaga-demo-read-token"
 
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
 	var c config
@@ -47,12 +51,16 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	f.String(&c.WalletsvcURL, "WALLETSVC_URL", "http://127.0.0.1:8080", "walletsvc base URL")
 	f.String(&c.NotifierURL, "NOTIFIER_URL", "http://127.0.0.1:8081", "notifier base URL")
 	f.Secret(&c.ServiceToken, "SERVICE_TOKEN", "walletsvc's service token (default: the dev token "+devServiceToken+")")
+	f.Secret(&c.ReadToken, "READ_TOKEN", "the notifier's read token, to read the SMS logs (required; make demo sets "+demoReadToken+")")
 	f.Bool(&c.Exit, "DEMO_EXIT", false, "exit when done: status 0 only if the SMS logs are as expected")
 	if err := f.Parse(args); err != nil {
 		return c, err
 	}
 	if c.ServiceToken == "" {
 		c.ServiceToken = devServiceToken
+	}
+	if c.ReadToken == "" {
+		return c, fmt.Errorf("READ_TOKEN is required: the notifier's SMS log API needs its read token (the one the notifier runs with)")
 	}
 	if len(f.FlagSet().Args()) > 0 {
 		return c, fmt.Errorf("unexpected arguments %q", f.FlagSet().Args())

@@ -45,11 +45,13 @@ type config struct {
 	SuspendDelay    time.Duration
 	HandlerTimeout  time.Duration
 	AdminToken      string
+	ReadToken       string
 	Reconcile       bool
 
 	failPhone      string
 	failAmount     int
 	adminTokenFile string
+	readTokenFile  string
 }
 
 func parseConfig(name string, args []string, getenv func(string) string, stderr io.Writer, extra func(*flag.FlagSet)) (config, []string, error) {
@@ -69,8 +71,8 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	f.String(&c.Sender, "SMS_SENDER", "log", "SMS sender: log (SMS log table + stdout) or webhook")
 	f.String(&c.WebhookURL, "SMS_WEBHOOK_URL", "", "URL the webhook sender POSTs to")
 	f.Duration(&c.SendTimeout, "SMS_TIMEOUT", notify.DefaultWebhookTimeout, "timeout of one webhook call")
-	f.String(&c.failPhone, "SMS_FAIL_PHONE_PATTERN", notify.DefaultFailPhonePattern, `SMS to phones matching this regexp always fail ("off" disables)`)
-	f.Int(&c.failAmount, "SMS_FAIL_AMOUNT", notify.DefaultFailAmount, "SMS for events of this amount (minor units, either sign) always fail (0 disables)")
+	f.String(&c.failPhone, "SMS_FAIL_PHONE_PATTERN", "off", `for demos and tests: SMS to phones matching this regexp always fail (off, the default, disables; the demo uses 0000$)`)
+	f.Int(&c.failAmount, "SMS_FAIL_AMOUNT", 0, "for demos and tests: SMS for events of this amount (minor units, either sign) always fail (0, the default, disables; the demo uses 404)")
 	f.Int(&c.Workers, "SMS_WORKERS", 64, "delivery workers: how many users are sent to at once (each user's SMS go one after the other, in order)")
 	dp := notify.DefaultRetryPolicy
 	f.Duration(&c.Retry.Base, "SMS_RETRY_BASE", dp.Base, "wait after an SMS's first failed attempt; doubles with each further failure (with jitter)")
@@ -90,6 +92,8 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	f.Duration(&c.HandlerTimeout, "HANDLER_TIMEOUT", 30*time.Second, "bound on writing one batch to the inbox")
 	f.Secret(&c.AdminToken, "ADMIN_TOKEN", "bearer token of the operator endpoints (empty: they are disabled)")
 	f.String(&c.adminTokenFile, "ADMIN_TOKEN_FILE", "", "file holding ADMIN_TOKEN (for secrets mounted as files)")
+	f.Secret(&c.ReadToken, "READ_TOKEN", "bearer token of the read endpoints (SMS log, feed, dead letters, gate, audit; the page asks for it), which take ADMIN_TOKEN too (empty: only ADMIN_TOKEN; neither: they answer 403)")
+	f.String(&c.readTokenFile, "READ_TOKEN_FILE", "", "file holding READ_TOKEN (for secrets mounted as files)")
 	f.Bool(&c.Reconcile, "DLQ_RECONCILE", true, "read the dead-letter queue and record what the gate did not")
 	if extra != nil {
 		extra(f.FlagSet())
@@ -99,6 +103,9 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	}
 	var err error
 	if c.AdminToken, err = cli.ReadSecret("ADMIN_TOKEN_FILE", c.AdminToken, c.adminTokenFile); err != nil {
+		return c, nil, err
+	}
+	if c.ReadToken, err = cli.ReadSecret("READ_TOKEN_FILE", c.ReadToken, c.readTokenFile); err != nil {
 		return c, nil, err
 	}
 	re, err := notify.ParsePhonePattern(c.failPhone)
@@ -184,6 +191,9 @@ func (c config) validate() error {
 	}
 	if c.AdminToken != "" && len(c.AdminToken) < 16 {
 		p.Addf("ADMIN_TOKEN", "must be at least 16 characters when set")
+	}
+	if c.ReadToken != "" && len(c.ReadToken) < 16 {
+		p.Addf("READ_TOKEN", "must be at least 16 characters when set")
 	}
 	return p.Err()
 }

@@ -22,6 +22,7 @@ func newServer(cfg config, log *slog.Logger, pool *pgxpool.Pool, gate *httpapi.G
 	e := httpx.New(httpx.Options{Logger: log})
 	httpx.Probes(e, checks...)
 	httpx.Handler(e, "/metrics", metrics.Handler(reg, log))
-	httpapi.Register(e, httpapi.Deps{Store: notify.NewStore(pool), Sender: sender, Gate: gate, AdminToken: cfg.AdminToken, Logger: log})
+	httpapi.Register(e, httpapi.Deps{Store: notify.NewStore(pool), Sender: sender, Gate: gate, AdminToken: cfg.AdminToken,
+		ReadToken: cfg.ReadToken, Logger: log})
 	return e
 }

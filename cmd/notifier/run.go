@@ -147,6 +147,20 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 	if cfg.AdminToken == "" {
 		log.Info("ADMIN_TOKEN is not set: the operator endpoints (replay, skip) are disabled")
 	}
+	switch {
+	case cfg.ReadToken == "" && cfg.AdminToken == "":
+		log.Warn("READ_TOKEN and ADMIN_TOKEN are not set: the SMS log API and the page's data answer 403 (set READ_TOKEN to read them)")
+	case cfg.ReadToken == "":
+		log.Info("READ_TOKEN is not set: the read endpoints take only the admin token")
+	}
+	if cfg.FailPhone != nil || cfg.FailAmount != 0 {
+		pattern := "off"
+		if cfg.FailPhone != nil {
+			pattern = cfg.FailPhone.String()
+		}
+		log.Warn("SMS failure switches are on: matching SMS always fail and are dead-lettered (demo and test settings)",
+			"phone_pattern", pattern, "amount", cfg.FailAmount)
+	}
 	reg := metrics.NewRegistry()
 	sender = notify.ObservedSender{Inner: sender, Observe: metrics.NewSMS(reg)}
 	store := notify.NewStore(pool)

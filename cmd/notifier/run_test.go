@@ -28,7 +28,11 @@ func TestDefaultsMatchTheDevStack(t *testing.T) {
 	require.Equal(t, notify.DefaultRetryPolicy, cfg.Retry, "the production retry policy: 1 s to 5 min, 8 attempts and 15 min before a dead letter")
 	require.Equal(t, 64, cfg.Workers)
 	require.Equal(t, "first", cfg.ConsumeFrom)
+	require.Nil(t, cfg.FailPhone, "no SMS fails on purpose unless configured")
+	require.Zero(t, cfg.FailAmount, "no SMS fails on purpose unless configured")
+	require.Empty(t, cfg.ReadToken, "no read token: the read API answers 403 until one is set")
 	for env, field := range map[string]string{
+		"READ_TOKEN": "short", "ADMIN_TOKEN": "short",
 		"SMS_RETRY_MAX": "1ms", "SMS_WORKERS": "0", "CONSUME_FROM": "middle", "LANE_LEASE": "2s",
 		"SMS_BREAKER_OPEN_MAX": "10ms", "SMS_DEAD_LETTER_AFTER": "-1s", "CONSUME_BUFFER": "1",
 	} {

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"flag"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/walletsaga/walletsaga/internal/freetext"
 	"github.com/walletsaga/walletsaga/internal/metrics"
 	"github.com/walletsaga/walletsaga/internal/openapicheck"
 	"github.com/walletsaga/walletsaga/internal/saga"
@@ -14,6 +17,8 @@ import (
 	"github.com/walletsaga/walletsaga/internal/wallet"
 	"github.com/walletsaga/walletsaga/internal/wallet/httpapi"
 )
+
+var update = flag.Bool("update", false, "rewrite the OpenAPI document's generated lines (the free-text pattern)")
 
 // TestOpenAPIDocumentsEveryRoute builds the server exactly as serve does and compares its
 // registered routes with the embedded OpenAPI document, both ways. Nothing is exempt: the
@@ -29,5 +34,6 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 	e := newServer(cfg, log, svc, metrics.NewRegistry())
 
 	openapicheck.RequireServed(t, e, httpapi.OpenAPI, "internal/wallet/httpapi/openapi.yaml")
+	openapicheck.RequireTextPattern(t, filepath.Join("..", "..", "internal/wallet/httpapi/openapi.yaml"), httpapi.OpenAPI, freetext.Pattern(), *update)
 	require.Len(t, openapicheck.Routes(e.Routes()), 15)
 }

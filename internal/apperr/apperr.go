@@ -24,6 +24,7 @@ const (
 	Unprocessable     Code = "unprocessable"
 	TooLarge          Code = "too_large"
 	Unsupported       Code = "unsupported_media_type"
+	MethodNotAllowed  Code = "method_not_allowed" // the path exists, not with this method (the answer lists the others in Allow)
 	Unavailable       Code = "unavailable"
 	Internal          Code = "internal"
 )
@@ -40,6 +41,7 @@ var statuses = map[Code]int{
 	Unprocessable:     http.StatusUnprocessableEntity,
 	TooLarge:          http.StatusRequestEntityTooLarge,
 	Unsupported:       http.StatusUnsupportedMediaType,
+	MethodNotAllowed:  http.StatusMethodNotAllowed,
 	Unavailable:       http.StatusServiceUnavailable,
 	Internal:          http.StatusInternalServerError,
 }

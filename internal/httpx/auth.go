@@ -5,42 +5,59 @@ import (
 	"crypto/subtle"
 	"net/http"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/walletsaga/walletsaga/internal/apperr"
+	"github.com/walletsaga/walletsaga/internal/freetext"
 )
 
-// CheckBearer accepts "Authorization: Bearer <token>" with the configured token, compared in
-// constant time (over digests, so the length does not leak either). A missing or malformed
-// header is Unauthorized (401, with WWW-Authenticate naming realm); a wrong token is
-// Forbidden (403). An empty token means the endpoints it guards are disabled: Forbidden,
-// with disabled as the message.
-func CheckBearer(c echo.Context, token, realm, disabled string) error {
-	if token == "" {
+// CheckBearer accepts "Authorization: Bearer <token>" when <token> is one of tokens (empty
+// ones ignored), compared in constant time (over digests, so the length does not leak
+// either). A missing or malformed header is Unauthorized (401, with WWW-Authenticate naming
+// realm); a wrong token is Forbidden (403). No token at all means the endpoints it guards are
+// disabled: Forbidden, with disabled as the message.
+func CheckBearer(c echo.Context, realm, disabled string, tokens ...string) error {
+	var wants [][sha256.Size]byte
+	for _, t := range tokens {
+		if t != "" {
+			wants = append(wants, sha256.Sum256([]byte(t)))
+		}
+	}
+	if len(wants) == 0 {
 		return apperr.New(apperr.Forbidden, "%s", disabled)
 	}
 	h := c.Request().Header.Get(echo.HeaderAuthorization)
 	scheme, given, ok := strings.Cut(strings.TrimSpace(h), " ")
 	if h == "" || !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(given) == "" {
 		c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="`+realm+`"`)
-		return apperr.New(apperr.Unauthorized, "a %s token is required: Authorization: Bearer <token>", realm)
+		return apperr.New(apperr.Unauthorized, "%s %s token is required: Authorization: Bearer <token>", article(realm), realm)
 	}
-	want := sha256.Sum256([]byte(token))
 	got := sha256.Sum256([]byte(strings.TrimSpace(given)))
-	if subtle.ConstantTimeCompare(want[:], got[:]) != 1 {
+	match := 0
+	for _, want := range wants {
+		// Every token is compared, so the time taken does not tell which one matched.
+		match |= subtle.ConstantTimeCompare(want[:], got[:])
+	}
+	if match != 1 {
 		return apperr.New(apperr.Forbidden, "the %s token is not valid", realm)
 	}
 	return nil
 }
 
+// article is the indefinite article before word: "an admin token", "a service token".
+func article(word string) string {
+	if word != "" && strings.ContainsRune("aeiouAEIOU", rune(word[0])) {
+		return "an"
+	}
+	return "a"
+}
+
 // RequireBearer is CheckBearer as middleware.
-func RequireBearer(token, realm, disabled string) echo.MiddlewareFunc {
+func RequireBearer(realm, disabled string, tokens ...string) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			if err := CheckBearer(c, token, realm, disabled); err != nil {
+			if err := CheckBearer(c, realm, disabled, tokens...); err != nil {
 				return err
 			}
 			return next(c)
@@ -52,14 +69,14 @@ func RequireBearer(token, realm, disabled string) echo.MiddlewareFunc {
 // of the audit row (the admin token proves the right to act, this header says who acted).
 const OperatorHeader = "X-Operator"
 
-// MaxReasonLen bounds the reason an operator gives for an action.
+// MaxReasonLen bounds the reason an operator gives for an action, in characters.
 const MaxReasonLen = 500
 
 // Operator checks an operator request: the admin bearer token (see CheckBearer), then the
 // X-Operator header (1–64 characters: letters, digits, and . _ @ -), which it returns as the
 // actor to audit.
 func Operator(c echo.Context, adminToken string) (actor string, err error) {
-	if err := CheckBearer(c, adminToken, "admin", "operator actions are disabled: no admin token is configured"); err != nil {
+	if err := CheckBearer(c, "admin", "operator actions are disabled: no admin token is configured", adminToken); err != nil {
 		return "", err
 	}
 	actor = strings.TrimSpace(c.Request().Header.Get(OperatorHeader))
@@ -74,31 +91,21 @@ func Operator(c echo.Context, adminToken string) (actor string, err error) {
 	return actor, nil
 }
 
-// CheckReason trims an operator's reason and requires it: 1–MaxReasonLen bytes of printable
-// text. It is stored in an audit table and logged: a NUL (which Postgres refuses in text) or a
-// line break must be refused here, before the action runs, and so must U+FFFD, which is what
-// encoding/json makes of a lone surrogate.
-func CheckReason(reason string) (string, error) {
-	reason = strings.TrimSpace(reason)
+// CheckReason requires an operator's reason: free text (see internal/freetext: no control or
+// unassigned characters, valid UTF-8, no white space at either end) of 1–MaxReasonLen
+// characters. It is stored in an audit table and logged: a NUL (which Postgres refuses in
+// text) or a line break must be refused here, before the action runs.
+func CheckReason(reason string) error {
 	if reason == "" {
-		return "", apperr.New(apperr.Invalid, "reason is required: say why (it is kept in the audit trail)")
+		return apperr.New(apperr.Invalid, "reason is required: say why (it is kept in the audit trail)")
 	}
-	if len(reason) > MaxReasonLen {
-		return "", apperr.New(apperr.Invalid, "reason must be at most %d bytes, got %d", MaxReasonLen, len(reason))
-	}
-	for _, r := range reason {
-		if r == utf8.RuneError || !unicode.IsPrint(r) {
-			// The code point, not the character: it is invisible or would break the log line.
-			return "", apperr.New(apperr.Invalid, "reason must be printable text on one line, got U+%04X", r)
-		}
-	}
-	return reason, nil
+	return freetext.Check("reason", reason, true, MaxReasonLen)
 }
 
 // OperatorRequest is how every operator action starts: the admin token and the X-Operator
 // name (see Operator) are checked before anything is read, then the JSON body is decoded
-// strictly into body, and the reason it carries is required, trimmed in place (see
-// CheckReason). It returns the actor to audit.
+// strictly into body, and the reason it carries is checked (see CheckReason). It returns the
+// actor to audit.
 func OperatorRequest(c echo.Context, adminToken string, body any, reason *string) (actor string, err error) {
 	if actor, err = Operator(c, adminToken); err != nil {
 		return "", err
@@ -106,7 +113,7 @@ func OperatorRequest(c echo.Context, adminToken string, body any, reason *string
 	if err := DecodeJSON(c, body); err != nil {
 		return "", err
 	}
-	if *reason, err = CheckReason(*reason); err != nil {
+	if err := CheckReason(*reason); err != nil {
 		return "", err
 	}
 	return actor, nil

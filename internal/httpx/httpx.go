@@ -150,7 +150,8 @@ func fromEchoError(he *echo.HTTPError) error {
 	case http.StatusNotFound:
 		code, msg = apperr.NotFound, "no such route"
 	case http.StatusMethodNotAllowed:
-		code, msg = apperr.Invalid, "method not allowed"
+		// echo's router has set Allow to the path's methods already.
+		code, msg = apperr.MethodNotAllowed, "method not allowed: see the Allow header for the methods of this path"
 	case http.StatusRequestEntityTooLarge:
 		code, msg = apperr.TooLarge, "request body too large"
 	case http.StatusUnsupportedMediaType:

@@ -187,20 +187,17 @@ func TestOperatorNeedsTheAdminTokenAndAName(t *testing.T) {
 	require.Equal(t, http.StatusOK, st)
 	require.Equal(t, "alice@ops", body)
 
-	_, err := httpx.CheckReason("  ")
-	require.Error(t, err)
-	_, err = httpx.CheckReason(strings.Repeat("x", httpx.MaxReasonLen+1))
-	require.Error(t, err)
-	for _, bad := range []string{"a\x00b", "two\nlines", "tab\there", "lone \uFFFD"} {
-		_, err = httpx.CheckReason(bad)
-		require.ErrorContains(t, err, "printable", "%q", bad)
+	require.ErrorContains(t, httpx.CheckReason(""), "reason is required")
+	require.ErrorContains(t, httpx.CheckReason(strings.Repeat("x", httpx.MaxReasonLen+1)), "at most 500 characters")
+	for bad, msg := range map[string]string{
+		"a\x00b": "U+0000", "two\nlines": "U+000A", "tab\there": "U+0009", "lone \uFFFD": "valid UTF-8",
+		" lost in broker failover ": "must not start or end with spaces", "  ": "must not start or end with spaces",
+	} {
+		require.ErrorContains(t, httpx.CheckReason(bad), msg, "%q", bad)
 	}
-	r, err := httpx.CheckReason(" lost in broker failover ")
-	require.NoError(t, err)
-	require.Equal(t, "lost in broker failover", r)
-	r, err = httpx.CheckReason("服务商故障已恢复 INC-12")
-	require.NoError(t, err)
-	require.Equal(t, "服务商故障已恢复 INC-12", r)
+	for _, good := range []string{"服务商故障已恢复 INC-12", "回滚\u3000完成", "👩\u200d💻 fixed it", strings.Repeat("é", httpx.MaxReasonLen)} {
+		require.NoError(t, httpx.CheckReason(good), "%q", good)
+	}
 }
 
 func TestDigitsTakesOnlyPlainDecimalIntegers(t *testing.T) {
@@ -212,5 +209,73 @@ func TestDigitsTakesOnlyPlainDecimalIntegers(t *testing.T) {
 	for _, s := range []string{"", "+5", "-5", " 5", "5 ", "0x10", "1e3", "1_000", "9223372036854775808", "５"} {
 		_, ok := httpx.Digits(s)
 		require.False(t, ok, "%q", s)
+	}
+}
+
+// A method the path does not have is a 405 naming the path's methods in Allow, as a JSON
+// error; a path that does not exist stays a 404.
+func TestUndeclaredMethodIsA405WithAllow(t *testing.T) {
+	t.Parallel()
+	srv, _ := newTestServer(t)
+	for _, method := range []string{http.MethodPut, http.MethodDelete, http.MethodPatch, http.MethodTrace, http.MethodHead, "FROB"} {
+		req, err := http.NewRequest(method, srv.URL+"/echo", nil)
+		require.NoError(t, err)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode, method)
+		require.Contains(t, resp.Header.Get("Allow"), http.MethodPost, method)
+		if method != http.MethodHead {
+			require.Equal(t, "method_not_allowed", errorBody(t, resp), method)
+		}
+		resp.Body.Close()
+	}
+	resp, err := http.Get(srv.URL + "/nowhere")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusNotFound, resp.StatusCode)
+	require.Equal(t, "not_found", errorBody(t, resp))
+}
+
+// RequireBearer takes any of its tokens; none configured disables the routes (403); a
+// missing header is a 401 whose message names the realm with the right article.
+func TestBearerTakesAnyOfItsTokens(t *testing.T) {
+	t.Parallel()
+	e := httpx.New(httpx.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	ok := func(c echo.Context) error { return c.NoContent(http.StatusNoContent) }
+	e.GET("/read", ok, httpx.RequireBearer("read", "reads are disabled", "read-token-0123456789", "", "admin-token-0123456789"))
+	e.GET("/admin", ok, httpx.RequireBearer("admin", "admin is disabled", "admin-token-0123456789"))
+	e.GET("/off", ok, httpx.RequireBearer("read", "reads are disabled: no token is configured", "", ""))
+	srv := httptest.NewServer(e)
+	t.Cleanup(srv.Close)
+	do := func(path, auth string) (int, string) {
+		req, err := http.NewRequest(http.MethodGet, srv.URL+path, nil)
+		require.NoError(t, err)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(b)
+	}
+	for _, c := range []struct {
+		path, auth string
+		status     int
+		msg        string
+	}{
+		{"/read", "Bearer read-token-0123456789", http.StatusNoContent, ""},
+		{"/read", "bearer admin-token-0123456789", http.StatusNoContent, ""},
+		{"/read", "Bearer read-token-01234567890", http.StatusForbidden, "the read token is not valid"},
+		{"/read", "", http.StatusUnauthorized, "a read token is required"},
+		{"/read", "Basic read-token-0123456789", http.StatusUnauthorized, "a read token is required"},
+		{"/admin", "", http.StatusUnauthorized, "an admin token is required"},
+		{"/admin", "Bearer read-token-0123456789", http.StatusForbidden, "the admin token is not valid"},
+		{"/off", "Bearer anything-at-all-here", http.StatusForbidden, "reads are disabled: no token is configured"},
+	} {
+		status, body := do(c.path, c.auth)
+		require.Equal(t, c.status, status, "%s %q: %s", c.path, c.auth, body)
+		require.Contains(t, body, c.msg, "%s %q", c.path, c.auth)
 	}
 }

@@ -142,11 +142,13 @@ func (s *WebhookSender) Send(ctx context.Context, m SMS) error {
 	}
 }
 
-// Defaults of the failure switch, which the demo's story relies on: SMS to numbers ending in
-// 0000 and SMS for events of 4.04 (404 minor units, either sign) always fail.
+// The failure switches the demo and the tests configure: SMS to numbers ending in 0000 and
+// SMS for events of 4.04 (404 minor units, either sign) always fail. They are never on by
+// default: a notifier fails no SMS on purpose unless it is configured to
+// (SMS_FAIL_PHONE_PATTERN, SMS_FAIL_AMOUNT).
 const (
-	DefaultFailPhonePattern = `0000$`
-	DefaultFailAmount       = 404
+	DemoFailPhonePattern = `0000$`
+	DemoFailAmount       = 404
 )
 
 // FailureSwitch makes chosen SMS fail every time, for demos and tests: those whose phone
@@ -159,9 +161,9 @@ type FailureSwitch struct {
 	FailAmount   int64
 }
 
-// NewFailureSwitch wraps inner with the default switches (phone 0000$, amount 404).
+// NewFailureSwitch wraps inner with the demo's switches (phone 0000$, amount 404).
 func NewFailureSwitch(inner Sender) *FailureSwitch {
-	return &FailureSwitch{Inner: inner, PhonePattern: regexp.MustCompile(DefaultFailPhonePattern), FailAmount: DefaultFailAmount}
+	return &FailureSwitch{Inner: inner, PhonePattern: regexp.MustCompile(DemoFailPhonePattern), FailAmount: DemoFailAmount}
 }
 
 // Journaled reports whether Inner is journaled.

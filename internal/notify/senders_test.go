@@ -196,11 +196,11 @@ func TestFailureSwitch(t *testing.T) {
 		amount  int64
 		wantErr string
 	}{
-		{"default: ordinary SMS passes", notify.NewFailureSwitch, "+8613800001234", 10000, ""},
-		{"default: phone ending 0000 fails", notify.NewFailureSwitch, "+8613800000000", 10000, "simulated failure: phone +*********0000"},
-		{"default: 4.04 fails", notify.NewFailureSwitch, "+8613800001234", 404, "simulated failure: amount 404"},
-		{"default: -4.04 fails", notify.NewFailureSwitch, "+8613800001234", -404, "simulated failure: amount -404"},
-		{"default: 40.40 passes", notify.NewFailureSwitch, "+8613800001234", 4040, ""},
+		{"demo: ordinary SMS passes", notify.NewFailureSwitch, "+8613800001234", 10000, ""},
+		{"demo: phone ending 0000 fails", notify.NewFailureSwitch, "+8613800000000", 10000, "simulated failure: phone +*********0000"},
+		{"demo: 4.04 fails", notify.NewFailureSwitch, "+8613800001234", 404, "simulated failure: amount 404"},
+		{"demo: -4.04 fails", notify.NewFailureSwitch, "+8613800001234", -404, "simulated failure: amount -404"},
+		{"demo: 40.40 passes", notify.NewFailureSwitch, "+8613800001234", 4040, ""},
 		{"disabled switches pass", func(in notify.Sender) *notify.FailureSwitch {
 			return &notify.FailureSwitch{Inner: in}
 		}, "+8613800000000", 404, ""},
@@ -233,7 +233,7 @@ func TestParsePhonePattern(t *testing.T) {
 		require.NoError(t, err)
 		require.Nil(t, re)
 	}
-	re, err := notify.ParsePhonePattern(notify.DefaultFailPhonePattern)
+	re, err := notify.ParsePhonePattern(notify.DemoFailPhonePattern)
 	require.NoError(t, err)
 	require.True(t, re.MatchString("+8613800000000"))
 	require.False(t, re.MatchString("+8613800000001"))

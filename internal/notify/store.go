@@ -6,6 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -520,14 +523,23 @@ func checkLimit(limit int) (int, error) {
 }
 
 // cursorKey is the position after which (or before which, for newest-first lists) a page
-// starts. It travels as opaque base64url JSON.
+// starts.
 type cursorKey struct {
-	T    int64  `json:"t,omitempty"` // unix microseconds (Postgres precision)
-	HasT bool   `json:"ht,omitempty"`
-	U    int64  `json:"u,omitempty"`
-	S    int64  `json:"s,omitempty"`
-	M    string `json:"m,omitempty"`
+	T    int64 // unix microseconds (Postgres precision)
+	HasT bool
+	U    int64
+	S    int64
+	M    string // a RocketMQ message id: hex digits
 }
+
+// CursorPattern is the form of every cursor the lists return, as a regular expression (the
+// OpenAPI document states it): "<t>.<u>.<s>.<m>", t the position's time in unix
+// microseconds (empty when the list has none), u a user id, s a seq, m a message id. A
+// cursor is a position in the list's order, so any text of this form is one: a client that
+// makes one up starts from where it says.
+const CursorPattern = `^(?:[0-9]{0,18}\.[0-9]{1,18}\.[0-9]{1,18}\.[0-9A-Za-z_-]{0,128})?$`
+
+var cursorRE = regexp.MustCompile(CursorPattern)
 
 // timeOr returns the cursor's time, or the given infinity for an empty cursor.
 func (c cursorKey) timeOr(inf pgtype.InfinityModifier) pgtype.Timestamptz {
@@ -538,8 +550,11 @@ func (c cursorKey) timeOr(inf pgtype.InfinityModifier) pgtype.Timestamptz {
 }
 
 func encodeCursor(c cursorKey) string {
-	b, _ := json.Marshal(c) // a struct of ints, strings and bools always encodes
-	return base64.RawURLEncoding.EncodeToString(b)
+	t := ""
+	if c.HasT {
+		t = strconv.FormatInt(c.T, 10)
+	}
+	return t + "." + strconv.FormatInt(c.U, 10) + "." + strconv.FormatInt(c.S, 10) + "." + c.M
 }
 
 func decodeCursor(s string) (cursorKey, error) {
@@ -547,13 +562,18 @@ func decodeCursor(s string) (cursorKey, error) {
 	if s == "" {
 		return c, nil
 	}
-	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err == nil {
-		err = json.Unmarshal(b, &c)
+	if !cursorRE.MatchString(s) {
+		return cursorKey{}, apperr.New(apperr.Invalid, "cursor %q is not one this API returned (the next_cursor of a page)", s)
 	}
-	if err != nil {
-		return cursorKey{}, apperr.New(apperr.Invalid, "cursor %q is not one this API returned", s)
+	parts := strings.Split(s, ".")
+	// The pattern allows at most 18 digits per number: each fits an int64.
+	if parts[0] != "" {
+		c.T, _ = strconv.ParseInt(parts[0], 10, 64)
+		c.HasT = true
 	}
+	c.U, _ = strconv.ParseInt(parts[1], 10, 64)
+	c.S, _ = strconv.ParseInt(parts[2], 10, 64)
+	c.M = parts[3]
 	return c, nil
 }
 

@@ -33,17 +33,18 @@ func requireInvalid(t *testing.T, err error) {
 	}
 }
 
-// requireCleanText fails t unless an accepted free-text value is what the database and the
-// logs can take as is: valid UTF-8 without U+FFFD, no control, format (bidi overrides,
-// zero-width) or other unprintable characters, no surrounding spaces, 1..maxLen characters.
-// It is written apart from validateText so that the two can disagree.
+// requireCleanText fails t unless an accepted free-text value is what people write and what
+// the database and the logs can take as is: valid UTF-8 without U+FFFD, no control character
+// and no code point Unicode has not assigned, no white space at either end, 1..maxLen
+// characters. It is written apart from internal/freetext so that the two can disagree.
 func requireCleanText(t *testing.T, field, v string, maxLen int) {
 	t.Helper()
 	if !utf8.ValidString(v) || strings.ContainsRune(v, utf8.RuneError) {
 		t.Fatalf("accepted %s %q is not valid UTF-8", field, v)
 	}
 	for _, r := range v {
-		if r == 0 || unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || unicode.Is(unicode.Cs, r) || !unicode.IsGraphic(r) {
+		assigned := unicode.IsGraphic(r) || unicode.In(r, unicode.Zl, unicode.Zp, unicode.Cf, unicode.Co)
+		if r == 0 || unicode.IsControl(r) || !assigned {
 			t.Fatalf("accepted %s %q holds U+%04X", field, v, r)
 		}
 	}
@@ -116,6 +117,11 @@ func FuzzNewUser(f *testing.F) {
 		{"a\ufffdb", "+8613800138000", "en"},
 		{"a\u202eb", "+8613800138000", "en"},
 		{"a\u200bb", "+8613800138000", "en"},
+		{"山田\u3000太郎", "+8613800138000", "en"},
+		{"José\u00a0María", "+8613800138000", "en"},
+		{"👩\u200d👩\u200d👧 family", "+8613800138000", "en"},
+		{"a\u0378b", "+8613800138000", "en"},
+		{"\u3000padded", "+8613800138000", "en"},
 		{"a\nb", "+8613800138000", "en"},
 		{"\x1b[31mred", "+8613800138000", "en"},
 		{" padded ", "+8613800138000", "en"},
@@ -201,25 +207,30 @@ func FuzzOperationRequest(f *testing.F) {
 }
 
 // TestTextValidation pins what FuzzNewUser and FuzzOperationRequest explore: the text a
-// person writes is accepted verbatim, however unusual or SQL-looking; text that is not
-// valid UTF-8 or holds control or invisible characters is refused with a message that says
-// why. Operator actions follow the same rules.
+// person writes is accepted verbatim, whatever its script or symbols (the ideographic space,
+// NBSP, emoji joined by ZWJ, format characters), however SQL-looking; text that is not valid
+// UTF-8, holds control characters or unassigned code points, or starts or ends with white
+// space is refused with a message that says why. Operator actions follow the same rules.
 func TestTextValidation(t *testing.T) {
 	t.Parallel()
-	for _, ok := range []string{"李雷 Łukasz 🙂", "Robert'); DROP TABLE users;--", "O'Brien", `"quoted" <b>bold</b>`, strings.Repeat("字", 200)} {
+	for _, ok := range []string{
+		"李雷 Łukasz 🙂", "Robert'); DROP TABLE users;--", "O'Brien", `"quoted" <b>bold</b>`, strings.Repeat("字", 200),
+		"山田\u3000太郎", "José\u00a0María", "👨\u200d👩\u200d👧\u200d👦", "❤\ufe0f", "a\u200bb", "a\u202eb", "\ue000",
+	} {
 		u, err := NewUser{Name: ok, Phone: "+8613800138000"}.normalize(DefaultCurrency)
 		if err != nil || u.Name != ok {
 			t.Errorf("name %q: got %q, %v", ok, u.Name, err)
 		}
 	}
 	bad := map[string]string{
-		"a\x00b":                     "must not contain control characters or other unprintable ones, got U+0000",
+		"a\x00b":                     "must not contain control characters or unassigned code points, got U+0000",
 		"a\nb":                       "got U+000A",
-		"a\u202eb":                   "got U+202E",
-		"a\u200bb":                   "got U+200B",
+		"a\u0085b":                   "got U+0085 (a control character)",
+		"a\u0378b":                   "got U+0378 (unassigned)",
 		"a\xff\xfeb":                 "must be valid UTF-8",
 		"a\ufffdb":                   "must be valid UTF-8",
 		" a":                         "must not start or end with spaces",
+		"a\u3000":                    "must not start or end with spaces",
 		strings.Repeat("字", 201):     "at most 200 characters, got 201",
 		"":                           "name is required",
 		"x'); DROP TABLE users;\x00": "got U+0000",

@@ -9,12 +9,10 @@ package wallet
 import (
 	"errors"
 	"regexp"
-	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/walletsaga/walletsaga/internal/apperr"
+	"github.com/walletsaga/walletsaga/internal/freetext"
 	"github.com/walletsaga/walletsaga/internal/saga"
 	"github.com/walletsaga/walletsaga/internal/walletevent"
 )
@@ -182,31 +180,10 @@ func ValidateID(field string, id int64) error {
 }
 
 // validateText checks a free-text field, which every caller requires (an optional one has
-// its default by then): trimmed, 1..maxLen characters, valid UTF-8, printable.
-//
-// U+FFFD counts as invalid UTF-8: encoding/json silently puts it in place of invalid bytes
-// and of lone surrogate escapes (\ud800), so by the time a decoded request reaches us it is
-// the only trace of text that was not UTF-8, and nobody types it on purpose.
+// its default by then), by the one rule of internal/freetext: 1..maxLen characters, no
+// control or unassigned characters, valid UTF-8, no white space at either end.
 func validateText(field, v string, maxLen int) error {
-	if v == "" {
-		return apperr.New(apperr.Invalid, "%s is required", field)
-	}
-	if !utf8.ValidString(v) || strings.ContainsRune(v, utf8.RuneError) {
-		return apperr.New(apperr.Invalid, "%s must be valid UTF-8 (invalid bytes, lone surrogates and U+FFFD, which stands for them, are refused)", field)
-	}
-	if strings.TrimSpace(v) != v {
-		return apperr.New(apperr.Invalid, "%s must not start or end with spaces", field)
-	}
-	if n := utf8.RuneCountInString(v); n > maxLen {
-		return apperr.New(apperr.Invalid, "%s must be at most %d characters, got %d", field, maxLen, n)
-	}
-	for _, r := range v {
-		if !unicode.IsPrint(r) {
-			// The code point, not the character: it is invisible or would break the log line.
-			return apperr.New(apperr.Invalid, "%s must not contain control characters or other unprintable ones, got U+%04X", field, r)
-		}
-	}
-	return nil
+	return freetext.Check(field, v, true, maxLen)
 }
 
 // ValidateIdempotencyKey checks an Idempotency-Key: 1 to 255 printable ASCII characters.

@@ -3,11 +3,11 @@
 // letter, skip a lost seq) and the live page. Errors
 // go out as {"error":{"code","message"}} through apperr's one code→status table (see httpx).
 //
-// Authentication: the read routes and the page are open — the notifier listens on loopback
-// by default and they show only what the page shows (masked phones are never stored here;
-// SMS texts and user ids are). Put them behind your network's access control if you expose
-// the port. The operator routes need the admin token and an X-Operator header (see
-// httpx.Operator).
+// Authentication: the read routes (the SMS log, the feed, dead letters, bad messages, the
+// audit trail, the gate) need the read token or the admin token (Authorization: Bearer); the
+// page and its assets are open, hold no data, and ask for the token. With neither token
+// configured the read routes answer 403: the SMS log is never open by default. The operator
+// routes need the admin token and an X-Operator header (see httpx.Operator).
 package httpapi
 
 import (
@@ -43,9 +43,12 @@ type Deps struct {
 	// Gate serves GET /v1/gate and the skip action; nil leaves both out.
 	Gate *Gate
 	// AdminToken guards the operator endpoints (Authorization: Bearer <token>). Empty
-	// disables them: every request is refused with 403.
+	// disables them: every request is refused with 403. The read endpoints take it too.
 	AdminToken string
-	Logger     *slog.Logger // slog.Default() when nil
+	// ReadToken guards the read endpoints, which also take AdminToken. With both empty they
+	// answer 403.
+	ReadToken string
+	Logger    *slog.Logger // slog.Default() when nil
 }
 
 // Gate is the notifier's delivery as GET /v1/gate shows it.
@@ -61,32 +64,32 @@ func Register(e *echo.Echo, d Deps) {
 	if d.Logger == nil {
 		d.Logger = slog.Default()
 	}
-	assets := http.StripPrefix("/assets/", http.FileServerFS(web.FS))
-	routes := []struct {
+	read := httpx.RequireBearer("read", "the SMS log API is disabled: the notifier has no READ_TOKEN (nor ADMIN_TOKEN) configured",
+		d.ReadToken, d.AdminToken)
+	type route struct {
 		method, path string
 		handler      echo.HandlerFunc
-	}{
-		{http.MethodGet, "/", page()},
-		{http.MethodGet, "/assets/*", echo.WrapHandler(assets)},
-		{http.MethodGet, "/v1/users", listPage(d.Store.Users)},
-		{http.MethodGet, "/v1/users/:id/sms", listUserSMS(d.Store)},
-		{http.MethodGet, "/v1/sms", noStore(listPage(d.Store.Changes))},
-		{http.MethodGet, "/v1/dead-letters", listPage(d.Store.DeadLetters)},
-		{http.MethodGet, "/v1/bad-messages", listPage(d.Store.BadMessages)},
-		{http.MethodPost, "/v1/dead-letters/:user_id/:seq/replay", replay(d)},
-		{http.MethodGet, "/v1/audit", listAudit(d.Store)},
+		mw           []echo.MiddlewareFunc
+	}
+	routes := []route{
+		{http.MethodGet, "/", page(), nil},
+		{http.MethodGet, "/assets/:name", asset(), nil},
+		{http.MethodGet, "/v1/users", listPage(d.Store.Users), []echo.MiddlewareFunc{read}},
+		{http.MethodGet, "/v1/users/:id/sms", listUserSMS(d.Store), []echo.MiddlewareFunc{read}},
+		{http.MethodGet, "/v1/sms", noStore(listPage(d.Store.Changes)), []echo.MiddlewareFunc{read}},
+		{http.MethodGet, "/v1/dead-letters", listPage(d.Store.DeadLetters), []echo.MiddlewareFunc{read}},
+		{http.MethodGet, "/v1/bad-messages", listPage(d.Store.BadMessages), []echo.MiddlewareFunc{read}},
+		{http.MethodGet, "/v1/audit", listAudit(d.Store), []echo.MiddlewareFunc{read}},
+		// Operator actions: admin token + X-Operator, checked in the handler.
+		{http.MethodPost, "/v1/dead-letters/:user_id/:seq/replay", replay(d), nil},
 	}
 	if d.Gate != nil {
-		routes = append(routes, []struct {
-			method, path string
-			handler      echo.HandlerFunc
-		}{
-			{http.MethodGet, "/v1/gate", gateState(d.Gate, d.Store)},
-			{http.MethodPost, "/v1/gate/:user_id/skip", skip(d)},
-		}...)
+		routes = append(routes,
+			route{http.MethodGet, "/v1/gate", gateState(d.Gate, d.Store), []echo.MiddlewareFunc{read}},
+			route{http.MethodPost, "/v1/gate/:user_id/skip", skip(d), nil})
 	}
 	for _, r := range routes {
-		e.Add(r.method, r.path, r.handler)
+		e.Add(r.method, r.path, r.handler, r.mw...)
 	}
 	httpx.Document(e, "/openapi.yaml", "application/yaml", OpenAPI)
 }
@@ -103,6 +106,33 @@ func page() echo.HandlerFunc {
 		h.Set("Cache-Control", "no-cache")
 		return c.Blob(http.StatusOK, "text/html; charset=utf-8", b)
 	}
+}
+
+// asset serves the page's script and style sheet, and nothing else: a name that is not one
+// of them is a JSON 404 (a file server would list directories and redirect index.html).
+func asset() echo.HandlerFunc {
+	types := map[string]string{"app.js": "text/javascript; charset=utf-8", "style.css": "text/css; charset=utf-8"}
+	return func(c echo.Context) error {
+		name := c.Param("name")
+		ct, ok := types[name]
+		if !ok {
+			return apperr.New(apperr.NotFound, "no asset %q: the page has app.js and style.css", truncate(name, 40))
+		}
+		b, err := fs.ReadFile(web.FS, name)
+		if err != nil {
+			return apperr.Wrap(err, apperr.Internal, "the page's %s is missing from the binary", name)
+		}
+		c.Response().Header().Set("Cache-Control", "no-cache")
+		return c.Blob(http.StatusOK, ct, b)
+	}
+}
+
+// truncate shortens s to at most n bytes, for messages that echo a client's value.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }
 
 type userSMSBody struct {
@@ -283,11 +313,12 @@ func positiveInt(s, what string) (int64, error) {
 	return n, nil
 }
 
+// limitParam reads ?limit= (absent: 0, the store's default); given empty, it is refused.
 func limitParam(c echo.Context) (int, error) {
-	s := c.QueryParam("limit")
-	if s == "" {
+	if !c.QueryParams().Has("limit") {
 		return 0, nil
 	}
+	s := c.QueryParam("limit")
 	n, ok := httpx.Digits(s)
 	if !ok || n <= 0 || n > math.MaxInt32 {
 		return 0, apperr.New(apperr.Invalid, "limit must be a positive integer, got %q", s)

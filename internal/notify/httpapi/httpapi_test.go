@@ -31,7 +31,10 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/patrickmn/go-cache.(*janitor).Run"))
 }
 
-const adminToken = "s3cret-admin-token"
+const (
+	adminToken = "s3cret-admin-token"
+	readToken  = "s3cret-read-token-0123"
+)
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
@@ -67,17 +70,18 @@ func newEnv(t *testing.T, wrap func(echo.HandlerFunc) echo.HandlerFunc) *env {
 	lanes, err := notify.NewLanes(store, notify.LaneConfig{Owner: "httpapi-test", Policy: notify.DefaultRetryPolicy, Sender: notify.NewLogSender(out), Logger: log})
 	require.NoError(t, err)
 	gate := &httpapi.Gate{Lanes: lanes, Inbox: notify.NewInbox(store, false, nil, log), GapAlertAfter: 5 * time.Minute}
-	httpapi.Register(e, httpapi.Deps{Store: store, Sender: notify.NewLogSender(out), Gate: gate, AdminToken: adminToken, Logger: log})
+	httpapi.Register(e, httpapi.Deps{Store: store, Sender: notify.NewLogSender(out), Gate: gate, AdminToken: adminToken, ReadToken: readToken, Logger: log})
 	srv := httptest.NewServer(e)
 	t.Cleanup(srv.Close)
 	return &env{pool: pool, srv: srv, out: out}
 }
 
-// do sends a request; with auth set it names the operator "tester" (X-Operator).
+// do sends a request; with auth set it names the operator "tester" (X-Operator). A GET
+// without auth sends the read token; auth "-" sends no Authorization header at all.
 func (e *env) do(t *testing.T, method, path, auth, body string) (int, map[string]any) {
 	t.Helper()
 	operator := ""
-	if auth != "" {
+	if auth != "" && auth != "-" {
 		operator = "tester"
 	}
 	return e.doAs(t, method, path, auth, operator, body)
@@ -94,8 +98,12 @@ func (e *env) doAs(t *testing.T, method, path, auth, operator, body string) (int
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if auth != "" {
+	switch {
+	case auth == "-":
+	case auth != "":
 		req.Header.Set("Authorization", auth)
+	case method == http.MethodGet:
+		req.Header.Set("Authorization", "Bearer "+readToken)
 	}
 	if operator != "" {
 		req.Header.Set(httpx.OperatorHeader, operator)
@@ -258,6 +266,41 @@ func TestReplayDisabledWithoutToken(t *testing.T) {
 	e.ServeHTTP(rec, req)
 	require.Equal(t, http.StatusForbidden, rec.Code)
 	require.Contains(t, rec.Body.String(), "no admin token is configured")
+}
+
+// The read endpoints take the read token or the admin token, and nothing else; with neither
+// configured they are disabled. The page, its assets, and the document stay open.
+func TestReadEndpointsNeedTheReadOrAdminToken(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	for _, path := range []string{"/v1/users", "/v1/users/1/sms", "/v1/sms", "/v1/dead-letters", "/v1/bad-messages", "/v1/audit", "/v1/gate"} {
+		st, v := e.do(t, http.MethodGet, path, "-", "")
+		require.Equal(t, http.StatusUnauthorized, st, path)
+		require.Contains(t, v["error"].(map[string]any)["message"], "a read token is required", path)
+		st, v = e.do(t, http.MethodGet, path, "Bearer not-the-read-token", "")
+		require.Equal(t, http.StatusForbidden, st, path)
+		require.Equal(t, "forbidden", errCode(v), path)
+		st, _ = e.do(t, http.MethodGet, path, "Bearer "+adminToken, "")
+		require.Equal(t, http.StatusOK, st, "%s with the admin token", path)
+		st, _ = e.do(t, http.MethodGet, path, "", "")
+		require.Equal(t, http.StatusOK, st, "%s with the read token", path)
+	}
+	for _, path := range []string{"/", "/assets/app.js", "/openapi.yaml"} {
+		resp, err := e.srv.Client().Get(e.srv.URL + path)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%s is open", path)
+	}
+
+	pool, _ := testdb.New(t)
+	off := httpx.New(httpx.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	httpapi.Register(off, httpapi.Deps{Store: notify.NewStore(pool), Sender: notify.NewLogSender(nil)})
+	req := httptest.NewRequest(http.MethodGet, "/v1/users/1/sms", nil)
+	req.Header.Set("Authorization", "Bearer "+readToken)
+	rec := httptest.NewRecorder()
+	off.ServeHTTP(rec, req)
+	require.Equal(t, http.StatusForbidden, rec.Code)
+	require.Contains(t, rec.Body.String(), "no READ_TOKEN (nor ADMIN_TOKEN) configured")
 }
 
 func TestPageIsSelfContained(t *testing.T) {

@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"bytes"
 	"context"
+	"io/fs"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/walletsaga/walletsaga/internal/notify"
 	"github.com/walletsaga/walletsaga/internal/notify/notifytest"
+	"github.com/walletsaga/walletsaga/internal/notify/web"
 	"github.com/walletsaga/walletsaga/internal/testenv"
 	"github.com/walletsaga/walletsaga/internal/walletevent"
 )
@@ -106,9 +108,27 @@ func TestPageInChromium(t *testing.T) {
 
 	pool.Store(e.pool)
 
+	// Without a token the page shows no data and asks for one; a wrong one is refused with
+	// the server's message.
+	dom := dumpDOM(t, bin, e.srv.URL+"/", 2*time.Second)
+	require.Regexp(t, `<form id="login" class="login">`, dom, "the token form is shown:\n%s", dom)
+	require.NotContains(t, dom, `id="user-1"`)
+	dom = dumpDOM(t, bin, e.srv.URL+"/#token=not-the-read-token-at-all", 2*time.Second)
+	require.Regexp(t, `<form id="login" class="login">`, dom)
+	require.Contains(t, dom, "The token was refused: the read token is not valid")
+	require.NotContains(t, dom, `id="user-1"`)
+
+	// With the read token (a link may carry it in its fragment, which never reaches the
+	// server) the page reads the log; the fragment is taken out of the address bar.
 	start := time.Now()
-	dom := dumpDOM(t, bin, e.srv.URL+"/", 5*time.Second)
+	dom = dumpDOM(t, bin, e.srv.URL+"/#token="+readToken, 5*time.Second)
 	t.Logf("chromium took %s", time.Since(start).Round(time.Millisecond))
+	require.Regexp(t, `<form id="login" class="login" hidden="">`, dom, "the token form is hidden once the page reads the log")
+	// A dumped DOM has no computed styles: the attribute hides the form only while no rule of
+	// the style sheet gives it a display of its own, which .login does.
+	css, err := fs.ReadFile(web.FS, "style.css")
+	require.NoError(t, err)
+	require.Contains(t, string(css), "[hidden] { display: none !important; }")
 
 	u1 := userItems(t, dom, "1")
 	require.Len(t, u1, 4, "user 1's SMS, the live one included:\n%s", dom)

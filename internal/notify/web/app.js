@@ -2,12 +2,40 @@
 // few seconds come again, so items are upserted by user and seq) and the per-user counts
 // GET /v1/users, and renders every user's SMS in seq order; it shows the SMS provider breaker
 // from GET /v1/gate. No framework, no CDN.
+//
+// Those endpoints need the notifier's read token (or its admin token): the page asks for it
+// once, keeps it in the tab's session storage and sends it as Authorization: Bearer. A link
+// may carry it in its fragment (/#token=…), which browsers never send to the server; the
+// page stores it and takes it out of the address bar.
 "use strict";
 
 const POLL_MS = 1000;
 const RETRY_MS = 2000;
+const TOKEN_KEY = "walletsaga.notifier.token";
 const users = new Map(); // user_id -> {sms: Map(seq -> item), summary: object|null, dirty: bool}
 let cursor = "";
+// Each start of the polls gets a new generation; a poll of an older one stops, so that asking
+// for the token again never leaves two loops running.
+let generation = 0;
+
+class TokenRefused extends Error {}
+
+function takeTokenFromFragment() {
+  const m = /^#token=(.+)$/.exec(location.hash);
+  if (!m) return;
+  sessionStorage.setItem(TOKEN_KEY, decodeURIComponent(m[1]));
+  history.replaceState(null, "", location.pathname + location.search);
+}
+
+function askForToken(message) {
+  generation++;
+  sessionStorage.removeItem(TOKEN_KEY);
+  document.getElementById("login-error").textContent = message || "";
+  document.getElementById("login").hidden = false;
+  document.getElementById("empty").hidden = true;
+  setStatus("locked", "waiting for the read token");
+  document.getElementById("token").focus();
+}
 
 function user(id) {
   let u = users.get(id);
@@ -25,7 +53,13 @@ function setStatus(state, text) {
 }
 
 async function getJSON(url) {
-  const r = await fetch(url, { headers: { Accept: "application/json" } });
+  const token = sessionStorage.getItem(TOKEN_KEY) || "";
+  const r = await fetch(url, { headers: { Accept: "application/json", Authorization: "Bearer " + token } });
+  if (r.status === 401 || r.status === 403) {
+    let msg = "HTTP " + r.status;
+    try { msg = (await r.json()).error.message; } catch (e) { /* keep the status */ }
+    throw new TokenRefused(msg);
+  }
   if (!r.ok) throw new Error(url + ": HTTP " + r.status);
   return r.json();
 }
@@ -111,7 +145,8 @@ function render() {
   document.getElementById("empty").hidden = users.size > 0;
 }
 
-async function pollSMS() {
+async function pollSMS(gen) {
+  if (gen !== generation) return;
   let delay = POLL_MS;
   try {
     const page = await getJSON("/v1/sms?limit=1000&cursor=" + encodeURIComponent(cursor));
@@ -121,13 +156,18 @@ async function pollSMS() {
     setStatus("live", "live · " + new Date().toLocaleTimeString());
     if (page.more) delay = 0;
   } catch (e) {
+    if (e instanceof TokenRefused) {
+      if (gen === generation) askForToken("The token was refused: " + e.message);
+      return;
+    }
     setStatus("offline", "offline, retrying: " + e.message);
     delay = RETRY_MS;
   }
-  setTimeout(pollSMS, delay);
+  setTimeout(() => pollSMS(gen), delay);
 }
 
-async function pollUsers() {
+async function pollUsers(gen) {
+  if (gen !== generation) return;
   try {
     let c = "";
     do {
@@ -142,12 +182,13 @@ async function pollUsers() {
     } while (c);
     render();
   } catch (e) {
-    // the SMS poll reports the connection state
+    // the SMS poll reports the connection state and a refused token
   }
-  setTimeout(pollUsers, 3 * POLL_MS);
+  setTimeout(() => pollUsers(gen), 3 * POLL_MS);
 }
 
-async function pollBreaker() {
+async function pollBreaker(gen) {
+  if (gen !== generation) return;
   try {
     const g = await getJSON("/v1/gate");
     const b = g.breaker, e = document.getElementById("breaker");
@@ -157,11 +198,28 @@ async function pollBreaker() {
     if (b.opened) text += " · breaker opened " + b.opened + "× since start";
     e.textContent = text;
   } catch (e) {
-    // the SMS poll reports the connection state
+    // the SMS poll reports the connection state and a refused token
   }
-  setTimeout(pollBreaker, 2 * POLL_MS);
+  setTimeout(() => pollBreaker(gen), 2 * POLL_MS);
 }
 
-pollSMS();
-pollUsers();
-pollBreaker();
+function start() {
+  const gen = ++generation;
+  document.getElementById("login").hidden = true;
+  setStatus("connecting", "connecting…");
+  pollSMS(gen);
+  pollUsers(gen);
+  pollBreaker(gen);
+}
+
+document.getElementById("login").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  const input = document.getElementById("token");
+  sessionStorage.setItem(TOKEN_KEY, input.value.trim());
+  input.value = "";
+  start();
+});
+
+takeTokenFromFragment();
+if (sessionStorage.getItem(TOKEN_KEY)) start();
+else askForToken("");

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -109,17 +110,19 @@ func toSagaBody(op wallet.Operation, withSteps bool) sagaBody {
 
 // --- request bodies ---
 
+// Optional text fields stay raw JSON: absent, the default applies; given, they must be a
+// non-empty string (null or "" is refused, as the OpenAPI document says).
 type createUserRequest struct {
-	Name   string `json:"name"`
-	Phone  string `json:"phone"`
-	Locale string `json:"locale"`
+	Name   string          `json:"name"`
+	Phone  string          `json:"phone"`
+	Locale json.RawMessage `json:"locale"`
 }
 
 // Amounts and ids stay raw JSON so that a string, a fraction or an exponent gets a message
 // that says so, instead of a generic type error or a silent conversion.
 type depositRequest struct {
 	Amount json.RawMessage `json:"amount"`
-	Source string          `json:"source"`
+	Source json.RawMessage `json:"source"`
 }
 
 type purchaseRequest struct {
@@ -142,7 +145,11 @@ func createUser(svc *wallet.Service) echo.HandlerFunc {
 		if err := httpx.DecodeJSON(c, &req); err != nil {
 			return err
 		}
-		u, w, err := svc.CreateUser(c.Request().Context(), wallet.NewUser{Name: req.Name, Phone: req.Phone, Locale: req.Locale})
+		locale, err := optional("locale", req.Locale)
+		if err != nil {
+			return err
+		}
+		u, w, err := svc.CreateUser(c.Request().Context(), wallet.NewUser{Name: req.Name, Phone: req.Phone, Locale: locale})
 		if err != nil {
 			return err
 		}
@@ -215,7 +222,11 @@ func deposit(svc *wallet.Service) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		op, err := svc.Deposit(c.Request().Context(), wallet.DepositRequest{UserID: id, Amount: amount, Source: req.Source, IdempotencyKey: key, Background: !wait})
+		source, err := optional("source", req.Source)
+		if err != nil {
+			return err
+		}
+		op, err := svc.Deposit(c.Request().Context(), wallet.DepositRequest{UserID: id, Amount: amount, Source: source, IdempotencyKey: key, Background: !wait})
 		return answerOperation(c, svc, op, wait, err)
 	}
 }
@@ -266,6 +277,11 @@ func transfer(svc *wallet.Service) echo.HandlerFunc {
 		amount, err := wallet.ParseAmount("amount", string(req.Amount))
 		if err != nil {
 			return err
+		}
+		if from == to {
+			// Well formed, and refused by a rule JSON Schema cannot state (two fields equal):
+			// 422, like the other well-formed requests the wallet refuses.
+			return apperr.New(apperr.Unprocessable, "cannot transfer to oneself: from and to are both %d", from)
 		}
 		op, err := svc.Transfer(c.Request().Context(), wallet.TransferRequest{From: from, To: to, Amount: amount, IdempotencyKey: key, Background: !wait})
 		return answerOperation(c, svc, op, wait, err)
@@ -328,7 +344,11 @@ func listSagas(svc *wallet.Service) echo.HandlerFunc {
 		if f.Cursor, err = queryInt(c, "cursor", 1); err != nil {
 			return err
 		}
-		f.State = saga.State(c.QueryParam("state"))
+		if c.QueryParams().Has("state") {
+			if f.State = saga.State(c.QueryParam("state")); f.State == "" {
+				return apperr.New(apperr.Invalid, "query parameter state must not be empty: leave it out for every state")
+			}
+		}
 		page, err := svc.ListSagas(c.Request().Context(), f)
 		if err != nil {
 			return err
@@ -359,12 +379,13 @@ func pathID(c echo.Context, what string) (int64, error) {
 	return id, nil
 }
 
-// queryInt parses an optional integer query parameter (absent: 0) that must be >= least.
+// queryInt parses an optional integer query parameter (absent: 0) that must be >= least;
+// given empty, it is refused rather than taken as absent.
 func queryInt(c echo.Context, name string, least int64) (int64, error) {
-	raw := c.QueryParam(name)
-	if raw == "" {
+	if !c.QueryParams().Has(name) {
 		return 0, nil
 	}
+	raw := c.QueryParam(name)
 	n, ok := httpx.Digits(raw)
 	if !ok || n < least {
 		return 0, apperr.New(apperr.Invalid, "query parameter %s must be an integer >= %d, got %q", name, least, raw)
@@ -385,10 +406,31 @@ func bodyID(field string, raw json.RawMessage) (int64, error) {
 	return n, nil
 }
 
-// operationParams reads ?wait= and the Idempotency-Key header.
+// optional returns an optional text field's value: "" when absent (the default applies);
+// given, it must be a non-empty string.
+func optional(field string, raw json.RawMessage) (string, error) {
+	if raw == nil {
+		return "", nil
+	}
+	var v string
+	if err := json.Unmarshal(raw, &v); err != nil || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+		return "", apperr.New(apperr.Invalid, "%s must be a string (leave it out for the default), got %s", field, truncate(string(raw), 40))
+	}
+	if v == "" {
+		return "", apperr.New(apperr.Invalid, "%s must not be empty: leave it out for the default", field)
+	}
+	return v, nil
+}
+
+// operationParams reads ?wait= (true or false, spelled so: strconv's "1", "T" or "FALSE"
+// would be a second spelling the document does not have) and the Idempotency-Key header.
 func operationParams(c echo.Context) (wait bool, key string, err error) {
-	if raw := c.QueryParam("wait"); raw != "" {
-		if wait, err = strconv.ParseBool(raw); err != nil {
+	if c.QueryParams().Has("wait") {
+		switch raw := c.QueryParam("wait"); raw {
+		case "true":
+			wait = true
+		case "false":
+		default:
 			return false, "", apperr.New(apperr.Invalid, "query parameter wait must be true or false, got %q", raw)
 		}
 	}
@@ -444,7 +486,7 @@ func operatorAction(adminToken string,
 // sagaAudit serves GET /v1/sagas/{id}/audit: the operator actions recorded on a saga.
 func sagaAudit(svc *wallet.Service, adminToken string) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if err := httpx.CheckBearer(c, adminToken, "admin", "operator endpoints are disabled: no admin token is configured"); err != nil {
+		if err := httpx.CheckBearer(c, "admin", "operator endpoints are disabled: no admin token is configured", adminToken); err != nil {
 			return err
 		}
 		id, err := pathID(c, "saga id")

@@ -140,6 +140,28 @@ func TestCreateUserAndGetWallet(t *testing.T) {
 	require.Equal(t, []any{}, res.body["items"])
 }
 
+// Names, merchants and references take whatever a person writes — the ideographic space,
+// NBSP, emoji joined by ZWJ, right-to-left script, SQL-looking text — and give it back
+// verbatim.
+func TestFreeTextIsTakenVerbatim(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, false)
+	for i, name := range []string{"山田\u3000太郎", "José\u00a0María", "👨\u200d👩\u200d👧\u200d👦 Family", "محمد بن سلمان", "Robert'); DROP TABLE users;--"} {
+		body, err := json.Marshal(map[string]string{"name": name, "phone": fmt.Sprintf("+861380013800%d", i)})
+		require.NoError(t, err)
+		res := s.do(t, http.MethodPost, "/v1/users", string(body))
+		require.Equal(t, http.StatusCreated, res.status, res.raw)
+		require.Equal(t, name, res.body["name"])
+	}
+	u := s.createUser(t)
+	res := s.do(t, http.MethodPost, fmt.Sprintf("/v1/users/%d/deposits?wait=true", u), `{"amount":1000,"source":"カード\u3000１"}`)
+	require.Equal(t, http.StatusOK, res.status, res.raw)
+	require.Equal(t, "カード\u3000１", res.body["source"])
+	res = s.do(t, http.MethodPost, fmt.Sprintf("/v1/users/%d/purchases?wait=true", u), `{"amount":100,"merchant":"Café\u00a0«Zürich» ☕","reference":"🧾\u200d#1"}`)
+	require.Equal(t, http.StatusOK, res.status, res.raw)
+	require.Equal(t, "Café\u00a0«Zürich» ☕", res.body["merchant"])
+}
+
 // Every request of the bad-input corpus answers a 4xx JSON error with a precise message and
 // changes nothing. e2e replays the same corpus against the walletsvc binary.
 func TestBadRequestsChangeNothing(t *testing.T) {

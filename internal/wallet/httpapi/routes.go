@@ -38,7 +38,7 @@ func Register(e *echo.Echo, svc *wallet.Service, opts Options) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	service := httpx.RequireBearer(opts.ServiceToken, "service", "the wallet API is disabled: no service token is configured")
+	service := httpx.RequireBearer("service", "the wallet API is disabled: no service token is configured", opts.ServiceToken)
 	routes := []struct {
 		method, path string
 		handler      echo.HandlerFunc
