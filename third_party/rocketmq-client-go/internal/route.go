@@ -164,6 +164,13 @@ func (s *namesrvs) UpdateTopicRouteInfoWithDefault(topic string, defaultTopic st
 	}
 
 	if changed {
+		// walletsaga patch 6: the brokers' addresses are known before any producer or
+		// consumer is given the route that names them; stored after, a concurrent send that
+		// picked a queue of the new route found no address for its broker and failed with
+		// "route info not found" (apache/rocketmq-client-go#598, #1173).
+		for _, brokerData := range routeData.BrokerDataList {
+			s.brokerAddressesMap.Store(brokerData.BrokerName, brokerData)
+		}
 		if s.bundleClient != nil {
 			s.bundleClient.producerMap.Range(func(key, value interface{}) bool {
 				p := value.(InnerProducer)
@@ -199,9 +206,6 @@ func (s *namesrvs) UpdateTopicRouteInfoWithDefault(topic string, defaultTopic st
 			rlog.LogKeyValueChangedFrom: oldRouteData,
 			rlog.LogKeyValueChangedTo:   routeData.String(),
 		})
-		for _, brokerData := range routeData.BrokerDataList {
-			s.brokerAddressesMap.Store(brokerData.BrokerName, brokerData)
-		}
 	}
 
 	return routeData.clone(), changed, nil
