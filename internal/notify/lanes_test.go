@@ -463,6 +463,21 @@ func TestReceiveIsIdempotentAndStartsFromABaseline(t *testing.T) {
 	require.Equal(t, []byte(`{"v":1}`), intents[0].Body)
 }
 
+// TestTheInboxRecordsWhichQueueHeldEachMessage: each inbox row names the broker queue its
+// message came from, so a cluster's operator can tell whom a broker outage held up.
+func TestTheInboxRecordsWhichQueueHeldEachMessage(t *testing.T) {
+	t.Parallel()
+	pool, _ := testdb.New(t)
+	s := NewStore(pool)
+	b, err := walletevent.Encode(notifytest.Event(9, 1, walletevent.Deposit, 100))
+	require.NoError(t, err)
+	m := Decode(ordering.Delivery{MsgID: "m-9-1", Body: b, Broker: "broker-b", QueueID: 5})
+	receive(t, s, false, m)
+	var queue string
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT queue FROM notify.notifications WHERE user_id = 9 AND seq = 1`).Scan(&queue))
+	require.Equal(t, "broker-b/5", queue)
+}
+
 type sink struct {
 	mu    sync.Mutex
 	keys  []string

@@ -48,6 +48,7 @@ func (s *Store) Receive(ctx context.Context, batch []Inbound, fromLast bool) (Re
 	var (
 		users, seqs                   []int64
 		msgIDs, events, kinds, texts  []string
+		queues                        []string
 		badIDs, badQueues, badReasons []string
 		badOffsets                    []int64
 		badBodies                     [][]byte
@@ -66,17 +67,18 @@ func (s *Store) Receive(ctx context.Context, batch []Inbound, fromLast bool) (Re
 		good++
 		users, seqs = append(users, m.UserID), append(seqs, m.Seq)
 		msgIDs, events, kinds, texts = append(msgIDs, m.MsgID), append(events, string(m.Body)), append(kinds, m.Kind), append(texts, m.Text)
+		queues = append(queues, m.Queue)
 	}
 	var r Received
 	err := s.db.QueryRow(ctx, `
 		WITH ev AS (
-			SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::jsonb[], $5::text[], $6::text[])
-				AS ev(user_id, seq, msg_id, event, kind, text)
+			SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::jsonb[], $5::text[], $6::text[], $13::text[])
+				AS ev(user_id, seq, msg_id, event, kind, text, queue)
 		), firsts AS (
 			SELECT user_id, min(seq) AS first_seq FROM ev GROUP BY user_id
 		), ins AS (
-			INSERT INTO notify.notifications (user_id, seq, status, msg_id, event, kind, text)
-			SELECT DISTINCT ON (ev.user_id, ev.seq) ev.user_id, ev.seq, 'pending', ev.msg_id, ev.event, ev.kind, ev.text
+			INSERT INTO notify.notifications (user_id, seq, status, msg_id, event, kind, text, queue)
+			SELECT DISTINCT ON (ev.user_id, ev.seq) ev.user_id, ev.seq, 'pending', ev.msg_id, ev.event, ev.kind, ev.text, NULLIF(ev.queue, '')
 			FROM ev
 			JOIN firsts f ON f.user_id = ev.user_id
 			LEFT JOIN notify.progress p ON p.user_id = ev.user_id
@@ -105,7 +107,7 @@ func (s *Store) Receive(ctx context.Context, batch []Inbound, fromLast bool) (Re
 		SELECT (SELECT count(*) FROM ins)::int, (SELECT count(*) FROM bad)::int,
 		       (SELECT count(*) FROM woken WHERE baselined)::int`,
 		users, seqs, msgIDs, events, kinds, texts, fromLast,
-		badIDs, badQueues, badOffsets, badBodies, badReasons).Scan(&r.Inserted, &r.Bad, &r.Baselines)
+		badIDs, badQueues, badOffsets, badBodies, badReasons, queues).Scan(&r.Inserted, &r.Bad, &r.Baselines)
 	if err != nil {
 		return Received{}, fmt.Errorf("inbox: record %d messages: %w", len(batch), err)
 	}
