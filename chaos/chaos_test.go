@@ -122,3 +122,43 @@ func TestMeasureImpactReadsTheSMSLog(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, Impact{LongestGap: 8 * time.Second, MaxLatency: 8500 * time.Millisecond, Events: 2}, im)
 }
+
+// A cluster run's plan holds a cluster's faults, one after the other, and kills each of its
+// six processes.
+func TestClusterPlanIsComplete(t *testing.T) {
+	o := testPlan
+	o.Brokers, o.Replicas = 2, 3
+	require.Equal(t, Plan(7, o), Plan(7, o), "same seed, same plan")
+	for seed := int64(1); seed <= 200; seed++ {
+		plan := Plan(seed, o)
+		kinds := map[FaultKind]int{}
+		kills := map[string]int{}
+		at := map[FaultKind]Fault{}
+		for i, f := range plan {
+			kinds[f.Kind]++
+			at[f.Kind] = f
+			require.True(t, f.At > 0 && f.At < o.Duration, "seed %d: %s outside the load", seed, f)
+			if i > 0 {
+				require.LessOrEqual(t, plan[i-1].At, f.At, "seed %d: plan not in time order", seed)
+			}
+			if f.Kind == Kill {
+				kills[f.Slot]++
+			}
+		}
+		require.Equal(t, map[FaultKind]int{Kill: 18, CrashBroker: 1, KillBroker: 1, JoinBroker: 1, RestartPG: 1, Reshard: 1,
+			ScaleDown: 1, ScaleUp: 1, GatewayOutage: 1}, kinds, "seed %d", seed)
+		require.Equal(t, map[string]int{"walletsvc-1": 3, "walletsvc-2": 3, "walletsvc-3": 3, "notifier-1": 3, "notifier-2": 3, "notifier-3": 3}, kills, "seed %d", seed)
+		crash, pg, join, dead, reshard := at[CrashBroker], at[RestartPG], at[JoinBroker], at[KillBroker], at[Reshard]
+		require.Equal(t, "broker-a", crash.Broker)
+		require.True(t, crash.Down >= 5*time.Second && crash.Down <= 20*time.Second, "seed %d: %s", seed, crash)
+		require.Equal(t, "immediate", pg.Mode)
+		require.Equal(t, "broker-c", join.Broker)
+		require.Equal(t, 8, join.Queues)
+		require.Equal(t, "broker-b", dead.Broker)
+		require.Equal(t, 16, reshard.Queues)
+		require.Less(t, crash.At+crash.Down, pg.At, "seed %d: the crashed broker is started before Postgres stops", seed)
+		require.Less(t, pg.At, join.At)
+		require.Less(t, join.At, dead.At)
+		require.Less(t, dead.At, reshard.At, "seed %d: the topic grows while broker-b is down", seed)
+	}
+}

@@ -10,6 +10,14 @@
 // queues from 8 to 16 (keys move to other queues). Then it waits until the pipeline is quiet
 // and audits the database (internal/audit). Its last line is the verdict; it exits 1 when any
 // count is not zero.
+//
+// With -brokers 2 the stack is a cluster (broker-a and broker-b under one name server, the
+// topic's queues on both) with three replicas of each service, and the infrastructure faults
+// are a cluster's: broker-a killed with SIGKILL and started again after 5–20 s, Postgres
+// stopped as after a crash (immediate), broker-c joining, broker-b killed and left down
+// until the load ends, and the topic growing while it is down. For each broker fault it
+// reports how long the users whose messages the broker held waited, and how long everyone
+// else did; for each added queue, how soon its first message became an SMS.
 package main
 
 import (
@@ -28,6 +36,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -64,6 +73,7 @@ type config struct {
 	PGPort, NamesrvPort, BrokerPort int
 	Topic, Group                    string
 	Queues, Reshard                 int
+	Brokers, Replicas               int
 	Keep                            bool
 	GatewayOutage                   time.Duration
 }
@@ -88,6 +98,8 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.Reshard, "reshard-to", 16, "queues of the topic after the reshard")
 	fs.BoolVar(&c.Keep, "keep", false, "leave the run's stack running at the end (to look around)")
 	fs.DurationVar(&c.GatewayOutage, "gateway-outage", 60*time.Second, "how long the payment gateway simulator is out, once during the load (0: no outage)")
+	fs.IntVar(&c.Brokers, "brokers", 1, "brokers the stack starts with; 2 or more runs a cluster and its faults (broker-a at -broker-port, each next one 20 ports up)")
+	fs.IntVar(&c.Replicas, "replicas", 0, "walletsvc and notifier processes each (0: 2 on one broker, 3 on a cluster)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -107,6 +119,18 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	}
 	if c.Reshard <= c.Queues {
 		problems = append(problems, "-reshard-to must be more than -queues")
+	}
+	if c.Brokers < 1 || c.Brokers > 8 {
+		problems = append(problems, "-brokers must be between 1 and 8 (a cluster run adds one more)")
+	}
+	if c.Replicas == 0 {
+		c.Replicas = 2
+		if c.Brokers > 1 {
+			c.Replicas = 3
+		}
+	}
+	if c.Replicas < 2 || c.Replicas > 9 {
+		problems = append(problems, "-replicas must be between 2 and 9")
 	}
 	if len(problems) > 0 {
 		return c, errors.New(strings.Join(problems, "; "))
@@ -150,6 +174,7 @@ type chaosRun struct {
 	out   io.Writer
 	log   *slog.Logger
 	svc   *services
+	names []string // of the slots, walletsvc-1… then notifier-1…
 	slots map[string]*slot
 	db    *pgxpool.Pool
 	sms   *smsProvider
@@ -165,7 +190,7 @@ type executed struct {
 	start, end time.Time
 	err        error
 	// down and up are when a restarted server's port stopped and started accepting
-	// connections again (restart-broker, restart-pg).
+	// connections again (restart-broker, restart-pg, crash-broker, kill-broker).
 	down, up time.Time
 }
 
@@ -176,7 +201,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	r := &chaosRun{cfg: cfg, out: stdout, log: log, slots: map[string]*slot{}}
+	r := &chaosRun{cfg: cfg, out: stdout, log: log, names: SlotNames(cfg.Replicas), slots: map[string]*slot{}}
 	res, other, err := r.do(ctx)
 	if err != nil {
 		fmt.Fprintf(stdout, "chaos: seed=%d FAILED: %v\n", cfg.Seed, err)
@@ -201,9 +226,10 @@ func (r *chaosRun) printf(format string, args ...any) {
 
 func (r *chaosRun) do(ctx context.Context) (audit.Result, []string, error) {
 	cfg := r.cfg
-	plan := Plan(cfg.Seed, PlanOptions{Duration: cfg.Duration, KillsEach: cfg.KillsEach, FromQueues: cfg.Queues, ToQueues: cfg.Reshard, GatewayOutage: cfg.GatewayOutage})
-	r.printf("chaos: seed=%d users=%d duration=%s rate=%.0f/s workers=%d; plan (rerun with -seed %d for the same one):\n%s",
-		cfg.Seed, cfg.Users, cfg.Duration, cfg.Rate, cfg.Workers, cfg.Seed, describePlan(plan))
+	plan := Plan(cfg.Seed, PlanOptions{Duration: cfg.Duration, KillsEach: cfg.KillsEach, FromQueues: cfg.Queues, ToQueues: cfg.Reshard,
+		GatewayOutage: cfg.GatewayOutage, Replicas: cfg.Replicas, Brokers: cfg.Brokers})
+	r.printf("chaos: seed=%d users=%d duration=%s rate=%.0f/s workers=%d brokers=%d replicas=%d; plan (rerun with -seed %d for the same one):\n%s",
+		cfg.Seed, cfg.Users, cfg.Duration, cfg.Rate, cfg.Workers, cfg.Brokers, cfg.Replicas, cfg.Seed, describePlan(plan))
 	for _, b := range []string{"walletsvc", "notifier"} {
 		if _, err := os.Stat(filepath.Join(cfg.BinDir, b)); err != nil {
 			return audit.Result{}, nil, fmt.Errorf("no %s binary in %s: run make build (make chaos does)", b, cfg.BinDir)
@@ -228,7 +254,11 @@ func (r *chaosRun) do(ctx context.Context) (audit.Result, []string, error) {
 	if !cfg.Keep {
 		defer func() { _ = r.svc.run(context.Background(), "down") }()
 	}
-	r.printf("chaos: Postgres :%d, name server :%d, broker :%d up in %s (logs in %s)\n", cfg.PGPort, cfg.NamesrvPort, cfg.BrokerPort, time.Since(t0).Round(100*time.Millisecond), r.svc.logDir)
+	var brokers []string
+	for i := range cfg.Brokers {
+		brokers = append(brokers, fmt.Sprintf("%s :%d", BrokerName(i), r.brokerPort(BrokerName(i))))
+	}
+	r.printf("chaos: Postgres :%d, name server :%d, %s up in %s (logs in %s)\n", cfg.PGPort, cfg.NamesrvPort, strings.Join(brokers, ", "), time.Since(t0).Round(100*time.Millisecond), r.svc.logDir)
 
 	dbURL := fmt.Sprintf("postgres://walletsaga:walletsaga@127.0.0.1:%d/walletsaga?sslmode=disable", cfg.PGPort)
 	db, err := pgxpool.New(ctx, dbURL)
@@ -246,7 +276,12 @@ func (r *chaosRun) do(ctx context.Context) (audit.Result, []string, error) {
 		return audit.Result{}, nil, err
 	}
 
-	c := &client{bases: []string{r.slots[wallet1].url(), r.slots[wallet2].url()}, token: serviceToken, http: &http.Client{Timeout: 30 * time.Second}, log: r.log}
+	c := &client{token: serviceToken, http: &http.Client{Timeout: 30 * time.Second}, log: r.log}
+	for _, name := range r.names {
+		if strings.HasPrefix(name, "walletsvc") {
+			c.bases = append(c.bases, r.slots[name].url())
+		}
+	}
 	users, err := createUsers(ctx, c, cfg.Users)
 	if err != nil {
 		return audit.Result{}, nil, err
@@ -278,9 +313,12 @@ func (r *chaosRun) do(ctx context.Context) (audit.Result, []string, error) {
 		r.printf("  load error: %s\n", e)
 	}
 
-	// Every process back (one that died by itself is counted, and restarted), then wait for
-	// the pipeline to finish.
-	for _, name := range slotNames {
+	// Every broker and process back (a process that died by itself is counted, and
+	// restarted), then wait for the pipeline to finish.
+	if err := r.startKilledBrokers(ctx); err != nil {
+		return audit.Result{}, nil, err
+	}
+	for _, name := range r.names {
 		if s := r.slots[name]; !s.running() {
 			r.log.Warn("starting a process that is down at the end of the load", "slot", name)
 			if err := s.up(ctx); err != nil {
@@ -312,7 +350,7 @@ func (r *chaosRun) do(ctx context.Context) (audit.Result, []string, error) {
 		return audit.Result{}, nil, fmt.Errorf("audit: %w", err)
 	}
 	unexpected := 0
-	for _, name := range slotNames {
+	for _, name := range r.names {
 		s := r.slots[name]
 		unexpected += s.unexpected
 		r.printf("chaos: %s started %d times, exited on its own %d times\n", name, s.starts, s.unexpected)
@@ -362,7 +400,7 @@ func (r *chaosRun) startSlots(ctx context.Context, dbURL string) error {
 	for k, v := range common {
 		walletEnv[k], notifierEnv[k] = v, v
 	}
-	for _, name := range slotNames {
+	for _, name := range r.names {
 		s := &slot{name: name, logPath: filepath.Join(r.svc.logDir, name+".log"), log: r.log}
 		if strings.HasPrefix(name, "walletsvc") {
 			s.bin, s.args, s.env = filepath.Join(cfg.BinDir, "walletsvc"), []string{"serve"}, walletEnv
@@ -415,8 +453,29 @@ func (r *chaosRun) inject(ctx context.Context, f Fault) {
 		e.down, e.up = watch()
 	case RestartPG:
 		watch := watchOutage(ctx, fmt.Sprintf("127.0.0.1:%d", r.cfg.PGPort))
-		e.err = r.svc.run(ctx, "restart-pg")
+		e.err = r.svc.run(ctx, "restart-pg", f.Mode)
 		e.down, e.up = watch()
+	case CrashBroker:
+		watch := watchOutage(ctx, fmt.Sprintf("127.0.0.1:%d", r.brokerPort(f.Broker)))
+		e.err = r.svc.run(ctx, "kill-broker", f.Broker)
+		if e.err == nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(f.Down):
+			}
+			e.err = r.svc.run(ctx, "start-broker", f.Broker)
+		}
+		e.down, e.up = watch()
+	case KillBroker:
+		// Started again by startKilledBrokers when the load ends, which also sets the
+		// fault's end then.
+		e.down = time.Now()
+		e.err = r.svc.run(ctx, "kill-broker", f.Broker)
+	case JoinBroker:
+		e.err = r.svc.run(ctx, "start-broker", f.Broker)
+		if e.err == nil {
+			e.err = r.svc.run(ctx, "topic", r.cfg.Topic, strconv.Itoa(f.Queues), f.Broker)
+		}
 	case Reshard:
 		e.err = r.svc.run(ctx, "topic", r.cfg.Topic, fmt.Sprint(f.Queues))
 	case ProviderDown, ProviderHang:
@@ -523,6 +582,7 @@ func (r *chaosRun) reportImpacts(ctx context.Context) {
 		}
 		r.printf("  +%5.1fs %-40s lasted %5.1fs  sms_gap=%6.2fs  max_commit_to_sms=%6.2fs (%d events)%s\n",
 			e.start.Sub(r.start).Seconds(), e.What(), e.end.Sub(e.start).Seconds(), im.LongestGap.Seconds(), im.MaxLatency.Seconds(), im.Events, outage)
+		r.reportBrokerImpact(ctx, e)
 	}
 }
 
@@ -562,5 +622,76 @@ func watchOutage(ctx context.Context, addr string) func() (down, up time.Time) {
 		close(stop)
 		<-done
 		return down, up
+	}
+}
+
+// brokerPort is where scripts/services.sh has broker name listen: -broker-port for broker-a,
+// 20 ports up for each next one.
+func (r *chaosRun) brokerPort(name string) int {
+	return r.cfg.BrokerPort + 20*int(name[len(name)-1]-'a')
+}
+
+// startKilledBrokers starts again each broker a kill-broker fault left down, and makes its
+// start the end of that fault.
+func (r *chaosRun) startKilledBrokers(ctx context.Context) error {
+	r.mu.Lock()
+	var killed []int
+	for i, e := range r.executed {
+		if e.Kind == KillBroker && e.err == nil {
+			killed = append(killed, i)
+		}
+	}
+	r.mu.Unlock()
+	for _, i := range killed {
+		r.mu.Lock()
+		name := r.executed[i].Broker
+		r.mu.Unlock()
+		watch := watchOutage(ctx, fmt.Sprintf("127.0.0.1:%d", r.brokerPort(name)))
+		t0 := time.Now()
+		err := r.svc.run(ctx, "start-broker", name)
+		_, up := watch()
+		if err != nil {
+			return fmt.Errorf("starting %s again after the load: %w", name, err)
+		}
+		r.printf("chaos: %s started again after the load (took %.1fs)\n", name, time.Since(t0).Seconds())
+		r.mu.Lock()
+		r.executed[i].end, r.executed[i].up = time.Now(), up
+		r.mu.Unlock()
+	}
+	return nil
+}
+
+// reportBrokerImpact adds, under a broker fault's line, whom the broker held up and whom it
+// did not; under a change that added queues, how soon those queues' messages became SMS.
+func (r *chaosRun) reportBrokerImpact(ctx context.Context, e executed) {
+	switch e.Kind {
+	case RestartBroker, CrashBroker, KillBroker:
+		name := e.Broker
+		if name == "" {
+			name = BrokerName(0)
+		}
+		back := e.up
+		if back.IsZero() {
+			back = e.end
+		}
+		bi, err := MeasureBrokerImpact(ctx, r.db, name, e.start, back)
+		if err != nil {
+			r.printf("      %v\n", err)
+			return
+		}
+		r.printf("      held up: %d users whose messages %s held waited up to %.2fs; everyone else: %d events, commit→SMS p99=%.2fs max=%.2fs\n",
+			bi.Held, name, bi.HeldMax.Seconds(), bi.Others, bi.OthersP99.Seconds(), bi.OthersMax.Seconds())
+	case JoinBroker, Reshard:
+		broker, fromID := e.Broker, 0
+		if e.Kind == Reshard {
+			broker, fromID = "", r.cfg.Queues
+		}
+		ni, err := MeasureNewQueues(ctx, r.db, broker, fromID, e.end)
+		if err != nil {
+			r.printf("      %v\n", err)
+			return
+		}
+		r.printf("      added queues: first event on one %.2fs after the change, first SMS from one %.2fs after it; %d events on them in the 30 s after, commit→SMS max=%.2fs\n",
+			ni.FirstEvent.Seconds(), ni.FirstText.Seconds(), ni.Events, ni.Max.Seconds())
 	}
 }

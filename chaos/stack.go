@@ -34,6 +34,7 @@ func newServices(cfg config, log *slog.Logger) *services {
 			"PG_PORT="+strconv.Itoa(cfg.PGPort),
 			"NAMESRV_PORT="+strconv.Itoa(cfg.NamesrvPort),
 			"BROKER_PORT="+strconv.Itoa(cfg.BrokerPort),
+			"BROKERS="+strconv.Itoa(cfg.Brokers),
 			"RMQ_LIB="+filepath.Join(devRunDir(cfg.Root), "rocketmq", "lib"),
 			fmt.Sprintf("TOPICS=%s:%d %%RETRY%%%s:1 %%DLQ%%%s:1", cfg.Topic, cfg.Queues, cfg.Group, cfg.Group),
 		),
