@@ -272,6 +272,9 @@ type defaultConsumer struct {
 	pullFromWhichNodeTable sync.Map
 
 	stat *StatsManager
+
+	// WALLETSAGA PATCH 7: a rebalance is scheduled because a queue could not be locked.
+	relockPending atomic.Bool
 }
 
 func (dc *defaultConsumer) start() error {
@@ -751,6 +754,7 @@ func (dc *defaultConsumer) updateProcessQueueTable(topic string, mqs []*primitiv
 				rlog.LogKeyConsumerGroup: dc.consumerGroup,
 				rlog.LogKeyMessageQueue:  mq.String(),
 			})
+			dc.rebalanceLater(500 * time.Millisecond)
 			continue
 		}
 		dc.storage.remove(&mq)
@@ -1246,4 +1250,21 @@ func (dc *defaultConsumer) recalculatePullFromWhichNode(mq *primitive.MessageQue
 		return v.(int64)
 	}
 	return internal.MasterId
+}
+
+// rebalanceLater rebalances again after d, once however many queues could not be locked
+// (WALLETSAGA PATCH 7). The queue's previous owner usually releases its lock within a
+// second of the same route change; without another try the queue stayed unconsumed until
+// the 20 s rebalance timer. The Java client does the same (RebalanceImpl: rebalanceLater(500)
+// when not every queue was locked).
+func (dc *defaultConsumer) rebalanceLater(d time.Duration) {
+	if !dc.relockPending.CAS(false, true) {
+		return
+	}
+	time.AfterFunc(d, func() {
+		dc.relockPending.Store(false)
+		if dc.isRunning() {
+			dc.client.RebalanceImmediately()
+		}
+	})
 }
