@@ -35,6 +35,10 @@ func newServices(cfg config, log *slog.Logger) *services {
 			"NAMESRV_PORT="+strconv.Itoa(cfg.NamesrvPort),
 			"BROKER_PORT="+strconv.Itoa(cfg.BrokerPort),
 			"BROKERS="+strconv.Itoa(cfg.Brokers),
+			// Postgres is stopped as after a crash (pg_ctl -m immediate): a commit it
+			// acknowledged must survive that, as in production, or an inbox row the notifier
+			// acknowledged to the broker is lost with it.
+			"PG_SYNCHRONOUS_COMMIT=on",
 			"RMQ_LIB="+filepath.Join(devRunDir(cfg.Root), "rocketmq", "lib"),
 			fmt.Sprintf("TOPICS=%s:%d %%RETRY%%%s:1 %%DLQ%%%s:1", cfg.Topic, cfg.Queues, cfg.Group, cfg.Group),
 		),

@@ -28,6 +28,7 @@ PG_PORT="${PG_PORT:-55432}"
 PG_DB="${PG_DB:-walletsaga}"
 PG_USER="${PG_USER:-walletsaga}"
 PG_PASSWORD="${PG_PASSWORD:-walletsaga}"
+PG_SYNCHRONOUS_COMMIT="${PG_SYNCHRONOUS_COMMIT:-off}"
 PG_DATA="$RUN/pg/data"
 PG_LOG="$RUN/pg/postgres.log"
 
@@ -135,6 +136,8 @@ pg_up() {
 				{ show_tail "$RUN/pg/initdb.log"; die "initdb failed"; }
 			# A throwaway cluster for development and tests: durability off for speed
 			# (fsync), loopback only, enough connections for the benchmarks.
+			# PG_SYNCHRONOUS_COMMIT=on keeps every acknowledged commit across a crash of
+			# Postgres itself (not of the machine, with fsync off): make chaos kills it.
 			cat >>"$PG_DATA/postgresql.conf" <<-EOF
 				listen_addresses = '127.0.0.1'
 				port = $PG_PORT
@@ -142,7 +145,7 @@ pg_up() {
 				max_connections = 300
 				shared_buffers = 256MB
 				fsync = off
-				synchronous_commit = off
+				synchronous_commit = $PG_SYNCHRONOUS_COMMIT
 				full_page_writes = off
 				max_wal_size = 2GB
 				log_min_messages = warning
