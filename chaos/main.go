@@ -469,8 +469,8 @@ func (r *chaosRun) inject(ctx context.Context, f Fault) {
 	case KillBroker:
 		// Started again by startKilledBrokers when the load ends, which also sets the
 		// fault's end then.
-		e.down = time.Now()
 		e.err = r.svc.run(ctx, "kill-broker", f.Broker)
+		e.down = time.Now() // the process is gone when kill-broker returns
 	case JoinBroker:
 		e.err = r.svc.run(ctx, "start-broker", f.Broker)
 		if e.err == nil {
@@ -674,7 +674,11 @@ func (r *chaosRun) reportBrokerImpact(ctx context.Context, e executed) {
 		if back.IsZero() {
 			back = e.end
 		}
-		bi, err := MeasureBrokerImpact(ctx, r.db, name, e.start, back)
+		died := e.down // the port closed: the broker was gone
+		if died.IsZero() {
+			died = e.start
+		}
+		bi, err := MeasureBrokerImpact(ctx, r.db, name, died, back)
 		if err != nil {
 			r.printf("      %v\n", err)
 			return

@@ -38,8 +38,8 @@ const (
 	Kill          FaultKind = "kill"           // SIGKILL a service process, restart it after a delay
 	RestartBroker FaultKind = "restart-broker" // stop the broker (SIGTERM) and start it again
 	RestartPG     FaultKind = "restart-pg"     // restart Postgres, cutting every session
-	ScaleDown     FaultKind = "scale-down"     // stop notifier-2 gracefully: 2 → 1 notifiers
-	ScaleUp       FaultKind = "scale-up"       // start notifier-2 again: 1 → 2
+	ScaleDown     FaultKind = "scale-down"     // stop notifier-2 gracefully: one notifier fewer
+	ScaleUp       FaultKind = "scale-up"       // start notifier-2 again
 	Reshard       FaultKind = "reshard"        // raise the topic's queues (keys move to other queues)
 	ProviderDown  FaultKind = "provider-down"  // the SMS provider answers 503 to everyone for Down
 	ProviderHang  FaultKind = "provider-hang"  // the SMS provider answers nothing for Down (every call times out)
@@ -81,9 +81,9 @@ func (f Fault) What() string {
 	case Reshard:
 		return fmt.Sprintf("reshard topic to %d queues", f.Queues)
 	case ScaleDown:
-		return fmt.Sprintf("scale notifiers 2 → 1 (stop %s)", f.Slot)
+		return fmt.Sprintf("scale notifiers down (stop %s)", f.Slot)
 	case ScaleUp:
-		return fmt.Sprintf("scale notifiers 1 → 2 (start %s)", f.Slot)
+		return fmt.Sprintf("scale notifiers back up (start %s)", f.Slot)
 	case ProviderDown:
 		return fmt.Sprintf("SMS provider down (503) for %.0fs", f.Down.Seconds())
 	case ProviderHang:
