@@ -275,6 +275,10 @@ type defaultConsumer struct {
 
 	// WALLETSAGA PATCH 7: a rebalance is scheduled because a queue could not be locked.
 	relockPending atomic.Bool
+	// WALLETSAGA PATCH 8: held while the queues this client owns change (a rebalance) and
+	// while its broker locks are renewed and the others released (lockAll), so a renewal
+	// cannot lock a queue a rebalance just gave up, nor a release unlock one just taken.
+	lockTableMu sync.Mutex
 }
 
 func (dc *defaultConsumer) start() error {
@@ -564,6 +568,10 @@ func (dc *defaultConsumer) unlock(mq *primitive.MessageQueue, oneway bool) {
 }
 
 func (dc *defaultConsumer) lockAll() {
+	// WALLETSAGA PATCH 8: see lockTableMu and releaseUnowned.
+	dc.lockTableMu.Lock()
+	defer dc.lockTableMu.Unlock()
+	defer dc.releaseUnowned()
 	mqMapSet := dc.buildProcessQueueTableByBrokerName()
 	for broker, mqs := range mqMapSet {
 		if len(mqs) == 0 {
@@ -708,6 +716,8 @@ func (dc *defaultConsumer) buildProcessQueueTableByBrokerName() map[string][]*pr
 }
 
 func (dc *defaultConsumer) updateProcessQueueTable(topic string, mqs []*primitive.MessageQueue) bool {
+	dc.lockTableMu.Lock() // WALLETSAGA PATCH 8
+	defer dc.lockTableMu.Unlock()
 	var changed bool
 	mqSet := make(map[primitive.MessageQueue]bool)
 	for idx := range mqs {
@@ -773,6 +783,13 @@ func (dc *defaultConsumer) updateProcessQueueTable(topic string, mqs []*primitiv
 					rlog.LogKeyMessageQueue:  mq.String(),
 				})
 				pq := newProcessQueue(dc.consumeOrderly)
+				if dc.consumeOrderly {
+					// WALLETSAGA PATCH 9: the broker lock was taken just above, before this
+					// process queue existed to record it; without this the queue was not pulled
+					// until the next lockAll (apache/rocketmq#2621 in the Java client).
+					pq.WithLock(true)
+					pq.UpdateLastLockTime()
+				}
 				dc.processQueueTable.Store(mq, pq)
 				pr := PullRequest{
 					consumerGroup: dc.consumerGroup,
@@ -1267,4 +1284,41 @@ func (dc *defaultConsumer) rebalanceLater(d time.Duration) {
 			dc.client.RebalanceImmediately()
 		}
 	})
+}
+
+// releaseUnowned asks every broker of the subscribed topics to release the locks this
+// client ID holds on queues this client does not consume (WALLETSAGA PATCH 8). The broker
+// releases only locks held by this client ID, so the request cannot take a queue from
+// another consumer. Such locks come from a previous process with the same client ID (a
+// notifier restarted with the same instance name after kill -9, given other queues this
+// time) and, before lockTableMu, from a renewal racing a rebalance that had just given the
+// queue up. Either way the queue's new owner could not lock it until the lock expired at
+// the broker (60 s): in make chaos on a cluster, users on such queues waited up to 86 s.
+// The caller holds lockTableMu; the request is synchronous so it is done before a
+// rebalance may lock one of these queues for this client again.
+func (dc *defaultConsumer) releaseUnowned() {
+	if !dc.consumeOrderly || dc.model != Clustering || !dc.isRunning() {
+		return
+	}
+	byBroker := make(map[string][]*primitive.MessageQueue)
+	dc.topicSubscribeInfoTable.Range(func(_, value interface{}) bool {
+		mqs, _ := value.([]*primitive.MessageQueue)
+		for _, mq := range mqs {
+			if _, owned := dc.processQueueTable.Load(*mq); !owned {
+				byBroker[mq.BrokerName] = append(byBroker[mq.BrokerName], mq)
+			}
+		}
+		return true
+	})
+	for broker, mqs := range byBroker {
+		brokerResult := dc.client.GetNameSrv().FindBrokerAddressInSubscribe(broker, internal.MasterId, true)
+		if brokerResult == nil {
+			continue
+		}
+		dc.doUnlock(brokerResult.BrokerAddr, &lockBatchRequestBody{
+			ConsumerGroup: dc.consumerGroup,
+			ClientId:      dc.client.ClientID(),
+			MQs:           mqs,
+		}, false)
+	}
 }
