@@ -305,11 +305,14 @@ func TestProviderOutagePostponesWithoutSpendingAttempts(t *testing.T) {
 	p.setFail(func(SMS) error { return down })
 	br := NewBreaker(BreakerConfig{Failures: 3, Open: 30 * time.Millisecond, OpenMax: 60 * time.Millisecond})
 	policy := RetryPolicy{Base: 10 * time.Millisecond, Max: 10 * time.Millisecond, MaxAttempts: 2, DeadLetterAfter: 0}
-	lanes, _ := startLanes(t, s, LaneConfig{Workers: 2, Sender: p, Policy: policy, Breaker: br})
+	// Every user is in the inbox before the lanes start: with lanes already running, a slow
+	// receive let user 1's retry come due before users 2 and 3 had failed once, and a user
+	// failing twice in a row is that user's failure (not the provider's), spending its
+	// attempts as the policy says.
 	for u := int64(1); u <= 10; u++ {
 		receive(t, s, false, inbound(t, u, 1, 100), inbound(t, u, 2, 200))
 	}
-	lanes.Wake()
+	lanes, _ := startLanes(t, s, LaneConfig{Workers: 2, Sender: p, Policy: policy, Breaker: br})
 	waitUntil(t, 10*time.Second, "the breaker to open and probe", func() bool { return br.State().Opened >= 3 })
 	require.Zero(t, count(t, pool, `SELECT count(*) FROM notify.notifications WHERE status = 'dead_lettered'`))
 	require.LessOrEqual(t, count(t, pool, `SELECT COALESCE(max(attempts), 0) FROM notify.notifications`), 1,
