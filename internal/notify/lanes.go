@@ -279,10 +279,10 @@ func (l *Lanes) runLen() int {
 // work delivers one claimed user's SMS in order until its inbox run ends, a failure makes it
 // wait, RunMax is reached, or the process stops.
 func (l *Lanes) work(stop, ctx context.Context, c claim) {
-	heads, wake := c.Heads, c.Wake
+	heads := c.Heads
 	for done := 0; ; {
 		if stop.Err() != nil || done >= l.cfg.RunMax {
-			if _, _, _, err := l.store.release(ctx, l.cfg.Owner, c.UserID, wake, true, 0); err != nil {
+			if err := l.store.release(ctx, l.cfg.Owner, c.UserID, true); err != nil {
 				l.log.Warn("giving a user back failed; its lease will expire", "user_id", c.UserID, "err", err)
 			}
 			return
@@ -292,16 +292,12 @@ func (l *Lanes) work(stop, ctx context.Context, c claim) {
 		var outs []outcome
 		switch s {
 		case stepRelease:
-			released, held, next, err := l.store.release(ctx, l.cfg.Owner, c.UserID, wake, false, l.runLen())
-			if err != nil {
+			// News that landed since the claim read the inbox keeps its wake row: the next
+			// claim takes the user again.
+			if err := l.store.release(ctx, l.cfg.Owner, c.UserID, false); err != nil {
 				l.log.Warn("giving a user back failed; its lease will expire", "user_id", c.UserID, "err", err)
-				return
 			}
-			if released || !held {
-				return
-			}
-			heads, wake = next.Heads, next.Wake // the inbox got news while we looked: go on with it
-			continue
+			return
 		case stepAdvance:
 			outs = []outcome{{UserID: h.UserID, Seq: h.Seq, Verdict: verdictAdvance}}
 		case stepDeadLetter:
@@ -345,7 +341,7 @@ func (l *Lanes) work(stop, ctx context.Context, c claim) {
 			return
 		}
 		done += len(outs)
-		heads, wake = r.Heads, r.Wake
+		heads = r.Heads
 	}
 }
 

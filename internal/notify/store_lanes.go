@@ -41,8 +41,10 @@ type Received struct {
 
 // Receive records a batch of messages in ONE statement (so one transaction): each good
 // message becomes a pending inbox row unless its (user, seq) is there or finished already,
-// each user with a new row is woken for the lanes, and each bad message is recorded with
-// its reason and a dead-letter intent. fromLast makes a user the inbox has never seen start
+// each user with a new row is woken for the lanes (a row appended to notify.wakes; a user
+// seen for the first time also gets its progress row, due), and each bad message is
+// recorded with its reason and a dead-letter intent. It locks no row a lane may hold, so a
+// queue never waits for a lane. fromLast makes a user the inbox has never seen start
 // at the lowest seq of its first batch, recorded as its baseline; otherwise it starts at 1.
 func (s *Store) Receive(ctx context.Context, batch []Inbound, fromLast bool) (Received, error) {
 	var (
@@ -76,28 +78,35 @@ func (s *Store) Receive(ctx context.Context, batch []Inbound, fromLast bool) (Re
 				AS ev(user_id, seq, msg_id, event, kind, text, queue)
 		), firsts AS (
 			SELECT user_id, min(seq) AS first_seq FROM ev GROUP BY user_id
+		), known AS (
+			-- A plain read: the inbox write never locks or updates a known user's progress
+			-- row, so it never waits for a lane recording that user.
+			SELECT p.user_id, p.last_seq FROM notify.progress p WHERE p.user_id IN (SELECT user_id FROM firsts)
 		), ins AS (
 			INSERT INTO notify.notifications (user_id, seq, status, msg_id, event, kind, text, queue)
 			SELECT DISTINCT ON (ev.user_id, ev.seq) ev.user_id, ev.seq, 'pending', ev.msg_id, ev.event, ev.kind, ev.text, NULLIF(ev.queue, '')
 			FROM ev
 			JOIN firsts f ON f.user_id = ev.user_id
-			LEFT JOIN notify.progress p ON p.user_id = ev.user_id
-			WHERE ev.seq > COALESCE(p.last_seq, CASE WHEN $7 THEN f.first_seq - 1 ELSE 0 END)
+			LEFT JOIN known k ON k.user_id = ev.user_id
+			WHERE ev.seq > COALESCE(k.last_seq, CASE WHEN $7 THEN f.first_seq - 1 ELSE 0 END)
 			ORDER BY ev.user_id, ev.seq
 			ON CONFLICT (user_id, seq) DO NOTHING
 			RETURNING user_id, seq
-		), woken AS (
-			INSERT INTO notify.progress AS p (user_id, last_seq, due_at, wake, baseline_seq, baseline_at)
+		), fresh AS (
+			INSERT INTO notify.progress (user_id, last_seq, due_at, baseline_seq, baseline_at)
 			SELECT f.user_id,
 			       CASE WHEN $7 THEN f.first_seq - 1 ELSE 0 END,
-			       now(), 1,
+			       now(),
 			       CASE WHEN $7 AND f.first_seq > 1 THEN f.first_seq END,
 			       CASE WHEN $7 AND f.first_seq > 1 THEN now() END
 			FROM firsts f
-			WHERE f.user_id IN (SELECT user_id FROM ins)
+			WHERE f.user_id IN (SELECT user_id FROM ins) AND f.user_id NOT IN (SELECT user_id FROM known)
 			ORDER BY f.user_id
-			ON CONFLICT (user_id) DO UPDATE SET wake = p.wake + 1, due_at = COALESCE(p.due_at, now()), updated_at = now()
-			RETURNING (xmax = 0 AND baseline_seq IS NOT NULL) AS baselined
+			ON CONFLICT (user_id) DO NOTHING
+			RETURNING baseline_seq IS NOT NULL AS baselined
+		), woken AS (
+			INSERT INTO notify.wakes (user_id)
+			SELECT DISTINCT user_id FROM ins
 		), bad AS (
 			INSERT INTO notify.bad_messages (msg_id, queue, queue_offset, body, reason)
 			SELECT * FROM unnest($8::text[], $9::text[], $10::bigint[], $11::bytea[], $12::text[])
@@ -105,7 +114,7 @@ func (s *Store) Receive(ctx context.Context, batch []Inbound, fromLast bool) (Re
 			RETURNING 1
 		)
 		SELECT (SELECT count(*) FROM ins)::int, (SELECT count(*) FROM bad)::int,
-		       (SELECT count(*) FROM woken WHERE baselined)::int`,
+		       (SELECT count(*) FROM fresh WHERE baselined)::int`,
 		users, seqs, msgIDs, events, kinds, texts, fromLast,
 		badIDs, badQueues, badOffsets, badBodies, badReasons, queues).Scan(&r.Inserted, &r.Bad, &r.Baselines)
 	if err != nil {
@@ -128,17 +137,15 @@ type head struct {
 	Event    []byte
 }
 
-// claim is a user a lane took: its lease, its next SMS (Heads[0], Status "" when it has not
-// arrived) and those after it in the inbox, in seq order without gaps (at most the run asked
-// for), and the wake count seen with them.
+// claim is a user a lane took: its next SMS (Heads[0], Status "" when it has not arrived)
+// and those after it in the inbox, in seq order without gaps (at most the run asked for).
 //
-// The wake count and the heads are read in one snapshot (the statement's, before it took any
-// lock), never the heads from the snapshot and the count from a row version committed after
-// it: an inbox write that lands meanwhile then shows as a changed count when the lane tries
-// to release the user, instead of being missed.
+// The heads are read in the same snapshot in which the statement deletes the user's wake
+// rows: a wake row it deletes is one whose SMS it read. An inbox write that lands after the
+// snapshot leaves its wake row in place, so a lane that gives the user back as idle without
+// having seen it never strands it: the next claim takes the user again.
 type claim struct {
 	UserID int64
-	Wake   int64
 	Heads  []head
 }
 
@@ -152,7 +159,7 @@ const (
 	COALESCE(extract(epoch FROM now() - n.first_attempt_at), 0)::float8, COALESCE(n.msg_id, ''), COALESCE(n.event::text, '')`
 )
 
-// scanClaims reads rows of (user, next seq, wake, headColumns...) into one claim per user,
+// scanClaims reads rows of (user, next seq, headColumns...) into one claim per user,
 // its heads cut at the first gap.
 func scanClaims(rows pgx.Rows) ([]claim, error) {
 	defer rows.Close()
@@ -160,17 +167,17 @@ func scanClaims(rows pgx.Rows) ([]claim, error) {
 	now := time.Now()
 	for rows.Next() {
 		var (
-			user, next, wake int64
-			seq              *int64
-			h                head
-			age              float64
-			event            string
+			user, next int64
+			seq        *int64
+			h          head
+			age        float64
+			event      string
 		)
-		if err := rows.Scan(&user, &next, &wake, &seq, &h.Status, &h.Attempts, &age, &h.MsgID, &event); err != nil {
+		if err := rows.Scan(&user, &next, &seq, &h.Status, &h.Attempts, &age, &h.MsgID, &event); err != nil {
 			return nil, err
 		}
 		if len(out) == 0 || out[len(out)-1].UserID != user {
-			out = append(out, claim{UserID: user, Wake: wake, Heads: []head{{UserID: user, Seq: next, ReadAt: now}}})
+			out = append(out, claim{UserID: user, Heads: []head{{UserID: user, Seq: next, ReadAt: now}}})
 		}
 		c := &out[len(out)-1]
 		last := c.Heads[len(c.Heads)-1]
@@ -197,26 +204,41 @@ func scanClaims(rows pgx.Rows) ([]claim, error) {
 	return out, nil
 }
 
-// claimUsers leases up to n users whose lane is due and free, oldest due first, for lease,
-// and returns each with up to run of its next SMS. Replicas share the work: SKIP LOCKED
-// passes over users another claim is taking at the same moment, and a leased user is not
-// claimable until its lease runs out (a lane that died) or is given back.
+// claimUsers leases up to n users whose lane is due (due_at has come, or an inbox write woke
+// them) and free, longest waiting first, for lease, and returns each with up to run of its
+// next SMS. Replicas share the work: SKIP LOCKED passes over users another statement is
+// taking or recording at the same moment, and a leased user is not claimable until its
+// lease runs out (a lane that died) or is given back.
 func (s *Store) claimUsers(ctx context.Context, owner string, n int, lease time.Duration, run int) ([]claim, error) {
 	rows, err := s.db.Query(ctx, `
-		WITH c AS (
-			SELECT user_id FROM notify.progress
-			WHERE due_at <= now() AND (lane_until IS NULL OR lane_until < now())
-			ORDER BY due_at
+		WITH cand AS (
+			SELECT user_id, min(at) AS at FROM (
+				(SELECT user_id, due_at AS at FROM notify.progress
+				 WHERE due_at <= now() AND (lane_until IS NULL OR lane_until < now())
+				 ORDER BY due_at LIMIT $2)
+				UNION ALL
+				(SELECT w.user_id, w.at FROM notify.wakes w JOIN notify.progress p ON p.user_id = w.user_id
+				 WHERE p.lane_until IS NULL OR p.lane_until < now()
+				 ORDER BY w.at LIMIT 4 * $2)
+			) x GROUP BY user_id
+		), c AS (
+			SELECT p.user_id FROM notify.progress p JOIN cand ON cand.user_id = p.user_id
+			WHERE p.lane_until IS NULL OR p.lane_until < now()
+			ORDER BY cand.at, p.user_id
 			LIMIT $2
-			FOR UPDATE SKIP LOCKED
+			FOR UPDATE OF p SKIP LOCKED
 		), claimed AS (
-			UPDATE notify.progress p SET lane_owner = $1, lane_until = now() + $3::bigint * interval '1 microsecond'
+			-- due_at stays set while the user is leased: should this lane die, the user is
+			-- due again once the lease runs out.
+			UPDATE notify.progress p SET lane_owner = $1, lane_until = now() + $3::bigint * interval '1 microsecond',
+				due_at = COALESCE(p.due_at, now())
 			FROM c WHERE p.user_id = c.user_id
 			RETURNING p.user_id, p.last_seq
+		), seen AS (
+			DELETE FROM notify.wakes w USING claimed WHERE w.user_id = claimed.user_id
 		)
-		SELECT claimed.user_id, claimed.last_seq + 1, snap.wake, `+headColumns+`
+		SELECT claimed.user_id, claimed.last_seq + 1, `+headColumns+`
 		FROM claimed
-		JOIN notify.progress snap ON snap.user_id = claimed.user_id
 		`+fmt.Sprintf(headsJoin, "claimed.user_id", "claimed.last_seq + 1", "$4")+`
 		ORDER BY claimed.user_id, n.seq`,
 		owner, n, lease.Microseconds(), max(run, 1))
@@ -252,7 +274,6 @@ type recorded struct {
 	Held bool // the lane still held the user: the outcomes were recorded
 	// Released: the user had nothing more to send, and the record gave it back (idle).
 	Released bool
-	Wake     int64
 	Heads    []head // the SMS after them (after Sent, DeadLettered, advance)
 }
 
@@ -278,10 +299,9 @@ func (s *Store) record(ctx context.Context, owner string, lease time.Duration, r
 			SELECT * FROM unnest($3::bigint[], $4::bigint[], $5::text[], $6::int[], $7::bigint[], $8::text[], $9::text[], $10::text[], $11::bool[])
 				AS o(user_id, seq, verdict, attempts, delay_us, reason, text, phone, journal)
 		), lk AS MATERIALIZED (
-			-- Lock the users' progress rows in user order before changing anything, as
-			-- Receive does: two statements that lock in one order never deadlock. A locked
-			-- row reads as its newest version: its wake counts inbox writes up to now.
-			SELECT p.user_id, p.wake FROM notify.progress p
+			-- Lock the users' progress rows in user order before changing anything: two
+			-- records (of two replicas, after a lease passed) then never deadlock.
+			SELECT p.user_id FROM notify.progress p
 			WHERE p.user_id IN (SELECT user_id FROM o)
 			ORDER BY p.user_id
 			FOR UPDATE
@@ -290,20 +310,17 @@ func (s *Store) record(ctx context.Context, owner string, lease time.Duration, r
 			-- run is Sent but for its last, which may be anything). It reads every lock
 			-- of lk before it yields a row.
 			SELECT o.user_id, min(o.seq) AS first_seq, max(o.seq) AS last_seq,
-			       (array_agg(o.verdict ORDER BY o.seq DESC))[1] AS verdict, max(o.delay_us) AS delay_us,
-			       lk.wake AS wake_now
+			       (array_agg(o.verdict ORDER BY o.seq DESC))[1] AS verdict, max(o.delay_us) AS delay_us
 			FROM o JOIN lk ON lk.user_id = o.user_id
-			GROUP BY o.user_id, lk.wake ORDER BY o.user_id
+			GROUP BY o.user_id ORDER BY o.user_id
 		), st AS (
 			-- idle: the user has nothing more to send (its next seq is not in the inbox, read
-			-- in this statement's snapshot) and no inbox write came since that snapshot (the
-			-- newest wake is the snapshot's): the lane gives it back here, without a
-			-- statement of its own. A write that lands after this one sees the user idle
-			-- and makes it due.
+			-- in this statement's snapshot): the lane gives it back here, without a statement
+			-- of its own. An inbox write this snapshot does not see keeps its wake row (seen
+			-- deletes only the rows of this snapshot), so the next claim takes the user again.
 			SELECT u.*,
 			       u.verdict IN ('sent', 'dead_lettered', 'advance')
-			       AND NOT EXISTS (SELECT 1 FROM notify.notifications n WHERE n.user_id = u.user_id AND n.seq = u.last_seq + 1)
-			       AND u.wake_now = (SELECT s.wake FROM notify.progress s WHERE s.user_id = u.user_id) AS idle,
+			       AND NOT EXISTS (SELECT 1 FROM notify.notifications n WHERE n.user_id = u.user_id AND n.seq = u.last_seq + 1) AS idle,
 			       EXISTS (SELECT 1 FROM notify.notifications n
 			               WHERE n.user_id = u.user_id AND n.seq > u.last_seq + 1 AND n.status = 'pending') AS later
 			FROM u
@@ -338,11 +355,12 @@ func (s *Store) record(ctx context.Context, owner string, lease time.Duration, r
 			WHERE o.verdict = 'sent' AND o.journal
 			ORDER BY o.user_id, o.seq
 			ON CONFLICT (user_id, seq) WHERE NOT late DO NOTHING
+		), seen AS (
+			DELETE FROM notify.wakes w USING adv WHERE w.user_id = adv.user_id
 		)
-		SELECT adv.user_id, u.last_seq + 1, snap.wake, `+headColumns+`, adv.idle
+		SELECT adv.user_id, u.last_seq + 1, `+headColumns+`, adv.idle
 		FROM adv
 		JOIN u ON u.user_id = adv.user_id
-		JOIN notify.progress snap ON snap.user_id = adv.user_id
 		`+fmt.Sprintf(headsJoin, "adv.user_id", "u.last_seq + 1",
 		"(CASE WHEN u.verdict IN ('retry', 'postponed') OR adv.idle THEN 0 ELSE $12 END)")+`
 		ORDER BY adv.user_id, n.seq`,
@@ -362,47 +380,30 @@ func (s *Store) record(ctx context.Context, owner string, lease time.Duration, r
 	}
 	out := make(map[int64]recorded, len(got))
 	for _, c := range got {
-		out[c.UserID] = recorded{Held: true, Released: idle[c.UserID], Wake: c.Wake, Heads: c.Heads}
+		out[c.UserID] = recorded{Held: true, Released: idle[c.UserID], Heads: c.Heads}
 	}
 	return out, nil
 }
 
 // release gives a user back. With requeue the user is due again at once (a lane that has
 // worked on it long enough lets others have a turn); otherwise it is idle: not due, and
-// marked as waiting on a gap when later seqs are in the inbox while its next is not. An idle
-// release happens only if no inbox write woke the user since the lane last looked (wake);
-// if one did, it returns the user's current next SMS (up to run of them) to go on with (held
-// reports whether the lane still holds the user).
-func (s *Store) release(ctx context.Context, owner string, user, wake int64, requeue bool, run int) (released, held bool, c claim, err error) {
-	tag, err := s.db.Exec(ctx, `
+// marked as waiting on a gap when later seqs are in the inbox while its next is not. An
+// inbox write the lane has not seen still has its wake row, so the next claim takes the user
+// again. Nothing happens unless owner holds the user.
+func (s *Store) release(ctx context.Context, owner string, user int64, requeue bool) error {
+	_, err := s.db.Exec(ctx, `
 		UPDATE notify.progress p SET lane_owner = NULL, lane_until = NULL,
-			due_at = CASE WHEN $4 THEN now() END,
+			due_at = CASE WHEN $3 THEN now() END,
 			gap_since = CASE
-				WHEN NOT $4 AND EXISTS (SELECT 1 FROM notify.notifications n
+				WHEN NOT $3 AND EXISTS (SELECT 1 FROM notify.notifications n
 					WHERE n.user_id = p.user_id AND n.seq > p.last_seq + 1 AND n.status = 'pending')
 				THEN COALESCE(p.gap_since, now()) END,
 			updated_at = now()
-		WHERE p.user_id = $1 AND p.lane_owner = $2 AND ($4 OR p.wake = $3)`, user, owner, wake, requeue)
+		WHERE p.user_id = $1 AND p.lane_owner = $2`, user, owner, requeue)
 	if err != nil {
-		return false, false, claim{}, fmt.Errorf("lanes: release user %d: %w", user, err)
+		return fmt.Errorf("lanes: release user %d: %w", user, err)
 	}
-	if tag.RowsAffected() == 1 {
-		return true, false, claim{}, nil
-	}
-	rows, err := s.db.Query(ctx, `
-		SELECT p.user_id, p.last_seq + 1, p.wake, `+headColumns+`, p.lane_owner IS NOT DISTINCT FROM $2
-		FROM notify.progress p
-		`+fmt.Sprintf(headsJoin, "p.user_id", "p.last_seq + 1", "$3")+`
-		WHERE p.user_id = $1
-		ORDER BY n.seq`, user, owner, max(run, 1))
-	if err != nil {
-		return false, false, claim{}, fmt.Errorf("lanes: reread user %d: %w", user, err)
-	}
-	got, err := scanClaims(&extraRows{Rows: rows, extra: []any{&held}})
-	if err != nil || len(got) != 1 {
-		return false, false, claim{}, fmt.Errorf("lanes: reread user %d: %d rows, %w", user, len(got), err)
-	}
-	return false, held, got[0], nil
+	return nil
 }
 
 // extraRows scans the trailing columns of a claim-shaped query into extra, and tells after
@@ -511,10 +512,12 @@ func (s *Store) recordFoundInDLQ(ctx context.Context, m Inbound, reason string) 
 			WHERE NOT EXISTS (SELECT 1 FROM notify.progress p WHERE p.user_id = $1 AND p.last_seq >= $2)
 			ON CONFLICT (user_id, seq) DO NOTHING
 			RETURNING user_id
+		), fresh AS (
+			INSERT INTO notify.progress (user_id, due_at)
+			SELECT user_id, now() FROM ins
+			ON CONFLICT (user_id) DO NOTHING
 		), woken AS (
-			INSERT INTO notify.progress AS p (user_id, due_at, wake)
-			SELECT user_id, now(), 1 FROM ins
-			ON CONFLICT (user_id) DO UPDATE SET wake = p.wake + 1, due_at = COALESCE(p.due_at, now()), updated_at = now()
+			INSERT INTO notify.wakes (user_id) SELECT user_id FROM ins
 		)
 		SELECT EXISTS (SELECT 1 FROM ins)`,
 		m.UserID, m.Seq, m.MsgID, string(m.Body), m.Kind, m.Text, truncate(reason)).Scan(&recorded)
@@ -588,10 +591,14 @@ func (s *Store) Skip(ctx context.Context, userID, seq int64, reason string, audi
 				SELECT n.seq FROM notify.notifications n JOIN run ON n.user_id = $1 AND n.seq = run.s + 1
 				WHERE n.status IN ('sent', 'dead_lettered', 'skipped_by_operator')
 			)
-			UPDATE notify.progress SET last_seq = (SELECT max(s) FROM run), due_at = now(), wake = wake + 1,
+			UPDATE notify.progress SET last_seq = (SELECT max(s) FROM run), due_at = now(),
 				gap_since = NULL, updated_at = now()
 			WHERE user_id = $1
 			RETURNING last_seq`, userID, seq).Scan(&last); err != nil {
+			return err
+		}
+		// A lane that holds the user and gives it back as idle must not strand it.
+		if _, err := tx.Exec(ctx, `INSERT INTO notify.wakes (user_id) VALUES ($1)`, userID); err != nil {
 			return err
 		}
 		return audit(ctx, tx)
@@ -639,7 +646,8 @@ func (s *Store) View(ctx context.Context, limit int, alertAfter time.Duration) (
 	var v LaneView
 	err := s.db.QueryRow(ctx, `SELECT
 			(SELECT count(*) FROM notify.notifications WHERE status = 'pending'),
-			(SELECT count(*) FROM notify.progress WHERE due_at <= now()),
+			(SELECT count(*) FROM notify.progress p WHERE p.due_at <= now()
+				OR EXISTS (SELECT 1 FROM notify.wakes w WHERE w.user_id = p.user_id)),
 			(SELECT count(*) FROM notify.progress WHERE gap_since < now() - $1::bigint * interval '1 microsecond'),
 			COALESCE((SELECT extract(epoch FROM now() - min(gap_since)) FROM notify.progress WHERE gap_since IS NOT NULL), 0)::float8,
 			(SELECT count(*) FROM notify.notifications WHERE status = 'dead_lettered' AND dlq_published_at IS NULL)
