@@ -145,14 +145,16 @@ func (l *Lanes) Run(ctx context.Context) error {
 	// Workers finish the SMS in hand after ctx ends, so their sends and records must not
 	// die with it.
 	work := context.WithoutCancel(ctx)
-	committed := make(chan struct{})
-	go func() { defer close(committed); l.commitLoop(work) }()
+	var recording sync.WaitGroup
+	for range committers {
+		recording.Go(func() { l.commitLoop(work) })
+	}
 
 	var wg sync.WaitGroup
 	l.dispatch(ctx, work, &wg)
 	wg.Wait()
 	close(l.commits)
-	<-committed
+	recording.Wait()
 	rctx, cancel := context.WithTimeout(work, 5*time.Second)
 	defer cancel()
 	if _, err := l.store.releaseAll(rctx, l.cfg.Owner); err != nil {
@@ -413,9 +415,17 @@ func (l *Lanes) commit(ctx context.Context, outs []outcome) (recorded, bool) {
 	}
 }
 
+// committers is how many record statements the lanes run at once. One would serialise the
+// lanes behind it: on a machine whose CPUs the wallet's busy backends share, a record of a few
+// hundred outcomes can take a second, and every worker waits for it. Records of one process
+// never touch the same user (each user is held by one worker), so they do not wait for each
+// other.
+const committers = 4
+
 // commitLoop records outcomes in groups: it takes whatever outcomes are waiting (those of up
 // to one user per worker) and writes them in one statement, so a thousand SMS a second cost
-// tens of commits, not a thousand. It returns when l.commits is closed.
+// tens of commits, not a thousand. Several run at once; each returns when l.commits is
+// closed.
 func (l *Lanes) commitLoop(ctx context.Context) {
 	batch := make([]commitReq, 0, l.cfg.Workers)
 	for first := range l.commits {
