@@ -82,7 +82,7 @@ func newSender(cfg config, stdout io.Writer) (notify.Sender, error) {
 	var s notify.Sender
 	switch cfg.Sender {
 	case "webhook":
-		w, err := notify.NewWebhookSender(cfg.WebhookURL, cfg.SendTimeout, nil)
+		w, err := notify.NewWebhookSender(cfg.WebhookURL, cfg.SendTimeout, notify.NewWebhookClient(cfg.Workers))
 		if err != nil {
 			return nil, fmt.Errorf("SMS_WEBHOOK_URL: %w", err)
 		}

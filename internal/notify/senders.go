@@ -73,6 +73,17 @@ type WebhookSender struct {
 	Client  *http.Client  // http.DefaultClient when nil
 }
 
+// NewWebhookClient returns an HTTP client for a WebhookSender that up to conns lanes use at
+// once: it keeps that many idle connections to the provider. http.DefaultClient keeps two per
+// host, so with 64 lanes sending, nearly every SMS paid for a new connection (and left one in
+// TIME_WAIT).
+func NewWebhookClient(conns int) *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = max(conns, t.MaxIdleConns)
+	t.MaxIdleConnsPerHost = max(conns, 1)
+	return &http.Client{Transport: t}
+}
+
 // NewWebhookSender checks rawURL (absolute http or https) and returns a sender for it.
 func NewWebhookSender(rawURL string, timeout time.Duration, client *http.Client) (*WebhookSender, error) {
 	u, err := url.Parse(rawURL)

@@ -113,6 +113,45 @@ func TestWebhookSender(t *testing.T) {
 	}
 }
 
+// TestWebhookClientReusesConnections: lanes that send, record, and send again reuse their
+// connections to the provider instead of opening one per SMS (http.DefaultClient keeps only
+// two idle per host, and closes the others' connections while they record).
+func TestWebhookClientReusesConnections(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	opened := 0
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusOK)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			mu.Lock()
+			opened++
+			mu.Unlock()
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	const lanes, each = 16, 10
+	s, err := notify.NewWebhookSender(srv.URL, time.Second, notify.NewWebhookClient(lanes))
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for l := range lanes {
+		wg.Go(func() {
+			for i := range each {
+				require.NoError(t, s.Send(context.Background(), sms(int64(l+1), int64(i+1), "+8613800000001", 100)))
+				time.Sleep(5 * time.Millisecond) // the lane records the SMS before its next
+			}
+		})
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	// At most one connection per lane, give or take one that was on its way back to the
+	// idle pool when its lane's next request started.
+	require.LessOrEqual(t, opened, 2*lanes, "connections opened for %d SMS", lanes*each)
+}
+
 func TestWebhookSenderLateKeepsTheKey(t *testing.T) {
 	t.Parallel()
 	var c capture
