@@ -73,7 +73,7 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	f.Duration(&c.SendTimeout, "SMS_TIMEOUT", notify.DefaultWebhookTimeout, "timeout of one webhook call")
 	f.String(&c.failPhone, "SMS_FAIL_PHONE_PATTERN", "off", `for demos and tests: SMS to phones matching this regexp always fail (off, the default, disables; the demo uses 0000$)`)
 	f.Int(&c.failAmount, "SMS_FAIL_AMOUNT", 0, "for demos and tests: SMS for events of this amount (minor units, either sign) always fail (0, the default, disables; the demo uses 404)")
-	f.Int(&c.Workers, "SMS_WORKERS", 64, "delivery workers: how many users are sent to at once (each user's SMS go one after the other, in order)")
+	f.Int(&c.Workers, "SMS_WORKERS", notify.DefaultWorkers, "delivery workers: how many users are sent to at once (each user's SMS go one after the other, in order)")
 	dp := notify.DefaultRetryPolicy
 	f.Duration(&c.Retry.Base, "SMS_RETRY_BASE", dp.Base, "wait after an SMS's first failed attempt; doubles with each further failure (with jitter)")
 	f.Duration(&c.Retry.Max, "SMS_RETRY_MAX", dp.Max, "longest wait between two attempts of one SMS")
