@@ -567,19 +567,26 @@ func TestDeadLettersReachTheDLQFromTheirRecordedIntent(t *testing.T) {
 	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM notify.bad_messages`))
 }
 
+// userOneClaimed returns a store whose user 1 has its seq 1 in the inbox, claimed by lane "a".
+func userOneClaimed(t *testing.T) (*pgxpool.Pool, *Store) {
+	t.Helper()
+	pool, _ := testdb.New(t)
+	s := NewStore(pool)
+	receive(t, s, false, inbound(t, 1, 1, 100))
+	c, err := s.claimUsers(context.Background(), "a", 1, time.Minute, 1)
+	require.NoError(t, err)
+	require.Len(t, c, 1)
+	return pool, s
+}
+
 // TestAnInboxWriteNeverWaitsForALane: while a lane's record holds a user's rows (locked and
 // changed, not yet committed — on a busy machine a record of many users can take a second or
 // more), the consumer writes that user's next SMS. The write must not wait for the record: a
 // queue waiting there consumes nothing at all.
 func TestAnInboxWriteNeverWaitsForALane(t *testing.T) {
 	t.Parallel()
-	pool, _ := testdb.New(t)
-	s := NewStore(pool)
+	pool, s := userOneClaimed(t)
 	ctx := context.Background()
-	receive(t, s, false, inbound(t, 1, 1, 100))
-	c, err := s.claimUsers(ctx, "a", 1, time.Minute, 1)
-	require.NoError(t, err)
-	require.Len(t, c, 1)
 
 	// What a record of seq 1 holds until it commits.
 	tx, err := pool.Begin(ctx)
@@ -607,13 +614,8 @@ func TestAnInboxWriteNeverWaitsForALane(t *testing.T) {
 // the next claim takes it with that SMS.
 func TestAnInboxWriteDuringARecordIsNeverLost(t *testing.T) {
 	t.Parallel()
-	pool, _ := testdb.New(t)
-	s := NewStore(pool)
+	pool, s := userOneClaimed(t)
 	ctx := context.Background()
-	receive(t, s, false, inbound(t, 1, 1, 100))
-	c, err := s.claimUsers(ctx, "a", 1, time.Minute, 1)
-	require.NoError(t, err)
-	require.Len(t, c, 1)
 
 	// Hold the consumer's write of seq 2 back: an uncommitted row with the same key makes
 	// its insert wait until that row is rolled back.
@@ -639,7 +641,7 @@ func TestAnInboxWriteDuringARecordIsNeverLost(t *testing.T) {
 	require.NoError(t, blocker.Rollback(ctx))
 	require.NoError(t, <-written)
 
-	c, err = s.claimUsers(ctx, "b", 1, time.Minute, 1)
+	c, err := s.claimUsers(ctx, "b", 1, time.Minute, 1)
 	require.NoError(t, err)
 	require.Len(t, c, 1, "the user was stranded idle with seq 2 in the inbox")
 	require.Equal(t, int64(1), c[0].UserID)
