@@ -579,6 +579,31 @@ func userOneClaimed(t *testing.T) (*pgxpool.Pool, *Store) {
 	return pool, s
 }
 
+// TestNewsDoesNotCutAUsersBackoffShort: a user whose SMS failed waits for its retry; its next
+// SMS arriving meanwhile must not make it claimable early, or a user whose SMS always fail
+// is sent again at the rate it transacts instead of backing off.
+func TestNewsDoesNotCutAUsersBackoffShort(t *testing.T) {
+	t.Parallel()
+	pool, s := userOneClaimed(t)
+	ctx := context.Background()
+	r, err := s.record(ctx, "a", time.Minute, 1, []outcome{{UserID: 1, Seq: 1, Verdict: Retry, Attempts: 1, Delay: time.Hour, Reason: "503"}})
+	require.NoError(t, err)
+	require.True(t, r[1].Held)
+	receive(t, s, false, inbound(t, 1, 2, 200))
+	c, err := s.claimUsers(ctx, "b", 10, time.Minute, 1)
+	require.NoError(t, err)
+	require.Empty(t, c, "the news made the user due before its retry")
+
+	// Once the retry is due, the user is claimed with its failed SMS first.
+	_, err = pool.Exec(ctx, `UPDATE notify.progress SET due_at = now() WHERE user_id = 1`)
+	require.NoError(t, err)
+	c, err = s.claimUsers(ctx, "b", 10, time.Minute, 2)
+	require.NoError(t, err)
+	require.Len(t, c, 1)
+	require.Equal(t, int64(1), c[0].Heads[0].Seq)
+	require.Len(t, c[0].Heads, 2)
+}
+
 // TestAnInboxWriteNeverWaitsForALane: while a lane's record holds a user's rows (locked and
 // changed, not yet committed — on a busy machine a record of many users can take a second or
 // more), the consumer writes that user's next SMS. The write must not wait for the record: a

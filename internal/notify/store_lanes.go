@@ -205,7 +205,7 @@ func scanClaims(rows pgx.Rows) ([]claim, error) {
 }
 
 // claimUsers leases up to n users whose lane is due (due_at has come, or an inbox write woke
-// them) and free, longest waiting first, for lease, and returns each with up to run of its
+// them while idle) and free, longest waiting first, for lease, and returns each with up to run of its
 // next SMS. Replicas share the work: SKIP LOCKED passes over users another statement is
 // taking or recording at the same moment, and a leased user is not claimable until its
 // lease runs out (a lane that died) or is given back.
@@ -217,13 +217,15 @@ func (s *Store) claimUsers(ctx context.Context, owner string, n int, lease time.
 				 WHERE due_at <= now() AND (lane_until IS NULL OR lane_until < now())
 				 ORDER BY due_at LIMIT $2)
 				UNION ALL
+				-- News wakes an idle user only (due_at NULL): one waiting for a retry or held
+				-- back by the breaker (due_at to come) waits for it, news or not.
 				(SELECT w.user_id, w.at FROM notify.wakes w JOIN notify.progress p ON p.user_id = w.user_id
-				 WHERE p.lane_until IS NULL OR p.lane_until < now()
+				 WHERE p.due_at IS NULL AND (p.lane_until IS NULL OR p.lane_until < now())
 				 ORDER BY w.at LIMIT 4 * $2)
 			) x GROUP BY user_id
 		), c AS (
 			SELECT p.user_id FROM notify.progress p JOIN cand ON cand.user_id = p.user_id
-			WHERE p.lane_until IS NULL OR p.lane_until < now()
+			WHERE (p.lane_until IS NULL OR p.lane_until < now()) AND (p.due_at IS NULL OR p.due_at <= now())
 			ORDER BY cand.at, p.user_id
 			LIMIT $2
 			FOR UPDATE OF p SKIP LOCKED
