@@ -5,9 +5,9 @@
 -- queue waiting there consumes nothing. Now an inbox write appends one row per woken user
 -- here — no unique key, so it never waits for anyone — and a lane's claim or record deletes
 -- the rows it has seen (those in its snapshot, whose SMS it read in that same snapshot). A
--- row still here names a user with news no lane has read: a claim takes it even when its
--- due_at is NULL, so a lane that gave the user back as idle just before the write landed
--- never strands it.
+-- row still here names a user with news no lane has read: a claim takes it while the user
+-- is idle (due_at NULL), so a lane that gave the user back as idle just before the write
+-- landed never strands it; a user waiting for a retry waits for its due_at, news or not.
 CREATE TABLE notify.wakes (
     user_id bigint      NOT NULL,
     at      timestamptz NOT NULL DEFAULT now()

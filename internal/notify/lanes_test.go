@@ -593,6 +593,9 @@ func TestNewsDoesNotCutAUsersBackoffShort(t *testing.T) {
 	c, err := s.claimUsers(ctx, "b", 10, time.Minute, 1)
 	require.NoError(t, err)
 	require.Empty(t, c, "the news made the user due before its retry")
+	v, err := s.View(ctx, 0, time.Minute)
+	require.NoError(t, err)
+	require.Zero(t, v.Due, "the gate view counts a user waiting for its retry as due")
 
 	// Once the retry is due, the user is claimed with its failed SMS first.
 	_, err = pool.Exec(ctx, `UPDATE notify.progress SET due_at = now() WHERE user_id = 1`)

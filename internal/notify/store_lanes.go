@@ -310,9 +310,12 @@ func (s *Store) record(ctx context.Context, owner string, lease time.Duration, r
 			ORDER BY p.user_id
 			FOR UPDATE
 		), u AS (
-			-- One row per user: its first and last seq, and the verdict of the last (a
-			-- run is Sent but for its last, which may be anything). It reads every lock
-			-- of lk before it yields a row.
+			-- One row per user: its first and last seq, the verdict of the last (a run is
+			-- Sent but for its last, which may be anything), and held, the fence: the lane
+			-- still holds the user and the run starts at its last_seq + 1. It reads every
+			-- lock of lk before it yields a row. (lk's columns go through aggregates, one
+			-- row per user anyway, so that grouping by the user alone keeps the planner's
+			-- estimate of the users.)
 			SELECT o.user_id, min(o.seq) AS first_seq, max(o.seq) AS last_seq,
 			       (array_agg(o.verdict ORDER BY o.seq DESC))[1] AS verdict, max(o.delay_us) AS delay_us,
 			       bool_and(lk.lane_owner IS NOT DISTINCT FROM $1) AND min(lk.last_seq) = min(o.seq) - 1 AS held
@@ -661,7 +664,7 @@ func (s *Store) View(ctx context.Context, limit int, alertAfter time.Duration) (
 	err := s.db.QueryRow(ctx, `SELECT
 			(SELECT count(*) FROM notify.notifications WHERE status = 'pending'),
 			(SELECT count(*) FROM notify.progress p WHERE p.due_at <= now()
-				OR EXISTS (SELECT 1 FROM notify.wakes w WHERE w.user_id = p.user_id)),
+				OR (p.due_at IS NULL AND EXISTS (SELECT 1 FROM notify.wakes w WHERE w.user_id = p.user_id))),
 			(SELECT count(*) FROM notify.progress WHERE gap_since < now() - $1::bigint * interval '1 microsecond'),
 			COALESCE((SELECT extract(epoch FROM now() - min(gap_since)) FROM notify.progress WHERE gap_since IS NOT NULL), 0)::float8,
 			(SELECT count(*) FROM notify.notifications WHERE status = 'dead_lettered' AND dlq_published_at IS NULL)
