@@ -348,7 +348,7 @@ func (s *Store) record(ctx context.Context, owner string, lease time.Duration, r
 				gap_since  = CASE WHEN st.idle AND st.later THEN COALESCE(p.gap_since, now()) END,
 				updated_at = now()
 			FROM st
-			WHERE p.user_id = st.user_id AND p.lane_owner = $1 AND p.last_seq = st.first_seq - 1
+			WHERE p.user_id = st.user_id -- st holds only the users whose fence held (u.held)
 			RETURNING p.user_id, st.idle
 		), upd AS (
 			-- upd and logged join the outcomes with st (the held users, estimated from the
