@@ -368,7 +368,7 @@ func (b *bench) brokerCeiling(ctx context.Context) (string, error) {
 
 func (b *bench) productEnv(dbURL, topic string) (wallet, notifier map[string]string) {
 	common := map[string]string{
-		"DATABASE_URL": dbURL, "ROCKETMQ_NAMESRV": b.cfg.Namesrv, "WALLET_EVENTS_TOPIC": topic,
+		"WALLETSAGA_ENV": "dev", "DATABASE_URL": dbURL, "ROCKETMQ_NAMESRV": b.cfg.Namesrv, "WALLET_EVENTS_TOPIC": topic,
 		"LOG_LEVEL": "warn", "MIGRATE_ON_START": "true",
 	}
 	wallet = map[string]string{"PRODUCER_GROUP": "bench-relay-" + b.ts, "SERVICE_TOKEN": serviceToken}

@@ -385,7 +385,7 @@ func formatOps(ops map[string]int) string {
 func (r *chaosRun) startSlots(ctx context.Context, dbURL string) error {
 	cfg := r.cfg
 	common := map[string]string{
-		"DATABASE_URL": dbURL, "ROCKETMQ_NAMESRV": fmt.Sprintf("127.0.0.1:%d", cfg.NamesrvPort),
+		"WALLETSAGA_ENV": "dev", "DATABASE_URL": dbURL, "ROCKETMQ_NAMESRV": fmt.Sprintf("127.0.0.1:%d", cfg.NamesrvPort),
 		"WALLET_EVENTS_TOPIC": cfg.Topic, "LOG_LEVEL": "info", "MIGRATE_ON_START": "true",
 	}
 	walletEnv := map[string]string{"SERVICE_TOKEN": serviceToken, "PRODUCER_GROUP": "wallet-relay"}

@@ -224,7 +224,7 @@ func TestComposeHealthChecks(t *testing.T) {
 		test := strings.Join(hc.Test, " ")
 		switch name {
 		case "walletsvc", "notifier":
-			// /readyz: the database and the broker answer.
+			// /readyz: the database answers (the broker is reported there, not required).
 			assert.Contains(t, test, "http://127.0.0.1:"+httpPort(t, name)+"/readyz", "%s", name)
 		case "namesrv", "broker":
 			for target := range wantPorts[name] {

@@ -84,7 +84,7 @@ func newStack(t *testing.T) *stack {
 	// topic here) must exist first.
 	b.CreateTopic(t, ordering.DLQTopic(s.group), 1)
 	s.env = map[string]string{
-		"DATABASE_URL": dbURL, "ROCKETMQ_NAMESRV": b.Namesrv, "WALLET_EVENTS_TOPIC": s.topic,
+		"WALLETSAGA_ENV": "dev", "DATABASE_URL": dbURL, "ROCKETMQ_NAMESRV": b.Namesrv, "WALLET_EVENTS_TOPIC": s.topic,
 		"PRODUCER_GROUP": rmqtest.Unique("e2e-relay"), "CONSUMER_GROUP": s.group,
 		// Failing SMS are dead-lettered after 3 quick attempts, and the story's failure
 		// switches are on, as in the demo.

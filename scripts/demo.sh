@@ -10,6 +10,10 @@ RUN="$ROOT/.run/demo"
 mkdir -p "$RUN" bin
 WALLETSVC_ADDR="${WALLETSVC_ADDR:-127.0.0.1:8080}"
 NOTIFIER_ADDR="${NOTIFIER_ADDR:-127.0.0.1:8081}"
+# The demo runs the services in dev mode, explicitly: production (the default when
+# WALLETSAGA_ENV is unset) refuses the dev stack's Postgres settings, the demo's tokens, the
+# log sender and the failure switches.
+export WALLETSAGA_ENV=dev
 # walletsvc's user-facing API needs a service token; the demo uses the documented dev default
 # unless SERVICE_TOKEN is set (walletsvc and bin/demo both read it from the environment).
 export SERVICE_TOKEN="${SERVICE_TOKEN:-walletsaga-dev-service-token}"

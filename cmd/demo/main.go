@@ -47,17 +47,18 @@ const demoReadToken = "walletsaga-demo-read-token"
 
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
 	var c config
-	f := cli.NewFlags("demo", getenv, stderr)
+	// The demo plays against the dev stack: its defaults are the dev stack's.
+	f := cli.NewFlags("demo", cli.Dev, getenv, stderr)
 	f.String(&c.WalletsvcURL, "WALLETSVC_URL", "http://127.0.0.1:8080", "walletsvc base URL")
 	f.String(&c.NotifierURL, "NOTIFIER_URL", "http://127.0.0.1:8081", "notifier base URL")
-	f.Secret(&c.ServiceToken, "SERVICE_TOKEN", "walletsvc's service token (default: the dev token "+devServiceToken+")")
-	f.Secret(&c.ReadToken, "READ_TOKEN", "the notifier's read token, to read the SMS logs (required; make demo sets "+demoReadToken+")")
+	f.Secret(&c.ServiceToken, "SERVICE_TOKEN", devServiceToken, "walletsvc's service token (default: the dev token)")
+	f.Secret(&c.ReadToken, "READ_TOKEN", "", "the notifier's read token, to read the SMS logs (required; make demo sets "+demoReadToken+")")
 	f.Bool(&c.Exit, "DEMO_EXIT", false, "exit when done: status 0 only if the SMS logs are as expected")
 	if err := f.Parse(args); err != nil {
 		return c, err
 	}
-	if c.ServiceToken == "" {
-		c.ServiceToken = devServiceToken
+	if err := f.Err(); err != nil {
+		return c, err
 	}
 	if c.ReadToken == "" {
 		return c, fmt.Errorf("READ_TOKEN is required: the notifier's SMS log API needs its read token (the one the notifier runs with)")

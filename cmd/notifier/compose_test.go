@@ -35,7 +35,7 @@ func TestComposeEnvironmentIsNotifierConfig(t *testing.T) {
 			read := deploy.RequireReadsEnvironment(t, r, "the notifier", func(getenv func(string) string) error {
 				var rest []string
 				var err error
-				cfg, rest, err = parseConfig("notifier "+r.Sub, r.Args, getenv, io.Discard, nil)
+				cfg, rest, err = parseConfig(r.Sub, r.Args, getenv, io.Discard, nil)
 				require.Empty(t, rest, "%s: arguments", r.Name)
 				return err
 			})

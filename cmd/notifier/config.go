@@ -2,10 +2,8 @@ package main
 
 import (
 	"flag"
-	"fmt"
 	"io"
 	"regexp"
-	"strings"
 	"time"
 
 	"github.com/walletsaga/walletsaga/internal/cli"
@@ -14,6 +12,8 @@ import (
 
 // config is the notifier's whole configuration, parsed once from flags and environment.
 type config struct {
+	// Mode is production unless WALLETSAGA_ENV=dev.
+	Mode            cli.Mode
 	DatabaseURL     string
 	Namesrv         string
 	Topic           string
@@ -28,6 +28,7 @@ type config struct {
 
 	Sender          string // log | webhook
 	WebhookURL      string
+	WebhookToken    string
 	SendTimeout     time.Duration
 	FailPhone       *regexp.Regexp
 	FailAmount      int64
@@ -47,32 +48,59 @@ type config struct {
 	AdminToken      string
 	ReadToken       string
 	Reconcile       bool
+	// UnsafeDurability is the operator's reason to run on a Postgres that can lose commits
+	// (empty: refused in production).
+	UnsafeDurability string
+	// StatementTimeout and IdleInTxTimeout are set on every connection of the pool.
+	StatementTimeout time.Duration
+	IdleInTxTimeout  time.Duration
 
-	failPhone      string
-	failAmount     int
-	adminTokenFile string
-	readTokenFile  string
+	failPhone  string
+	failAmount int
 }
 
-func parseConfig(name string, args []string, getenv func(string) string, stderr io.Writer, extra func(*flag.FlagSet)) (config, []string, error) {
+// devDatabaseURL and devNamesrv are the dev stack's addresses (scripts/services.sh).
+const (
+	devDatabaseURL = "postgres://walletsaga:walletsaga@127.0.0.1:55432/walletsaga?sslmode=disable" //nolint:gosec // G101: the dev stack's documented password
+	devNamesrv     = "127.0.0.1:9876"
+)
+
+// commands are the notifier's subcommands, for -h.
+var commands = [][2]string{
+	{"run", "consume balance events and send each user's SMS in order (the default)"},
+	{"sms-log", "print one user's SMS log (--user N [--follow])"},
+}
+
+// parseConfig reads the configuration of subcommand sub (run, sms-log).
+func parseConfig(sub string, args []string, getenv func(string) string, stderr io.Writer, extra func(*flag.FlagSet)) (config, []string, error) {
 	var c config
-	f := cli.NewFlags(name, getenv, stderr)
-	f.String(&c.DatabaseURL, "DATABASE_URL", "postgres://walletsaga:walletsaga@127.0.0.1:55432/walletsaga?sslmode=disable", "PostgreSQL URL")
-	f.String(&c.Namesrv, "ROCKETMQ_NAMESRV", "127.0.0.1:9876", "RocketMQ name server addresses, comma-separated")
+	mode, err := cli.ModeFrom(getenv)
+	if err != nil {
+		return c, nil, err
+	}
+	c.Mode = mode
+	f := cli.NewFlags("notifier "+sub, mode, getenv, stderr, commands...)
+	serving := sub == "run"
+	if !serving {
+		f.OnlyRequire("DATABASE_URL")
+	}
+	f.DevString(&c.DatabaseURL, "DATABASE_URL", devDatabaseURL, "PostgreSQL URL")
+	f.DevString(&c.Namesrv, "ROCKETMQ_NAMESRV", devNamesrv, "RocketMQ name server addresses, comma-separated")
 	f.String(&c.Topic, "WALLET_EVENTS_TOPIC", "wallet-events", "topic of balance events")
 	f.String(&c.ConsumerGroup, "CONSUMER_GROUP", "wallet-notifier", "RocketMQ consumer group")
 	f.String(&c.Instance, "CONSUMER_INSTANCE", "", "this replica's name in the consumer group, stable across its restarts and unique among live replicas (a StatefulSet pod name, a compose service): a restarted notifier then takes its queues back at once instead of waiting up to 60 s for the broker to expire the old locks (empty: a new name per process)")
-	f.String(&c.HTTPAddr, "HTTP_ADDR", "127.0.0.1:8081", "address of the SMS log API and page")
+	f.String(&c.HTTPAddr, "HTTP_ADDR", map[cli.Mode]string{cli.Dev: "127.0.0.1:8081", cli.Production: ":8081"}[mode], "address of the SMS log API and page")
 	f.String(&c.AddrFile, "HTTP_ADDR_FILE", "", "file the address HTTP_ADDR bound is written to once it listens, for whoever started the process with port 0 (empty: none)")
 	f.Bool(&c.MigrateOnStart, "MIGRATE_ON_START", true, "apply database migrations at start")
-	f.String(&c.LogFormat, "LOG_FORMAT", "text", "log format: text or json")
+	f.String(&c.LogFormat, "LOG_FORMAT", map[cli.Mode]string{cli.Dev: "text", cli.Production: "json"}[mode], "log format: text or json")
 	f.String(&c.LogLevel, "LOG_LEVEL", "info", "log level: debug, info, warn, error")
 	f.Duration(&c.ShutdownTimeout, "SHUTDOWN_TIMEOUT", 15*time.Second, "how long a graceful shutdown may take")
-	f.String(&c.Sender, "SMS_SENDER", "log", "SMS sender: log (SMS log table + stdout) or webhook")
+	f.String(&c.Sender, "SMS_SENDER", map[cli.Mode]string{cli.Dev: "log", cli.Production: "webhook"}[mode], "SMS sender: webhook (POSTs each SMS to SMS_WEBHOOK_URL, the provider) or, in dev only, log (writes the SMS log table and stdout, sends nothing)")
 	f.String(&c.WebhookURL, "SMS_WEBHOOK_URL", "", "URL the webhook sender POSTs to")
+	f.Secret(&c.WebhookToken, "SMS_WEBHOOK_TOKEN", "", "bearer token the webhook sender presents to the SMS provider (required in production)")
 	f.Duration(&c.SendTimeout, "SMS_TIMEOUT", notify.DefaultWebhookTimeout, "timeout of one webhook call")
-	f.String(&c.failPhone, "SMS_FAIL_PHONE_PATTERN", "off", `for demos and tests: SMS to phones matching this regexp always fail (off, the default, disables; the demo uses 0000$)`)
-	f.Int(&c.failAmount, "SMS_FAIL_AMOUNT", 0, "for demos and tests: SMS for events of this amount (minor units, either sign) always fail (0, the default, disables; the demo uses 404)")
+	f.String(&c.failPhone, "SMS_FAIL_PHONE_PATTERN", "off", `dev only, for demos and tests: SMS to phones matching this regexp always fail (off, the default, disables; the demo uses 0000$)`)
+	f.Int(&c.failAmount, "SMS_FAIL_AMOUNT", 0, "dev only, for demos and tests: SMS for events of this amount (minor units, either sign) always fail (0, the default, disables; the demo uses 404)")
 	f.Int(&c.Workers, "SMS_WORKERS", notify.DefaultWorkers, "delivery workers: how many users are sent to at once (each user's SMS go one after the other, in order)")
 	dp := notify.DefaultRetryPolicy
 	f.Duration(&c.Retry.Base, "SMS_RETRY_BASE", dp.Base, "wait after an SMS's first failed attempt; doubles with each further failure (with jitter)")
@@ -90,34 +118,30 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	f.Duration(&c.GapAlertAfter, "GAP_ALERT_AFTER", 2*time.Minute, "a user whose next SMS has not arrived while later ones wait is listed as an alert in GET /v1/gate and /metrics after this long")
 	f.Duration(&c.SuspendDelay, "QUEUE_SUSPEND", time.Second, "pause of a queue whose batch the database could not take")
 	f.Duration(&c.HandlerTimeout, "HANDLER_TIMEOUT", 30*time.Second, "bound on writing one batch to the inbox")
-	f.Secret(&c.AdminToken, "ADMIN_TOKEN", "bearer token of the operator endpoints (empty: they are disabled)")
-	f.String(&c.adminTokenFile, "ADMIN_TOKEN_FILE", "", "file holding ADMIN_TOKEN (for secrets mounted as files)")
-	f.Secret(&c.ReadToken, "READ_TOKEN", "bearer token of the read endpoints (SMS log, feed, dead letters, gate, audit; the page asks for it), which take ADMIN_TOKEN too (empty: only ADMIN_TOKEN; neither: they answer 403)")
-	f.String(&c.readTokenFile, "READ_TOKEN_FILE", "", "file holding READ_TOKEN (for secrets mounted as files)")
+	f.Secret(&c.AdminToken, "ADMIN_TOKEN", "", "bearer token of the operator endpoints (empty: they are disabled)")
+	f.Secret(&c.ReadToken, "READ_TOKEN", "", "bearer token of the read endpoints (SMS log, feed, dead letters, gate, audit; the page asks for it), which take ADMIN_TOKEN too (empty: only ADMIN_TOKEN; neither: they answer 403)")
 	f.Bool(&c.Reconcile, "DLQ_RECONCILE", true, "read the dead-letter queue and record what the gate did not")
+	f.Duration(&c.StatementTimeout, "PG_STATEMENT_TIMEOUT", 30*time.Second, "longest one SQL statement may run before Postgres cuts it off (a statement waiting behind a stalled peer's lock gives its connection back); 0 keeps the server's")
+	f.Duration(&c.IdleInTxTimeout, "PG_IDLE_IN_TX_TIMEOUT", 30*time.Second, "longest a session may sit idle inside a transaction before Postgres ends it and releases its locks; 0 keeps the server's")
+	f.String(&c.UnsafeDurability, "ALLOW_UNSAFE_DURABILITY", "", "the reason to run on a Postgres whose commits can vanish in a crash (fsync off, synchronous_commit off or local); empty: production refuses such a server")
 	if extra != nil {
 		extra(f.FlagSet())
 	}
 	if err := f.Parse(args); err != nil {
 		return c, nil, err
 	}
-	var err error
-	if c.AdminToken, err = cli.ReadSecret("ADMIN_TOKEN_FILE", c.AdminToken, c.adminTokenFile); err != nil {
-		return c, nil, err
-	}
-	if c.ReadToken, err = cli.ReadSecret("READ_TOKEN_FILE", c.ReadToken, c.readTokenFile); err != nil {
-		return c, nil, err
-	}
+	p := f.Problems()
 	re, err := notify.ParsePhonePattern(c.failPhone)
 	if err != nil {
-		return c, nil, fmt.Errorf("SMS_FAIL_PHONE_PATTERN: %w", err)
+		p.Addf("SMS_FAIL_PHONE_PATTERN", "%v", err)
 	}
 	c.FailPhone, c.FailAmount = re, int64(c.failAmount)
-	return c, f.FlagSet().Args(), c.validate()
+	c.validate(p, serving)
+	return c, f.FlagSet().Args(), f.Err()
 }
 
-func (c config) validate() error {
-	var p cli.Problems
+// validate adds c's problems to p; what only delivery needs matters only when serving.
+func (c config) validate(p *cli.Problems, serving bool) {
 	p.CheckPostgresURL("DATABASE_URL", c.DatabaseURL)
 	p.CheckHostPort("ROCKETMQ_NAMESRV", c.Namesrv, true)
 	p.CheckName("WALLET_EVENTS_TOPIC", c.Topic)
@@ -126,15 +150,20 @@ func (c config) validate() error {
 		p.CheckName("CONSUMER_INSTANCE", c.Instance)
 	}
 	p.CheckHostPort("HTTP_ADDR", c.HTTPAddr, false)
+	p.CheckLog(c.LogFormat, c.LogLevel)
 	if c.ShutdownTimeout <= 0 {
 		p.Addf("SHUTDOWN_TIMEOUT", "must be positive, got %s", c.ShutdownTimeout)
 	}
 	switch c.Sender {
 	case "log":
-	case "webhook":
-		if !strings.HasPrefix(c.WebhookURL, "http://") && !strings.HasPrefix(c.WebhookURL, "https://") {
-			p.Addf("SMS_WEBHOOK_URL", "must be an http(s) URL when SMS_SENDER=webhook, got %q", c.WebhookURL)
+		if c.Mode == cli.Production && serving {
+			p.Addf("SMS_SENDER", "log sends nothing (it writes the SMS log and stdout): it is a simulated provider, for dev only; production needs webhook")
 		}
+	case "webhook":
+		if c.WebhookURL == "" && serving {
+			p.Addf("SMS_WEBHOOK_URL", "required when SMS_SENDER=webhook")
+		}
+		p.CheckServiceURL(c.Mode, "SMS_WEBHOOK_URL", c.WebhookURL)
 	default:
 		p.Addf("SMS_SENDER", "must be log or webhook, got %q", c.Sender)
 	}
@@ -189,11 +218,22 @@ func (c config) validate() error {
 	if c.HandlerTimeout <= 0 {
 		p.Addf("HANDLER_TIMEOUT", "must be positive, got %s", c.HandlerTimeout)
 	}
-	if c.AdminToken != "" && len(c.AdminToken) < 16 {
-		p.Addf("ADMIN_TOKEN", "must be at least 16 characters when set")
+	if c.Mode == cli.Production {
+		if c.FailPhone != nil {
+			p.Addf("SMS_FAIL_PHONE_PATTERN", "makes SMS fail on purpose: for demos and tests in dev only")
+		}
+		if c.FailAmount != 0 {
+			p.Addf("SMS_FAIL_AMOUNT", "makes SMS fail on purpose: for demos and tests in dev only")
+		}
 	}
-	if c.ReadToken != "" && len(c.ReadToken) < 16 {
-		p.Addf("READ_TOKEN", "must be at least 16 characters when set")
+	p.CheckToken(c.Mode, "SMS_WEBHOOK_TOKEN", c.WebhookToken, serving && c.Mode == cli.Production && c.Sender == "webhook")
+	p.CheckToken(c.Mode, "ADMIN_TOKEN", c.AdminToken, false)
+	p.CheckToken(c.Mode, "READ_TOKEN", c.ReadToken, false)
+	if c.StatementTimeout < 0 {
+		p.Addf("PG_STATEMENT_TIMEOUT", "must not be negative, got %s", c.StatementTimeout)
 	}
-	return p.Err()
+	if c.IdleInTxTimeout < 0 {
+		p.Addf("PG_IDLE_IN_TX_TIMEOUT", "must not be negative, got %s", c.IdleInTxTimeout)
+	}
+	p.CheckOverride("ALLOW_UNSAFE_DURABILITY", c.UnsafeDurability)
 }

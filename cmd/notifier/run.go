@@ -8,9 +8,12 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/walletsaga/walletsaga/internal/cli"
 	"github.com/walletsaga/walletsaga/internal/httpx"
@@ -44,7 +47,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	default:
 		return fmt.Errorf("unknown command %q (run, sms-log)", sub)
 	}
-	cfg, rest, err := parseConfig("notifier "+sub, args, getenv, stderr, extra)
+	cfg, rest, err := parseConfig(sub, args, getenv, stderr, extra)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil // the usage is printed; asking for it is not a failure
+	}
 	if err != nil {
 		return err
 	}
@@ -64,7 +70,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		if userID <= 0 {
 			return errors.New("sms-log: --user must be a positive user id")
 		}
-		pool, err := pg.Open(ctx, cfg.DatabaseURL, 2)
+		pool, err := pg.Open(ctx, cfg.DatabaseURL, pg.Options{MaxConns: 2, StatementTimeout: cfg.StatementTimeout})
 		if err != nil {
 			return err
 		}
@@ -82,7 +88,11 @@ func newSender(cfg config, stdout io.Writer) (notify.Sender, error) {
 	var s notify.Sender
 	switch cfg.Sender {
 	case "webhook":
-		w, err := notify.NewWebhookSender(cfg.WebhookURL, cfg.SendTimeout, notify.NewWebhookClient(cfg.Workers))
+		client := notify.NewWebhookClient(cfg.Workers)
+		if cfg.WebhookToken != "" {
+			client.Transport = bearer{token: cfg.WebhookToken, next: client.Transport}
+		}
+		w, err := notify.NewWebhookSender(cfg.WebhookURL, cfg.SendTimeout, client)
 		if err != nil {
 			return nil, fmt.Errorf("SMS_WEBHOOK_URL: %w", err)
 		}
@@ -94,6 +104,55 @@ func newSender(cfg config, stdout io.Writer) (notify.Sender, error) {
 		return s, nil
 	}
 	return &notify.FailureSwitch{Inner: s, PhonePattern: cfg.FailPhone, FailAmount: cfg.FailAmount}, nil
+}
+
+// bearer presents the SMS provider's token on every request of the webhook client.
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	next := b.next
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	return next.RoundTrip(r)
+}
+
+// openPool opens the notifier's pool, every connection under the statement and
+// idle-in-transaction timeouts, and checks that the database keeps what it acknowledges:
+// the consumer acknowledges a message to the broker once its inbox row is committed.
+func openPool(ctx context.Context, cfg config, log *slog.Logger) (*pgxpool.Pool, error) {
+	pool, err := pg.Open(ctx, cfg.DatabaseURL, pg.Options{
+		MaxConns: 24, StatementTimeout: cfg.StatementTimeout, IdleInTxTimeout: cfg.IdleInTxTimeout,
+	})
+	if err != nil {
+		return nil, err
+	}
+	d, err := pg.ReadDurability(ctx, pool)
+	if err == nil {
+		err = cli.RequireDurable(cfg.Mode, log, cli.Redact(cfg.DatabaseURL), d.Unsafe(), cfg.UnsafeDurability)
+	}
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return pool, nil
+}
+
+// migrate applies the migrations on a pool of its own, without the statement timeout: a
+// migration may rewrite a large table.
+func migrate(ctx context.Context, cfg config, log *slog.Logger) error {
+	pool, err := pg.Open(ctx, cfg.DatabaseURL, pg.Options{MaxConns: 2})
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	_, err = migrations.Migrate(ctx, pool, log)
+	return err
 }
 
 // suffixed returns name+suffix, or "" for "" (a new name per process).
@@ -119,16 +178,16 @@ func laneOwner(instance string) string {
 }
 
 func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) error {
-	pool, err := pg.Open(ctx, cfg.DatabaseURL, 24)
+	if cfg.MigrateOnStart {
+		if err := migrate(ctx, cfg, log); err != nil {
+			return err
+		}
+	}
+	pool, err := openPool(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	if cfg.MigrateOnStart {
-		if _, err := migrations.Migrate(ctx, pool, log); err != nil {
-			return err
-		}
-	}
 	if cfg.Instance != "" {
 		claim, err := notify.ClaimInstance(ctx, pool, cfg.ConsumerGroup, cfg.Instance, log)
 		if err != nil {
@@ -139,6 +198,10 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 	namesrv := cli.SplitList(cfg.Namesrv)
 	route := ordering.NewRouteCheck(namesrv, cfg.Topic)
 	defer route.Close() //nolint:errcheck // on the way out: nothing is left to do about a failed close
+	broker := ordering.NewBrokerWatch(route, 0)
+	if cfg.Mode == cli.Dev {
+		log.Warn("running in dev mode (WALLETSAGA_ENV=dev): documented tokens, the log sender and the failure switches are accepted")
+	}
 
 	sender, err := newSender(cfg, stdout)
 	if err != nil {
@@ -162,6 +225,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 			"phone_pattern", pattern, "amount", cfg.FailAmount)
 	}
 	reg := metrics.NewRegistry()
+	metrics.NewBroker(reg, broker.Reachable)
 	sender = notify.ObservedSender{Inner: sender, Observe: metrics.NewSMS(reg)}
 	store := notify.NewStore(pool)
 
@@ -174,7 +238,10 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 	dlq := ordering.NewDeadLetterPublisher(dlqProducer, cfg.ConsumerGroup)
 	publisher := notify.NewDLQPublisher(store, dlq, 0, log)
 	dlqRoute := ordering.NewRouteCheck(namesrv, dlq.Topic())
-	if err := dlqRoute.Check(ctx); err != nil {
+	rctx, cancelRoute := context.WithTimeout(ctx, 3*time.Second)
+	err = dlqRoute.Check(rctx)
+	cancelRoute()
+	if err != nil {
 		// Not fatal: dead letters stay recorded in Postgres and are published once it exists.
 		log.Error("the dead-letter topic is not writable; dead letters are kept in Postgres until it is (create it: mqadmin updateTopic -t '"+
 			dlq.Topic()+"' -r 1 -w 1)", "topic", dlq.Topic(), "err", err)
@@ -222,8 +289,10 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 	metrics.NewDLQ(reg, store.DLQDepth)
 	e := newServer(cfg, log, pool, &httpapi.Gate{Lanes: lanes, Inbox: inbox, GapAlertAfter: cfg.GapAlertAfter}, sender, reg,
 		httpx.Check{Name: "postgres", Fn: pool.Ping},
-		httpx.Check{Name: "rocketmq", Fn: route.Check},
+		httpx.Check{Name: "rocketmq", Fn: broker.Check, Degraded: "no new balance events are received; the SMS already in the inbox are delivered and the read API serves"},
+		httpx.Check{Name: "consumer", Fn: func(context.Context) error { return consumer.Err() }, Degraded: "not consuming yet; it keeps trying to start"},
 	)
+	metrics.NewConsumer(reg, consumer.Running)
 
 	// Delivery runs on its own; it stops after the consumer (below), finishing the SMS in hand.
 	lanesCtx, stopLanes := context.WithCancel(context.WithoutCancel(ctx))
@@ -232,11 +301,14 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 	pubCtx, stopPublisher := context.WithCancel(context.WithoutCancel(ctx))
 	pubDone := make(chan struct{})
 	go func() { defer close(pubDone); publisher.Run(pubCtx) }()
+	watchDone := make(chan struct{})
+	go func() { defer close(watchDone); broker.Run(pubCtx) }()
 	stopDelivery := func() error {
 		stopLanes()
 		err := <-lanesDone
 		stopPublisher()
 		<-pubDone
+		<-watchDone
 		return err
 	}
 
@@ -265,7 +337,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 		stopped <- err
 	}()
 	err = httpx.Serve(ctx, cfg.HTTPAddr, e, cfg.ShutdownTimeout, log, func(a net.Addr) {
-		log.Info("notifier listening", "addr", a.String(), "namesrv", cfg.Namesrv, "topic", cfg.Topic,
+		log.Info("notifier listening", "addr", a.String(), "mode", cfg.Mode, "namesrv", cfg.Namesrv, "topic", cfg.Topic,
 			"group", cfg.ConsumerGroup, "sender", cfg.Sender, "workers", cfg.Workers, "consume_from", cfg.ConsumeFrom,
 			"max_attempts", cfg.Retry.MaxAttempts, "dead_letter_after", cfg.Retry.DeadLetterAfter)
 		if err := cli.WriteAddrFile(cfg.AddrFile, a); err != nil {

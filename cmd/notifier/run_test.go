@@ -3,24 +3,41 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
+	"maps"
+	"net"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/walletsaga/walletsaga/internal/notify"
+	"github.com/walletsaga/walletsaga/internal/notify/notifytest"
 	"github.com/walletsaga/walletsaga/internal/ordering"
 	"github.com/walletsaga/walletsaga/internal/procs"
 	"github.com/walletsaga/walletsaga/internal/rmqtest"
 	"github.com/walletsaga/walletsaga/internal/testdb"
+	"github.com/walletsaga/walletsaga/internal/walletevent"
 )
+
+// devEnv is the environment of a test that runs the notifier on the dev stack: dev mode,
+// asked for explicitly, plus the given settings.
+func devEnv(kv map[string]string) map[string]string {
+	env := map[string]string{"WALLETSAGA_ENV": "dev"}
+	maps.Copy(env, kv)
+	return env
+}
 
 func TestDefaultsMatchTheDevStack(t *testing.T) {
 	t.Parallel()
-	cfg, _, err := parseConfig("notifier", nil, func(string) string { return "" }, &bytes.Buffer{}, nil)
+	cfg, _, err := parseConfig("run", nil, func(k string) string { return devEnv(nil)[k] }, &bytes.Buffer{}, nil)
 	require.NoError(t, err)
 	require.Equal(t, "127.0.0.1:8081", cfg.HTTPAddr)
 	require.Equal(t, "wallet-notifier", cfg.ConsumerGroup)
@@ -36,11 +53,11 @@ func TestDefaultsMatchTheDevStack(t *testing.T) {
 		"SMS_RETRY_MAX": "1ms", "SMS_WORKERS": "0", "CONSUME_FROM": "middle", "LANE_LEASE": "2s",
 		"SMS_BREAKER_OPEN_MAX": "10ms", "SMS_DEAD_LETTER_AFTER": "-1s", "CONSUME_BUFFER": "1",
 	} {
-		_, _, err := parseConfig("notifier", nil, func(k string) string { return map[string]string{env: field}[k] }, &bytes.Buffer{}, nil)
+		_, _, err := parseConfig("run", nil, func(k string) string { return devEnv(map[string]string{env: field})[k] }, &bytes.Buffer{}, nil)
 		require.ErrorContains(t, err, env, "%s=%s is refused, naming the setting", env, field)
 	}
 	err = run(context.Background(), nil, func(k string) string {
-		return map[string]string{"CONSUMER_GROUP": "bad group!"}[k]
+		return devEnv(map[string]string{"CONSUMER_GROUP": "bad group!"})[k]
 	}, &bytes.Buffer{}, &bytes.Buffer{})
 	require.ErrorContains(t, err, "CONSUMER_GROUP")
 }
@@ -54,9 +71,9 @@ func TestRunAnswersProbesAndStopsGracefully(t *testing.T) {
 	topic, group := rmqtest.Unique("run-events"), rmqtest.Unique("run-notifier")
 	b.CreateTopic(t, topic, 8)
 	b.CreateTopic(t, ordering.DLQTopic(group), 1)
-	p := procs.StartFuncTest(t, "notifier", run, nil, map[string]string{
+	p := procs.StartFuncTest(t, "notifier", run, nil, devEnv(map[string]string{
 		"DATABASE_URL": dbURL, "ROCKETMQ_NAMESRV": b.Namesrv, "WALLET_EVENTS_TOPIC": topic, "CONSUMER_GROUP": group,
-	})
+	}))
 	require.Contains(t, p.Output(), "group="+group)
 	resp, err := http.Get(p.URL + "/readyz")
 	require.NoError(t, err)
@@ -93,6 +110,7 @@ func TestSMSLogCommand(t *testing.T) {
 		       (42, 2, 'dead_lettered', 3, 'deposit', 'You topped up 4.04 CNY. Balance: 5.04 CNY.', now())`)
 	require.NoError(t, err)
 	var out, errOut bytes.Buffer
+	// Production mode: sms-log needs only the database.
 	err = run(context.Background(), []string{"sms-log", "--user", "42"}, func(k string) string {
 		return map[string]string{"DATABASE_URL": dbURL}[k]
 	}, &out, &errOut)
@@ -101,6 +119,206 @@ func TestSMSLogCommand(t *testing.T) {
 	require.Contains(t, out.String(), "dead")
 	require.Less(t, strings.Index(out.String(), "1.00 CNY"), strings.Index(out.String(), "4.04 CNY"), "in seq order")
 
-	err = run(context.Background(), []string{"sms-log"}, func(string) string { return "" }, &out, &errOut)
+	err = run(context.Background(), []string{"sms-log"}, func(k string) string { return devEnv(nil)[k] }, &out, &errOut)
 	require.ErrorContains(t, err, "--user")
+}
+
+// Production is the default, and it refuses to start on anything unsafe, naming every
+// problem at once.
+func TestProductionRefusesUnsafeSettings(t *testing.T) {
+	t.Parallel()
+	cases := map[string]struct {
+		env  map[string]string
+		args []string
+		want []string
+	}{
+		"nothing set": {nil, nil, []string{"DATABASE_URL: required", "ROCKETMQ_NAMESRV: required", "SMS_WEBHOOK_URL: required",
+			"SMS_WEBHOOK_TOKEN: required", "WALLETSAGA_ENV=dev"}},
+		"the log sender": {map[string]string{"SMS_SENDER": "log"}, nil, []string{"SMS_SENDER: log sends nothing"}},
+		"failure switches": {map[string]string{"SMS_FAIL_PHONE_PATTERN": "0000$", "SMS_FAIL_AMOUNT": "404"}, nil,
+			[]string{"SMS_FAIL_PHONE_PATTERN: makes SMS fail on purpose", "SMS_FAIL_AMOUNT: makes SMS fail on purpose"}},
+		"plain http to a remote provider": {map[string]string{"SMS_WEBHOOK_URL": "http://sms.example.com/send"}, nil, []string{"SMS_WEBHOOK_URL: must be https"}},
+		"dev tokens": {map[string]string{"READ_TOKEN": "walletsaga-demo-read-token", "SMS_WEBHOOK_TOKEN": "walletsaga-dev-sms-token"}, nil,
+			[]string{"READ_TOKEN: is a token the repository documents", "SMS_WEBHOOK_TOKEN: is a token the repository documents"}},
+		"a secret as a flag": {nil, []string{"--admin-token", "a-secret-given-on-the-command-line"}, []string{"ADMIN_TOKEN: secrets are not accepted on the command line"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			var out bytes.Buffer
+			err := run(context.Background(), tc.args, func(k string) string { return tc.env[k] }, &out, &out)
+			require.Error(t, err)
+			for _, w := range tc.want {
+				require.Contains(t, err.Error(), w)
+			}
+			require.NotContains(t, err.Error(), "a-secret-given-on-the-command-line", "a secret is never echoed")
+		})
+	}
+}
+
+func TestHelpExitsZeroAndListsTheCommands(t *testing.T) {
+	t.Parallel()
+	var out, errOut bytes.Buffer
+	require.NoError(t, run(context.Background(), []string{"--help"}, func(string) string { return "" }, &out, &errOut))
+	for _, want := range []string{"Usage: notifier [command] [flags]", "run", "sms-log", "--database-url", "SMS_WEBHOOK_TOKEN"} {
+		require.Contains(t, errOut.String(), want)
+	}
+}
+
+// The notifier starts while the broker cannot be reached: it serves its read API, stays ready
+// (saying it does not consume), delivers what its inbox already holds, and starts consuming
+// as soon as the broker can be reached.
+func TestStartsWithoutTheBrokerAndConsumesOnceItIsBack(t *testing.T) {
+	t.Parallel()
+	b := rmqtest.Require(t)
+	pool, dbURL := testdb.New(t)
+	topic, group := rmqtest.Unique("nobroker-events"), rmqtest.Unique("nobroker-notifier")
+	b.CreateTopic(t, topic, 4)
+	b.CreateTopic(t, ordering.DLQTopic(group), 1)
+
+	// What an earlier run consumed and did not deliver yet: user 7's first SMS.
+	ctx := context.Background()
+	_, err := notify.NewStore(pool).Receive(ctx, []notify.Inbound{decoded(t, notifytest.Event(7, 1, walletevent.Deposit, 1000))}, false)
+	require.NoError(t, err)
+
+	namesrv := newGate(t, b.Namesrv) // closed: every connection is refused until it opens
+	const readToken = "read-token-0123456789"
+	p := procs.StartFuncTest(t, "notifier", run, nil, devEnv(map[string]string{
+		"DATABASE_URL": dbURL, "ROCKETMQ_NAMESRV": namesrv.addr, "WALLET_EVENTS_TOPIC": topic, "CONSUMER_GROUP": group,
+		"READ_TOKEN": readToken,
+	}))
+	var ready struct {
+		Status   string            `json:"status"`
+		Checks   map[string]string `json:"checks"`
+		Degraded []string          `json:"degraded"`
+	}
+	getJSON(t, p.URL+"/readyz", "", http.StatusOK, &ready)
+	require.Equal(t, "ok", ready.Checks["postgres"])
+	require.NotEqual(t, "ok", ready.Checks["consumer"], "it does not consume yet")
+	require.NotEmpty(t, ready.Degraded)
+
+	sms := func() []string {
+		var log struct {
+			Items []struct {
+				Seq    int64  `json:"seq"`
+				Status string `json:"status"`
+			} `json:"items"`
+		}
+		getJSON(t, p.URL+"/v1/users/7/sms", readToken, http.StatusOK, &log)
+		var out []string
+		for _, it := range log.Items {
+			out = append(out, fmt.Sprintf("%d:%s", it.Seq, it.Status))
+		}
+		return out
+	}
+	require.Eventually(t, func() bool { return slices.Equal(sms(), []string{"1:sent"}) }, 30*time.Second, 50*time.Millisecond,
+		"the inbox drains and the read API serves while the broker is away")
+	require.Contains(t, metricsOf(t, p.URL), "walletsaga_notify_consumer_running 0")
+
+	namesrv.open()
+	producer, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: []string{b.Namesrv}, Group: rmqtest.Unique("nobroker-producer")})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = producer.Shutdown() })
+	body, err := walletevent.Encode(notifytest.Event(7, 2, walletevent.Deposit, 2000))
+	require.NoError(t, err)
+	_, err = producer.SendOrderly(ctx, ordering.Message{Topic: topic, ShardingKey: "7", Tag: "deposit", Body: body})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return slices.Equal(sms(), []string{"1:sent", "2:sent"}) }, 90*time.Second, 100*time.Millisecond,
+		"once the broker is reachable the consumer starts and the next SMS goes out")
+	require.Contains(t, metricsOf(t, p.URL), "walletsaga_notify_consumer_running 1")
+	getJSON(t, p.URL+"/readyz", "", http.StatusOK, &ready)
+	require.Equal(t, "ok", ready.Checks["consumer"])
+}
+
+// decoded is ev as the consumer hands it to the inbox.
+func decoded(t *testing.T, ev walletevent.Event) notify.Inbound {
+	t.Helper()
+	body, err := walletevent.Encode(ev)
+	require.NoError(t, err)
+	return notify.Decode(ordering.Delivery{MsgID: fmt.Sprintf("test-%d-%d", ev.UserID, ev.Seq), Body: body})
+}
+
+func getJSON(t *testing.T, url, token string, status int, v any) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	require.NoError(t, err)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, status, resp.StatusCode, url)
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(v))
+}
+
+func metricsOf(t *testing.T, base string) string {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return string(b)
+}
+
+// gate is a TCP forwarder to target that refuses every connection (closes it at once) until
+// it is opened: a name server that cannot be reached, then can.
+type gate struct {
+	addr   string
+	target string
+	isOpen atomic.Bool
+
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func newGate(t *testing.T, target string) *gate {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	g := &gate{addr: ln.Addr().String(), target: target}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			if !g.isOpen.Load() {
+				_ = c.Close()
+				continue
+			}
+			wg.Go(func() { g.forward(c) })
+		}
+	})
+	t.Cleanup(func() {
+		_ = ln.Close()
+		// A client's idle connection would otherwise last until the name server drops it.
+		g.mu.Lock()
+		for _, c := range g.conns {
+			_ = c.Close()
+		}
+		g.mu.Unlock()
+		wg.Wait()
+	})
+	return g
+}
+
+func (g *gate) open() { g.isOpen.Store(true) }
+
+func (g *gate) forward(c net.Conn) {
+	defer c.Close() //nolint:errcheck // a test forwarder: nothing to do about a failed close
+	up, err := net.Dial("tcp", g.target)
+	if err != nil {
+		return
+	}
+	defer up.Close() //nolint:errcheck // a test forwarder: nothing to do about a failed close
+	g.mu.Lock()
+	g.conns = append(g.conns, c, up)
+	g.mu.Unlock()
+	done := make(chan struct{}, 2)
+	go func() { _, _ = io.Copy(up, c); done <- struct{}{} }()
+	go func() { _, _ = io.Copy(c, up); done <- struct{}{} }()
+	<-done
 }

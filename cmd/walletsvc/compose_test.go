@@ -35,7 +35,7 @@ func TestComposeEnvironmentIsWalletsvcConfig(t *testing.T) {
 			read := deploy.RequireReadsEnvironment(t, r, "walletsvc", func(getenv func(string) string) error {
 				var rest []string
 				var err error
-				cfg, rest, err = parseConfig("walletsvc "+r.Sub, r.Args, getenv, io.Discard)
+				cfg, rest, err = parseConfig(r.Sub, r.Args, getenv, io.Discard)
 				require.Empty(t, rest, "%s: arguments", r.Name)
 				return err
 			})

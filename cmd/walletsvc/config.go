@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"io"
 	"strconv"
 	"time"
@@ -11,6 +10,8 @@ import (
 
 // config is walletsvc's whole configuration, parsed once from flags and environment.
 type config struct {
+	// Mode is production unless WALLETSAGA_ENV=dev.
+	Mode            cli.Mode
 	DatabaseURL     string
 	Namesrv         string
 	Topic           string
@@ -31,30 +32,53 @@ type config struct {
 	ServiceToken string
 	// AdminToken is the bearer token of the operator endpoints (empty: disabled).
 	AdminToken string
+	// UnsafeDurability is the operator's reason to run on a Postgres that can lose commits
+	// (empty: refused in production).
+	UnsafeDurability string
+	// StatementTimeout and IdleInTxTimeout are set on every connection of the pool.
+	StatementTimeout time.Duration
+	IdleInTxTimeout  time.Duration
 
-	simFailureRate   string
-	serviceTokenFile string
-	adminTokenFile   string
+	simFailureRate string
 }
 
-// DevServiceToken is SERVICE_TOKEN's documented default, for the dev stack and the demo; a
-// warning is logged at start while it is in use.
+// DevServiceToken is SERVICE_TOKEN's default in dev (WALLETSAGA_ENV=dev), documented for the
+// dev stack and the demo; production refuses it.
 const DevServiceToken = "walletsaga-dev-service-token" //nolint:gosec // G101: the documented dev token, not a secret
 
-// minTokenLen is the shortest token accepted.
-const minTokenLen = 16
+// devDatabaseURL and devNamesrv are the dev stack's addresses (scripts/services.sh).
+const (
+	devDatabaseURL = "postgres://walletsaga:walletsaga@127.0.0.1:55432/walletsaga?sslmode=disable" //nolint:gosec // G101: the dev stack's documented password
+	devNamesrv     = "127.0.0.1:9876"
+)
 
-func parseConfig(name string, args []string, getenv func(string) string, stderr io.Writer) (config, []string, error) {
+// commands are walletsvc's subcommands, for -h.
+var commands = [][2]string{
+	{"serve", "serve the wallet API, run the sagas and relay the outbox (the default)"},
+	{"migrate", "apply the database migrations and exit"},
+}
+
+// parseConfig reads the configuration of subcommand sub (serve, migrate).
+func parseConfig(sub string, args []string, getenv func(string) string, stderr io.Writer) (config, []string, error) {
 	var c config
-	f := cli.NewFlags(name, getenv, stderr)
-	f.String(&c.DatabaseURL, "DATABASE_URL", "postgres://walletsaga:walletsaga@127.0.0.1:55432/walletsaga?sslmode=disable", "PostgreSQL URL")
-	f.String(&c.Namesrv, "ROCKETMQ_NAMESRV", "127.0.0.1:9876", "RocketMQ name server addresses, comma-separated")
+	mode, err := cli.ModeFrom(getenv)
+	if err != nil {
+		return c, nil, err
+	}
+	c.Mode = mode
+	f := cli.NewFlags("walletsvc "+sub, mode, getenv, stderr, commands...)
+	serving := sub == "serve"
+	if !serving {
+		f.OnlyRequire("DATABASE_URL")
+	}
+	f.DevString(&c.DatabaseURL, "DATABASE_URL", devDatabaseURL, "PostgreSQL URL")
+	f.DevString(&c.Namesrv, "ROCKETMQ_NAMESRV", devNamesrv, "RocketMQ name server addresses, comma-separated")
 	f.String(&c.Topic, "WALLET_EVENTS_TOPIC", "wallet-events", "topic of balance events")
 	f.String(&c.ProducerGroup, "PRODUCER_GROUP", "wallet-relay", "RocketMQ producer group of the outbox relay")
-	f.String(&c.HTTPAddr, "HTTP_ADDR", "127.0.0.1:8080", "address of the REST API")
+	f.String(&c.HTTPAddr, "HTTP_ADDR", defaultHTTPAddr(mode), "address of the REST API")
 	f.String(&c.AddrFile, "HTTP_ADDR_FILE", "", "file the address HTTP_ADDR bound is written to once it listens, for whoever started the process with port 0 (empty: none)")
 	f.Bool(&c.MigrateOnStart, "MIGRATE_ON_START", true, "apply database migrations at start")
-	f.String(&c.LogFormat, "LOG_FORMAT", "text", "log format: text or json")
+	f.String(&c.LogFormat, "LOG_FORMAT", defaultLogFormat(mode), "log format: text or json")
 	f.String(&c.LogLevel, "LOG_LEVEL", "info", "log level: debug, info, warn, error")
 	f.Duration(&c.ShutdownTimeout, "SHUTDOWN_TIMEOUT", 15*time.Second, "how long a graceful shutdown may take")
 	f.Int(&c.SagaWorkers, "SAGA_WORKERS", 16, "sagas recovered concurrently by this process (requests run their own sagas inline)")
@@ -63,39 +87,49 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	f.Int(&c.RelayLockKey, "RELAY_LOCK_KEY", 7421, "advisory lock that keeps one relay active per database")
 	f.Duration(&c.SimLatency, "SIM_LATENCY", 0, "latency of the built-in payment gateway and merchant simulators")
 	f.String(&c.simFailureRate, "SIM_FAILURE_RATE", "0", "share (0–1) of simulator calls that fail retryably")
-	f.Secret(&c.ServiceToken, "SERVICE_TOKEN", "bearer token of the wallet API's user-facing endpoints (default: the dev token "+DevServiceToken+")")
-	f.String(&c.serviceTokenFile, "SERVICE_TOKEN_FILE", "", "file holding SERVICE_TOKEN (for secrets mounted as files)")
-	f.Secret(&c.AdminToken, "ADMIN_TOKEN", "bearer token of the operator endpoints (empty: they are disabled)")
-	f.String(&c.adminTokenFile, "ADMIN_TOKEN_FILE", "", "file holding ADMIN_TOKEN (for secrets mounted as files)")
+	f.Duration(&c.StatementTimeout, "PG_STATEMENT_TIMEOUT", 30*time.Second, "longest one SQL statement may run before Postgres cuts it off (a statement waiting behind a stalled peer's lock gives its connection back); 0 keeps the server's")
+	f.Duration(&c.IdleInTxTimeout, "PG_IDLE_IN_TX_TIMEOUT", 30*time.Second, "longest a session may sit idle inside a transaction before Postgres ends it and releases its locks; 0 keeps the server's")
+	f.String(&c.UnsafeDurability, "ALLOW_UNSAFE_DURABILITY", "", "the reason to run on a Postgres whose commits can vanish in a crash (fsync off, synchronous_commit off or local); empty: production refuses such a server")
+	f.Secret(&c.ServiceToken, "SERVICE_TOKEN", DevServiceToken, "bearer token of the wallet API's user-facing endpoints")
+	f.Secret(&c.AdminToken, "ADMIN_TOKEN", "", "bearer token of the operator endpoints (empty: they are disabled)")
 	if err := f.Parse(args); err != nil {
 		return c, nil, err
 	}
-	var err error
-	if c.ServiceToken, err = cli.ReadSecret("SERVICE_TOKEN_FILE", c.ServiceToken, c.serviceTokenFile); err != nil {
-		return c, nil, err
+	p := f.Problems()
+	if rate, err := strconv.ParseFloat(c.simFailureRate, 64); err != nil {
+		p.Addf("SIM_FAILURE_RATE", "%q is not a number", c.simFailureRate)
+	} else {
+		c.SimFailureRate = rate
 	}
-	if c.ServiceToken == "" {
-		c.ServiceToken = DevServiceToken
-	}
-	if c.AdminToken, err = cli.ReadSecret("ADMIN_TOKEN_FILE", c.AdminToken, c.adminTokenFile); err != nil {
-		return c, nil, err
-	}
-	var rate float64
-	rate, err = strconv.ParseFloat(c.simFailureRate, 64)
-	if err != nil {
-		return c, nil, fmt.Errorf("SIM_FAILURE_RATE: %q is not a number", c.simFailureRate)
-	}
-	c.SimFailureRate = rate
-	return c, f.FlagSet().Args(), c.validate()
+	c.validate(p, serving)
+	return c, f.FlagSet().Args(), f.Err()
 }
 
-func (c config) validate() error {
-	var p cli.Problems
+// defaultHTTPAddr is loopback in dev (the dev stack's port) and every interface in
+// production, where the process usually runs in a container behind a load balancer.
+func defaultHTTPAddr(mode cli.Mode) string {
+	if mode == cli.Dev {
+		return "127.0.0.1:8080"
+	}
+	return ":8080"
+}
+
+// defaultLogFormat is text on a developer's terminal and JSON for a log collector.
+func defaultLogFormat(mode cli.Mode) string {
+	if mode == cli.Dev {
+		return "text"
+	}
+	return "json"
+}
+
+// validate adds c's problems to p; the tokens matter only when serving.
+func (c config) validate(p *cli.Problems, serving bool) {
 	p.CheckPostgresURL("DATABASE_URL", c.DatabaseURL)
 	p.CheckHostPort("ROCKETMQ_NAMESRV", c.Namesrv, true)
 	p.CheckName("WALLET_EVENTS_TOPIC", c.Topic)
 	p.CheckName("PRODUCER_GROUP", c.ProducerGroup)
 	p.CheckHostPort("HTTP_ADDR", c.HTTPAddr, false)
+	p.CheckLog(c.LogFormat, c.LogLevel)
 	if c.ShutdownTimeout <= 0 {
 		p.Addf("SHUTDOWN_TIMEOUT", "must be positive, got %s", c.ShutdownTimeout)
 	}
@@ -114,14 +148,16 @@ func (c config) validate() error {
 	if c.RelayBatch < 1 || c.RelayBatch > 10000 {
 		p.Addf("RELAY_BATCH", "must be 1–10000, got %d", c.RelayBatch)
 	}
-	if len(c.ServiceToken) < minTokenLen {
-		p.Addf("SERVICE_TOKEN", "must be at least %d characters", minTokenLen)
-	}
-	if c.AdminToken != "" && len(c.AdminToken) < minTokenLen {
-		p.Addf("ADMIN_TOKEN", "must be at least %d characters when set", minTokenLen)
-	}
+	p.CheckToken(c.Mode, "SERVICE_TOKEN", c.ServiceToken, serving)
+	p.CheckToken(c.Mode, "ADMIN_TOKEN", c.AdminToken, false)
 	if c.AdminToken != "" && c.AdminToken == c.ServiceToken {
 		p.Addf("ADMIN_TOKEN", "must differ from SERVICE_TOKEN")
 	}
-	return p.Err()
+	if c.StatementTimeout < 0 {
+		p.Addf("PG_STATEMENT_TIMEOUT", "must not be negative, got %s", c.StatementTimeout)
+	}
+	if c.IdleInTxTimeout < 0 {
+		p.Addf("PG_IDLE_IN_TX_TIMEOUT", "must not be negative, got %s", c.IdleInTxTimeout)
+	}
+	p.CheckOverride("ALLOW_UNSAFE_DURABILITY", c.UnsafeDurability)
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -31,7 +32,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		sub, args = args[0], args[1:]
 	}
-	cfg, rest, err := parseConfig("walletsvc "+sub, args, getenv, stderr)
+	switch sub {
+	case "serve", "migrate", "sim-outage":
+	default:
+		return fmt.Errorf("unknown command %q (serve, migrate, sim-outage; -h lists them)", sub)
+	}
+	cfg, rest, err := parseConfig(sub, args, getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil // the usage is printed; asking for it is not a failure
+	}
 	if err != nil {
 		return err
 	}
@@ -65,7 +74,7 @@ func simOutage(ctx context.Context, cfg config, args []string, stdout io.Writer)
 	if err != nil {
 		return fmt.Errorf("sim-outage: duration %q: %w", args[2], err)
 	}
-	pool, err := openPool(ctx, cfg)
+	pool, err := openPool(ctx, cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return err
 	}
@@ -77,12 +86,31 @@ func simOutage(ctx context.Context, cfg config, args []string, stdout io.Writer)
 	return nil
 }
 
-func openPool(ctx context.Context, cfg config) (*pgxpool.Pool, error) {
-	return pg.Open(ctx, cfg.DatabaseURL, int32(cfg.SagaWorkers)+8) //nolint:gosec // G115: Validate keeps SAGA_WORKERS within 1–1024
+// openPool opens the service's pool, every connection under the statement and
+// idle-in-transaction timeouts, and checks that the database keeps what it acknowledges.
+func openPool(ctx context.Context, cfg config, log *slog.Logger) (*pgxpool.Pool, error) {
+	pool, err := pg.Open(ctx, cfg.DatabaseURL, pg.Options{
+		MaxConns:         int32(cfg.SagaWorkers) + 8, //nolint:gosec // G115: validate keeps SAGA_WORKERS within 1–1024
+		StatementTimeout: cfg.StatementTimeout, IdleInTxTimeout: cfg.IdleInTxTimeout,
+	})
+	if err != nil {
+		return nil, err
+	}
+	d, err := pg.ReadDurability(ctx, pool)
+	if err == nil {
+		err = cli.RequireDurable(cfg.Mode, log, cli.Redact(cfg.DatabaseURL), d.Unsafe(), cfg.UnsafeDurability)
+	}
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return pool, nil
 }
 
+// migrate applies the migrations on a pool of its own, without the statement timeout: a
+// migration may rewrite a large table.
 func migrate(ctx context.Context, cfg config, log *slog.Logger) error {
-	pool, err := openPool(ctx, cfg)
+	pool, err := pg.Open(ctx, cfg.DatabaseURL, pg.Options{MaxConns: 2})
 	if err != nil {
 		return err
 	}
@@ -96,21 +124,20 @@ func migrate(ctx context.Context, cfg config, log *slog.Logger) error {
 }
 
 func serve(ctx context.Context, cfg config, log *slog.Logger) error {
-	pool, err := openPool(ctx, cfg)
+	if cfg.MigrateOnStart {
+		if err := migrate(ctx, cfg, log); err != nil {
+			return err
+		}
+	}
+	pool, err := openPool(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	if cfg.MigrateOnStart {
-		v, err := migrations.Migrate(ctx, pool, log)
-		if err != nil {
-			return err
-		}
-		log.Info("database migrated", "version", v)
-	}
 	namesrv := cli.SplitList(cfg.Namesrv)
 	route := ordering.NewRouteCheck(namesrv, cfg.Topic)
 	defer route.Close() //nolint:errcheck // on the way out: nothing is left to do about a failed close
+	broker := ordering.NewBrokerWatch(route, 0)
 
 	producer, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: namesrv, Group: cfg.ProducerGroup, Logger: log})
 	if err != nil {
@@ -118,13 +145,14 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 	defer producer.Shutdown() //nolint:errcheck // on the way out, after the relay stopped: nothing is left to send
 
-	if cfg.ServiceToken == DevServiceToken {
-		log.Warn("SERVICE_TOKEN is the documented dev default: anyone who read the README can use the wallet API; set SERVICE_TOKEN or SERVICE_TOKEN_FILE")
+	if cfg.Mode == cli.Dev {
+		log.Warn("running in dev mode (WALLETSAGA_ENV=dev): documented tokens and simulated providers are accepted; never use it for real money")
 	}
 	if cfg.AdminToken == "" {
 		log.Info("ADMIN_TOKEN is not set: the operator endpoints (saga retry/resolve) are disabled")
 	}
 	reg := metrics.NewRegistry()
+	metrics.NewBroker(reg, broker.Reachable)
 	// The engine observes into the saga metrics, which count through the engine; its commits
 	// that ran local steps (which write outbox rows) wake the relay.
 	var engine *saga.Engine
@@ -154,7 +182,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 
 	e := newServer(cfg, log, svc, reg,
 		httpx.Check{Name: "postgres", Fn: pool.Ping},
-		httpx.Check{Name: "rocketmq", Fn: route.Check},
+		httpx.Check{Name: "rocketmq", Fn: broker.Check, Degraded: "balance events wait in the outbox until the broker is reachable"},
 	)
 
 	// Background work stops after the HTTP server, so requests in flight can still run their
@@ -162,6 +190,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	bgCtx, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	bgErr := make(chan error, 2)
+	wg.Go(func() { broker.Run(bgCtx) })
 	for name, fn := range map[string]func(context.Context) error{"saga engine": engine.Run, "outbox relay": relay.Run} {
 		wg.Add(1)
 		go func() {
@@ -172,7 +201,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		}()
 	}
 	err = httpx.Serve(ctx, cfg.HTTPAddr, e, cfg.ShutdownTimeout, log, func(a net.Addr) {
-		log.Info("walletsvc listening", "addr", a.String(), "namesrv", cfg.Namesrv, "topic", cfg.Topic)
+		log.Info("walletsvc listening", "addr", a.String(), "mode", cfg.Mode, "namesrv", cfg.Namesrv, "topic", cfg.Topic)
 		if err := cli.WriteAddrFile(cfg.AddrFile, a); err != nil {
 			log.Error("cannot tell the address bound", "err", err)
 		}

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -13,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/walletsaga/walletsaga/internal/procs"
@@ -43,7 +46,7 @@ func TestConfigValidationNamesTheField(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			var out bytes.Buffer
-			err := run(context.Background(), nil, func(k string) string { return tc.env[k] }, &out, &out)
+			err := run(context.Background(), nil, func(k string) string { return devEnv(tc.env)[k] }, &out, &out)
 			require.Error(t, err)
 			require.Contains(t, err.Error(), tc.want)
 		})
@@ -52,16 +55,24 @@ func TestConfigValidationNamesTheField(t *testing.T) {
 	require.ErrorContains(t, err, `unknown command "frobnicate"`)
 }
 
+// devEnv is the environment of a test that runs walletsvc on the dev stack: dev mode, asked
+// for explicitly, plus the given settings.
+func devEnv(kv map[string]string) map[string]string {
+	env := map[string]string{"WALLETSAGA_ENV": "dev"}
+	maps.Copy(env, kv)
+	return env
+}
+
 func TestDefaultsMatchTheDevStack(t *testing.T) {
 	t.Parallel()
-	cfg, _, err := parseConfig("walletsvc", nil, func(string) string { return "" }, &bytes.Buffer{})
+	cfg, _, err := parseConfig("serve", nil, func(k string) string { return devEnv(nil)[k] }, &bytes.Buffer{})
 	require.NoError(t, err)
 	require.Equal(t, "127.0.0.1:8080", cfg.HTTPAddr)
 	require.Equal(t, "127.0.0.1:9876", cfg.Namesrv)
 	require.Equal(t, "wallet-events", cfg.Topic)
 	require.Contains(t, cfg.DatabaseURL, "127.0.0.1:55432/walletsaga")
-	cfg, _, err = parseConfig("walletsvc", []string{"-HTTP_ADDR", "127.0.0.1:9999"}, func(k string) string {
-		return map[string]string{"HTTP_ADDR": "127.0.0.1:7777"}[k]
+	cfg, _, err = parseConfig("serve", []string{"--http-addr", "127.0.0.1:9999"}, func(k string) string {
+		return devEnv(map[string]string{"HTTP_ADDR": "127.0.0.1:7777"})[k]
 	}, &bytes.Buffer{})
 	require.NoError(t, err)
 	require.Equal(t, "127.0.0.1:9999", cfg.HTTPAddr, "a flag overrides the environment")
@@ -75,16 +86,16 @@ func TestTokensComeFromEnvOrFilesAndAreNeverShown(t *testing.T) {
 	file := filepath.Join(dir, "admin")
 	require.NoError(t, os.WriteFile(file, []byte("admin-token-from-a-file\n"), 0o600))
 	var help bytes.Buffer
-	cfg, _, err := parseConfig("walletsvc", nil, func(k string) string {
-		return map[string]string{"SERVICE_TOKEN": "service-token-from-env", "ADMIN_TOKEN_FILE": file}[k]
+	cfg, _, err := parseConfig("serve", nil, func(k string) string {
+		return devEnv(map[string]string{"SERVICE_TOKEN": "service-token-from-env", "ADMIN_TOKEN_FILE": file})[k]
 	}, &help)
 	require.NoError(t, err)
 	require.Equal(t, "service-token-from-env", cfg.ServiceToken)
 	require.Equal(t, "admin-token-from-a-file", cfg.AdminToken)
-	_, _, err = parseConfig("walletsvc", []string{"-h"}, func(k string) string {
-		return map[string]string{"SERVICE_TOKEN": "service-token-from-env", "ADMIN_TOKEN": "admin-token-from-env-0"}[k]
+	_, _, err = parseConfig("serve", []string{"-h"}, func(k string) string {
+		return devEnv(map[string]string{"SERVICE_TOKEN": "service-token-from-env", "ADMIN_TOKEN": "admin-token-from-env-0"})[k]
 	}, &help)
-	require.Error(t, err)
+	require.ErrorIs(t, err, flag.ErrHelp)
 	require.Contains(t, help.String(), "SERVICE_TOKEN")
 	require.NotContains(t, help.String(), "service-token-from-env")
 	require.NotContains(t, help.String(), "admin-token-from-env-0")
@@ -97,9 +108,9 @@ func TestServeMigratesAnswersProbesAndStopsGracefully(t *testing.T) {
 	// A topic and producer group of the test's own, never the real ones.
 	topic, group := rmqtest.Unique("run-events"), rmqtest.Unique("run-relay")
 	b.CreateTopic(t, topic, 8)
-	p := procs.StartFuncTest(t, "walletsvc", run, []string{"serve"}, map[string]string{
+	p := procs.StartFuncTest(t, "walletsvc", run, []string{"serve"}, devEnv(map[string]string{
 		"DATABASE_URL": dbURL, "ROCKETMQ_NAMESRV": b.Namesrv, "WALLET_EVENTS_TOPIC": topic, "PRODUCER_GROUP": group,
-	})
+	}))
 	require.Contains(t, p.Output(), "topic="+topic)
 
 	resp, err := http.Get(p.URL + "/readyz")
@@ -146,27 +157,113 @@ func TestServeMigratesAnswersProbesAndStopsGracefully(t *testing.T) {
 
 	require.NoError(t, p.Stop(30*time.Second))
 	require.Contains(t, p.Output(), "walletsvc stopped")
-	require.Contains(t, p.Output(), "SERVICE_TOKEN is the documented dev default", "a warning while the dev token is in use")
+	require.Contains(t, p.Output(), "running in dev mode", "a warning while dev settings are accepted")
 	require.NotContains(t, p.Output(), DevServiceToken, "the token itself is never logged")
 }
 
-func TestReadyzFailsWhenTheBrokerIsUnreachable(t *testing.T) {
+// The broker being away is no reason to leave the load balancer: the outbox keeps the
+// events. walletsvc stays ready, and says what it cannot do, in /readyz, /healthz and a metric.
+func TestReadyWhileTheBrokerIsUnreachable(t *testing.T) {
 	t.Parallel()
 	_, dbURL := testdb.New(t)
-	p := procs.StartFuncTest(t, "walletsvc", run, nil, map[string]string{
+	p := procs.StartFuncTest(t, "walletsvc", run, nil, devEnv(map[string]string{
 		"DATABASE_URL": dbURL, "ROCKETMQ_NAMESRV": hangUp(t),
 		"WALLET_EVENTS_TOPIC": rmqtest.Unique("run-events"), "PRODUCER_GROUP": rmqtest.Unique("run-relay"),
-	})
-	resp, err := http.Get(p.URL + "/readyz")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	var body struct {
-		Checks map[string]string `json:"checks"`
+	}))
+	for _, path := range []string{"/readyz", "/healthz"} {
+		resp, err := http.Get(p.URL + path)
+		require.NoError(t, err)
+		var body struct {
+			Status   string            `json:"status"`
+			Checks   map[string]string `json:"checks"`
+			Degraded []string          `json:"degraded"`
+		}
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode, path)
+		require.Equal(t, "ok", body.Status, path)
+		require.NotEqual(t, "ok", body.Checks["rocketmq"], path)
+		require.Len(t, body.Degraded, 1, path)
+		require.Contains(t, body.Degraded[0], "outbox", path)
+		if path == "/readyz" {
+			require.Equal(t, "ok", body.Checks["postgres"])
+		}
 	}
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
-	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
-	require.Equal(t, "ok", body.Checks["postgres"])
-	require.NotEqual(t, "ok", body.Checks["rocketmq"])
+	resp, err := http.Get(p.URL + "/metrics")
+	require.NoError(t, err)
+	text, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Contains(t, string(text), "walletsaga_broker_reachable 0")
+}
+
+// Production is the default, and it refuses to start on anything unsafe, naming every
+// problem at once.
+func TestProductionRefusesUnsafeSettings(t *testing.T) {
+	t.Parallel()
+	cases := map[string]struct {
+		env  map[string]string
+		args []string
+		want []string
+	}{
+		"nothing set": {nil, nil, []string{"DATABASE_URL: required", "ROCKETMQ_NAMESRV: required", "SERVICE_TOKEN: required", "WALLETSAGA_ENV=dev"}},
+		"short token": {map[string]string{"SERVICE_TOKEN": "short"}, nil, []string{"SERVICE_TOKEN: must be at least 16"}},
+		"dev token": {map[string]string{"SERVICE_TOKEN": DevServiceToken, "ADMIN_TOKEN": "walletsaga-demo-admin-token"}, nil,
+			[]string{"SERVICE_TOKEN: is a token the repository documents", "ADMIN_TOKEN: is a token the repository documents"}},
+		"secret as a flag":          {nil, []string{"--service-token", "a-secret-given-on-the-command-line"}, []string{"SERVICE_TOKEN: secrets are not accepted on the command line"}},
+		"override without a reason": {map[string]string{"ALLOW_UNSAFE_DURABILITY": "yes"}, nil, []string{"ALLOW_UNSAFE_DURABILITY: must state the reason"}},
+		"mode misspelt":             {map[string]string{"WALLETSAGA_ENV": "development"}, nil, []string{"WALLETSAGA_ENV"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			var out bytes.Buffer
+			err := run(context.Background(), tc.args, func(k string) string { return tc.env[k] }, &out, &out)
+			require.Error(t, err)
+			for _, w := range tc.want {
+				require.Contains(t, err.Error(), w)
+			}
+			require.NotContains(t, err.Error(), "a-secret-given-on-the-command-line", "a secret is never echoed")
+		})
+	}
+}
+
+// In production walletsvc checks, at start, that Postgres keeps what it acknowledges. The dev
+// stack's Postgres runs with fsync and synchronous_commit off, so it is refused there unless
+// an override states why.
+func TestProductionRefusesADatabaseThatCanLoseCommits(t *testing.T) {
+	t.Parallel()
+	_, dbURL := testdb.New(t)
+	pool, err := pgxpool.New(context.Background(), dbURL)
+	require.NoError(t, err)
+	defer pool.Close()
+	var fsync, syncCommit string
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT current_setting('fsync'), current_setting('synchronous_commit')`).Scan(&fsync, &syncCommit))
+	if fsync == "on" && syncCommit == "on" {
+		t.Fatalf("the dev stack's Postgres is expected to run with fsync off (scripts/services.sh); got fsync=%s synchronous_commit=%s", fsync, syncCommit)
+	}
+	env := map[string]string{
+		"DATABASE_URL": dbURL, "ROCKETMQ_NAMESRV": hangUp(t), "SERVICE_TOKEN": "a-production-token-of-our-own",
+		"HTTP_ADDR": "127.0.0.1:0", "WALLET_EVENTS_TOPIC": rmqtest.Unique("run-events"), "PRODUCER_GROUP": rmqtest.Unique("run-relay"),
+	}
+	var out bytes.Buffer
+	err = run(context.Background(), nil, func(k string) string { return env[k] }, &out, &out)
+	require.ErrorContains(t, err, "refusing to start")
+	require.ErrorContains(t, err, "fsync is off")
+	require.ErrorContains(t, err, "ALLOW_UNSAFE_DURABILITY")
+
+	env["ALLOW_UNSAFE_DURABILITY"] = "throwaway test cluster, nothing real in it"
+	p := procs.StartFuncTest(t, "walletsvc", run, nil, env)
+	require.Contains(t, p.Output(), "throwaway test cluster, nothing real in it", "the override is logged with its reason")
+}
+
+func TestHelpExitsZeroAndListsTheCommands(t *testing.T) {
+	t.Parallel()
+	var out, errOut bytes.Buffer
+	require.NoError(t, run(context.Background(), []string{"-h"}, func(string) string { return "" }, &out, &errOut))
+	for _, want := range []string{"Usage: walletsvc [command] [flags]", "serve", "migrate", "--database-url", "WALLETSAGA_ENV"} {
+		require.Contains(t, errOut.String(), want)
+	}
 }
 
 func TestMigrateSubcommandIsIdempotentAcrossReplicas(t *testing.T) {
@@ -178,6 +275,7 @@ func TestMigrateSubcommandIsIdempotentAcrossReplicas(t *testing.T) {
 	errs := make(chan error, 3)
 	for i := 0; i < 3; i++ {
 		go func() {
+			// Production mode: migrate needs only the database.
 			errs <- run(context.Background(), []string{"migrate"}, func(k string) string {
 				return map[string]string{"DATABASE_URL": dbURL}[k]
 			}, &bytes.Buffer{}, &bytes.Buffer{})
@@ -198,7 +296,7 @@ func TestMigrateSubcommandIsIdempotentAcrossReplicas(t *testing.T) {
 func TestSimOutageSubcommand(t *testing.T) {
 	t.Parallel()
 	pool, dbURL := testdb.New(t)
-	env := func(k string) string { return map[string]string{"DATABASE_URL": dbURL}[k] }
+	env := func(k string) string { return devEnv(map[string]string{"DATABASE_URL": dbURL})[k] }
 	var out bytes.Buffer
 	require.NoError(t, run(context.Background(), []string{"sim-outage", "gateway", "timeout", "90s"}, env, &out, &bytes.Buffer{}))
 	require.Contains(t, out.String(), "simulated gateway outage (timeout) for 1m30s")

@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
+	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -41,32 +45,184 @@ func TestJSONLoggerWritesOneObjectPerLineWithTheRequestID(t *testing.T) {
 	require.ErrorContains(t, err, "LOG_LEVEL")
 }
 
-func TestSecretsAreNeverShown(t *testing.T) {
+func TestSecretsComeFromTheEnvironmentOrAFileNeverAFlag(t *testing.T) {
 	t.Parallel()
 	const secret = "top-secret-value-123"
 	var help bytes.Buffer
-	f := cli.NewFlags("x", func(k string) string { return map[string]string{"API_TOKEN": secret}[k] }, &help)
+	f := cli.NewFlags("x", cli.Production, func(k string) string { return map[string]string{"API_TOKEN": secret}[k] }, &help)
 	var tok string
-	f.Secret(&tok, "API_TOKEN", "a token")
+	f.Secret(&tok, "API_TOKEN", "", "a token")
 	require.NoError(t, f.Parse(nil))
+	require.NoError(t, f.Err())
 	require.Equal(t, secret, tok, "read from the environment")
 	f.FlagSet().Usage()
 	require.Contains(t, help.String(), "API_TOKEN")
 	require.NotContains(t, help.String(), secret)
 
-	require.NoError(t, f.Parse([]string{"-API_TOKEN", "from-flag-0123456"}))
-	require.Equal(t, "from-flag-0123456", tok)
+	f = cli.NewFlags("x", cli.Dev, func(string) string { return "" }, &help)
+	f.Secret(&tok, "API_TOKEN", "", "a token")
+	require.NoError(t, f.Parse([]string{"--api-token", "from-flag-0123456"}))
+	require.ErrorContains(t, f.Err(), "API_TOKEN: secrets are not accepted on the command line", "refused in every mode")
+	require.NotContains(t, f.Err().Error(), "from-flag-0123456", "the value is never echoed")
+	require.NotEqual(t, "from-flag-0123456", tok)
 
 	file := filepath.Join(t.TempDir(), "tok")
 	require.NoError(t, os.WriteFile(file, []byte(secret+"\n"), 0o600))
-	got, err := cli.ReadSecret("API_TOKEN_FILE", "ignored", file)
-	require.NoError(t, err)
-	require.Equal(t, secret, got)
-	_, err = cli.ReadSecret("API_TOKEN_FILE", "", filepath.Join(t.TempDir(), "missing"))
-	require.ErrorContains(t, err, "API_TOKEN_FILE")
-	got, err = cli.ReadSecret("API_TOKEN_FILE", "v", "")
+	f = cli.NewFlags("x", cli.Production, func(string) string { return "" }, &help)
+	f.Secret(&tok, "API_TOKEN", "", "a token")
+	require.NoError(t, f.Parse([]string{"--api-token-file", file}))
+	require.NoError(t, f.Err())
+	require.Equal(t, secret, tok, "read from the file, trimmed")
+
+	f = cli.NewFlags("x", cli.Production, func(k string) string {
+		return map[string]string{"API_TOKEN_FILE": filepath.Join(t.TempDir(), "missing")}[k]
+	}, &help)
+	f.Secret(&tok, "API_TOKEN", "", "a token")
+	require.NoError(t, f.Parse(nil))
+	require.ErrorContains(t, f.Err(), "API_TOKEN_FILE")
+
+	got, err := cli.ReadSecret("API_TOKEN_FILE", "v", "")
 	require.NoError(t, err)
 	require.Equal(t, "v", got)
+}
+
+func TestTheModeIsProductionUnlessDevIsAskedFor(t *testing.T) {
+	t.Parallel()
+	for v, want := range map[string]cli.Mode{"": cli.Production, "production": cli.Production, "dev": cli.Dev} {
+		got, err := cli.ModeFrom(func(string) string { return v })
+		require.NoError(t, err)
+		require.Equal(t, want, got, "%q", v)
+	}
+	for _, v := range []string{"development", "Dev", "prod", "test"} {
+		_, err := cli.ModeFrom(func(string) string { return v })
+		require.ErrorContains(t, err, "WALLETSAGA_ENV", "a typo falls back to neither mode: %q", v)
+	}
+}
+
+func TestDevDefaultsHoldOnlyInDev(t *testing.T) {
+	t.Parallel()
+	parse := func(mode cli.Mode, env map[string]string, args ...string) (string, string, error) {
+		f := cli.NewFlags("x", mode, func(k string) string { return env[k] }, io.Discard)
+		var url, tok string
+		f.DevString(&url, "DATABASE_URL", "postgres://dev", "db")
+		f.Secret(&tok, "SERVICE_TOKEN", "walletsaga-dev-service-token", "token")
+		require.NoError(t, f.Parse(args))
+		return url, tok, f.Err()
+	}
+	url, tok, err := parse(cli.Dev, nil)
+	require.NoError(t, err)
+	require.Equal(t, "postgres://dev", url)
+	require.Equal(t, "walletsaga-dev-service-token", tok)
+
+	url, tok, err = parse(cli.Production, nil)
+	require.ErrorContains(t, err, "DATABASE_URL: required")
+	require.ErrorContains(t, err, "WALLETSAGA_ENV=dev", "production says how to get the dev defaults")
+	require.Empty(t, url)
+	require.Empty(t, tok, "no secret default outside dev")
+
+	url, _, err = parse(cli.Production, map[string]string{"DATABASE_URL": "postgres://env"})
+	require.NoError(t, err)
+	require.Equal(t, "postgres://env", url)
+	url, _, err = parse(cli.Production, map[string]string{"DATABASE_URL": "postgres://env"}, "--database-url", "postgres://flag")
+	require.NoError(t, err)
+	require.Equal(t, "postgres://flag", url, "a flag overrides the environment")
+
+	f := cli.NewFlags("x", cli.Production, func(string) string { return "" }, io.Discard)
+	var a, b string
+	f.DevString(&a, "DATABASE_URL", "postgres://dev", "db")
+	f.DevString(&b, "ROCKETMQ_NAMESRV", "127.0.0.1:9876", "namesrv")
+	f.OnlyRequire("DATABASE_URL")
+	require.NoError(t, f.Parse(nil))
+	require.ErrorContains(t, f.Err(), "DATABASE_URL")
+	require.NotContains(t, f.Err().Error(), "ROCKETMQ_NAMESRV", "a subcommand requires only what it uses")
+}
+
+func TestHelpListsCommandsAndConventionalFlags(t *testing.T) {
+	t.Parallel()
+	var help bytes.Buffer
+	f := cli.NewFlags("svc serve", cli.Production, func(string) string { return "" }, &help,
+		[2]string{"serve", "serve it"}, [2]string{"migrate", "migrate it"})
+	var url, tok string
+	f.DevString(&url, "DATABASE_URL", "postgres://dev", "db")
+	f.Secret(&tok, "SERVICE_TOKEN", "", "the token")
+	require.ErrorIs(t, f.Parse([]string{"-h"}), flag.ErrHelp)
+	for _, want := range []string{"Usage: svc [command] [flags]", "serve ", "migrate ", "--database-url", "(env DATABASE_URL)",
+		"SERVICE_TOKEN (or SERVICE_TOKEN_FILE / --service-token-file)"} {
+		require.Contains(t, help.String(), want)
+	}
+	require.NotContains(t, help.String(), "--service-token ", "a secret has no flag of its own")
+}
+
+func TestTokensAreCheckedForLengthAndDevValues(t *testing.T) {
+	t.Parallel()
+	check := func(mode cli.Mode, v string, required bool) string {
+		var p cli.Problems
+		p.CheckToken(mode, "T", v, required)
+		if err := p.Err(); err != nil {
+			return err.Error()
+		}
+		return ""
+	}
+	require.Contains(t, check(cli.Production, "", true), "T: required")
+	require.Empty(t, check(cli.Production, "", false))
+	require.Contains(t, check(cli.Production, "short", false), "at least 16")
+	require.Contains(t, check(cli.Production, "walletsaga-dev-service-token", true), "documents for its dev stack")
+	require.Contains(t, check(cli.Production, "walletsaga-demo-read-token", false), "documents for its dev stack")
+	require.Empty(t, check(cli.Dev, "walletsaga-dev-service-token", true), "dev accepts its own tokens")
+	require.Empty(t, check(cli.Production, "a-real-secret-of-32-characters!!", true))
+}
+
+// Every token the repository hands out for its dev stack, demo or bench is one that
+// production refuses: the rule is checked against the files people copy from.
+func TestEveryDocumentedDevTokenIsRefusedInProduction(t *testing.T) {
+	t.Parallel()
+	root := filepath.Join("..", "..")
+	re := regexp.MustCompile(`walletsaga-[a-z0-9-]*token[a-z0-9-]*`)
+	found := 0
+	for _, name := range []string{"README.md", "docker-compose.yml", "scripts/demo.sh", "scripts/services.sh", "cmd/demo/main.go"} {
+		b, err := os.ReadFile(filepath.Join(root, name))
+		require.NoError(t, err)
+		for _, tok := range re.FindAllString(string(b), -1) {
+			found++
+			require.True(t, cli.IsDevToken(tok), "%s in %s", tok, name)
+		}
+	}
+	require.Positive(t, found)
+}
+
+func TestDurabilityIsEnforcedInProductionOnly(t *testing.T) {
+	t.Parallel()
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	unsafe := []string{"fsync is off"}
+	require.NoError(t, cli.RequireDurable(cli.Production, log, "db", nil, ""), "a durable server passes")
+	err := cli.RequireDurable(cli.Production, log, "db", unsafe, "")
+	require.ErrorContains(t, err, "fsync is off")
+	require.ErrorContains(t, err, "ALLOW_UNSAFE_DURABILITY")
+	require.NoError(t, cli.RequireDurable(cli.Production, log, "db", unsafe, "load test, data is disposable"))
+	require.Contains(t, logs.String(), "load test, data is disposable", "the stated reason is logged")
+	require.NoError(t, cli.RequireDurable(cli.Dev, log, "db", unsafe, ""))
+
+	var p cli.Problems
+	p.CheckOverride("ALLOW_UNSAFE_DURABILITY", "true")
+	require.ErrorContains(t, p.Err(), "reason in words")
+}
+
+func TestServiceURLsMustBeSecureInProduction(t *testing.T) {
+	t.Parallel()
+	check := func(mode cli.Mode, v string) string {
+		var p cli.Problems
+		p.CheckServiceURL(mode, "U", v)
+		if err := p.Err(); err != nil {
+			return err.Error()
+		}
+		return ""
+	}
+	require.Empty(t, check(cli.Production, "https://sms.example.com/send"))
+	require.Empty(t, check(cli.Production, "http://127.0.0.1:9000/send"), "a loopback sidecar")
+	require.Contains(t, check(cli.Production, "http://sms.example.com/send"), "https")
+	require.Empty(t, check(cli.Dev, "http://sms.example.com/send"))
+	require.Contains(t, check(cli.Dev, "ftp://x"), "http(s) URL")
 }
 
 func TestWriteAddrFileWritesTheBoundAddress(t *testing.T) {

@@ -28,9 +28,22 @@ type Options struct {
 	// BodyLimit is the largest request body accepted, e.g. "64K" (default). echo counts in
 	// powers of 1000 ("64K" is 64,000 bytes); "64KiB" would be 65,536.
 	BodyLimit string
-	// Timeout bounds one request's handler (default 30s); long waits must stay below it.
+	// Timeout bounds one request's handler (default and most DefaultTimeout); long waits
+	// must stay below it.
 	Timeout time.Duration
 }
+
+// The servers' timeouts. A handler gets at most DefaultTimeout; the connection's write
+// deadline leaves it room to answer after that (the timeout's own 503). A client that sends
+// its request slowly (ReadTimeout), or keeps an idle connection (IdleTimeout), cannot hold a
+// connection and its goroutine for longer.
+const (
+	DefaultTimeout    = 30 * time.Second
+	ReadHeaderTimeout = 10 * time.Second
+	ReadTimeout       = 20 * time.Second
+	WriteTimeout      = DefaultTimeout + 10*time.Second
+	IdleTimeout       = 2 * time.Minute
+)
 
 // New returns an echo instance with the project's middleware and error handler.
 func New(opts Options) *echo.Echo {
@@ -40,8 +53,8 @@ func New(opts Options) *echo.Echo {
 	if opts.BodyLimit == "" {
 		opts.BodyLimit = "64K"
 	}
-	if opts.Timeout == 0 {
-		opts.Timeout = 30 * time.Second
+	if opts.Timeout == 0 || opts.Timeout > DefaultTimeout {
+		opts.Timeout = DefaultTimeout
 	}
 	// Every line logged with a request's context carries its request id.
 	log := slog.New(reqid.Handler(opts.Logger.Handler()))
@@ -174,36 +187,69 @@ func fromEchoError(he *echo.HTTPError) error {
 	return e
 }
 
-// Check is a readiness check: nil when the dependency answers.
+// Check is a dependency check: nil when the dependency answers.
 type Check struct {
 	Name string
 	Fn   func(ctx context.Context) error
+	// Degraded, when set, makes the check informational: while it fails the process still
+	// serves, without what Degraded names (e.g. "events are kept in the outbox until the
+	// broker is back"), so it stays ready. Such a check must be cheap (a cached state): it is
+	// also reported by /healthz.
+	Degraded string
 }
 
-// Probes registers GET /healthz (the process is up) and GET /readyz (every check passes
-// within 2s; 503 with the failing checks named otherwise).
+// Probes registers GET /healthz (the process is up; informational checks' state is shown,
+// never failing it) and GET /readyz (every check within 2s; 503 naming the failing checks
+// when one without Degraded fails; 200 otherwise, listing what the process cannot do now).
 func Probes(e *echo.Echo, checks ...Check) {
 	e.GET("/healthz", func(c echo.Context) error {
-		return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+		body := map[string]any{"status": "ok"}
+		res, degraded, _ := runChecks(c.Request().Context(), checks, true)
+		if len(res) > 0 {
+			body["checks"] = res
+		}
+		if len(degraded) > 0 {
+			body["degraded"] = degraded
+		}
+		return c.JSON(http.StatusOK, body)
 	})
 	e.GET("/readyz", func(c echo.Context) error {
 		ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
 		defer cancel()
-		res := map[string]string{}
-		ok := true
-		for _, ch := range checks {
-			if err := ch.Fn(ctx); err != nil {
-				res[ch.Name] = err.Error()
-				ok = false
-			} else {
-				res[ch.Name] = "ok"
-			}
+		res, degraded, ok := runChecks(ctx, checks, false)
+		body := map[string]any{"status": "ok", "checks": res}
+		if len(degraded) > 0 {
+			body["degraded"] = degraded
 		}
 		if !ok {
-			return c.JSON(http.StatusServiceUnavailable, map[string]any{"status": "unavailable", "checks": res})
+			body["status"] = "unavailable"
+			return c.JSON(http.StatusServiceUnavailable, body)
 		}
-		return c.JSON(http.StatusOK, map[string]any{"status": "ok", "checks": res})
+		return c.JSON(http.StatusOK, body)
 	})
+}
+
+// runChecks runs the checks (only the informational ones when onlyInfo) and reports each
+// one's state, what the process cannot do now, and whether every required check passed.
+func runChecks(ctx context.Context, checks []Check, onlyInfo bool) (res map[string]string, degraded []string, ok bool) {
+	res, ok = map[string]string{}, true
+	for _, ch := range checks {
+		if onlyInfo && ch.Degraded == "" {
+			continue
+		}
+		err := ch.Fn(ctx)
+		switch {
+		case err == nil:
+			res[ch.Name] = "ok"
+		case ch.Degraded != "":
+			res[ch.Name] = err.Error()
+			degraded = append(degraded, ch.Name+": "+ch.Degraded)
+		default:
+			res[ch.Name] = err.Error()
+			ok = false
+		}
+	}
+	return res, degraded, ok
 }
 
 // DecodeJSON strictly decodes the request body into v: content type application/json,
@@ -223,7 +269,8 @@ func Serve(ctx context.Context, addr string, h http.Handler, timeout time.Durati
 	if err != nil {
 		return fmt.Errorf("HTTP_ADDR %s: %w", addr, err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: ReadHeaderTimeout, ReadTimeout: ReadTimeout,
+		WriteTimeout: WriteTimeout, IdleTimeout: IdleTimeout}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	if onListen != nil {

@@ -262,3 +262,32 @@ func NewDLQ(reg prometheus.Registerer, depth func(context.Context) (int64, error
 		return nil
 	}})
 }
+
+// NewBroker registers walletsaga_broker_reachable: 1 while the process reaches the broker
+// (the topic has writable queues), 0 otherwise. Neither binary leaves its load balancer for
+// it; this gauge, and /healthz, are where its state shows.
+func NewBroker(reg prometheus.Registerer, reachable func() bool) {
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "walletsaga_broker_reachable",
+		Help: "1 while the RocketMQ name server routes the topic to a writable queue, 0 otherwise (checked every 5s).",
+	}, func() float64 {
+		if reachable() {
+			return 1
+		}
+		return 0
+	}))
+}
+
+// NewConsumer registers walletsaga_notify_consumer_running: 1 once the notifier's orderly
+// consumer has started, 0 while it keeps trying (the broker unreachable at start).
+func NewConsumer(reg prometheus.Registerer, running func() bool) {
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "walletsaga_notify_consumer_running",
+		Help: "1 once this notifier's orderly consumer has started, 0 while it is still trying to (the broker unreachable).",
+	}, func() float64 {
+		if running() {
+			return 1
+		}
+		return 0
+	}))
+}

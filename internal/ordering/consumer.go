@@ -14,6 +14,8 @@ import (
 	"github.com/apache/rocketmq-client-go/v2"
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
+
+	retry "github.com/walletsaga/walletsaga/internal/backoff"
 )
 
 // Delivery is one message as the orderly handler sees it.
@@ -68,8 +70,12 @@ type ConsumerConfig struct {
 	// back the ones it lost; default 5s. The client's own 20s left every queue idle for up to
 	// 20 s after a broker restart (the broker keeps its locks in memory only).
 	LockInterval time.Duration
-	Instance     string
-	Logger       *slog.Logger
+	// StartRetry is the first wait after a start that failed (the broker unreachable),
+	// doubling up to StartRetryMax; defaults 1s and 30s.
+	StartRetry    time.Duration
+	StartRetryMax time.Duration
+	Instance      string
+	Logger        *slog.Logger
 }
 
 // OrderlyConsumer is a push consumer in orderly mode (broker queue locks, one goroutine per
@@ -81,16 +87,26 @@ type ConsumerConfig struct {
 // attempt counter lives in memory and would send a message to the DLQ during a long database
 // outage), the pull cache is bounded, and Shutdown waits for the handler in flight (the
 // client does not).
+//
+// Start returns at once and connects in the background, retrying until the broker can be
+// reached: a process that consumes is not held hostage by a broker that is down when it
+// starts (Running and Err say how it stands).
 type OrderlyConsumer struct {
 	cfg     ConsumerConfig
 	handler Handler
-	pc      rocketmq.PushConsumer
+	opts    []consumer.Option
 	log     *slog.Logger
 
 	mu       sync.Mutex
+	pc       rocketmq.PushConsumer // set once a start succeeded
+	lastErr  error
 	closing  bool
+	started  bool
+	stop     chan struct{}
+	done     chan struct{}
 	inflight sync.WaitGroup
 	panics   atomic.Int64
+	running  atomic.Bool
 }
 
 // NewOrderlyConsumer creates a consumer; Start begins consumption.
@@ -153,23 +169,92 @@ func NewOrderlyConsumer(cfg ConsumerConfig, h Handler) (*OrderlyConsumer, error)
 		consumer.WithRoutePollInterval(cfg.RoutePoll),
 	}
 	opts = append(opts, consumer.WithInstance(instanceName(cfg.Instance, cfg.Group)))
-	pc, err := rocketmq.NewPushConsumer(opts...)
-	if err != nil {
-		return nil, fmt.Errorf("ordering: new consumer: %w", err)
+	if cfg.StartRetry <= 0 {
+		cfg.StartRetry = time.Second
 	}
-	c := &OrderlyConsumer{cfg: cfg, handler: h, pc: pc, log: cfg.Logger.With("group", cfg.Group, "topic", cfg.Topic)}
-	if err := pc.Subscribe(cfg.Topic, consumer.MessageSelector{Type: consumer.TAG, Expression: cfg.Tags}, c.consume); err != nil {
-		return nil, fmt.Errorf("ordering: subscribe %s: %w", cfg.Topic, err)
+	if cfg.StartRetryMax < cfg.StartRetry {
+		cfg.StartRetryMax = max(cfg.StartRetry, 30*time.Second)
 	}
-	return c, nil
+	return &OrderlyConsumer{cfg: cfg, handler: h, opts: opts, log: cfg.Logger.With("group", cfg.Group, "topic", cfg.Topic),
+		lastErr: errors.New("not started"), stop: make(chan struct{}), done: make(chan struct{})}, nil
 }
 
-// Start begins consuming.
+// Start begins consuming in the background: it returns at once, and connects (creating the
+// client, subscribing, starting it) until that succeeds or Shutdown is called, waiting
+// StartRetry after the first failure, doubling up to StartRetryMax.
 func (c *OrderlyConsumer) Start() error {
-	if err := c.pc.Start(); err != nil {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.started {
+		return errors.New("ordering: consumer already started")
+	}
+	c.started = true
+	go c.connect()
+	return nil
+}
+
+// connect is Start's background loop.
+func (c *OrderlyConsumer) connect() {
+	defer close(c.done)
+	policy := retry.Policy{Base: c.cfg.StartRetry, Max: c.cfg.StartRetryMax}
+	for attempt := 1; ; attempt++ {
+		err := c.tryStart()
+		c.mu.Lock()
+		c.lastErr = err
+		c.mu.Unlock()
+		if err == nil {
+			c.running.Store(true)
+			if attempt > 1 {
+				c.log.Info("consumer started", "attempts", attempt)
+			}
+			return
+		}
+		wait := policy.Delay(attempt, nil)
+		c.log.Warn("consumer cannot start yet (broker unreachable?); retrying", "in", wait, "attempt", attempt, "err", err)
+		t := time.NewTimer(wait)
+		select {
+		case <-c.stop:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// tryStart makes one attempt: a client of its own each time (a client whose start failed is
+// shut down and not reused). It holds no lock while it talks to the name server (a start
+// can take seconds to fail), so Err answers meanwhile.
+func (c *OrderlyConsumer) tryStart() error {
+	pc, err := rocketmq.NewPushConsumer(c.opts...)
+	if err != nil {
+		return fmt.Errorf("ordering: new consumer: %w", err)
+	}
+	if err := pc.Subscribe(c.cfg.Topic, consumer.MessageSelector{Type: consumer.TAG, Expression: c.cfg.Tags}, c.consume); err != nil {
+		_ = pc.Shutdown()
+		return fmt.Errorf("ordering: subscribe %s: %w", c.cfg.Topic, err)
+	}
+	if err := pc.Start(); err != nil {
+		_ = pc.Shutdown()
 		return fmt.Errorf("ordering: start consumer %s: %w", c.cfg.Group, err)
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pc = pc
 	return nil
+}
+
+// Running reports whether the consumer has started (it is then consuming whatever queues
+// the broker assigns it).
+func (c *OrderlyConsumer) Running() bool { return c.running.Load() }
+
+// Err returns nil once the consumer runs, else why it does not yet.
+func (c *OrderlyConsumer) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pc != nil {
+		return nil
+	}
+	return fmt.Errorf("consumer not started: %w", c.lastErr)
 }
 
 // Panics returns how many handler panics were recovered.
@@ -179,8 +264,29 @@ func (c *OrderlyConsumer) Panics() int64 { return c.panics.Load() }
 // then shuts the client down, which persists offsets and unlocks the queues.
 func (c *OrderlyConsumer) Shutdown(ctx context.Context) error {
 	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return nil
+	}
 	c.closing = true
+	started := c.started
 	c.mu.Unlock()
+	if started {
+		close(c.stop)
+		// A start attempt in flight ends before the client is looked at (it gives up within
+		// the client's request timeouts).
+		select {
+		case <-c.done:
+		case <-ctx.Done():
+			return fmt.Errorf("ordering: consumer still starting at shutdown: %w", ctx.Err())
+		}
+	}
+	c.mu.Lock()
+	pc := c.pc
+	c.mu.Unlock()
+	if pc == nil {
+		return nil
+	}
 	done := make(chan struct{})
 	go func() { c.inflight.Wait(); close(done) }()
 	var waitErr error
@@ -189,7 +295,7 @@ func (c *OrderlyConsumer) Shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 		waitErr = fmt.Errorf("ordering: handler still running at shutdown: %w", ctx.Err())
 	}
-	return errors.Join(waitErr, c.pc.Shutdown())
+	return errors.Join(waitErr, pc.Shutdown())
 }
 
 // consume is the client callback: one batch of one queue.

@@ -2,8 +2,10 @@ package ordering
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/apache/rocketmq-client-go/v2/admin"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
@@ -55,4 +57,69 @@ func (r *RouteCheck) Close() error {
 	err := r.adm.Close()
 	r.adm = nil
 	return err
+}
+
+// BrokerWatch keeps the broker's state for probes and metrics without asking the name
+// server on every probe: Run checks the route every interval, Check and Reachable answer
+// from the last result. The broker being away is not a reason for a process to leave its
+// load balancer (walletsvc keeps events in its outbox, the notifier serves its read API and
+// drains its inbox), so this state is reported, not enforced.
+type BrokerWatch struct {
+	route    *RouteCheck
+	interval time.Duration
+
+	mu    sync.Mutex
+	err   error
+	since time.Time
+}
+
+// NewBrokerWatch returns a watch over route, checking every interval (default 5s). Until its
+// first check it reports the broker as not yet checked.
+func NewBrokerWatch(route *RouteCheck, interval time.Duration) *BrokerWatch {
+	if interval <= 0 {
+		interval = 5 * time.Second
+	}
+	return &BrokerWatch{route: route, interval: interval, err: errors.New("not checked yet"), since: time.Now()}
+}
+
+// Run checks the route until ctx ends.
+func (w *BrokerWatch) Run(ctx context.Context) {
+	t := time.NewTicker(w.interval)
+	defer t.Stop()
+	for {
+		cctx, cancel := context.WithTimeout(ctx, w.interval)
+		err := w.route.Check(cctx)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		w.mu.Lock()
+		if (err == nil) != (w.err == nil) {
+			w.since = time.Now()
+		}
+		w.err = err
+		w.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Check returns the last check's error (nil: reachable), saying since when it fails.
+func (w *BrokerWatch) Check(context.Context) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err == nil {
+		return nil
+	}
+	return fmt.Errorf("unreachable since %s: %w", w.since.UTC().Format(time.RFC3339), w.err)
+}
+
+// Reachable reports whether the last check passed.
+func (w *BrokerWatch) Reachable() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err == nil
 }

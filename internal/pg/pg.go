@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -16,15 +17,37 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// Open returns a pool on databaseURL with at least minConns connections allowed, after
-// checking the database answers.
-func Open(ctx context.Context, databaseURL string, maxConns int32) (*pgxpool.Pool, error) {
+// Options shape the pool Open returns.
+type Options struct {
+	// MaxConns is the least number of connections the pool may open (the URL's
+	// pool_max_conns wins when higher).
+	MaxConns int32
+	// StatementTimeout cuts off any one statement that runs longer (SQLSTATE 57014), so a
+	// backend stuck behind a lock that a stalled peer holds gives its connection back
+	// instead of holding it for good. 0 leaves the server's setting (or the URL's options).
+	StatementTimeout time.Duration
+	// IdleInTxTimeout ends a session that stays idle inside a transaction longer, releasing
+	// the locks a stalled client holds. 0 leaves the server's setting.
+	IdleInTxTimeout time.Duration
+}
+
+// Open returns a pool on databaseURL shaped by opts, after checking the database answers.
+// The timeouts are set on every connection of the pool (as runtime parameters of its
+// start-up), so they hold whatever the role's or database's defaults are.
+func Open(ctx context.Context, databaseURL string, opts Options) (*pgxpool.Pool, error) {
 	pc, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: %w", err)
 	}
-	if pc.MaxConns < maxConns {
-		pc.MaxConns = maxConns
+	if pc.MaxConns < opts.MaxConns {
+		pc.MaxConns = opts.MaxConns
+	}
+	params := pc.ConnConfig.RuntimeParams
+	if opts.StatementTimeout > 0 {
+		params["statement_timeout"] = strconv.FormatInt(opts.StatementTimeout.Milliseconds(), 10)
+	}
+	if opts.IdleInTxTimeout > 0 {
+		params["idle_in_transaction_session_timeout"] = strconv.FormatInt(opts.IdleInTxTimeout.Milliseconds(), 10)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
@@ -37,6 +60,41 @@ func Open(ctx context.Context, databaseURL string, maxConns int32) (*pgxpool.Poo
 		return nil, fmt.Errorf("database %s unreachable: %w", redact(databaseURL), err)
 	}
 	return pool, nil
+}
+
+// Durability is what a server says about whether a commit it acknowledged survives a crash.
+type Durability struct {
+	Fsync             string // "on" or "off"
+	SynchronousCommit string // on, remote_apply, remote_write, local or off
+}
+
+// ReadDurability asks the server behind q (SHOW, as seen by this session).
+func ReadDurability(ctx context.Context, q interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}) (Durability, error) {
+	var d Durability
+	if err := q.QueryRow(ctx, `SELECT current_setting('fsync'), current_setting('synchronous_commit')`).Scan(&d.Fsync, &d.SynchronousCommit); err != nil {
+		return d, fmt.Errorf("reading fsync and synchronous_commit: %w", err)
+	}
+	return d, nil
+}
+
+// Unsafe names each setting under which a commit the server acknowledged can vanish in a
+// crash; none when the server is durable. With fsync off a crash can lose or corrupt any
+// recent commit; with synchronous_commit off (or local, on a primary with standbys) the last
+// commits acknowledged may be lost. Either way a saga could have charged a customer whose
+// saga no longer exists, or the notifier could have acknowledged messages it no longer holds.
+func (d Durability) Unsafe() []string {
+	var out []string
+	if d.Fsync != "on" {
+		out = append(out, "fsync is "+d.Fsync)
+	}
+	switch d.SynchronousCommit {
+	case "on", "remote_apply", "remote_write":
+	default:
+		out = append(out, "synchronous_commit is "+d.SynchronousCommit+" (on, remote_write or remote_apply keep acknowledged commits)")
+	}
+	return out
 }
 
 // Beginner is a pool or a connection.
