@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
@@ -168,4 +169,50 @@ func TestSQLStateChecks(t *testing.T) {
 	require.False(t, pg.IsViolation(wrapped, pgerrcode.ForeignKeyViolation, "locks_pkey"))
 	require.Empty(t, pg.Code(errors.New("not from Postgres")))
 	require.False(t, pg.IsCode(nil, pgerrcode.UniqueViolation))
+}
+
+// A statement stuck behind a lock that a stalled peer holds is cut off by the pool's
+// statement timeout, and gives its connection back; a session a stalled client leaves idle
+// inside a transaction is ended by the idle-in-transaction timeout, releasing its locks.
+func TestTimeoutsCutOffAHungStatementAndAnIdleTransaction(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, dbURL := testdb.New(t)
+	pool, err := pg.Open(ctx, dbURL, pg.Options{MaxConns: 2, StatementTimeout: 300 * time.Millisecond, IdleInTxTimeout: 500 * time.Millisecond})
+	require.NoError(t, err)
+	defer pool.Close()
+	_, err = pool.Exec(ctx, `CREATE TABLE held (id int PRIMARY KEY); INSERT INTO held VALUES (1)`)
+	require.NoError(t, err)
+
+	// The stalled peer: a connection of its own, outside the pool's settings, holding the row.
+	peer, err := pgx.Connect(ctx, dbURL)
+	require.NoError(t, err)
+	defer peer.Close(ctx) //nolint:errcheck // the test's own connection
+	tx, err := peer.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `SELECT * FROM held WHERE id = 1 FOR UPDATE`)
+	require.NoError(t, err)
+
+	began := time.Now()
+	_, err = pool.Exec(ctx, `UPDATE held SET id = 1 WHERE id = 1`)
+	require.True(t, pg.IsCode(err, pgerrcode.QueryCanceled), "cut off by statement_timeout, got %v", err)
+	require.Less(t, time.Since(began), 5*time.Second)
+	require.NoError(t, tx.Rollback(ctx))
+
+	// A pool connection left idle in a transaction is ended by the server.
+	c, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	ptx, err := c.Begin(ctx)
+	require.NoError(t, err)
+	_, err = ptx.Exec(ctx, `SELECT * FROM held WHERE id = 1 FOR UPDATE`)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		// The lock is gone once the server ended the idle session.
+		var n int
+		err := peer.QueryRow(ctx, `SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation WHERE c.relname = 'held' AND l.pid <> pg_backend_pid()`).Scan(&n)
+		return err == nil && n == 0
+	}, 10*time.Second, 50*time.Millisecond)
+	_, err = ptx.Exec(ctx, `SELECT 1`)
+	require.Error(t, err, "the session was ended")
+	c.Release()
 }

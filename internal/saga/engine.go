@@ -39,6 +39,12 @@ type Options struct {
 	Workers      int          // sagas recovered concurrently by this engine; default 8
 	Logger       *slog.Logger // default slog.Default()
 	Observer     StepObserver // told about every step attempt; none when nil
+	// RunTimeout bounds one run of a saga (a request's Drive, a Go, a recovery run) from its
+	// start to its end or first backoff (default 2m). A run that a stalled peer keeps past
+	// it is abandoned: its attempt in flight is dropped and recovery asks again with the
+	// same key once the lease expires. Every attempt is bounded by its AttemptTimeout and
+	// every commit by the database's statement timeout already; this bounds their sum.
+	RunTimeout time.Duration
 	// Committed, when set, is called after every commit of a saga with the number of local
 	// steps it ran (e.g. to wake an outbox relay when they wrote events). It must be quick.
 	Committed func(localSteps int)
@@ -84,6 +90,9 @@ func New(pool *pgxpool.Pool, opts Options) *Engine {
 	}
 	if opts.Workers <= 0 {
 		opts.Workers = 8
+	}
+	if opts.RunTimeout <= 0 {
+		opts.RunTimeout = 2 * time.Minute
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -190,6 +199,8 @@ func (e *Engine) Start(ctx context.Context, kind string, input any, queue Queue)
 // error means the saga could not be recorded further (a database failure, or another runner
 // took it over); it is then recovered once its lease expires.
 func (e *Engine) Drive(ctx context.Context, s *Started) (Snapshot, error) {
+	ctx, cancel := context.WithTimeout(ctx, e.opts.RunTimeout)
+	defer cancel()
 	err := s.run.drive(ctx)
 	return s.run.snapshot(), err
 }
@@ -198,7 +209,9 @@ func (e *Engine) Drive(ctx context.Context, s *Started) (Snapshot, error) {
 // engine is closed.
 func (e *Engine) Go(s *Started) {
 	e.bgWG.Go(func() {
-		if err := s.run.drive(e.bg); err != nil && e.bg.Err() == nil && !errors.Is(err, errMoved) {
+		ctx, cancel := context.WithTimeout(e.bg, e.opts.RunTimeout)
+		defer cancel()
+		if err := s.run.drive(ctx); err != nil && e.bg.Err() == nil && !errors.Is(err, errMoved) {
 			e.log.Warn("saga: background run stopped; recovery will resume it", "saga", s.ID(), "err", err)
 		}
 	})
@@ -301,7 +314,9 @@ func (e *Engine) Run(ctx context.Context) error {
 				e.held[c.ID] = true
 				e.mu.Unlock()
 				wg.Go(func() {
-					if err := r.drive(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, errMoved) {
+					rctx, cancel := context.WithTimeout(ctx, e.opts.RunTimeout)
+					defer cancel()
+					if err := r.drive(rctx); err != nil && ctx.Err() == nil && !errors.Is(err, errMoved) {
 						e.log.Warn("saga: recovery run stopped; will retry", "saga", r.id, "err", err)
 					}
 					e.mu.Lock()

@@ -603,3 +603,29 @@ func TestRegisterValidates(t *testing.T) {
 	require.NoError(t, e.Register(good))
 	require.ErrorContains(t, e.Register(good), "already registered")
 }
+
+// A run is bounded as a whole: a remote party that answers each attempt just inside its
+// timeout, again and again, cannot keep a request's run (and the request) going for longer
+// than RunTimeout. The saga is left to recovery, which asks again with the same key.
+func TestARunIsBoundedByRunTimeout(t *testing.T) {
+	t.Parallel()
+	pool := withEffects(t)
+	slow := func(ctx context.Context, _ string, _ *saga.Instance) saga.Outcome {
+		select {
+		case <-ctx.Done():
+			return saga.Retry(ctx.Err())
+		case <-time.After(2 * time.Second):
+			return saga.Done()
+		}
+	}
+	d := saga.Definition{Kind: "bounded", AttemptTimeout: 5 * time.Second, Window: time.Minute,
+		Steps: []saga.Step{{Name: "a", Do: saga.Remote(slow)}, {Name: "b", Do: saga.Remote(slow)}, {Name: "c", Do: saga.Remote(slow)}}}
+	e := newEngine(t, pool, saga.Options{RunTimeout: 300 * time.Millisecond, Lease: 10 * time.Second}, d)
+	s := start(t, e, "bounded", nil)
+	began := time.Now()
+	snap, err := e.Drive(context.Background(), s)
+	took := time.Since(began)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Less(t, took, 2*time.Second, "the run stopped at its bound, not at the end of an attempt")
+	require.Equal(t, saga.Running, snap.State, "left running, for recovery")
+}
