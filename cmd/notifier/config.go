@@ -47,12 +47,26 @@ type config struct {
 	AdminToken      string
 	ReadToken       string
 	Reconcile       bool
+	// RocketMQAccessKey and RocketMQSecretKey are the RocketMQ user this process signs its
+	// requests as (the broker's access control).
+	RocketMQAccessKey string
+	RocketMQSecretKey string
 
 	failPhone      string
 	failAmount     int
 	adminTokenFile string
 	readTokenFile  string
+
+	rocketMQSecretKeyFile string
 }
+
+// DevRocketMQUser and DevRocketMQSecret are ROCKETMQ_ACCESS_KEY's documented default and
+// its secret: the notifier user, allowed to consume wallet-events as wallet-notifier and to publish to its DLQ only, as scripts/services.sh creates it on the dev broker. A warning is logged
+// at start while the dev secret is in use.
+const (
+	DevRocketMQUser   = "notifier"
+	DevRocketMQSecret = "walletsaga-dev-notifier-secret" //nolint:gosec // G101: the documented dev secret, not a secret
+)
 
 func parseConfig(name string, args []string, getenv func(string) string, stderr io.Writer, extra func(*flag.FlagSet)) (config, []string, error) {
 	var c config
@@ -94,6 +108,9 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	f.String(&c.adminTokenFile, "ADMIN_TOKEN_FILE", "", "file holding ADMIN_TOKEN (for secrets mounted as files)")
 	f.Secret(&c.ReadToken, "READ_TOKEN", "bearer token of the read endpoints (SMS log, feed, dead letters, gate, audit; the page asks for it), which take ADMIN_TOKEN too (empty: only ADMIN_TOKEN; neither: they answer 403)")
 	f.String(&c.readTokenFile, "READ_TOKEN_FILE", "", "file holding READ_TOKEN (for secrets mounted as files)")
+	f.String(&c.RocketMQAccessKey, "ROCKETMQ_ACCESS_KEY", DevRocketMQUser, "RocketMQ user this process signs its requests as (the broker's access control)")
+	f.Secret(&c.RocketMQSecretKey, "ROCKETMQ_SECRET_KEY", "secret key (password) of ROCKETMQ_ACCESS_KEY (default for the dev user: its dev secret)")
+	f.String(&c.rocketMQSecretKeyFile, "ROCKETMQ_SECRET_KEY_FILE", "", "file holding ROCKETMQ_SECRET_KEY (for secrets mounted as files)")
 	f.Bool(&c.Reconcile, "DLQ_RECONCILE", true, "read the dead-letter queue and record what the gate did not")
 	if extra != nil {
 		extra(f.FlagSet())
@@ -107,6 +124,12 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	}
 	if c.ReadToken, err = cli.ReadSecret("READ_TOKEN_FILE", c.ReadToken, c.readTokenFile); err != nil {
 		return c, nil, err
+	}
+	if c.RocketMQSecretKey, err = cli.ReadSecret("ROCKETMQ_SECRET_KEY_FILE", c.RocketMQSecretKey, c.rocketMQSecretKeyFile); err != nil {
+		return c, nil, err
+	}
+	if c.RocketMQSecretKey == "" && c.RocketMQAccessKey == DevRocketMQUser {
+		c.RocketMQSecretKey = DevRocketMQSecret
 	}
 	re, err := notify.ParsePhonePattern(c.failPhone)
 	if err != nil {
@@ -124,6 +147,11 @@ func (c config) validate() error {
 	p.CheckName("CONSUMER_GROUP", c.ConsumerGroup)
 	if c.Instance != "" {
 		p.CheckName("CONSUMER_INSTANCE", c.Instance)
+	}
+	if c.RocketMQAccessKey == "" {
+		p.Addf("ROCKETMQ_ACCESS_KEY", "must be set")
+	} else if c.RocketMQSecretKey == "" {
+		p.Addf("ROCKETMQ_SECRET_KEY", "must be set for ROCKETMQ_ACCESS_KEY %q (or ROCKETMQ_SECRET_KEY_FILE)", c.RocketMQAccessKey)
 	}
 	p.CheckHostPort("HTTP_ADDR", c.HTTPAddr, false)
 	if c.ShutdownTimeout <= 0 {

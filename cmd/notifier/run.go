@@ -137,12 +137,16 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 		defer claim.Release()
 	}
 	namesrv := cli.SplitList(cfg.Namesrv)
-	route := ordering.NewRouteCheck(namesrv, cfg.Topic)
+	creds := ordering.Credentials{AccessKey: cfg.RocketMQAccessKey, SecretKey: cfg.RocketMQSecretKey}
+	route := ordering.NewRouteCheck(namesrv, cfg.Topic, creds)
 	defer route.Close() //nolint:errcheck // on the way out: nothing is left to do about a failed close
 
 	sender, err := newSender(cfg, stdout)
 	if err != nil {
 		return err
+	}
+	if cfg.RocketMQSecretKey == DevRocketMQSecret {
+		log.Warn("ROCKETMQ_SECRET_KEY is the documented dev secret: anyone who read the README can consume balance events and dead-letter as notifier; set ROCKETMQ_SECRET_KEY or ROCKETMQ_SECRET_KEY_FILE")
 	}
 	if cfg.AdminToken == "" {
 		log.Info("ADMIN_TOKEN is not set: the operator endpoints (replay, skip) are disabled")
@@ -166,14 +170,14 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 	store := notify.NewStore(pool)
 
 	dlqProducer, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: namesrv, Group: cfg.ConsumerGroup + "-dlq-publisher",
-		Instance: suffixed(cfg.Instance, "-dlq-publisher"), Logger: log})
+		Instance: suffixed(cfg.Instance, "-dlq-publisher"), Credentials: creds, Logger: log})
 	if err != nil {
 		return err
 	}
 	defer dlqProducer.Shutdown() //nolint:errcheck // on the way out: an unpublished dead letter stays recorded in Postgres
 	dlq := ordering.NewDeadLetterPublisher(dlqProducer, cfg.ConsumerGroup)
 	publisher := notify.NewDLQPublisher(store, dlq, 0, log)
-	dlqRoute := ordering.NewRouteCheck(namesrv, dlq.Topic())
+	dlqRoute := ordering.NewRouteCheck(namesrv, dlq.Topic(), creds)
 	if err := dlqRoute.Check(ctx); err != nil {
 		// Not fatal: dead letters stay recorded in Postgres and are published once it exists.
 		log.Error("the dead-letter topic is not writable; dead letters are kept in Postgres until it is (create it: mqadmin updateTopic -t '"+
@@ -201,7 +205,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 		Namesrv: namesrv, Group: cfg.ConsumerGroup, Topic: cfg.Topic,
 		BatchSize: cfg.ConsumeBatch, Buffer: cfg.ConsumeBuffer,
 		HandlerTimeout: cfg.HandlerTimeout, SuspendDelay: cfg.SuspendDelay,
-		FromFirstOffset: cfg.ConsumeFrom == "first", Instance: cfg.Instance, Logger: log,
+		FromFirstOffset: cfg.ConsumeFrom == "first", Instance: cfg.Instance, Credentials: creds, Logger: log,
 	}, inbox.Handle)
 	if err != nil {
 		return err
@@ -209,7 +213,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 	var watcher *ordering.DLQWatcher
 	if cfg.Reconcile {
 		reconciler := notify.NewReconciler(store, lanes.Wake, log)
-		watcher, err = ordering.NewDLQWatcher(ordering.DLQWatcherConfig{Namesrv: namesrv, Group: cfg.ConsumerGroup, Instance: suffixed(cfg.Instance, "-dlq"), Logger: log}, reconciler.Handle)
+		watcher, err = ordering.NewDLQWatcher(ordering.DLQWatcherConfig{Namesrv: namesrv, Group: cfg.ConsumerGroup, Instance: suffixed(cfg.Instance, "-dlq"), Credentials: creds, Logger: log}, reconciler.Handle)
 		if err != nil {
 			return err
 		}

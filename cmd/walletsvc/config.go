@@ -31,15 +31,29 @@ type config struct {
 	ServiceToken string
 	// AdminToken is the bearer token of the operator endpoints (empty: disabled).
 	AdminToken string
+	// RocketMQAccessKey and RocketMQSecretKey are the RocketMQ user this process signs its
+	// requests as (the broker's access control).
+	RocketMQAccessKey string
+	RocketMQSecretKey string
 
 	simFailureRate   string
 	serviceTokenFile string
 	adminTokenFile   string
+
+	rocketMQSecretKeyFile string
 }
 
 // DevServiceToken is SERVICE_TOKEN's documented default, for the dev stack and the demo; a
 // warning is logged at start while it is in use.
 const DevServiceToken = "walletsaga-dev-service-token" //nolint:gosec // G101: the documented dev token, not a secret
+
+// DevRocketMQUser and DevRocketMQSecret are ROCKETMQ_ACCESS_KEY's documented default and
+// its secret: the walletsvc user, allowed to publish to wallet-events only, as scripts/services.sh creates it on the dev broker. A warning is logged
+// at start while the dev secret is in use.
+const (
+	DevRocketMQUser   = "walletsvc"
+	DevRocketMQSecret = "walletsaga-dev-walletsvc-secret" //nolint:gosec // G101: the documented dev secret, not a secret
+)
 
 // minTokenLen is the shortest token accepted.
 const minTokenLen = 16
@@ -67,6 +81,9 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	f.String(&c.serviceTokenFile, "SERVICE_TOKEN_FILE", "", "file holding SERVICE_TOKEN (for secrets mounted as files)")
 	f.Secret(&c.AdminToken, "ADMIN_TOKEN", "bearer token of the operator endpoints (empty: they are disabled)")
 	f.String(&c.adminTokenFile, "ADMIN_TOKEN_FILE", "", "file holding ADMIN_TOKEN (for secrets mounted as files)")
+	f.String(&c.RocketMQAccessKey, "ROCKETMQ_ACCESS_KEY", DevRocketMQUser, "RocketMQ user this process signs its requests as (the broker's access control)")
+	f.Secret(&c.RocketMQSecretKey, "ROCKETMQ_SECRET_KEY", "secret key (password) of ROCKETMQ_ACCESS_KEY (default for the dev user: its dev secret)")
+	f.String(&c.rocketMQSecretKeyFile, "ROCKETMQ_SECRET_KEY_FILE", "", "file holding ROCKETMQ_SECRET_KEY (for secrets mounted as files)")
 	if err := f.Parse(args); err != nil {
 		return c, nil, err
 	}
@@ -79,6 +96,12 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	}
 	if c.AdminToken, err = cli.ReadSecret("ADMIN_TOKEN_FILE", c.AdminToken, c.adminTokenFile); err != nil {
 		return c, nil, err
+	}
+	if c.RocketMQSecretKey, err = cli.ReadSecret("ROCKETMQ_SECRET_KEY_FILE", c.RocketMQSecretKey, c.rocketMQSecretKeyFile); err != nil {
+		return c, nil, err
+	}
+	if c.RocketMQSecretKey == "" && c.RocketMQAccessKey == DevRocketMQUser {
+		c.RocketMQSecretKey = DevRocketMQSecret
 	}
 	var rate float64
 	rate, err = strconv.ParseFloat(c.simFailureRate, 64)
@@ -113,6 +136,11 @@ func (c config) validate() error {
 	}
 	if c.RelayBatch < 1 || c.RelayBatch > 10000 {
 		p.Addf("RELAY_BATCH", "must be 1–10000, got %d", c.RelayBatch)
+	}
+	if c.RocketMQAccessKey == "" {
+		p.Addf("ROCKETMQ_ACCESS_KEY", "must be set")
+	} else if c.RocketMQSecretKey == "" {
+		p.Addf("ROCKETMQ_SECRET_KEY", "must be set for ROCKETMQ_ACCESS_KEY %q (or ROCKETMQ_SECRET_KEY_FILE)", c.RocketMQAccessKey)
 	}
 	if len(c.ServiceToken) < minTokenLen {
 		p.Addf("SERVICE_TOKEN", "must be at least %d characters", minTokenLen)

@@ -109,15 +109,19 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		log.Info("database migrated", "version", v)
 	}
 	namesrv := cli.SplitList(cfg.Namesrv)
-	route := ordering.NewRouteCheck(namesrv, cfg.Topic)
+	creds := ordering.Credentials{AccessKey: cfg.RocketMQAccessKey, SecretKey: cfg.RocketMQSecretKey}
+	route := ordering.NewRouteCheck(namesrv, cfg.Topic, creds)
 	defer route.Close() //nolint:errcheck // on the way out: nothing is left to do about a failed close
 
-	producer, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: namesrv, Group: cfg.ProducerGroup, Logger: log})
+	producer, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: namesrv, Group: cfg.ProducerGroup, Credentials: creds, Logger: log})
 	if err != nil {
 		return err
 	}
 	defer producer.Shutdown() //nolint:errcheck // on the way out, after the relay stopped: nothing is left to send
 
+	if cfg.RocketMQSecretKey == DevRocketMQSecret {
+		log.Warn("ROCKETMQ_SECRET_KEY is the documented dev secret: anyone who read the README can publish balance events as walletsvc; set ROCKETMQ_SECRET_KEY or ROCKETMQ_SECRET_KEY_FILE")
+	}
 	if cfg.ServiceToken == DevServiceToken {
 		log.Warn("SERVICE_TOKEN is the documented dev default: anyone who read the README can use the wallet API; set SERVICE_TOKEN or SERVICE_TOKEN_FILE")
 	}

@@ -69,7 +69,11 @@ type ConsumerConfig struct {
 	// 20 s after a broker restart (the broker keeps its locks in memory only).
 	LockInterval time.Duration
 	Instance     string
-	Logger       *slog.Logger
+	// Credentials sign every request (the broker's access control); zero: unsigned. The
+	// group's user must be allowed to subscribe to the topic and the group (whose retry
+	// topic the client subscribes to as well).
+	Credentials Credentials
+	Logger      *slog.Logger
 }
 
 // OrderlyConsumer is a push consumer in orderly mode (broker queue locks, one goroutine per
@@ -151,6 +155,9 @@ func NewOrderlyConsumer(cfg ConsumerConfig, h Handler) (*OrderlyConsumer, error)
 		consumer.WithSuspendCurrentQueueTimeMillis(cfg.SuspendDelay),
 		consumer.WithRebalanceLockInterval(cfg.LockInterval),
 		consumer.WithRoutePollInterval(cfg.RoutePoll),
+	}
+	if !cfg.Credentials.IsZero() {
+		opts = append(opts, consumer.WithCredentials(cfg.Credentials.primitive()))
 	}
 	opts = append(opts, consumer.WithInstance(instanceName(cfg.Instance, cfg.Group)))
 	pc, err := rocketmq.NewPushConsumer(opts...)
