@@ -16,10 +16,10 @@ import (
 	"time"
 
 	"github.com/apache/rocketmq-client-go/v2/admin"
-	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/walletsaga/walletsaga/internal/ordering"
 	"github.com/walletsaga/walletsaga/internal/procs"
 )
 
@@ -50,13 +50,12 @@ func dropDB(ctx context.Context, admin *pgxpool.Pool, name string) error {
 
 // --- topics ---
 
-// createTopic creates topic with queues read/write queues on brokerAddr and waits until the
-// name server routes it with that many (the admin client ignores the broker's answer, so the
-// route is the proof).
-func createTopic(ctx context.Context, namesrv, brokerAddr, topic string, queues int) error {
-	adm, err := admin.NewAdmin(admin.WithResolver(primitive.NewPassthroughResolver([]string{namesrv})))
+// createTopic creates topic with queues read/write queues on brokerAddr, signed with creds,
+// and waits until the name server routes it with that many.
+func createTopic(ctx context.Context, namesrv, brokerAddr string, creds ordering.Credentials, topic string, queues int) error {
+	adm, err := ordering.NewAdmin([]string{namesrv}, creds)
 	if err != nil {
-		return fmt.Errorf("rocketmq admin: %w", err)
+		return err
 	}
 	defer adm.Close() //nolint:errcheck // an admin client for one topic; a failed close changes nothing
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)

@@ -40,27 +40,30 @@ func main() {
 
 type config struct {
 	DatabaseURL, Namesrv, BrokerAddr string
-	BinDir, OutDir, RunDir, Repo     string
-	Parts                            map[string]bool
-	Clients                          []int
-	Phase, CeilingPhase, Drain       time.Duration
-	Users, SagaWorkers               int
-	RawAccounts                      int
-	PgbenchScale                     int
-	PgbenchClients                   []int
-	MQUsers, MQSenders               int
-	MQSend                           time.Duration
-	NotifyWindow                     time.Duration
-	SimLatency                       time.Duration
-	LatencyClients                   []int
-	Durable                          bool
-	SlowUsers, SlowQueues            int
-	SlowDelay, SlowWindow            time.Duration
-	LaneUsers                        int
-	LaneRate                         float64
-	Outage                           time.Duration
-	BacklogSize                      int
-	KeepDBs, Profile                 bool
+	// RMQ is the RocketMQ user every client of the bench signs as, the binaries included:
+	// the stack's admin, since the bench's topics and groups are its own.
+	RMQ                          ordering.Credentials
+	BinDir, OutDir, RunDir, Repo string
+	Parts                        map[string]bool
+	Clients                      []int
+	Phase, CeilingPhase, Drain   time.Duration
+	Users, SagaWorkers           int
+	RawAccounts                  int
+	PgbenchScale                 int
+	PgbenchClients               []int
+	MQUsers, MQSenders           int
+	MQSend                       time.Duration
+	NotifyWindow                 time.Duration
+	SimLatency                   time.Duration
+	LatencyClients               []int
+	Durable                      bool
+	SlowUsers, SlowQueues        int
+	SlowDelay, SlowWindow        time.Duration
+	LaneUsers                    int
+	LaneRate                     float64
+	Outage                       time.Duration
+	BacklogSize                  int
+	KeepDBs, Profile             bool
 }
 
 func parseInts(s string) ([]int, error) {
@@ -88,6 +91,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&c.DatabaseURL, "db", def("DATABASE_URL", "postgres://walletsaga:walletsaga@127.0.0.1:55432/walletsaga?sslmode=disable"), "admin database URL of the cluster (the bench creates its own databases)")
 	fs.StringVar(&c.Namesrv, "namesrv", def("ROCKETMQ_NAMESRV", "127.0.0.1:9876"), "RocketMQ name server")
 	fs.StringVar(&c.BrokerAddr, "broker", def("ROCKETMQ_BROKER_ADDR", "127.0.0.1:10911"), "RocketMQ broker (topics are created there)")
+	fs.StringVar(&c.RMQ.AccessKey, "rmq-user", def("RMQ_ADMIN_USER", "walletsaga-admin"), "RocketMQ admin user the bench signs as (scripts/services.sh's RMQ_ADMIN_USER)")
+	c.RMQ.SecretKey = def("RMQ_ADMIN_SECRET", "walletsaga-dev-admin-secret") // from the environment only: never on a command line
 	fs.StringVar(&c.BinDir, "bin", "bin", "directory holding the walletsvc and notifier binaries (make build)")
 	fs.StringVar(&c.OutDir, "out", "bench/results", "where <timestamp>.json and .md are written")
 	fs.StringVar(&c.RunDir, "rundir", ".run/bench", "where the binaries' logs go")
@@ -231,7 +236,7 @@ func (b *bench) newDB(ctx context.Context, suffix string) (string, error) {
 
 func (b *bench) newTopic(ctx context.Context, suffix string, queues int) (string, error) {
 	topic := "bench-" + strconv.FormatInt(b.tag, 36) + "-" + suffix
-	return topic, createTopic(ctx, b.cfg.Namesrv, b.cfg.BrokerAddr, topic, queues)
+	return topic, createTopic(ctx, b.cfg.Namesrv, b.cfg.BrokerAddr, b.cfg.RMQ, topic, queues)
 }
 
 func (b *bench) step(name string) func() {
@@ -347,7 +352,7 @@ func (b *bench) brokerCeiling(ctx context.Context) (string, error) {
 	ns := []string{b.cfg.Namesrv}
 	err = b.profile("raw-rocketmq", func() error {
 		cpu0 := b.meter.sample()
-		r, err := produceBacklog(ctx, ns, "bench-raw-producer-"+b.ts, topic, b.cfg.MQUsers, b.cfg.MQSenders, 0, b.cfg.MQSend, b.log)
+		r, err := produceBacklog(ctx, ns, b.cfg.RMQ, "bench-raw-producer-"+b.ts, topic, b.cfg.MQUsers, b.cfg.MQSenders, 0, b.cfg.MQSend, b.log)
 		if err != nil {
 			return err
 		}
@@ -355,7 +360,7 @@ func (b *bench) brokerCeiling(ctx context.Context) (string, error) {
 		b.res.RawMQSendCPU = b.meter.sample().since(cpu0)
 		b.log.Info("raw send", "sent", r.Sent, "msg/s", r.SendRate, "p99_ms", r.SendLatency.P99)
 		cpu1 := b.meter.sample()
-		n, startup, busy, err := drainRaw(ctx, ns, "bench-raw-consumer-"+b.ts, topic, r.Sent, 60*time.Second, b.log)
+		n, startup, busy, err := drainRaw(ctx, ns, b.cfg.RMQ, "bench-raw-consumer-"+b.ts, topic, r.Sent, 60*time.Second, b.log)
 		b.res.RawMQConsumeCPU = b.meter.sample().since(cpu1)
 		r.Consumed, r.StartupSecs, r.ConsumeSecs = n, round2(startup.Seconds()), round2(busy.Seconds())
 		r.ConsumeRate = rate(n, busy)
@@ -369,6 +374,7 @@ func (b *bench) brokerCeiling(ctx context.Context) (string, error) {
 func (b *bench) productEnv(dbURL, topic string) (wallet, notifier map[string]string) {
 	common := map[string]string{
 		"WALLETSAGA_ENV": "dev", "DATABASE_URL": dbURL, "ROCKETMQ_NAMESRV": b.cfg.Namesrv, "WALLET_EVENTS_TOPIC": topic,
+		"ROCKETMQ_ACCESS_KEY": b.cfg.RMQ.AccessKey, "ROCKETMQ_SECRET_KEY": b.cfg.RMQ.SecretKey,
 		"LOG_LEVEL": "warn", "MIGRATE_ON_START": "true",
 	}
 	wallet = map[string]string{"PRODUCER_GROUP": "bench-relay-" + b.ts, "SERVICE_TOKEN": serviceToken}
@@ -618,7 +624,7 @@ func (b *bench) slowProvider(ctx context.Context) error {
 	const workers = 64
 	// Enough backlog that no user runs dry within the window: the lanes' ceiling's worth, twice.
 	perUser := int((workers/c.SlowDelay.Seconds())*(c.SlowWindow.Seconds()+5)*2)/c.SlowUsers + 1
-	mq, err := produceBacklog(ctx, []string{c.Namesrv}, "bench-slow-producer-"+b.ts, topic, c.SlowUsers, 16, perUser, 2*time.Minute, b.log)
+	mq, err := produceBacklog(ctx, []string{c.Namesrv}, c.RMQ, "bench-slow-producer-"+b.ts, topic, c.SlowUsers, 16, perUser, 2*time.Minute, b.log)
 	if err != nil {
 		return err
 	}

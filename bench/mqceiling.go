@@ -52,8 +52,8 @@ func syntheticEvent(user, seq int64, id int64) (ordering.Message, error) {
 // produceBacklog sends, with senders goroutines, each of users their events seq 1, 2, 3, …
 // in order, until d has passed or perUser events each are sent (0 = no limit). A failed send
 // is retried, so no user has a gap. It returns what it sent and the send latencies.
-func produceBacklog(ctx context.Context, namesrv []string, group, topic string, users, senders, perUser int, d time.Duration, log *slog.Logger) (RawMQ, error) {
-	p, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: namesrv, Group: group, Logger: log})
+func produceBacklog(ctx context.Context, namesrv []string, creds ordering.Credentials, group, topic string, users, senders, perUser int, d time.Duration, log *slog.Logger) (RawMQ, error) {
+	p, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: namesrv, Group: group, Credentials: creds, Logger: log})
 	if err != nil {
 		return RawMQ{}, err
 	}
@@ -108,13 +108,13 @@ func produceBacklog(ctx context.Context, namesrv []string, group, topic string, 
 
 // drainRaw consumes topic from its first offset with a fresh group and a no-op handler until
 // want messages were seen or limit passed.
-func drainRaw(ctx context.Context, namesrv []string, group, topic string, want int64, limit time.Duration, log *slog.Logger) (consumed int64, startup, busy time.Duration, err error) {
+func drainRaw(ctx context.Context, namesrv []string, creds ordering.Credentials, group, topic string, want int64, limit time.Duration, log *slog.Logger) (consumed int64, startup, busy time.Duration, err error) {
 	var (
 		n           atomic.Int64
 		first, last atomic.Int64
 	)
 	c, err := ordering.NewOrderlyConsumer(ordering.ConsumerConfig{
-		Namesrv: namesrv, Group: group, Topic: topic, FromFirstOffset: true, Logger: log,
+		Namesrv: namesrv, Group: group, Topic: topic, FromFirstOffset: true, Credentials: creds, Logger: log,
 	}, func(_ context.Context, batch []ordering.Delivery) error {
 		now := time.Now().UnixNano()
 		first.CompareAndSwap(0, now)

@@ -569,7 +569,7 @@ func (b *bench) backlog(ctx context.Context) error {
 		return err
 	}
 	perUser := (c.BacklogSize + c.MQUsers - 1) / c.MQUsers
-	mq, err := produceBacklog(ctx, []string{c.Namesrv}, "bench-backlog-producer-"+b.ts, topic, c.MQUsers, c.MQSenders, perUser, 10*time.Minute, b.log)
+	mq, err := produceBacklog(ctx, []string{c.Namesrv}, c.RMQ, "bench-backlog-producer-"+b.ts, topic, c.MQUsers, c.MQSenders, perUser, 10*time.Minute, b.log)
 	if err != nil {
 		return err
 	}

@@ -382,6 +382,17 @@ func formatOps(ops map[string]int) string {
 	return strings.Join(parts, " ")
 }
 
+// rmqUser makes env sign as the RocketMQ user scripts/services.sh creates from the variables
+// userVar and secretVar, where they are set (unset, the binaries' defaults are that user's).
+func rmqUser(env map[string]string, userVar, secretVar string) {
+	if u := os.Getenv(userVar); u != "" {
+		env["ROCKETMQ_ACCESS_KEY"] = u
+	}
+	if s := os.Getenv(secretVar); s != "" {
+		env["ROCKETMQ_SECRET_KEY"] = s
+	}
+}
+
 func (r *chaosRun) startSlots(ctx context.Context, dbURL string) error {
 	cfg := r.cfg
 	common := map[string]string{
@@ -400,6 +411,10 @@ func (r *chaosRun) startSlots(ctx context.Context, dbURL string) error {
 	for k, v := range common {
 		walletEnv[k], notifierEnv[k] = v, v
 	}
+	// The binaries sign as the product's RocketMQ users, as deployed: by default the dev
+	// users services.sh creates, or the ones its variables name.
+	rmqUser(walletEnv, "RMQ_WALLET_USER", "RMQ_WALLET_SECRET")
+	rmqUser(notifierEnv, "RMQ_NOTIFIER_USER", "RMQ_NOTIFIER_SECRET")
 	for _, name := range r.names {
 		s := &slot{name: name, logPath: filepath.Join(r.svc.logDir, name+".log"), log: r.log}
 		if strings.HasPrefix(name, "walletsvc") {

@@ -41,6 +41,9 @@ func newServices(cfg config, log *slog.Logger) *services {
 			"PG_SYNCHRONOUS_COMMIT=on",
 			"RMQ_LIB="+filepath.Join(devRunDir(cfg.Root), "rocketmq", "lib"),
 			fmt.Sprintf("TOPICS=%s:%d %%RETRY%%%s:1 %%DLQ%%%s:1", cfg.Topic, cfg.Queues, cfg.Group, cfg.Group),
+			// The brokers' access control grants the product's users this topic and group.
+			"RMQ_EVENTS_TOPIC="+cfg.Topic,
+			"RMQ_NOTIFIER_GROUP="+cfg.Group,
 		),
 		logDir: filepath.Join(cfg.RunDir, "logs"),
 		log:    log,

@@ -370,17 +370,20 @@ func readProperties(t *testing.T, path string) map[string]string {
 	return props
 }
 
-// devBrokerProperties returns the broker.properties scripts/services.sh writes, with the
-// script's literal variables substituted.
+// devBrokerProperties returns the broker.properties scripts/services.sh writes with access
+// control on (its default), with the script's literal variables substituted.
 func devBrokerProperties(t *testing.T) map[string]string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(root, "scripts", "services.sh"))
 	require.NoError(t, err)
 	m := regexp.MustCompile(`(?s)cat >"\$props" <<-EOF\n(.*?)\n\s*EOF`).FindSubmatch(b)
 	require.NotNil(t, m, "scripts/services.sh writes no broker.properties")
+	acl := regexp.MustCompile(`(?s)if \[ "\$RMQ_ACL" = on \]; then.*?cat >>"\$props" <<-EOF\n(.*?)\n\s*EOF`).FindSubmatch(b)
+	require.NotNil(t, acl, "scripts/services.sh adds no access control to broker.properties")
 	vars := servicesShVars(t)
+	require.Equal(t, "on", vars["RMQ_ACL"], "the dev broker runs with access control by default")
 	props := map[string]string{}
-	for _, line := range strings.Split(string(m[1]), "\n") {
+	for _, line := range strings.Split(string(m[1])+"\n"+string(acl[1]), "\n") {
 		k, v, ok := strings.Cut(strings.TrimSpace(line), "=")
 		require.True(t, ok, "services.sh broker.properties: %q", line)
 		// Variables that are not literals (paths, addresses) stay as they are.
@@ -446,11 +449,30 @@ func TestComposeTopicsCreator(t *testing.T) {
 	require.Equal(t, map[string]int{"wallet-events": 8, "%RETRY%wallet-notifier": 1, "%DLQ%wallet-notifier": 1}, topics)
 
 	conf := readProperties(t, filepath.Join(root, "deploy", "rocketmq", "broker.conf"))
+	target := "-n " + conf["namesrvAddr"] + " -c " + conf["brokerClusterName"]
 	var want []string
 	for _, topic := range []string{"wallet-events", "%RETRY%wallet-notifier", "%DLQ%wallet-notifier"} {
 		q := strconv.Itoa(topics[topic])
-		want = append(want, strings.Join([]string{"updateTopic", "-n", conf["namesrvAddr"], "-c", conf["brokerClusterName"],
-			"-t", topic, "-r", q, "-w", q, "-o", "false"}, " "))
+		want = append(want, strings.Join([]string{"updateTopic", target, "-t", topic, "-r", q, "-w", q, "-o", "false"}, " "))
+	}
+	// The users and rights scripts/services.sh gives the dev broker.
+	v := servicesShVars(t)
+	wallet, notifier, group := v["RMQ_WALLET_USER"], v["RMQ_NOTIFIER_USER"], v["RMQ_NOTIFIER_GROUP"]
+	want = append(want,
+		"createUser "+target+" -u "+wallet+" -p "+v["RMQ_WALLET_SECRET"]+" -t Normal",
+		"createUser "+target+" -u "+notifier+" -p "+v["RMQ_NOTIFIER_SECRET"]+" -t Normal",
+		"createAcl "+target+" -s User:"+wallet+" -r Topic:"+v["RMQ_EVENTS_TOPIC"]+" -a Pub -d Allow",
+		"createAcl "+target+" -s User:"+notifier+" -r Topic:"+v["RMQ_EVENTS_TOPIC"]+",Group:"+group+",Group:"+group+"-dlq-reconciler -a Sub -d Allow",
+		"createAcl "+target+" -s User:"+notifier+" -r Topic:%DLQ%"+group+" -a Pub,Sub -d Allow",
+	)
+	for _, name := range []string{"walletsvc", "notifier"} {
+		e := env(t, name)
+		user, secret := wallet, v["RMQ_WALLET_SECRET"]
+		if name == "notifier" {
+			user, secret = notifier, v["RMQ_NOTIFIER_SECRET"]
+		}
+		assert.Equal(t, user, e["ROCKETMQ_ACCESS_KEY"], "%s signs as the user the topics job creates", name)
+		assert.Equal(t, secret, e["ROCKETMQ_SECRET_KEY"], "%s", name)
 	}
 	bash, err := exec.LookPath("bash")
 	require.NoError(t, err, "the topic creator is a bash script")
@@ -502,10 +524,39 @@ echo 'create topic to broker:10911 success.'
 		t.Parallel()
 		calls, stderr, err := run(t, 1<<30)
 		require.Error(t, err, "mqadmin printed no success: the topic creator must fail")
-		assert.Contains(t, stderr, "creating wallet-events failed")
+		assert.Contains(t, stderr, "creating wallet-events (8 queues) failed")
 		assert.Contains(t, stderr, "UpdateTopicSubCommand command failed", "mqadmin's answer is shown")
 		assert.Len(t, calls, 30, "bounded retries")
 	})
+}
+
+// The topics job's mqadmin signs as the broker's admin: tools.yml, mounted over the image's,
+// holds the user broker.conf creates, the dev stack's admin.
+func TestComposeMqadminSignsAsTheAdmin(t *testing.T) {
+	t.Parallel()
+	const target = "/home/rocketmq/rocketmq-5.3.3/conf/tools.yml"
+	var mounted string
+	for _, v := range service(t, TopicsService).Volumes {
+		if v.Target == target {
+			mounted = v.Source
+			assert.True(t, v.ReadOnly, "tools.yml is mounted read-only")
+		}
+	}
+	abs, err := filepath.Abs(filepath.Join(root, "deploy", "rocketmq", "tools.yml"))
+	require.NoError(t, err)
+	require.Equal(t, abs, mounted, "%s must be deploy/rocketmq/tools.yml", target)
+	b, err := os.ReadFile(abs)
+	require.NoError(t, err)
+	keys := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ": "); ok && !strings.HasPrefix(line, "#") {
+			keys[k] = v
+		}
+	}
+	v := servicesShVars(t)
+	assert.Equal(t, map[string]string{"accessKey": v["RMQ_ADMIN_USER"], "secretKey": v["RMQ_ADMIN_SECRET"]}, keys)
+	conf := readProperties(t, filepath.Join(root, "deploy", "rocketmq", "broker.conf"))
+	assert.Equal(t, `{"username":"`+keys["accessKey"]+`","password":"`+keys["secretKey"]+`"}`, conf["initAuthenticationUser"])
 }
 
 // dockerInstr is one instruction of a Dockerfile, continuation lines joined.

@@ -219,7 +219,7 @@ func TestDuplicatesGapsAndBadMessages(t *testing.T) {
 	t.Parallel()
 	s := newStack(t)
 	n := s.start("notifier", map[string]string{"LOG_LEVEL": "info"})
-	p, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: []string{s.broker.Namesrv}, Group: rmqtest.Unique("e2e-raw")})
+	p, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: []string{s.broker.Namesrv}, Credentials: s.broker.Credentials, Group: rmqtest.Unique("e2e-raw")})
 	require.NoError(t, err)
 	defer p.Shutdown() //nolint:errcheck // the test's own client; a failed shutdown changes nothing it checks
 	const user = 9001

@@ -158,7 +158,7 @@ func TestAnAcceptedSMSWhoseAnswerWasLostIsRecordedSent(t *testing.T) {
 func TestWhereANewGroupStarts(t *testing.T) {
 	t.Parallel()
 	s := newStack(t)
-	p, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: []string{s.broker.Namesrv}, Group: rmqtest.Unique("e2e-raw")})
+	p, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: []string{s.broker.Namesrv}, Credentials: s.broker.Credentials, Group: rmqtest.Unique("e2e-raw")})
 	require.NoError(t, err)
 	defer p.Shutdown() //nolint:errcheck // the test's own client; a failed shutdown changes nothing it checks
 	send := func(user, seq int64) {

@@ -85,6 +85,8 @@ func newStack(t *testing.T) *stack {
 	b.CreateTopic(t, ordering.DLQTopic(s.group), 1)
 	s.env = map[string]string{
 		"WALLETSAGA_ENV": "dev", "DATABASE_URL": dbURL, "ROCKETMQ_NAMESRV": b.Namesrv, "WALLET_EVENTS_TOPIC": s.topic,
+		// The admin user: the product's users may use only the real topic and groups.
+		"ROCKETMQ_ACCESS_KEY": b.Credentials.AccessKey, "ROCKETMQ_SECRET_KEY": b.Credentials.SecretKey,
 		"PRODUCER_GROUP": rmqtest.Unique("e2e-relay"), "CONSUMER_GROUP": s.group,
 		// Failing SMS are dead-lettered after 3 quick attempts, and the story's failure
 		// switches are on, as in the demo.

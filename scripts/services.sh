@@ -18,6 +18,18 @@
 # store and ports (BROKER_PORT, then +20 each), under one name server; topics get their
 # queues on every broker. The default is one broker.
 #
+# Every broker runs with access control (RocketMQ ACL 2.0: every request signed, each user
+# allowed only its own topics and groups) unless RMQ_ACL=off. Its users, created at start
+# (idempotently, on each broker), with DEV secrets that are documented and must be replaced
+# anywhere else:
+#   RMQ_ADMIN_USER / RMQ_ADMIN_SECRET        super user: mqadmin (through
+#                                            $RMQ_DIR/home/conf/tools.yml), tests, bench, chaos
+#   RMQ_WALLET_USER / RMQ_WALLET_SECRET      walletsvc: publish to RMQ_EVENTS_TOPIC, nothing else
+#   RMQ_NOTIFIER_USER / RMQ_NOTIFIER_SECRET  notifier: consume RMQ_EVENTS_TOPIC as group
+#                                            RMQ_NOTIFIER_GROUP, publish to and read its DLQ
+# The name server checks no signature (RocketMQ 5.3 has no access control there): see the
+# README's trust model.
+#
 # Every knob is an environment variable with a default that matches the rest of the repo.
 set -Eeuo pipefail
 
@@ -46,6 +58,16 @@ CLUSTER="DefaultCluster"
 # until then the client logs a route warning every few seconds.
 TOPICS="${TOPICS:-wallet-events:8 %RETRY%wallet-notifier:1 %DLQ%wallet-notifier:1}"
 START_TIMEOUT="${START_TIMEOUT:-90}"
+
+RMQ_ACL="${RMQ_ACL:-on}"
+RMQ_ADMIN_USER="${RMQ_ADMIN_USER:-walletsaga-admin}"
+RMQ_ADMIN_SECRET="${RMQ_ADMIN_SECRET:-walletsaga-dev-admin-secret}"
+RMQ_WALLET_USER="${RMQ_WALLET_USER:-walletsvc}"
+RMQ_WALLET_SECRET="${RMQ_WALLET_SECRET:-walletsaga-dev-walletsvc-secret}"
+RMQ_NOTIFIER_USER="${RMQ_NOTIFIER_USER:-notifier}"
+RMQ_NOTIFIER_SECRET="${RMQ_NOTIFIER_SECRET:-walletsaga-dev-notifier-secret}"
+RMQ_EVENTS_TOPIC="${RMQ_EVENTS_TOPIC:-wallet-events}"
+RMQ_NOTIFIER_GROUP="${RMQ_NOTIFIER_GROUP:-wallet-notifier}"
 
 say() { printf 'services: %s\n' "$*"; }
 die() { printf 'services: ERROR: %s\n' "$*" >&2; exit 1; }
@@ -225,6 +247,12 @@ rmq_cmd() {
 }
 
 mqadmin() {
+	# mqadmin signs every request with the keys of $ROCKETMQ_HOME/conf/tools.yml: the admin's.
+	mkdir -p "$RMQ_DIR/home/conf"
+	(
+		umask 077
+		printf 'accessKey: %s\nsecretKey: %s\n' "$RMQ_ADMIN_USER" "$RMQ_ADMIN_SECRET" >"$RMQ_DIR/home/conf/tools.yml"
+	)
 	rmq_cmd rmq.tools.logback.xml -Xms64m -Xmx256m -XX:TieredStopAtLevel=1 -- org.apache.rocketmq.tools.command.MQAdminStartup "$@"
 	"${CMD[@]}" 2>&1
 }
@@ -261,6 +289,16 @@ rmq_conf() {
 	EOF
 }
 
+# acl_check refuses user names and secrets that the broker's JSON settings, tools.yml or
+# mqadmin's command line would misread.
+acl_check() {
+	[ "$RMQ_ACL" = on ] || [ "$RMQ_ACL" = off ] || die "RMQ_ACL must be on or off, got $RMQ_ACL"
+	local v
+	for v in RMQ_ADMIN_USER RMQ_ADMIN_SECRET RMQ_WALLET_USER RMQ_WALLET_SECRET RMQ_NOTIFIER_USER RMQ_NOTIFIER_SECRET; do
+		[[ "${!v}" =~ ^[A-Za-z0-9._-]{6,128}$ ]] || die "$v must be 6–128 letters, digits, '.', '_' or '-'"
+	done
+}
+
 broker_conf() {
 	local name="$1" store props
 	store="$(broker_store "$name")"
@@ -285,6 +323,20 @@ broker_conf() {
 		cleanFileForciblyEnable=false
 		traceTopicEnable=false
 	EOF
+	if [ "$RMQ_ACL" = on ]; then
+		# ACL 2.0: users and their rights live in the broker's store (RocksDB under
+		# store/config); the admin is created as a super user on the first start.
+		cat >>"$props" <<-EOF
+			authenticationEnabled=true
+			authenticationProvider=org.apache.rocketmq.auth.authentication.provider.DefaultAuthenticationProvider
+			authenticationMetadataProvider=org.apache.rocketmq.auth.authentication.provider.LocalAuthenticationMetadataProvider
+			authorizationEnabled=true
+			authorizationProvider=org.apache.rocketmq.auth.authorization.provider.DefaultAuthorizationProvider
+			authorizationMetadataProvider=org.apache.rocketmq.auth.authorization.provider.LocalAuthorizationMetadataProvider
+			initAuthenticationUser={"username":"$RMQ_ADMIN_USER","password":"$RMQ_ADMIN_SECRET"}
+			innerClientAuthenticationCredentials={"accessKey":"$RMQ_ADMIN_USER","secretKey":"$RMQ_ADMIN_SECRET"}
+		EOF
+	fi
 }
 
 # wait_for LOGFILE PATTERN PID NAME: waits until PATTERN appears in LOGFILE, failing if PID dies.
@@ -330,6 +382,7 @@ broker_up() {
 	pid="$(read_pid "$pidfile")"
 	if pid_alive "$pid" && port_busy "$port"; then
 		say "$name already running on 127.0.0.1:$port (pid $pid)"
+		acl_users "$name"
 		return 0
 	fi
 	local p
@@ -355,6 +408,64 @@ broker_up() {
 		sleep 1
 	done
 	say "clusterList shows $name ($((SECONDS - t0))s after start)"
+	acl_users "$name"
+}
+
+# mqadmin_ok ARGS...: runs mqadmin, which exits 0 even when the broker refused, and fails
+# unless it printed its success line.
+mqadmin_ok() {
+	local out
+	out="$(mqadmin "$@")"
+	if ! grep -q "success" <<<"$out"; then
+		printf '%s\n' "$out" >&2
+		return 1
+	fi
+}
+
+# acl_users BROKER: the product's users and their rights on BROKER, created or corrected
+# when missing or different (users and rights are per broker, kept in its store).
+acl_users() {
+	local name="$1" addr
+	[ "$RMQ_ACL" = on ] || return 0
+	addr="127.0.0.1:$(broker_port "$name")"
+	if ! grep -q '^authenticationEnabled=true$' "$(broker_file "$name" .properties)" 2>/dev/null; then
+		say "WARNING: $name runs without access control (started before it was on): restart it (scripts/services.sh restart-broker $name)"
+		return 0
+	fi
+	local users u user secret
+	users="$(mqadmin listUser -n "$NAMESRV_ADDR" -b "$addr")"
+	for u in WALLET NOTIFIER; do
+		user="RMQ_${u}_USER" secret="RMQ_${u}_SECRET"
+		user="${!user}" secret="${!secret}"
+		if awk -v u="$user" -v p="$secret" '$1 == u && $2 == p && $3 == "Normal" { f = 1 } END { exit !f }' <<<"$users"; then
+			continue
+		elif awk -v u="$user" '$1 == u { f = 1 } END { exit !f }' <<<"$users"; then
+			mqadmin_ok updateUser -n "$NAMESRV_ADDR" -b "$addr" -u "$user" -p "$secret" || die "updating RocketMQ user $user on $name failed"
+			say "$name: RocketMQ user $user: secret updated"
+		else
+			mqadmin_ok createUser -n "$NAMESRV_ADDR" -b "$addr" -u "$user" -p "$secret" -t Normal || die "creating RocketMQ user $user on $name failed"
+			say "$name: RocketMQ user $user created"
+		fi
+	done
+	# Each rule: subject, resources (one action set), actions. createAcl replaces a rule
+	# of the same subject and resource, so running it again is harmless.
+	local dlq="%DLQ%$RMQ_NOTIFIER_GROUP" acls rule subject resources actions want
+	acls="$(mqadmin listAcl -n "$NAMESRV_ADDR" -b "$addr")"
+	for rule in \
+		"$RMQ_WALLET_USER Topic:$RMQ_EVENTS_TOPIC Pub" \
+		"$RMQ_NOTIFIER_USER Topic:$RMQ_EVENTS_TOPIC,Group:$RMQ_NOTIFIER_GROUP,Group:$RMQ_NOTIFIER_GROUP-dlq-reconciler Sub" \
+		"$RMQ_NOTIFIER_USER Topic:$dlq Pub,Sub"; do
+		read -r subject resources actions <<<"$rule"
+		want="[${actions//,/, }]"
+		local missing=0 r
+		for r in ${resources//,/ }; do
+			awk -v s="User:$subject" -v r="$r" -v a="$want" '$1 == s && $3 == r && index($0, a) && / Allow *$/ { f = 1 } END { exit !f }' <<<"$acls" || missing=1
+		done
+		[ "$missing" = 0 ] && continue
+		mqadmin_ok createAcl -n "$NAMESRV_ADDR" -b "$addr" -s "User:$subject" -r "$resources" -a "$actions" -d Allow ||
+			die "granting $subject $actions on $resources on $name failed"
+		say "$name: RocketMQ user $subject may $actions on $resources"
+	done
 }
 
 # topic_create TOPIC QUEUES [BROKER]: on every broker of the cluster (QUEUES each), or on one.
@@ -374,6 +485,7 @@ topic_create() {
 }
 
 rmq_up() {
+	acl_check
 	java_check
 	rmq_jars
 	rmq_conf
@@ -466,11 +578,13 @@ clean)
 	;;
 topic)
 	[ $# -eq 2 ] || [ $# -eq 3 ] || die "usage: services.sh topic NAME QUEUES [BROKER]"
+	acl_check
 	java_check
 	rmq_jars
 	topic_create "$@"
 	;;
 restart-broker)
+	acl_check
 	java_check
 	b="${1:-broker-a}"
 	stop_pid "$b" "$(broker_file "$b" .pid)"
@@ -486,6 +600,7 @@ kill-broker)
 	;;
 start-broker)
 	[ $# -eq 1 ] || die "usage: services.sh start-broker BROKER"
+	acl_check
 	java_check
 	rmq_jars
 	broker_up "$1"

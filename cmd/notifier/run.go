@@ -196,7 +196,8 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 		defer claim.Release()
 	}
 	namesrv := cli.SplitList(cfg.Namesrv)
-	route := ordering.NewRouteCheck(namesrv, cfg.Topic)
+	creds := ordering.Credentials{AccessKey: cfg.RocketMQAccessKey, SecretKey: cfg.RocketMQSecretKey}
+	route := ordering.NewRouteCheck(namesrv, cfg.Topic, creds)
 	defer route.Close() //nolint:errcheck // on the way out: nothing is left to do about a failed close
 	broker := ordering.NewBrokerWatch(route, 0)
 	if cfg.Mode == cli.Dev {
@@ -206,6 +207,9 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 	sender, err := newSender(cfg, stdout)
 	if err != nil {
 		return err
+	}
+	if cfg.RocketMQAccessKey == "" {
+		log.Warn("ROCKETMQ_ACCESS_KEY is not set: requests to the broker are unsigned, so only a broker without access control takes them; it must then be reachable from trusted hosts only")
 	}
 	if cfg.AdminToken == "" {
 		log.Info("ADMIN_TOKEN is not set: the operator endpoints (replay, skip) are disabled")
@@ -230,14 +234,14 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 	store := notify.NewStore(pool)
 
 	dlqProducer, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: namesrv, Group: cfg.ConsumerGroup + "-dlq-publisher",
-		Instance: suffixed(cfg.Instance, "-dlq-publisher"), Logger: log})
+		Instance: suffixed(cfg.Instance, "-dlq-publisher"), Credentials: creds, Logger: log})
 	if err != nil {
 		return err
 	}
 	defer dlqProducer.Shutdown() //nolint:errcheck // on the way out: an unpublished dead letter stays recorded in Postgres
 	dlq := ordering.NewDeadLetterPublisher(dlqProducer, cfg.ConsumerGroup)
 	publisher := notify.NewDLQPublisher(store, dlq, 0, log)
-	dlqRoute := ordering.NewRouteCheck(namesrv, dlq.Topic())
+	dlqRoute := ordering.NewRouteCheck(namesrv, dlq.Topic(), creds)
 	rctx, cancelRoute := context.WithTimeout(ctx, 3*time.Second)
 	err = dlqRoute.Check(rctx)
 	cancelRoute()
@@ -268,7 +272,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 		Namesrv: namesrv, Group: cfg.ConsumerGroup, Topic: cfg.Topic,
 		BatchSize: cfg.ConsumeBatch, Buffer: cfg.ConsumeBuffer,
 		HandlerTimeout: cfg.HandlerTimeout, SuspendDelay: cfg.SuspendDelay,
-		FromFirstOffset: cfg.ConsumeFrom == "first", Instance: cfg.Instance, Logger: log,
+		FromFirstOffset: cfg.ConsumeFrom == "first", Instance: cfg.Instance, Credentials: creds, Logger: log,
 	}, inbox.Handle)
 	if err != nil {
 		return err
@@ -276,7 +280,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 	var watcher *ordering.DLQWatcher
 	if cfg.Reconcile {
 		reconciler := notify.NewReconciler(store, lanes.Wake, log)
-		watcher, err = ordering.NewDLQWatcher(ordering.DLQWatcherConfig{Namesrv: namesrv, Group: cfg.ConsumerGroup, Instance: suffixed(cfg.Instance, "-dlq"), Logger: log}, reconciler.Handle)
+		watcher, err = ordering.NewDLQWatcher(ordering.DLQWatcherConfig{Namesrv: namesrv, Group: cfg.ConsumerGroup, Instance: suffixed(cfg.Instance, "-dlq"), Credentials: creds, Logger: log}, reconciler.Handle)
 		if err != nil {
 			return err
 		}

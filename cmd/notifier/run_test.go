@@ -48,14 +48,21 @@ func TestDefaultsMatchTheDevStack(t *testing.T) {
 	require.Nil(t, cfg.FailPhone, "no SMS fails on purpose unless configured")
 	require.Zero(t, cfg.FailAmount, "no SMS fails on purpose unless configured")
 	require.Empty(t, cfg.ReadToken, "no read token: the read API answers 403 until one is set")
+	require.Equal(t, DevRocketMQUser, cfg.RocketMQAccessKey, "signs as the dev stack's notifier user")
+	require.Equal(t, DevRocketMQSecret, cfg.RocketMQSecretKey, "with its documented dev secret")
 	for env, field := range map[string]string{
 		"READ_TOKEN": "short", "ADMIN_TOKEN": "short",
 		"SMS_RETRY_MAX": "1ms", "SMS_WORKERS": "0", "CONSUME_FROM": "middle", "LANE_LEASE": "2s",
 		"SMS_BREAKER_OPEN_MAX": "10ms", "SMS_DEAD_LETTER_AFTER": "-1s", "CONSUME_BUFFER": "1",
+		"ROCKETMQ_SECRET_KEY_FILE": "/nonexistent/secret",
 	} {
 		_, _, err := parseConfig("run", nil, func(k string) string { return devEnv(map[string]string{env: field})[k] }, &bytes.Buffer{}, nil)
 		require.ErrorContains(t, err, env, "%s=%s is refused, naming the setting", env, field)
 	}
+	_, _, err = parseConfig("notifier", nil, func(k string) string {
+		return map[string]string{"ROCKETMQ_ACCESS_KEY": "notifier-prod"}[k]
+	}, &bytes.Buffer{}, nil)
+	require.ErrorContains(t, err, "ROCKETMQ_SECRET_KEY", "another user never gets the dev secret")
 	err = run(context.Background(), nil, func(k string) string {
 		return devEnv(map[string]string{"CONSUMER_GROUP": "bad group!"})[k]
 	}, &bytes.Buffer{}, &bytes.Buffer{})
@@ -73,6 +80,8 @@ func TestRunAnswersProbesAndStopsGracefully(t *testing.T) {
 	b.CreateTopic(t, ordering.DLQTopic(group), 1)
 	p := procs.StartFuncTest(t, "notifier", run, nil, devEnv(map[string]string{
 		"DATABASE_URL": dbURL, "ROCKETMQ_NAMESRV": b.Namesrv, "WALLET_EVENTS_TOPIC": topic, "CONSUMER_GROUP": group,
+		// The admin user: the notifier user may use only the real topic and group.
+		"ROCKETMQ_ACCESS_KEY": b.Credentials.AccessKey, "ROCKETMQ_SECRET_KEY": b.Credentials.SecretKey,
 	}))
 	require.Contains(t, p.Output(), "group="+group)
 	resp, err := http.Get(p.URL + "/readyz")
@@ -186,6 +195,8 @@ func TestStartsWithoutTheBrokerAndConsumesOnceItIsBack(t *testing.T) {
 	p := procs.StartFuncTest(t, "notifier", run, nil, devEnv(map[string]string{
 		"DATABASE_URL": dbURL, "ROCKETMQ_NAMESRV": namesrv.addr, "WALLET_EVENTS_TOPIC": topic, "CONSUMER_GROUP": group,
 		"READ_TOKEN": readToken,
+		// The admin user: the notifier user may use only the real topic and group.
+		"ROCKETMQ_ACCESS_KEY": b.Credentials.AccessKey, "ROCKETMQ_SECRET_KEY": b.Credentials.SecretKey,
 	}))
 	var ready struct {
 		Status   string            `json:"status"`
@@ -216,7 +227,7 @@ func TestStartsWithoutTheBrokerAndConsumesOnceItIsBack(t *testing.T) {
 	require.Contains(t, metricsOf(t, p.URL), "walletsaga_notify_consumer_running 0")
 
 	namesrv.open()
-	producer, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: []string{b.Namesrv}, Group: rmqtest.Unique("nobroker-producer")})
+	producer, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: []string{b.Namesrv}, Group: rmqtest.Unique("nobroker-producer"), Credentials: b.Credentials})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = producer.Shutdown() })
 	body, err := walletevent.Encode(notifytest.Event(7, 2, walletevent.Deposit, 2000))

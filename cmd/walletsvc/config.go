@@ -35,6 +35,10 @@ type config struct {
 	// UnsafeDurability is the operator's reason to run on a Postgres that can lose commits
 	// (empty: refused in production).
 	UnsafeDurability string
+	// RocketMQAccessKey and RocketMQSecretKey are the RocketMQ user this process signs its
+	// requests as (the broker's access control); empty: unsigned.
+	RocketMQAccessKey string
+	RocketMQSecretKey string
 	// StatementTimeout and IdleInTxTimeout are set on every connection of the pool.
 	StatementTimeout time.Duration
 	IdleInTxTimeout  time.Duration
@@ -50,6 +54,14 @@ const DevServiceToken = "walletsaga-dev-service-token" //nolint:gosec // G101: t
 const (
 	devDatabaseURL = "postgres://walletsaga:walletsaga@127.0.0.1:55432/walletsaga?sslmode=disable" //nolint:gosec // G101: the dev stack's documented password
 	devNamesrv     = "127.0.0.1:9876"
+)
+
+// DevRocketMQUser and DevRocketMQSecret are the RocketMQ user this binary signs as in dev
+// (the walletsvc user, allowed to publish to wallet-events only, as scripts/services.sh creates it on the dev broker) and its documented secret,
+// which production refuses.
+const (
+	DevRocketMQUser   = "walletsvc"
+	DevRocketMQSecret = "walletsaga-dev-walletsvc-secret" //nolint:gosec // G101: the documented dev secret, not a secret
 )
 
 // commands are walletsvc's subcommands, for -h.
@@ -89,6 +101,8 @@ func parseConfig(sub string, args []string, getenv func(string) string, stderr i
 	f.String(&c.simFailureRate, "SIM_FAILURE_RATE", "0", "share (0–1) of simulator calls that fail retryably")
 	f.Duration(&c.StatementTimeout, "PG_STATEMENT_TIMEOUT", 30*time.Second, "longest one SQL statement may run before Postgres cuts it off (a statement waiting behind a stalled peer's lock gives its connection back); 0 keeps the server's")
 	f.Duration(&c.IdleInTxTimeout, "PG_IDLE_IN_TX_TIMEOUT", 30*time.Second, "longest a session may sit idle inside a transaction before Postgres ends it and releases its locks; 0 keeps the server's")
+	f.DevOptional(&c.RocketMQAccessKey, "ROCKETMQ_ACCESS_KEY", DevRocketMQUser, "RocketMQ user this process signs its requests as (the broker's access control; empty in production: unsigned, for a broker without access control)")
+	f.Secret(&c.RocketMQSecretKey, "ROCKETMQ_SECRET_KEY", DevRocketMQSecret, "secret key (password) of ROCKETMQ_ACCESS_KEY")
 	f.String(&c.UnsafeDurability, "ALLOW_UNSAFE_DURABILITY", "", "the reason to run on a Postgres whose commits can vanish in a crash (fsync off, synchronous_commit off or local); empty: production refuses such a server")
 	f.Secret(&c.ServiceToken, "SERVICE_TOKEN", DevServiceToken, "bearer token of the wallet API's user-facing endpoints")
 	f.Secret(&c.AdminToken, "ADMIN_TOKEN", "", "bearer token of the operator endpoints (empty: they are disabled)")
@@ -158,6 +172,14 @@ func (c config) validate(p *cli.Problems, serving bool) {
 	}
 	if c.IdleInTxTimeout < 0 {
 		p.Addf("PG_IDLE_IN_TX_TIMEOUT", "must not be negative, got %s", c.IdleInTxTimeout)
+	}
+	switch {
+	case c.RocketMQAccessKey != "" && c.RocketMQSecretKey == "":
+		p.Addf("ROCKETMQ_SECRET_KEY", "required with ROCKETMQ_ACCESS_KEY %q (or ROCKETMQ_SECRET_KEY_FILE)", c.RocketMQAccessKey)
+	case c.RocketMQAccessKey == "" && c.RocketMQSecretKey != "":
+		p.Addf("ROCKETMQ_ACCESS_KEY", "required with ROCKETMQ_SECRET_KEY (the user it is the secret of)")
+	case c.Mode == cli.Production && cli.IsDevToken(c.RocketMQSecretKey):
+		p.Addf("ROCKETMQ_SECRET_KEY", "is a secret the repository documents for its dev stack; production needs one of its own")
 	}
 	p.CheckOverride("ALLOW_UNSAFE_DURABILITY", c.UnsafeDurability)
 }

@@ -135,11 +135,12 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 	defer pool.Close()
 	namesrv := cli.SplitList(cfg.Namesrv)
-	route := ordering.NewRouteCheck(namesrv, cfg.Topic)
+	creds := ordering.Credentials{AccessKey: cfg.RocketMQAccessKey, SecretKey: cfg.RocketMQSecretKey}
+	route := ordering.NewRouteCheck(namesrv, cfg.Topic, creds)
 	defer route.Close() //nolint:errcheck // on the way out: nothing is left to do about a failed close
 	broker := ordering.NewBrokerWatch(route, 0)
 
-	producer, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: namesrv, Group: cfg.ProducerGroup, Logger: log})
+	producer, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: namesrv, Group: cfg.ProducerGroup, Credentials: creds, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -147,6 +148,9 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 
 	if cfg.Mode == cli.Dev {
 		log.Warn("running in dev mode (WALLETSAGA_ENV=dev): documented tokens and simulated providers are accepted; never use it for real money")
+	}
+	if cfg.RocketMQAccessKey == "" {
+		log.Warn("ROCKETMQ_ACCESS_KEY is not set: requests to the broker are unsigned, so only a broker without access control takes them; it must then be reachable from trusted hosts only")
 	}
 	if cfg.AdminToken == "" {
 		log.Info("ADMIN_TOKEN is not set: the operator endpoints (saga retry/resolve) are disabled")

@@ -29,18 +29,20 @@ func TestConfigValidationNamesTheField(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		"bad url":        {map[string]string{"DATABASE_URL": "mysql://x"}, "DATABASE_URL"},
-		"bad namesrv":    {map[string]string{"ROCKETMQ_NAMESRV": "nohost"}, "ROCKETMQ_NAMESRV"},
-		"bad topic":      {map[string]string{"WALLET_EVENTS_TOPIC": "a b"}, "WALLET_EVENTS_TOPIC"},
-		"bad addr":       {map[string]string{"HTTP_ADDR": "8080"}, "HTTP_ADDR"},
-		"bad bool":       {map[string]string{"MIGRATE_ON_START": "perhaps"}, "MIGRATE_ON_START"},
-		"bad duration":   {map[string]string{"SHUTDOWN_TIMEOUT": "soon"}, "SHUTDOWN_TIMEOUT"},
-		"workers range":  {map[string]string{"SAGA_WORKERS": "0"}, "SAGA_WORKERS"},
-		"bad log format": {map[string]string{"LOG_FORMAT": "xml"}, "LOG_FORMAT"},
-		"short service":  {map[string]string{"SERVICE_TOKEN": "short"}, "SERVICE_TOKEN"},
-		"short admin":    {map[string]string{"ADMIN_TOKEN": "short"}, "ADMIN_TOKEN"},
-		"same tokens":    {map[string]string{"ADMIN_TOKEN": "same-token-for-both", "SERVICE_TOKEN": "same-token-for-both"}, "ADMIN_TOKEN"},
-		"missing file":   {map[string]string{"SERVICE_TOKEN_FILE": "/nonexistent/token"}, "SERVICE_TOKEN_FILE"},
+		"bad url":         {map[string]string{"DATABASE_URL": "mysql://x"}, "DATABASE_URL"},
+		"bad namesrv":     {map[string]string{"ROCKETMQ_NAMESRV": "nohost"}, "ROCKETMQ_NAMESRV"},
+		"bad topic":       {map[string]string{"WALLET_EVENTS_TOPIC": "a b"}, "WALLET_EVENTS_TOPIC"},
+		"bad addr":        {map[string]string{"HTTP_ADDR": "8080"}, "HTTP_ADDR"},
+		"bad bool":        {map[string]string{"MIGRATE_ON_START": "perhaps"}, "MIGRATE_ON_START"},
+		"bad duration":    {map[string]string{"SHUTDOWN_TIMEOUT": "soon"}, "SHUTDOWN_TIMEOUT"},
+		"workers range":   {map[string]string{"SAGA_WORKERS": "0"}, "SAGA_WORKERS"},
+		"bad log format":  {map[string]string{"LOG_FORMAT": "xml"}, "LOG_FORMAT"},
+		"short service":   {map[string]string{"SERVICE_TOKEN": "short"}, "SERVICE_TOKEN"},
+		"short admin":     {map[string]string{"ADMIN_TOKEN": "short"}, "ADMIN_TOKEN"},
+		"same tokens":     {map[string]string{"ADMIN_TOKEN": "same-token-for-both", "SERVICE_TOKEN": "same-token-for-both"}, "ADMIN_TOKEN"},
+		"missing file":    {map[string]string{"SERVICE_TOKEN_FILE": "/nonexistent/token"}, "SERVICE_TOKEN_FILE"},
+		"user, no secret": {map[string]string{"ROCKETMQ_ACCESS_KEY": "wallet-prod"}, "ROCKETMQ_SECRET_KEY"},
+		"no secret file":  {map[string]string{"ROCKETMQ_SECRET_KEY_FILE": "/nonexistent/secret"}, "ROCKETMQ_SECRET_KEY_FILE"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -78,6 +80,8 @@ func TestDefaultsMatchTheDevStack(t *testing.T) {
 	require.Equal(t, "127.0.0.1:9999", cfg.HTTPAddr, "a flag overrides the environment")
 	require.Equal(t, DevServiceToken, cfg.ServiceToken, "the documented dev default")
 	require.Empty(t, cfg.AdminToken, "operator endpoints are off unless configured")
+	require.Equal(t, DevRocketMQUser, cfg.RocketMQAccessKey, "signs as the dev stack's walletsvc user")
+	require.Equal(t, DevRocketMQSecret, cfg.RocketMQSecretKey, "with its documented dev secret")
 }
 
 func TestTokensComeFromEnvOrFilesAndAreNeverShown(t *testing.T) {
@@ -92,13 +96,23 @@ func TestTokensComeFromEnvOrFilesAndAreNeverShown(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "service-token-from-env", cfg.ServiceToken)
 	require.Equal(t, "admin-token-from-a-file", cfg.AdminToken)
+	secret := filepath.Join(dir, "rocketmq")
+	require.NoError(t, os.WriteFile(secret, []byte("rocketmq-secret-from-a-file\n"), 0o600))
+	cfg, _, err = parseConfig("serve", nil, func(k string) string {
+		return devEnv(map[string]string{"ROCKETMQ_ACCESS_KEY": "wallet-prod", "ROCKETMQ_SECRET_KEY_FILE": secret})[k]
+	}, &help)
+	require.NoError(t, err)
+	require.Equal(t, "wallet-prod", cfg.RocketMQAccessKey)
+	require.Equal(t, "rocketmq-secret-from-a-file", cfg.RocketMQSecretKey)
 	_, _, err = parseConfig("serve", []string{"-h"}, func(k string) string {
-		return devEnv(map[string]string{"SERVICE_TOKEN": "service-token-from-env", "ADMIN_TOKEN": "admin-token-from-env-0"})[k]
+		return devEnv(map[string]string{"SERVICE_TOKEN": "service-token-from-env", "ADMIN_TOKEN": "admin-token-from-env-0", "ROCKETMQ_SECRET_KEY": "rocketmq-secret-from-env"})[k]
 	}, &help)
 	require.ErrorIs(t, err, flag.ErrHelp)
 	require.Contains(t, help.String(), "SERVICE_TOKEN")
+	require.Contains(t, help.String(), "ROCKETMQ_SECRET_KEY")
 	require.NotContains(t, help.String(), "service-token-from-env")
 	require.NotContains(t, help.String(), "admin-token-from-env-0")
+	require.NotContains(t, help.String(), "rocketmq-secret-from-env")
 }
 
 func TestServeMigratesAnswersProbesAndStopsGracefully(t *testing.T) {
@@ -110,6 +124,8 @@ func TestServeMigratesAnswersProbesAndStopsGracefully(t *testing.T) {
 	b.CreateTopic(t, topic, 8)
 	p := procs.StartFuncTest(t, "walletsvc", run, []string{"serve"}, devEnv(map[string]string{
 		"DATABASE_URL": dbURL, "ROCKETMQ_NAMESRV": b.Namesrv, "WALLET_EVENTS_TOPIC": topic, "PRODUCER_GROUP": group,
+		// The admin user: the walletsvc user may publish only to the real topic.
+		"ROCKETMQ_ACCESS_KEY": b.Credentials.AccessKey, "ROCKETMQ_SECRET_KEY": b.Credentials.SecretKey,
 	}))
 	require.Contains(t, p.Output(), "topic="+topic)
 

@@ -146,16 +146,22 @@ func (f *Flags) String(p *string, env, def, usage string) {
 // must be given (an address that silently points at loopback, or a credential that anyone
 // could read in the README, is worse than a refusal to start).
 func (f *Flags) DevString(p *string, env, devDef, usage string) {
-	def := ""
-	if f.mode == Dev {
-		def = devDef
-	}
-	f.String(p, env, def, usage+"; default "+describeDevDefault(devDef))
+	f.DevOptional(p, env, devDef, usage)
 	f.after = append(f.after, func() {
 		if *p == "" && f.requires(env) {
 			f.problems.Addf(env, "required (set --%s or %s)", FlagName(env), env)
 		}
 	})
+}
+
+// DevOptional binds a string setting whose default devDef holds only in dev; in production
+// it may stay empty.
+func (f *Flags) DevOptional(p *string, env, devDef, usage string) {
+	def := ""
+	if f.mode == Dev {
+		def = devDef
+	}
+	f.String(p, env, def, usage+"; default "+describeDevDefault(devDef))
 }
 
 func describeDevDefault(v string) string {

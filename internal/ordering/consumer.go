@@ -75,7 +75,11 @@ type ConsumerConfig struct {
 	StartRetry    time.Duration
 	StartRetryMax time.Duration
 	Instance      string
-	Logger        *slog.Logger
+	// Credentials sign every request (the broker's access control); zero: unsigned. The
+	// group's user must be allowed to subscribe to the topic and the group (whose retry
+	// topic the client subscribes to as well).
+	Credentials Credentials
+	Logger      *slog.Logger
 }
 
 // OrderlyConsumer is a push consumer in orderly mode (broker queue locks, one goroutine per
@@ -167,6 +171,9 @@ func NewOrderlyConsumer(cfg ConsumerConfig, h Handler) (*OrderlyConsumer, error)
 		consumer.WithSuspendCurrentQueueTimeMillis(cfg.SuspendDelay),
 		consumer.WithRebalanceLockInterval(cfg.LockInterval),
 		consumer.WithRoutePollInterval(cfg.RoutePoll),
+	}
+	if !cfg.Credentials.IsZero() {
+		opts = append(opts, consumer.WithCredentials(cfg.Credentials.primitive()))
 	}
 	opts = append(opts, consumer.WithInstance(instanceName(cfg.Instance, cfg.Group)))
 	if cfg.StartRetry <= 0 {

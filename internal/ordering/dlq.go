@@ -27,8 +27,11 @@ type DLQWatcherConfig struct {
 	Group    string
 	Instance string
 	// Retry is how often to try again while the DLQ topic does not exist yet (default 10s).
-	Retry  time.Duration
-	Logger *slog.Logger
+	Retry time.Duration
+	// Credentials sign every request; zero: unsigned. The user must be allowed to subscribe
+	// to the DLQ topic and to the group Group + "-dlq-reconciler".
+	Credentials Credentials
+	Logger      *slog.Logger
 }
 
 // DLQWatcher reads %DLQ%<group> from its first message and hands each one to a function
@@ -105,6 +108,9 @@ func (w *DLQWatcher) tryStart() error {
 		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),
 		consumer.WithConsumeMessageBatchMaxSize(1),
 		consumer.WithRoutePollInterval(time.Second),
+	}
+	if !w.cfg.Credentials.IsZero() {
+		opts = append(opts, consumer.WithCredentials(w.cfg.Credentials.primitive()))
 	}
 	opts = append(opts, consumer.WithInstance(instanceName(w.cfg.Instance, w.cfg.Group+"-dlq")))
 	pc, err := rocketmq.NewPushConsumer(opts...)

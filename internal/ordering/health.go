@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/apache/rocketmq-client-go/v2/admin"
-	"github.com/apache/rocketmq-client-go/v2/primitive"
 )
 
 // RouteCheck answers readiness: the name server answers and routes topic to at least one
@@ -16,14 +15,17 @@ import (
 type RouteCheck struct {
 	namesrv []string
 	topic   string
+	creds   Credentials
 
 	mu  sync.Mutex
 	adm admin.Admin
 }
 
-// NewRouteCheck returns a check for topic through the given name servers.
-func NewRouteCheck(namesrv []string, topic string) *RouteCheck {
-	return &RouteCheck{namesrv: namesrv, topic: topic}
+// NewRouteCheck returns a check for topic through the given name servers, its requests
+// signed with creds (zero: unsigned; the name server checks no signature, see
+// docs/ARCHITECTURE.md, but a signing client signs everything it sends).
+func NewRouteCheck(namesrv []string, topic string, creds Credentials) *RouteCheck {
+	return &RouteCheck{namesrv: namesrv, topic: topic, creds: creds}
 }
 
 // Check returns nil when topic has writable queues.
@@ -31,9 +33,9 @@ func (r *RouteCheck) Check(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.adm == nil {
-		adm, err := admin.NewAdmin(admin.WithResolver(primitive.NewPassthroughResolver(r.namesrv)))
+		adm, err := NewAdmin(r.namesrv, r.creds)
 		if err != nil {
-			return fmt.Errorf("rocketmq admin: %w", err)
+			return err
 		}
 		r.adm = adm
 	}

@@ -150,7 +150,7 @@ func TestOrderedRoundTrip(t *testing.T) {
 	topic, group := rmqtest.Unique("it-ordered"), rmqtest.Unique("it-ordered-group")
 	b.CreateTopic(t, topic, 8)
 
-	p, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: []string{b.Namesrv}, Group: rmqtest.Unique("it-producer")})
+	p, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: []string{b.Namesrv}, Credentials: b.Credentials, Group: rmqtest.Unique("it-producer")})
 	require.NoError(t, err)
 	defer p.Shutdown() //nolint:errcheck // the test's own client; a failed shutdown changes nothing it checks
 
@@ -173,7 +173,7 @@ func TestOrderedRoundTrip(t *testing.T) {
 	got := newTally()
 	var batches, maxBatch atomic.Int64
 	c, err := ordering.NewOrderlyConsumer(ordering.ConsumerConfig{
-		Namesrv: []string{b.Namesrv}, Group: group, Topic: topic,
+		Namesrv: []string{b.Namesrv}, Credentials: b.Credentials, Group: group, Topic: topic,
 		FromFirstOffset: true, SuspendDelay: 100 * time.Millisecond, BatchSize: 16,
 	}, func(_ context.Context, batch []ordering.Delivery) error {
 		batches.Add(1)
@@ -223,7 +223,8 @@ func TestControlUnorderedBreaksOrder(t *testing.T) {
 	topic, group := rmqtest.Unique("it-control"), rmqtest.Unique("it-control-group")
 	b.CreateTopic(t, topic, 8)
 
-	p, err := rocketmq.NewProducer(producer.WithNameServer([]string{b.Namesrv}), producer.WithGroupName(rmqtest.Unique("it-control-producer")))
+	p, err := rocketmq.NewProducer(producer.WithNameServer([]string{b.Namesrv}), producer.WithGroupName(rmqtest.Unique("it-control-producer")),
+		producer.WithCredentials(primitive.Credentials{AccessKey: b.Credentials.AccessKey, SecretKey: b.Credentials.SecretKey}))
 	require.NoError(t, err)
 	require.NoError(t, p.Start())
 	defer p.Shutdown() //nolint:errcheck // the test's own client; a failed shutdown changes nothing it checks
@@ -237,7 +238,8 @@ func TestControlUnorderedBreaksOrder(t *testing.T) {
 
 	got := newTally()
 	c, err := rocketmq.NewPushConsumer(consumer.WithNameServer([]string{b.Namesrv}), consumer.WithGroupName(group),
-		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset), consumer.WithConsumeGoroutineNums(16))
+		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset), consumer.WithConsumeGoroutineNums(16),
+		consumer.WithCredentials(primitive.Credentials{AccessKey: b.Credentials.AccessKey, SecretKey: b.Credentials.SecretKey}))
 	require.NoError(t, err)
 	require.NoError(t, c.Subscribe(topic, consumer.MessageSelector{}, func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
 		for _, m := range msgs {
@@ -273,7 +275,7 @@ func TestAFailedBatchComesAgainAndIsNeverDeadLettered(t *testing.T) {
 		panicked bool
 	)
 	c, err := ordering.NewOrderlyConsumer(ordering.ConsumerConfig{
-		Namesrv: []string{b.Namesrv}, Group: group, Topic: topic, FromFirstOffset: true, SuspendDelay: suspend,
+		Namesrv: []string{b.Namesrv}, Credentials: b.Credentials, Group: group, Topic: topic, FromFirstOffset: true, SuspendDelay: suspend,
 	}, func(_ context.Context, batch []ordering.Delivery) error {
 		mu.Lock()
 		defer mu.Unlock()
@@ -299,7 +301,7 @@ func TestAFailedBatchComesAgainAndIsNeverDeadLettered(t *testing.T) {
 		defer cancel()
 		require.NoError(t, c.Shutdown(ctx))
 	}()
-	p, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: []string{b.Namesrv}, Group: rmqtest.Unique("it-retry-producer")})
+	p, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: []string{b.Namesrv}, Credentials: b.Credentials, Group: rmqtest.Unique("it-retry-producer")})
 	require.NoError(t, err)
 	defer p.Shutdown() //nolint:errcheck // the test's own client; a failed shutdown changes nothing it checks
 	for _, name := range []string{"first", "second", "third"} {
@@ -335,7 +337,7 @@ func TestHandlerDeadlineAndShutdownWaitsForTheHandler(t *testing.T) {
 	b.CreateTopic(t, topic, 8)
 	entered, release := make(chan time.Duration, 1), make(chan struct{})
 	var finished atomic.Bool
-	c, err := ordering.NewOrderlyConsumer(ordering.ConsumerConfig{Namesrv: []string{b.Namesrv}, Group: group, Topic: topic,
+	c, err := ordering.NewOrderlyConsumer(ordering.ConsumerConfig{Namesrv: []string{b.Namesrv}, Credentials: b.Credentials, Group: group, Topic: topic,
 		FromFirstOffset: true, HandlerTimeout: 7 * time.Second},
 		func(ctx context.Context, _ []ordering.Delivery) error {
 			dl, ok := ctx.Deadline()
@@ -350,7 +352,7 @@ func TestHandlerDeadlineAndShutdownWaitsForTheHandler(t *testing.T) {
 		})
 	require.NoError(t, err)
 	require.NoError(t, c.Start())
-	p, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: []string{b.Namesrv}, Group: rmqtest.Unique("it-shutdown-producer")})
+	p, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: []string{b.Namesrv}, Credentials: b.Credentials, Group: rmqtest.Unique("it-shutdown-producer")})
 	require.NoError(t, err)
 	defer p.Shutdown() //nolint:errcheck // the test's own client; a failed shutdown changes nothing it checks
 	_, err = p.SendOrderly(context.Background(), ordering.Message{Topic: topic, ShardingKey: "k", Body: []byte("slow")})
@@ -393,7 +395,7 @@ func TestAnAddedQueueIsTakenAtOnce(t *testing.T) {
 	b.CreateTopic(t, topic, 2)
 	got := sync.Map{}
 	c, err := ordering.NewOrderlyConsumer(ordering.ConsumerConfig{
-		Namesrv: []string{b.Namesrv}, Group: group, Topic: topic, FromFirstOffset: true, RoutePoll: 200 * time.Millisecond,
+		Namesrv: []string{b.Namesrv}, Credentials: b.Credentials, Group: group, Topic: topic, FromFirstOffset: true, RoutePoll: 200 * time.Millisecond,
 	}, func(_ context.Context, batch []ordering.Delivery) error {
 		for _, d := range batch {
 			got.Store(string(d.Body), d.QueueID)
@@ -407,7 +409,7 @@ func TestAnAddedQueueIsTakenAtOnce(t *testing.T) {
 		defer cancel()
 		require.NoError(t, c.Shutdown(ctx))
 	}()
-	p, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: []string{b.Namesrv}, Group: rmqtest.Unique("it-grow-producer"), RoutePoll: 200 * time.Millisecond})
+	p, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: []string{b.Namesrv}, Credentials: b.Credentials, Group: rmqtest.Unique("it-grow-producer"), RoutePoll: 200 * time.Millisecond})
 	require.NoError(t, err)
 	defer p.Shutdown() //nolint:errcheck // the test's own client; a failed shutdown changes nothing it checks
 	_, err = p.SendOrderly(context.Background(), ordering.Message{Topic: topic, ShardingKey: "before", Body: []byte("before")})

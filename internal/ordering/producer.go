@@ -54,7 +54,9 @@ type ProducerConfig struct {
 	// so added queues and gone brokers are used or avoided soon; default 1s (the client's
 	// own is 30 s).
 	RoutePoll time.Duration
-	Logger    *slog.Logger
+	// Credentials sign every request (the broker's access control); zero: unsigned.
+	Credentials Credentials
+	Logger      *slog.Logger
 }
 
 // OrderedProducer sends each message to the queue chosen by hashing its sharding key, with
@@ -94,6 +96,9 @@ func NewOrderedProducer(cfg ProducerConfig) (*OrderedProducer, error) {
 		producer.WithSendMsgTimeout(cfg.SendTimeout),
 		producer.WithRetry(cfg.Retries),
 		producer.WithRoutePollInterval(cfg.RoutePoll),
+	}
+	if !cfg.Credentials.IsZero() {
+		opts = append(opts, producer.WithCredentials(cfg.Credentials.primitive()))
 	}
 	opts = append(opts, producer.WithInstanceName(instanceName(cfg.Instance, cfg.Group)))
 	p, err := rocketmq.NewProducer(opts...)

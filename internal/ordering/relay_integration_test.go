@@ -112,12 +112,12 @@ func TestRelayPublishesInOrderAndSurvivesRestart(t *testing.T) {
 	ob := newPGOutbox(t)
 	topic, group := rmqtest.Unique("it-relay"), rmqtest.Unique("it-relay-group")
 	b.CreateTopic(t, topic, 8)
-	p, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: []string{b.Namesrv}, Group: rmqtest.Unique("it-relay-producer")})
+	p, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: []string{b.Namesrv}, Credentials: b.Credentials, Group: rmqtest.Unique("it-relay-producer")})
 	require.NoError(t, err)
 	defer p.Shutdown() //nolint:errcheck // the test's own client; a failed shutdown changes nothing it checks
 
 	got := newTally()
-	c, err := ordering.NewOrderlyConsumer(ordering.ConsumerConfig{Namesrv: []string{b.Namesrv}, Group: group, Topic: topic,
+	c, err := ordering.NewOrderlyConsumer(ordering.ConsumerConfig{Namesrv: []string{b.Namesrv}, Credentials: b.Credentials, Group: group, Topic: topic,
 		FromFirstOffset: true},
 		func(_ context.Context, batch []ordering.Delivery) error {
 			for _, d := range batch {

@@ -1,7 +1,8 @@
 // Package rmqtest helps integration tests use the real RocketMQ broker started by
 // `make services`: it checks the name server and broker are reachable (failing under CI,
-// skipping otherwise), creates uniquely named topics and verifies the broker really has
-// them, and reads back a dead-letter queue.
+// skipping otherwise), hands out the credentials of the stack's RocketMQ users, creates
+// uniquely named topics and verifies the broker really has them, and reads back a
+// dead-letter queue.
 package rmqtest
 
 import (
@@ -20,6 +21,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
+	"github.com/walletsaga/walletsaga/internal/ordering"
 	"github.com/walletsaga/walletsaga/internal/testenv"
 )
 
@@ -28,13 +30,42 @@ type Broker struct {
 	Namesrv    string
 	BrokerAddr string
 	Cluster    string
+	// Credentials are the stack's RocketMQ admin user: tests create topics and groups of
+	// their own, which only the admin may use (the product's users may use only the
+	// product's topic and groups).
+	Credentials ordering.Credentials
+}
+
+// Users are the RocketMQ users scripts/services.sh creates on the dev broker, with their
+// documented dev secrets (see the README), each overridable by the variable services.sh
+// reads too: RMQ_ADMIN_USER / RMQ_ADMIN_SECRET, RMQ_WALLET_USER / RMQ_WALLET_SECRET,
+// RMQ_NOTIFIER_USER / RMQ_NOTIFIER_SECRET.
+type Users struct {
+	Admin    ordering.Credentials // super user: everything
+	Wallet   ordering.Credentials // publishes to wallet-events only
+	Notifier ordering.Credentials // consumes wallet-events as wallet-notifier, owns its DLQ
+}
+
+// DevUsers returns the dev stack's users.
+func DevUsers() Users {
+	get := func(k, def string) string {
+		if v := os.Getenv(k); v != "" {
+			return v
+		}
+		return def
+	}
+	return Users{
+		Admin:    ordering.Credentials{AccessKey: get("RMQ_ADMIN_USER", "walletsaga-admin"), SecretKey: get("RMQ_ADMIN_SECRET", "walletsaga-dev-admin-secret")},
+		Wallet:   ordering.Credentials{AccessKey: get("RMQ_WALLET_USER", "walletsvc"), SecretKey: get("RMQ_WALLET_SECRET", "walletsaga-dev-walletsvc-secret")},
+		Notifier: ordering.Credentials{AccessKey: get("RMQ_NOTIFIER_USER", "notifier"), SecretKey: get("RMQ_NOTIFIER_SECRET", "walletsaga-dev-notifier-secret")},
+	}
 }
 
 // Require returns the broker of the dev stack, or fails/skips the test (see testenv).
 func Require(t testing.TB) Broker {
 	t.Helper()
 	testenv.SkipIfShort(t, "RocketMQ")
-	b := Broker{Namesrv: testenv.Namesrv(), BrokerAddr: os.Getenv("ROCKETMQ_BROKER_ADDR"), Cluster: "DefaultCluster"}
+	b := Broker{Namesrv: testenv.Namesrv(), BrokerAddr: os.Getenv("ROCKETMQ_BROKER_ADDR"), Cluster: "DefaultCluster", Credentials: DevUsers().Admin}
 	if b.BrokerAddr == "" {
 		b.BrokerAddr = "127.0.0.1:10911"
 	}
@@ -60,16 +91,15 @@ func Unique(prefix string) string {
 
 var adminMu sync.Mutex
 
-// CreateTopic creates topic with the given number of read/write queues and waits until the
-// name server routes it with that many queues. The admin client ignores the broker's answer,
-// so the route is the proof.
+// CreateTopic creates topic with the given number of read/write queues (as the admin user)
+// and waits until the name server routes it with that many queues.
 func (b Broker) CreateTopic(t testing.TB, topic string, queues int) {
 	t.Helper()
 	adminMu.Lock()
 	defer adminMu.Unlock()
-	adm, err := admin.NewAdmin(admin.WithResolver(primitive.NewPassthroughResolver([]string{b.Namesrv})))
+	adm, err := ordering.NewAdmin([]string{b.Namesrv}, b.Credentials)
 	if err != nil {
-		t.Fatalf("rmqtest: admin: %v", err)
+		t.Fatalf("rmqtest: %v", err)
 	}
 	defer adm.Close() //nolint:errcheck // a client of the test's own; a failed close changes nothing it checks
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -108,6 +138,7 @@ func (b Broker) ReadDLQ(t testing.TB, group string, timeout time.Duration, want 
 		consumer.WithNameServer([]string{b.Namesrv}),
 		consumer.WithGroupName(Unique("dlq-reader")),
 		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),
+		consumer.WithCredentials(primitive.Credentials{AccessKey: b.Credentials.AccessKey, SecretKey: b.Credentials.SecretKey}),
 	)
 	if err != nil {
 		t.Fatalf("rmqtest: dlq consumer: %v", err)

@@ -111,6 +111,9 @@ func NewAdmin(opts ...AdminOption) (*admin, error) {
 	if cli == nil {
 		return nil, fmt.Errorf("GetOrNewRocketMQClient faild")
 	}
+	// The admin's client is never started, and starting is where a client registers its
+	// signing interceptor: register it once here, so calls to brokers are signed too.
+	cli.RegisterACL()
 	defaultOpts.Namesrv = cli.GetNameSrv()
 	//log.Printf("Client: %#v", namesrv.srvs)
 	return &admin{
@@ -121,7 +124,6 @@ func NewAdmin(opts ...AdminOption) (*admin, error) {
 
 func (a *admin) GetAllSubscriptionGroup(ctx context.Context, brokerAddr string, timeoutMillis time.Duration) (*SubscriptionGroupWrapper, error) {
 	cmd := remote.NewRemotingCommand(internal.ReqGetAllSubscriptionGroupConfig, nil, nil)
-	a.cli.RegisterACL()
 	response, err := a.cli.InvokeSync(ctx, brokerAddr, cmd, timeoutMillis)
 	if err != nil {
 		rlog.Error("Get all group list error", map[string]interface{}{
@@ -184,7 +186,10 @@ func (a *admin) CreateTopic(ctx context.Context, opts ...OptionCreate) error {
 	}
 
 	cmd := remote.NewRemotingCommand(internal.ReqCreateTopic, request, nil)
-	_, err := a.cli.InvokeSync(ctx, cfg.BrokerAddr, cmd, 5*time.Second)
+	res, err := a.cli.InvokeSync(ctx, cfg.BrokerAddr, cmd, 5*time.Second)
+	if err == nil && res.Code != internal.ResSuccess {
+		err = fmt.Errorf("create topic %s on %s: broker answered code %d: %s", cfg.Topic, cfg.BrokerAddr, res.Code, res.Remark)
+	}
 	if err != nil {
 		rlog.Error("create topic error", map[string]interface{}{
 			rlog.LogKeyTopic:         cfg.Topic,
