@@ -136,7 +136,7 @@ func parseConfig(sub string, args []string, getenv func(string) string, stderr i
 	f.Duration(&c.StatementTimeout, "PG_STATEMENT_TIMEOUT", 30*time.Second, "longest one SQL statement may run before Postgres cuts it off (a statement waiting behind a stalled peer's lock gives its connection back); 0 keeps the server's")
 	f.Duration(&c.IdleInTxTimeout, "PG_IDLE_IN_TX_TIMEOUT", 30*time.Second, "longest a session may sit idle inside a transaction before Postgres ends it and releases its locks; 0 keeps the server's")
 	f.DevOptional(&c.RocketMQAccessKey, "ROCKETMQ_ACCESS_KEY", DevRocketMQUser, "RocketMQ user this process signs its requests as (the broker's access control; empty in production: unsigned, for a broker without access control)")
-	f.Secret(&c.RocketMQSecretKey, "ROCKETMQ_SECRET_KEY", DevRocketMQSecret, "secret key (password) of ROCKETMQ_ACCESS_KEY")
+	f.Secret(&c.RocketMQSecretKey, "ROCKETMQ_SECRET_KEY", "", "secret key (password) of ROCKETMQ_ACCESS_KEY (in dev, for the dev user: its documented secret)")
 	f.String(&c.UnsafeDurability, "ALLOW_UNSAFE_DURABILITY", "", "the reason to run on a Postgres whose commits can vanish in a crash (fsync off, synchronous_commit off or local); empty: production refuses such a server")
 	if extra != nil {
 		extra(f.FlagSet())
@@ -145,6 +145,10 @@ func parseConfig(sub string, args []string, getenv func(string) string, stderr i
 		return c, nil, err
 	}
 	p := f.Problems()
+	if mode == cli.Dev && c.RocketMQAccessKey == DevRocketMQUser && c.RocketMQSecretKey == "" {
+		// The dev user's documented secret, never another user's.
+		c.RocketMQSecretKey = DevRocketMQSecret
+	}
 	re, err := notify.ParsePhonePattern(c.failPhone)
 	if err != nil {
 		p.Addf("SMS_FAIL_PHONE_PATTERN", "%v", err)

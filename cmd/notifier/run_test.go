@@ -155,7 +155,9 @@ func TestProductionRefusesUnsafeSettings(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			var out bytes.Buffer
-			err := run(context.Background(), tc.args, func(k string) string { return tc.env[k] }, &out, &out)
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel() // a configuration wrongly accepted returns at once instead of serving
+			err := run(ctx, tc.args, func(k string) string { return tc.env[k] }, &out, &out)
 			require.Error(t, err)
 			for _, w := range tc.want {
 				require.Contains(t, err.Error(), w)

@@ -48,7 +48,11 @@ func TestConfigValidationNamesTheField(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			var out bytes.Buffer
-			err := run(context.Background(), nil, func(k string) string { return devEnv(tc.env)[k] }, &out, &out)
+			// A context already cancelled: a configuration that is wrongly accepted makes run
+			// return at once (without an error, which fails the test) instead of serving.
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			err := run(ctx, nil, func(k string) string { return devEnv(tc.env)[k] }, &out, &out)
 			require.Error(t, err)
 			require.Contains(t, err.Error(), tc.want)
 		})
@@ -234,7 +238,9 @@ func TestProductionRefusesUnsafeSettings(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			var out bytes.Buffer
-			err := run(context.Background(), tc.args, func(k string) string { return tc.env[k] }, &out, &out)
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel() // a configuration wrongly accepted returns at once instead of serving
+			err := run(ctx, tc.args, func(k string) string { return tc.env[k] }, &out, &out)
 			require.Error(t, err)
 			for _, w := range tc.want {
 				require.Contains(t, err.Error(), w)
