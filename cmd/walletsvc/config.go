@@ -1,9 +1,8 @@
 package main
 
 import (
-	"fmt"
 	"io"
-	"strconv"
+	"net/url"
 	"time"
 
 	"github.com/walletsaga/walletsaga/internal/cli"
@@ -25,21 +24,35 @@ type config struct {
 	SagaRetryWindow time.Duration
 	RelayBatch      int
 	RelayLockKey    int
-	SimLatency      time.Duration
-	SimFailureRate  float64
+	// GatewayURL and MerchantURL are the remote parties' base URLs (the provider contract,
+	// internal/provider); their tokens are the bearer tokens sent to each.
+	GatewayURL      string
+	GatewayToken    string
+	MerchantURL     string
+	MerchantToken   string
+	ProviderTimeout time.Duration
 	// ServiceToken is the bearer token the user-facing wallet API requires.
 	ServiceToken string
 	// AdminToken is the bearer token of the operator endpoints (empty: disabled).
 	AdminToken string
 
-	simFailureRate   string
-	serviceTokenFile string
-	adminTokenFile   string
+	serviceTokenFile  string
+	adminTokenFile    string
+	gatewayTokenFile  string
+	merchantTokenFile string
 }
 
 // DevServiceToken is SERVICE_TOKEN's documented default, for the dev stack and the demo; a
 // warning is logged at start while it is in use.
 const DevServiceToken = "walletsaga-dev-service-token" //nolint:gosec // G101: the documented dev token, not a secret
+
+// DevProviderURL and DevProviderToken are the defaults of the gateway's and the merchant's
+// URL and token: the dev stack's provider simulator (cmd/providersim) with its documented
+// token. walletsvc warns at start while either token is in use.
+const (
+	DevProviderURL   = "http://127.0.0.1:8082"
+	DevProviderToken = "walletsaga-dev-provider-token" //nolint:gosec // G101: the simulator's documented dev token, not a secret
+)
 
 // minTokenLen is the shortest token accepted.
 const minTokenLen = 16
@@ -61,8 +74,13 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	f.Duration(&c.SagaRetryWindow, "SAGA_RETRY_WINDOW", 10*time.Minute, "how long a saga step with an uncertain outcome is retried (same key) before it is compensated, and a compensation before an operator is needed")
 	f.Int(&c.RelayBatch, "RELAY_BATCH", 256, "outbox rows the relay reads per round")
 	f.Int(&c.RelayLockKey, "RELAY_LOCK_KEY", 7421, "advisory lock that keeps one relay active per database")
-	f.Duration(&c.SimLatency, "SIM_LATENCY", 0, "latency of the built-in payment gateway and merchant simulators")
-	f.String(&c.simFailureRate, "SIM_FAILURE_RATE", "0", "share (0–1) of simulator calls that fail retryably")
+	f.String(&c.GatewayURL, "PAYMENT_GATEWAY_URL", DevProviderURL, "base URL of the payment gateway (the provider contract)")
+	f.Secret(&c.GatewayToken, "PAYMENT_GATEWAY_TOKEN", "bearer token sent to the payment gateway (default: the simulator's dev token)")
+	f.String(&c.gatewayTokenFile, "PAYMENT_GATEWAY_TOKEN_FILE", "", "file holding PAYMENT_GATEWAY_TOKEN (for secrets mounted as files)")
+	f.String(&c.MerchantURL, "MERCHANT_URL", DevProviderURL, "base URL of the merchant (the provider contract)")
+	f.Secret(&c.MerchantToken, "MERCHANT_TOKEN", "bearer token sent to the merchant (default: the simulator's dev token)")
+	f.String(&c.merchantTokenFile, "MERCHANT_TOKEN_FILE", "", "file holding MERCHANT_TOKEN (for secrets mounted as files)")
+	f.Duration(&c.ProviderTimeout, "PROVIDER_TIMEOUT", 10*time.Second, "how long one call of the gateway or the merchant may take before its outcome counts as unknown (it is asked again, same key)")
 	f.Secret(&c.ServiceToken, "SERVICE_TOKEN", "bearer token of the wallet API's user-facing endpoints (default: the dev token "+DevServiceToken+")")
 	f.String(&c.serviceTokenFile, "SERVICE_TOKEN_FILE", "", "file holding SERVICE_TOKEN (for secrets mounted as files)")
 	f.Secret(&c.AdminToken, "ADMIN_TOKEN", "bearer token of the operator endpoints (empty: they are disabled)")
@@ -80,12 +98,18 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	if c.AdminToken, err = cli.ReadSecret("ADMIN_TOKEN_FILE", c.AdminToken, c.adminTokenFile); err != nil {
 		return c, nil, err
 	}
-	var rate float64
-	rate, err = strconv.ParseFloat(c.simFailureRate, 64)
-	if err != nil {
-		return c, nil, fmt.Errorf("SIM_FAILURE_RATE: %q is not a number", c.simFailureRate)
+	if c.GatewayToken, err = cli.ReadSecret("PAYMENT_GATEWAY_TOKEN_FILE", c.GatewayToken, c.gatewayTokenFile); err != nil {
+		return c, nil, err
 	}
-	c.SimFailureRate = rate
+	if c.GatewayToken == "" {
+		c.GatewayToken = DevProviderToken
+	}
+	if c.MerchantToken, err = cli.ReadSecret("MERCHANT_TOKEN_FILE", c.MerchantToken, c.merchantTokenFile); err != nil {
+		return c, nil, err
+	}
+	if c.MerchantToken == "" {
+		c.MerchantToken = DevProviderToken
+	}
 	return c, f.FlagSet().Args(), c.validate()
 }
 
@@ -105,11 +129,16 @@ func (c config) validate() error {
 	if c.SagaRetryWindow < time.Second {
 		p.Addf("SAGA_RETRY_WINDOW", "must be at least 1s, got %s", c.SagaRetryWindow)
 	}
-	if c.SimFailureRate < 0 || c.SimFailureRate > 1 {
-		p.Addf("SIM_FAILURE_RATE", "must be between 0 and 1, got %v", c.SimFailureRate)
+	checkHTTPURL(&p, "PAYMENT_GATEWAY_URL", c.GatewayURL)
+	checkHTTPURL(&p, "MERCHANT_URL", c.MerchantURL)
+	if len(c.GatewayToken) < minTokenLen {
+		p.Addf("PAYMENT_GATEWAY_TOKEN", "must be at least %d characters", minTokenLen)
 	}
-	if c.SimLatency < 0 {
-		p.Addf("SIM_LATENCY", "must not be negative, got %s", c.SimLatency)
+	if len(c.MerchantToken) < minTokenLen {
+		p.Addf("MERCHANT_TOKEN", "must be at least %d characters", minTokenLen)
+	}
+	if c.ProviderTimeout < 100*time.Millisecond || c.ProviderTimeout > 5*time.Minute {
+		p.Addf("PROVIDER_TIMEOUT", "must be 100ms–5m, got %s", c.ProviderTimeout)
 	}
 	if c.RelayBatch < 1 || c.RelayBatch > 10000 {
 		p.Addf("RELAY_BATCH", "must be 1–10000, got %d", c.RelayBatch)
@@ -124,4 +153,11 @@ func (c config) validate() error {
 		p.Addf("ADMIN_TOKEN", "must differ from SERVICE_TOKEN")
 	}
 	return p.Err()
+}
+
+// checkHTTPURL validates a provider's base URL: http or https, with a host.
+func checkHTTPURL(p *cli.Problems, field, v string) {
+	if u, err := url.Parse(v); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		p.Addf(field, "must be an http(s) URL with a host, got %q", v)
+	}
 }
