@@ -34,9 +34,10 @@ services-status: ## say what runs where
 services-clean: ## stop them and delete their data under .run/
 	@scripts/services.sh clean
 
-build: ## build walletsvc, notifier and demo into bin/
+build: ## build walletsvc, notifier, providersim and demo into bin/
 	$(GO) build $(GOFLAGS) -o bin/walletsvc ./cmd/walletsvc
 	$(GO) build $(GOFLAGS) -o bin/notifier ./cmd/notifier
+	$(GO) build $(GOFLAGS) -o bin/providersim ./cmd/providersim
 	$(GO) build $(GOFLAGS) -o bin/demo ./cmd/demo
 
 vet: ## go vet

@@ -118,8 +118,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.Float64Var(&c.LaneRate, "lane-rate", 200, "deposits/s of the failing-user and outage runs when the product phases did not run (else half the best deposit rate)")
 	fs.DurationVar(&c.Outage, "outage", 30*time.Second, "how long the provider is down in the outage run (the load lasts 10 s longer)")
 	fs.IntVar(&c.BacklogSize, "backlog", 100000, "messages of the backlog the notifier drains in the backlog run")
-	fs.DurationVar(&c.SimLatency, "sim-latency", 20*time.Millisecond, "latency of the remote simulators in the extra deposit and purchase phases (0: no such phases)")
-	latClients := fs.String("sim-latency-clients", "32,128", "clients of the phases with slow simulators")
+	fs.DurationVar(&c.SimLatency, "sim-latency", 20*time.Millisecond, "latency of the in-process payment gateway and merchant stub in the extra deposit and purchase phases (0: no such phases)")
+	latClients := fs.String("sim-latency-clients", "32,128", "clients of the phases with a slow gateway and merchant")
 	fs.BoolVar(&c.Durable, "durable", true, "also measure with fsync and synchronous_commit on (set on the cluster for those phases with ALTER SYSTEM and a reload, then reset)")
 	fs.BoolVar(&c.KeepDBs, "keep-dbs", false, "keep the bench databases (default: drop them at the end)")
 	fs.BoolVar(&c.Profile, "cpuprofile", true, "write a CPU profile of this process for the raw parts")
@@ -162,6 +162,9 @@ type bench struct {
 	dbs   []string
 	meter *cpuMeter
 	res   *Results
+	// stub is the payment gateway and merchant every walletsvc of the run calls (no
+	// latency); slowStub the same with -sim-latency, for the phases that ask for it.
+	stub, slowStub *providerStub
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -196,6 +199,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	b.res = &Results{Started: started, Machine: describeMachine(ctx, b.admin, cfg.Repo), Settings: settingsOf(cfg)}
 	defer b.cleanup()
+	if b.stub, err = startProviderStub(ctx, 0); err != nil {
+		return err
+	}
+	defer b.stub.close()
+	if b.slowStub, err = startProviderStub(ctx, cfg.SimLatency); err != nil {
+		return err
+	}
+	defer b.slowStub.close()
 
 	err = b.all(ctx)
 	b.res.Seconds = round2(time.Since(started).Seconds())
@@ -377,7 +388,8 @@ func (b *bench) productEnv(dbURL, topic string) (wallet, notifier map[string]str
 		"ROCKETMQ_ACCESS_KEY": b.cfg.RMQ.AccessKey, "ROCKETMQ_SECRET_KEY": b.cfg.RMQ.SecretKey,
 		"LOG_LEVEL": "warn", "MIGRATE_ON_START": "true",
 	}
-	wallet = map[string]string{"PRODUCER_GROUP": "bench-relay-" + b.ts, "SERVICE_TOKEN": serviceToken}
+	wallet = map[string]string{"PRODUCER_GROUP": "bench-relay-" + b.ts, "SERVICE_TOKEN": serviceToken,
+		"PAYMENT_GATEWAY_URL": b.stub.URL, "MERCHANT_URL": b.stub.URL}
 	if b.cfg.SagaWorkers > 0 {
 		wallet["SAGA_WORKERS"] = strconv.Itoa(b.cfg.SagaWorkers)
 	}
@@ -478,10 +490,10 @@ func (b *bench) product(ctx context.Context) error {
 	}
 	b.res.PeakRSS = map[string]float64{"walletsvc": peakRSSMiB(ws), "notifier": peakRSSMiB(ns)}
 
-	// The remote simulators at a realistic latency: walletsvc again, with SIM_LATENCY.
+	// The remote parties at a realistic latency: walletsvc again, pointed at the slow stub.
 	if b.cfg.SimLatency > 0 {
 		b.stopProc("walletsvc")
-		wenv["SIM_LATENCY"] = b.cfg.SimLatency.String()
+		wenv["PAYMENT_GATEWAY_URL"], wenv["MERCHANT_URL"] = b.slowStub.URL, b.slowStub.URL
 		slow, err := b.start(ctx, "walletsvc", "walletsvc", wenv)
 		if err != nil {
 			return err
@@ -499,7 +511,7 @@ func (b *bench) product(ctx context.Context) error {
 				}
 			}
 		}
-		delete(wenv, "SIM_LATENCY")
+		wenv["PAYMENT_GATEWAY_URL"], wenv["MERCHANT_URL"] = b.stub.URL, b.stub.URL
 		b.stopProc("walletsvc")
 		if _, err := b.start(ctx, "walletsvc", "walletsvc", wenv); err != nil {
 			return err

@@ -14,8 +14,6 @@ type WriteTx struct {
 	// Saga: touched the wallet's or the saga engine's tables (sagas, saga_steps, wallets,
 	// ledger_entries, idempotency_keys, wallet_operations, users, audit).
 	Saga int64 `json:"saga"`
-	// Sim: touched only the payment gateway and merchant simulators' tables.
-	Sim int64 `json:"sim"`
 	// Relay: touched only wallet_events (marking rows published).
 	Relay int64 `json:"relay"`
 	// Notifier: touched the notify schema.
@@ -24,7 +22,7 @@ type WriteTx struct {
 }
 
 // All is every write transaction counted.
-func (w WriteTx) All() int64 { return w.Saga + w.Sim + w.Relay + w.Notifier + w.Other }
+func (w WriteTx) All() int64 { return w.Saga + w.Relay + w.Notifier + w.Other }
 
 // writeTx reads the WAL between from and to (pg_lsn text) and classifies the committed
 // transactions of db's database by the relations their records touched.
@@ -38,7 +36,6 @@ WITH rels AS (
     SELECT c.relfilenode AS rel,
         CASE
             WHEN n.nspname = 'notify' THEN 'notifier'
-            WHEN COALESCE(t.relname, c.relname) IN ('sim_charges', 'sim_orders', 'sim_outages') THEN 'sim'
             WHEN COALESCE(t.relname, c.relname) = 'wallet_events' THEN 'events'
             WHEN COALESCE(t.relname, c.relname) IN ('sagas', 'saga_steps', 'wallets', 'ledger_entries',
                 'idempotency_keys', 'wallet_operations', 'users', 'audit') THEN 'saga'
@@ -59,17 +56,16 @@ WITH rels AS (
 ), tx AS (
     SELECT refs.xid,
         bool_or(rels.cat = 'saga') AS saga, bool_or(rels.cat = 'notifier') AS notifier,
-        bool_or(rels.cat = 'sim') AS sim, bool_or(rels.cat = 'events') AS events
+        bool_or(rels.cat = 'events') AS events
     FROM refs JOIN committed USING (xid) LEFT JOIN rels ON rels.rel = refs.rel
     WHERE refs.dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
     GROUP BY refs.xid
 )
 SELECT count(*) FILTER (WHERE saga),
        count(*) FILTER (WHERE NOT saga AND notifier),
-       count(*) FILTER (WHERE NOT saga AND NOT notifier AND sim),
-       count(*) FILTER (WHERE NOT saga AND NOT notifier AND NOT sim AND events),
-       count(*) FILTER (WHERE NOT saga AND NOT notifier AND NOT sim AND NOT events)
-FROM tx`, from, to).Scan(&w.Saga, &w.Notifier, &w.Sim, &w.Relay, &w.Other)
+       count(*) FILTER (WHERE NOT saga AND NOT notifier AND events),
+       count(*) FILTER (WHERE NOT saga AND NOT notifier AND NOT events)
+FROM tx`, from, to).Scan(&w.Saga, &w.Notifier, &w.Relay, &w.Other)
 	if err != nil {
 		return w, fmt.Errorf("reading the WAL: %w", err)
 	}

@@ -2,7 +2,8 @@
 // lost, repeated or reordered.
 //
 // It starts a Postgres and a RocketMQ name server and broker of its own (scripts/services.sh
-// on other ports, under .run/chaos), two walletsvc and two notifier processes, and drives a
+// on other ports, under .run/chaos), the payment gateway and merchant simulator (providersim,
+// which is never killed: it is the remote party), two walletsvc and two notifier processes, and drives a
 // mixed load — deposits, purchases (some rejected by the merchant, some beyond the balance)
 // and transfers — for a few minutes over many users. Meanwhile, on a schedule drawn from the
 // seed, it kills each service process with SIGKILL several times and restarts it, restarts
@@ -45,7 +46,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/walletsaga/walletsaga/internal/audit"
-	"github.com/walletsaga/walletsaga/internal/wallet"
+	"github.com/walletsaga/walletsaga/internal/procs"
+	"github.com/walletsaga/walletsaga/internal/providersim"
 )
 
 func main() {
@@ -89,7 +91,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.Duration, "duration", 3*time.Minute, "how long the load and the faults last")
 	fs.IntVar(&c.KillsEach, "kills", 3, "SIGKILLs per service process")
 	fs.DurationVar(&c.QuietTimeout, "quiet-timeout", 6*time.Minute, "how long to wait, after the load, for the pipeline to finish")
-	fs.StringVar(&c.BinDir, "bin", "bin", "directory of the walletsvc and notifier binaries (make build)")
+	fs.StringVar(&c.BinDir, "bin", "bin", "directory of the walletsvc, notifier and providersim binaries (make build)")
 	fs.StringVar(&c.RunDir, "run-dir", ".run/chaos", "state and logs of the run's own stack")
 	fs.IntVar(&c.PGPort, "pg-port", 55442, "port of the run's Postgres")
 	fs.IntVar(&c.NamesrvPort, "namesrv-port", 9886, "port of the run's RocketMQ name server")
@@ -178,7 +180,9 @@ type chaosRun struct {
 	slots map[string]*slot
 	db    *pgxpool.Pool
 	sms   *smsProvider
-	start time.Time // of the load
+	// provider is the payment gateway and merchant simulator's process.
+	provider *procs.Proc
+	start    time.Time // of the load
 
 	mu       sync.Mutex
 	executed []executed
@@ -230,7 +234,7 @@ func (r *chaosRun) do(ctx context.Context) (audit.Result, []string, error) {
 		GatewayOutage: cfg.GatewayOutage, Replicas: cfg.Replicas, Brokers: cfg.Brokers})
 	r.printf("chaos: seed=%d users=%d duration=%s rate=%.0f/s workers=%d brokers=%d replicas=%d; plan (rerun with -seed %d for the same one):\n%s",
 		cfg.Seed, cfg.Users, cfg.Duration, cfg.Rate, cfg.Workers, cfg.Brokers, cfg.Replicas, cfg.Seed, describePlan(plan))
-	for _, b := range []string{"walletsvc", "notifier"} {
+	for _, b := range []string{"walletsvc", "notifier", "providersim"} {
 		if _, err := os.Stat(filepath.Join(cfg.BinDir, b)); err != nil {
 			return audit.Result{}, nil, fmt.Errorf("no %s binary in %s: run make build (make chaos does)", b, cfg.BinDir)
 		}
@@ -271,6 +275,14 @@ func (r *chaosRun) do(ctx context.Context) (audit.Result, []string, error) {
 		return audit.Result{}, nil, err
 	}
 	defer r.sms.close()
+	// The payment gateway and the merchant: the simulator, a process of its own that the run
+	// never kills (it is the remote party, not the product), keeping what it holds in memory.
+	r.provider, err = procs.Start(ctx, procs.Spec{Name: "providersim", Bin: filepath.Join(cfg.BinDir, "providersim"),
+		Env: map[string]string{"WALLETSAGA_ENV": "dev", "LOG_LEVEL": "info"}, Log: filepath.Join(r.svc.logDir, "providersim.log")})
+	if err != nil {
+		return audit.Result{}, nil, err
+	}
+	defer func() { _ = r.provider.Stop(15 * time.Second) }()
 	defer r.stopSlots()
 	if err := r.startSlots(ctx, dbURL); err != nil {
 		return audit.Result{}, nil, err
@@ -350,6 +362,10 @@ func (r *chaosRun) do(ctx context.Context) (audit.Result, []string, error) {
 		return audit.Result{}, nil, fmt.Errorf("audit: %w", err)
 	}
 	unexpected := 0
+	if exited, err := r.provider.Exited(); exited {
+		unexpected++
+		r.printf("chaos: providersim exited on its own: %v\n", err)
+	}
 	for _, name := range r.names {
 		s := r.slots[name]
 		unexpected += s.unexpected
@@ -399,7 +415,10 @@ func (r *chaosRun) startSlots(ctx context.Context, dbURL string) error {
 		"WALLETSAGA_ENV": "dev", "DATABASE_URL": dbURL, "ROCKETMQ_NAMESRV": fmt.Sprintf("127.0.0.1:%d", cfg.NamesrvPort),
 		"WALLET_EVENTS_TOPIC": cfg.Topic, "LOG_LEVEL": "info", "MIGRATE_ON_START": "true",
 	}
-	walletEnv := map[string]string{"SERVICE_TOKEN": serviceToken, "PRODUCER_GROUP": "wallet-relay"}
+	// A timing-out gateway holds each call for PROVIDER_TIMEOUT: 5 s, so an outage's deposits
+	// are asked again several times while it lasts.
+	walletEnv := map[string]string{"SERVICE_TOKEN": serviceToken, "PRODUCER_GROUP": "wallet-relay",
+		"PAYMENT_GATEWAY_URL": r.provider.URL, "MERCHANT_URL": r.provider.URL, "PROVIDER_TIMEOUT": "5s"}
 	notifierEnv := map[string]string{
 		"CONSUMER_GROUP": cfg.Group, "SMS_SENDER": "webhook", "SMS_WEBHOOK_URL": r.sms.url, "SMS_TIMEOUT": "2s",
 		"SMS_FAIL_PHONE_PATTERN": "off", "SMS_FAIL_AMOUNT": "0",
@@ -518,21 +537,12 @@ func (r *chaosRun) inject(ctx context.Context, f Fault) {
 	r.mu.Unlock()
 }
 
-// gatewayOutage switches the gateway simulator's outage on for the fault's length (the
-// switch is a row in the wallet's database, so both replicas, and any restarted one, see
-// it) and returns when the outage is over. The database may be restarting when the outage
-// begins: the switch is retried for up to 30 s.
+// gatewayOutage switches the gateway simulator's outage on for the fault's length (through
+// its control endpoint, as `providersim outage` does: every walletsvc replica, and any
+// restarted one, calls that one process) and returns when the outage is over.
 func (r *chaosRun) gatewayOutage(ctx context.Context, f Fault) error {
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := wallet.SetSimOutage(ctx, r.db, wallet.SimGatewayTarget, f.Mode, f.Down)
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil || time.Now().After(deadline) {
-			return err
-		}
-		time.Sleep(time.Second)
+	if err := providersim.RequestOutage(ctx, r.provider.URL, providersim.DevToken, providersim.TargetGateway, f.Mode, f.Down); err != nil {
+		return err
 	}
 	select {
 	case <-ctx.Done():

@@ -44,7 +44,7 @@ const (
 	ProviderDown  FaultKind = "provider-down"  // the SMS provider answers 503 to everyone for Down
 	ProviderHang  FaultKind = "provider-hang"  // the SMS provider answers nothing for Down (every call times out)
 	// GatewayOutage makes the payment gateway simulator fail (or hang, Mode "timeout") every
-	// call for Down, in every wallet replica (the switch is a row in their database).
+	// call for Down, for every wallet replica (the providersim process all of them call).
 	GatewayOutage FaultKind = "gateway-outage"
 
 	// On a cluster (-brokers 2 or more):

@@ -55,21 +55,23 @@ func env(t *testing.T, name string) map[string]string {
 
 // The stack: what runs, what runs once, and who waits for whom.
 var (
-	longRunning = []string{"postgres", "namesrv", "broker", "walletsvc", "notifier"}
+	longRunning = []string{"postgres", "namesrv", "broker", "providersim", "walletsvc", "notifier"}
 	oneShot     = []string{"topics", "migrate", "demo"}
 	// Services built from ./Dockerfile rather than pulled.
-	built = []string{"migrate", "walletsvc", "notifier", "demo"}
+	built = []string{"migrate", "providersim", "walletsvc", "notifier", "demo"}
 
 	wantDeps = map[string]map[string]string{
-		"postgres": {},
-		"namesrv":  {},
-		"broker":   {"namesrv": types.ServiceConditionHealthy},
-		"topics":   {"broker": types.ServiceConditionHealthy},
-		"migrate":  {"postgres": types.ServiceConditionHealthy},
+		"postgres":    {},
+		"namesrv":     {},
+		"broker":      {"namesrv": types.ServiceConditionHealthy},
+		"topics":      {"broker": types.ServiceConditionHealthy},
+		"migrate":     {"postgres": types.ServiceConditionHealthy},
+		"providersim": {"postgres": types.ServiceConditionHealthy},
 		"walletsvc": {
-			"postgres": types.ServiceConditionHealthy,
-			"migrate":  types.ServiceConditionCompletedSuccessfully,
-			"topics":   types.ServiceConditionCompletedSuccessfully,
+			"postgres":    types.ServiceConditionHealthy,
+			"migrate":     types.ServiceConditionCompletedSuccessfully,
+			"topics":      types.ServiceConditionCompletedSuccessfully,
+			"providersim": types.ServiceConditionHealthy,
 		},
 		"notifier": {
 			"postgres": types.ServiceConditionHealthy,
@@ -84,11 +86,12 @@ var (
 
 	// Published ports, service → container port → host port (all on 127.0.0.1).
 	wantPorts = map[string]map[uint32]string{
-		"postgres":  {5432: "55432"},
-		"namesrv":   {9876: "9876"},
-		"broker":    {10911: "10911"},
-		"walletsvc": {8080: "8080"},
-		"notifier":  {8081: "8081"},
+		"postgres":    {5432: "55432"},
+		"namesrv":     {9876: "9876"},
+		"broker":      {10911: "10911"},
+		"walletsvc":   {8080: "8080"},
+		"notifier":    {8081: "8081"},
+		"providersim": {8082: "8082"},
 	}
 )
 
@@ -226,6 +229,9 @@ func TestComposeHealthChecks(t *testing.T) {
 		case "walletsvc", "notifier":
 			// /readyz: the database answers (the broker is reported there, not required).
 			assert.Contains(t, test, "http://127.0.0.1:"+httpPort(t, name)+"/readyz", "%s", name)
+		case "providersim":
+			// /healthz: it serves (it has migrated its schema before it listens).
+			assert.Contains(t, test, "http://127.0.0.1:"+httpPort(t, name)+"/healthz", "%s", name)
 		case "namesrv", "broker":
 			for target := range wantPorts[name] {
 				assert.Contains(t, test, "/dev/tcp/127.0.0.1/"+strconv.Itoa(int(target)), "%s", name)
@@ -278,7 +284,7 @@ func TestComposePorts(t *testing.T) {
 		}
 		assert.Equal(t, want, got, "published ports of %s (container → host)", name)
 	}
-	for _, name := range []string{"walletsvc", "notifier"} {
+	for _, name := range []string{"walletsvc", "notifier", "providersim"} {
 		port, err := strconv.Atoi(httpPort(t, name))
 		require.NoError(t, err)
 		assert.Contains(t, wantPorts[name], uint32(port), "%s: HTTP_ADDR's port is the published one", name) //nolint:gosec // G115: a TCP port, which SplitHostPort and Atoi gave
@@ -295,7 +301,7 @@ func TestComposeAppServices(t *testing.T) {
 		assert.Empty(t, svc.Entrypoint, "%s: the image has no entrypoint; the command is the binary", name)
 		assert.Contains(t, binaries, svc.Command[0], "%s runs a binary the Dockerfile does not put in the image", name)
 	}
-	for _, name := range []string{"migrate", "walletsvc", "notifier"} {
+	for _, name := range []string{"migrate", "walletsvc", "notifier", "providersim"} {
 		e := env(t, name)
 		u, err := url.Parse(e["DATABASE_URL"])
 		if assert.NoError(t, err, "%s: DATABASE_URL", name) {
@@ -310,6 +316,23 @@ func TestComposeAppServices(t *testing.T) {
 		assert.Equal(t, "namesrv:"+onlyTarget(t, "namesrv"), e["ROCKETMQ_NAMESRV"], "%s", name)
 	}
 	assert.Equal(t, []string{"/walletsvc", "migrate"}, []string(service(t, "migrate").Command))
+}
+
+// The payment gateway and the merchant are the simulator, in dev mode (it refuses to start
+// otherwise), and walletsvc reaches both where it listens.
+func TestComposeProviderSimulator(t *testing.T) {
+	t.Parallel()
+	svc := service(t, "providersim")
+	assert.Equal(t, []string{"/providersim", "serve"}, []string(svc.Command))
+	assert.Equal(t, "dev", env(t, "providersim")["WALLETSAGA_ENV"], "the simulator runs only in dev")
+	w := env(t, "walletsvc")
+	for _, v := range []string{"PAYMENT_GATEWAY_URL", "MERCHANT_URL"} {
+		u, err := url.Parse(w[v])
+		if assert.NoError(t, err, v) {
+			assert.Equal(t, "http", u.Scheme, v)
+			assert.Equal(t, "providersim:"+httpPort(t, "providersim"), u.Host, "walletsvc's %s reaches the simulator where it listens", v)
+		}
+	}
 }
 
 func onlyTarget(t *testing.T, name string) string {
@@ -692,7 +715,7 @@ func TestDockerfile(t *testing.T) {
 	}
 	assert.True(t, cgoOff, "static binaries: CGO_ENABLED=0")
 	bins := dockerfileBinaries(t)
-	assert.ElementsMatch(t, []string{"/walletsvc", "/notifier", "/demo"}, bins, "binaries in the image")
+	assert.ElementsMatch(t, []string{"/walletsvc", "/notifier", "/providersim", "/demo"}, bins, "binaries in the image")
 	for _, bin := range bins {
 		pkg := "./cmd" + bin
 		assert.Contains(t, strings.Fields(buildLine), pkg, "the build stage builds %s", pkg)

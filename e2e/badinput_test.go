@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/walletsaga/walletsaga/internal/pg"
+	"github.com/walletsaga/walletsaga/internal/providersim"
 	"github.com/walletsaga/walletsaga/internal/wallet"
 	"github.com/walletsaga/walletsaga/internal/wallet/httpapi/badinput"
 )
@@ -70,11 +71,12 @@ func TestBadInputCorpusChangesNothing(t *testing.T) {
 		len(walletCases), len(notifierCases), len(walletCases)+len(notifierCases), corpusTook.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 }
 
-// migratedTables are the tables migrations/ creates, at the least what the fingerprint (which
-// lists them from the catalogue) must cover.
+// migratedTables are the tables migrations/ creates (and the provider simulator's, whose
+// charges and orders are in the stack's database too), at the least what the fingerprint
+// (which lists them from the catalogue) must cover.
 var migratedTables = []string{
 	"public.users", "public.wallets", "public.ledger_entries", "public.wallet_events", "public.wallet_operations",
-	"public.idempotency_keys", "public.sagas", "public.saga_steps", "public.sim_charges", "public.sim_orders", "public.audit",
+	"public.idempotency_keys", "public.sagas", "public.saga_steps", "public.audit", "providersim.charges", "providersim.orders",
 	"notify.progress", "notify.notifications", "notify.sms_log", "notify.bad_messages", "notify.audit",
 }
 
@@ -179,7 +181,7 @@ func notifierCases(user int64) []badinput.Case {
 // for what is wrong with them, not for the saga's state.
 func (s *stack) needsAttention(a api, user int64) int64 {
 	s.t.Helper()
-	out := a.must(200, "POST", "/v1/users/"+strconv.FormatInt(user, 10)+"/deposits?wait=true", "", map[string]any{"amount": 500, "source": wallet.DeclinedSource})
+	out := a.must(200, "POST", "/v1/users/"+strconv.FormatInt(user, 10)+"/deposits?wait=true", "", map[string]any{"amount": 500, "source": providersim.DeclinedSource})
 	require.Equal(s.t, "failed", out["state"], "declined deposit %v", out)
 	id := int64(out["id"].(float64))
 	tag, err := s.pool.Exec(context.Background(), `UPDATE sagas SET state = 'needs_attention', phase = 'compensate',

@@ -95,7 +95,7 @@ func TestOrderedSMSForFiftyUsers(t *testing.T) {
 	require.Equal(t, 2000, r.Events)
 	require.Equal(t, 2000, r.SMS)
 	require.Zero(t, r.Lost+r.Duplicated+r.OutOfOrder+r.DeadLettered)
-	require.Equal(t, 2000, s.count(`SELECT count(*) FROM sim_charges`), "each deposit charged once")
+	require.Equal(t, 2000, s.count(`SELECT count(*) FROM providersim.charges`), "each deposit charged once")
 }
 
 // TestNotifierKilledMidStream: kill -9 of the notifier while SMS flow, then a restart:

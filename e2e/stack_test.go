@@ -47,7 +47,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	for _, name := range []string{"walletsvc", "notifier", "demo"} {
+	for _, name := range []string{"walletsvc", "notifier", "demo", "providersim"} {
 		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, name), "../cmd/"+name)
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Run(); err != nil {
@@ -66,13 +66,16 @@ const stackQueues = 8
 
 // stack is one test's world: its own database, topic and consumer group on the shared servers.
 type stack struct {
-	t      *testing.T
-	broker rmqtest.Broker
-	pool   *pgxpool.Pool
-	dbURL  string
-	topic  string
-	group  string
-	env    map[string]string
+	t *testing.T
+	// provider is the payment gateway and merchant: the providersim process, its charges
+	// and orders in the stack's database (schema providersim).
+	provider *procs.Proc
+	broker   rmqtest.Broker
+	pool     *pgxpool.Pool
+	dbURL    string
+	topic    string
+	group    string
+	env      map[string]string
 }
 
 func newStack(t *testing.T) *stack {
@@ -95,6 +98,9 @@ func newStack(t *testing.T) *stack {
 		"READ_TOKEN":    e2eReadToken,
 		"QUEUE_SUSPEND": "100ms", "LANE_POLL": "100ms", "LOG_LEVEL": "warn", "MIGRATE_ON_START": "true",
 	}
+	s.provider = procs.StartTest(t, procs.Spec{Name: "providersim", Bin: filepath.Join(binDir, "providersim"),
+		Env: map[string]string{"WALLETSAGA_ENV": "dev", "DATABASE_URL": dbURL, "LOG_LEVEL": "warn"}})
+	s.env["PAYMENT_GATEWAY_URL"], s.env["MERCHANT_URL"] = s.provider.URL, s.provider.URL
 	return s
 }
 

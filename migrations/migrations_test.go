@@ -49,5 +49,33 @@ func TestWakeLogMigrationKeepsUsersWithNewsDue(t *testing.T) {
 	require.NoError(t, err)
 	v, err := p.GetDBVersion(ctx)
 	require.NoError(t, err)
-	require.EqualValues(t, 9, v)
+	sources := p.ListSources()
+	require.Equal(t, sources[len(sources)-1].Version, v, "back at the latest migration")
+}
+
+// The simulators left the product's database for a provider process of their own: 00010
+// drops their tables, and its Down brings them back as they were.
+func TestSimulatorTablesAreDropped(t *testing.T) {
+	t.Parallel()
+	pool, _ := testdb.New(t)
+	ctx := context.Background()
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close() //nolint:errcheck // a view of pool
+	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS())
+	require.NoError(t, err)
+	tables := func() []string {
+		var names []string
+		require.NoError(t, pool.QueryRow(ctx, `SELECT COALESCE(array_agg(relname ORDER BY relname), '{}') FROM pg_class
+			WHERE relname IN ('sim_charges', 'sim_orders', 'sim_outages') AND relkind = 'r'`).Scan(&names))
+		return names
+	}
+	require.Empty(t, tables())
+	_, err = p.DownTo(ctx, 9)
+	require.NoError(t, err)
+	require.Equal(t, []string{"sim_charges", "sim_orders", "sim_outages"}, tables())
+	_, err = pool.Exec(ctx, `INSERT INTO sim_outages (target, mode, until) VALUES ('gateway', 'fail', now())`)
+	require.NoError(t, err, "as 00007 made it")
+	_, err = p.Up(ctx)
+	require.NoError(t, err)
+	require.Empty(t, tables())
 }

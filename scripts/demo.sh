@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make demo: start what is missing (Postgres, RocketMQ, both services), play the ordered-SMS
+# make demo: start what is missing (Postgres, RocketMQ, the provider simulator, both services), play the ordered-SMS
 # story through the REST API, and print each user's SMS log. The stack keeps running until
 # Ctrl-C; with DEMO_EXIT=1 the script exits when the story is told (status 0 only if the SMS
 # logs are as expected).
@@ -14,6 +14,9 @@ NOTIFIER_ADDR="${NOTIFIER_ADDR:-127.0.0.1:8081}"
 # WALLETSAGA_ENV is unset) refuses the dev stack's Postgres settings, the demo's tokens, the
 # log sender and the failure switches.
 export WALLETSAGA_ENV=dev
+# The payment gateway and the merchant: the provider simulator (bin/providersim, dev only),
+# which walletsvc reaches over HTTP with the simulator's documented dev token.
+PROVIDER_ADDR="${PROVIDER_ADDR:-127.0.0.1:8082}"
 # walletsvc's user-facing API needs a service token; the demo uses the documented dev default
 # unless SERVICE_TOKEN is set (walletsvc and bin/demo both read it from the environment).
 export SERVICE_TOKEN="${SERVICE_TOKEN:-walletsaga-dev-service-token}"
@@ -23,14 +26,15 @@ export READ_TOKEN="${READ_TOKEN:-walletsaga-demo-read-token}"
 say() { printf 'demo: %s\n' "$*"; }
 
 scripts/services.sh up | grep -E 'ERROR|up in|already running|resolving|jars resolved' || true
-say "building bin/walletsvc, bin/notifier, bin/demo"
+say "building bin/walletsvc, bin/notifier, bin/providersim, bin/demo"
 go build -o bin/walletsvc ./cmd/walletsvc
 go build -o bin/notifier ./cmd/notifier
+go build -o bin/providersim ./cmd/providersim
 go build -o bin/demo ./cmd/demo
 
-for addr in "$WALLETSVC_ADDR" "$NOTIFIER_ADDR"; do
+for addr in "$WALLETSVC_ADDR" "$NOTIFIER_ADDR" "$PROVIDER_ADDR"; do
 	if [ -n "$(ss -Hltn "sport = :${addr##*:}" 2>/dev/null)" ]; then
-		echo "demo: ERROR: port ${addr##*:} is taken (is another demo running? stop it, or set WALLETSVC_ADDR / NOTIFIER_ADDR)" >&2
+		echo "demo: ERROR: port ${addr##*:} is taken (is another demo running? stop it, or set WALLETSVC_ADDR / NOTIFIER_ADDR / PROVIDER_ADDR)" >&2
 		exit 1
 	fi
 done
@@ -42,9 +46,12 @@ stop() {
 	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
 }
 trap stop EXIT
-trap 'echo; say "stopping walletsvc and notifier (Postgres and RocketMQ keep running: make services-down)"; exit 0' INT TERM
+trap 'echo; say "stopping walletsvc, notifier and providersim (Postgres and RocketMQ keep running: make services-down)"; exit 0' INT TERM
 
-HTTP_ADDR="$WALLETSVC_ADDR" LOG_LEVEL=warn bin/walletsvc serve >"$RUN/walletsvc.log" 2>&1 &
+WALLETSAGA_ENV=dev HTTP_ADDR="$PROVIDER_ADDR" LOG_LEVEL=warn bin/providersim serve >"$RUN/providersim.log" 2>&1 &
+pids+=($!)
+HTTP_ADDR="$WALLETSVC_ADDR" LOG_LEVEL=warn PAYMENT_GATEWAY_URL="http://$PROVIDER_ADDR" MERCHANT_URL="http://$PROVIDER_ADDR" \
+	bin/walletsvc serve >"$RUN/walletsvc.log" 2>&1 &
 pids+=($!)
 # The story's failing SMS (Bob's 4.04) is retried 3 times then dead-lettered within a second,
 # so the demo can show the next one going out: demo settings, not the production policy
@@ -53,17 +60,18 @@ pids+=($!)
 HTTP_ADDR="$NOTIFIER_ADDR" LOG_LEVEL=warn SMS_MAX_ATTEMPTS=3 SMS_RETRY_BASE=200ms SMS_DEAD_LETTER_AFTER=0s \
 	SMS_FAIL_PHONE_PATTERN='0000$' SMS_FAIL_AMOUNT=404 bin/notifier run >"$RUN/notifier.log" 2>&1 &
 pids+=($!)
-for addr in "$WALLETSVC_ADDR" "$NOTIFIER_ADDR"; do
+for probe in "$PROVIDER_ADDR/healthz" "$WALLETSVC_ADDR/readyz" "$NOTIFIER_ADDR/readyz"; do
 	for _ in $(seq 1 300); do
-		curl -fsS "http://$addr/readyz" >/dev/null 2>&1 && break
+		curl -fsS "http://$probe" >/dev/null 2>&1 && break
 		for p in "${pids[@]}"; do
 			kill -0 "$p" 2>/dev/null || { echo "demo: ERROR: a service exited; see $RUN/*.log" >&2; tail -n 20 "$RUN"/*.log >&2; exit 1; }
 		done
 		sleep 0.2
 	done
-	curl -fsS "http://$addr/readyz" >/dev/null || { echo "demo: ERROR: http://$addr/readyz not ready; see $RUN/*.log" >&2; exit 1; }
+	curl -fsS "http://$probe" >/dev/null || { echo "demo: ERROR: http://$probe not ready; see $RUN/*.log" >&2; exit 1; }
 done
-say "walletsvc on http://$WALLETSVC_ADDR, notifier on http://$NOTIFIER_ADDR (logs in $RUN/)"
+say "walletsvc on http://$WALLETSVC_ADDR, notifier on http://$NOTIFIER_ADDR, payment gateway and merchant simulator on http://$PROVIDER_ADDR (logs in $RUN/)"
+say "try an outage: bin/providersim outage --providersim-url http://$PROVIDER_ADDR gateway fail 60s"
 echo
 
 status=0
@@ -71,5 +79,5 @@ WALLETSVC_URL="http://$WALLETSVC_ADDR" NOTIFIER_URL="http://$NOTIFIER_ADDR" bin/
 if [ "${DEMO_EXIT:-0}" = 1 ]; then
 	exit "$status"
 fi
-say "the stack keeps running; press Ctrl-C to stop walletsvc and notifier"
+say "the stack keeps running; press Ctrl-C to stop walletsvc, notifier and providersim"
 while :; do sleep 3600 & wait $! || true; done

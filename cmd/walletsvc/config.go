@@ -2,7 +2,6 @@ package main
 
 import (
 	"io"
-	"strconv"
 	"time"
 
 	"github.com/walletsaga/walletsaga/internal/cli"
@@ -26,8 +25,6 @@ type config struct {
 	SagaRetryWindow time.Duration
 	RelayBatch      int
 	RelayLockKey    int
-	SimLatency      time.Duration
-	SimFailureRate  float64
 	// ServiceToken is the bearer token the user-facing wallet API requires.
 	ServiceToken string
 	// AdminToken is the bearer token of the operator endpoints (empty: disabled).
@@ -35,6 +32,13 @@ type config struct {
 	// UnsafeDurability is the operator's reason to run on a Postgres that can lose commits
 	// (empty: refused in production).
 	UnsafeDurability string
+	// GatewayURL and MerchantURL are the remote parties' base URLs (the provider contract,
+	// internal/provider/openapi.yaml); each call carries its token and a timeout.
+	GatewayURL      string
+	GatewayToken    string
+	MerchantURL     string
+	MerchantToken   string
+	ProviderTimeout time.Duration
 	// RocketMQAccessKey and RocketMQSecretKey are the RocketMQ user this process signs its
 	// requests as (the broker's access control); empty: unsigned.
 	RocketMQAccessKey string
@@ -42,8 +46,6 @@ type config struct {
 	// StatementTimeout and IdleInTxTimeout are set on every connection of the pool.
 	StatementTimeout time.Duration
 	IdleInTxTimeout  time.Duration
-
-	simFailureRate string
 }
 
 // DevServiceToken is SERVICE_TOKEN's default in dev (WALLETSAGA_ENV=dev), documented for the
@@ -54,6 +56,13 @@ const DevServiceToken = "walletsaga-dev-service-token" //nolint:gosec // G101: t
 const (
 	devDatabaseURL = "postgres://walletsaga:walletsaga@127.0.0.1:55432/walletsaga?sslmode=disable" //nolint:gosec // G101: the dev stack's documented password
 	devNamesrv     = "127.0.0.1:9876"
+)
+
+// DevProviderURL and DevProviderToken are the gateway's and the merchant's URL and token in
+// dev: the dev stack's provider simulator (cmd/providersim) and its documented token.
+const (
+	DevProviderURL   = "http://127.0.0.1:8082"
+	DevProviderToken = "walletsaga-dev-provider-token" //nolint:gosec // G101: the simulator's documented dev token, not a secret
 )
 
 // DevRocketMQUser and DevRocketMQSecret are the RocketMQ user this binary signs as in dev
@@ -97,8 +106,11 @@ func parseConfig(sub string, args []string, getenv func(string) string, stderr i
 	f.Duration(&c.SagaRetryWindow, "SAGA_RETRY_WINDOW", 10*time.Minute, "how long a saga step with an uncertain outcome is retried (same key) before it is compensated, and a compensation before an operator is needed")
 	f.Int(&c.RelayBatch, "RELAY_BATCH", 256, "outbox rows the relay reads per round")
 	f.Int(&c.RelayLockKey, "RELAY_LOCK_KEY", 7421, "advisory lock that keeps one relay active per database")
-	f.Duration(&c.SimLatency, "SIM_LATENCY", 0, "latency of the built-in payment gateway and merchant simulators")
-	f.String(&c.simFailureRate, "SIM_FAILURE_RATE", "0", "share (0–1) of simulator calls that fail retryably")
+	f.DevString(&c.GatewayURL, "PAYMENT_GATEWAY_URL", DevProviderURL, "base URL of the payment gateway (the provider contract)")
+	f.Secret(&c.GatewayToken, "PAYMENT_GATEWAY_TOKEN", DevProviderToken, "bearer token sent to the payment gateway")
+	f.DevString(&c.MerchantURL, "MERCHANT_URL", DevProviderURL, "base URL of the merchant (the provider contract)")
+	f.Secret(&c.MerchantToken, "MERCHANT_TOKEN", DevProviderToken, "bearer token sent to the merchant")
+	f.Duration(&c.ProviderTimeout, "PROVIDER_TIMEOUT", 10*time.Second, "how long one call of the gateway or the merchant may take before its outcome counts as unknown (it is asked again, same key)")
 	f.Duration(&c.StatementTimeout, "PG_STATEMENT_TIMEOUT", 30*time.Second, "longest one SQL statement may run before Postgres cuts it off (a statement waiting behind a stalled peer's lock gives its connection back); 0 keeps the server's")
 	f.Duration(&c.IdleInTxTimeout, "PG_IDLE_IN_TX_TIMEOUT", 30*time.Second, "longest a session may sit idle inside a transaction before Postgres ends it and releases its locks; 0 keeps the server's")
 	f.DevOptional(&c.RocketMQAccessKey, "ROCKETMQ_ACCESS_KEY", DevRocketMQUser, "RocketMQ user this process signs its requests as (the broker's access control; empty in production: unsigned, for a broker without access control)")
@@ -113,11 +125,6 @@ func parseConfig(sub string, args []string, getenv func(string) string, stderr i
 	if mode == cli.Dev && c.RocketMQAccessKey == DevRocketMQUser && c.RocketMQSecretKey == "" {
 		// The dev user's documented secret, never another user's.
 		c.RocketMQSecretKey = DevRocketMQSecret
-	}
-	if rate, err := strconv.ParseFloat(c.simFailureRate, 64); err != nil {
-		p.Addf("SIM_FAILURE_RATE", "%q is not a number", c.simFailureRate)
-	} else {
-		c.SimFailureRate = rate
 	}
 	c.validate(p, serving)
 	return c, f.FlagSet().Args(), f.Err()
@@ -157,14 +164,15 @@ func (c config) validate(p *cli.Problems, serving bool) {
 	if c.SagaRetryWindow < time.Second {
 		p.Addf("SAGA_RETRY_WINDOW", "must be at least 1s, got %s", c.SagaRetryWindow)
 	}
-	if c.SimFailureRate < 0 || c.SimFailureRate > 1 {
-		p.Addf("SIM_FAILURE_RATE", "must be between 0 and 1, got %v", c.SimFailureRate)
-	}
-	if c.SimLatency < 0 {
-		p.Addf("SIM_LATENCY", "must not be negative, got %s", c.SimLatency)
-	}
 	if c.RelayBatch < 1 || c.RelayBatch > 10000 {
 		p.Addf("RELAY_BATCH", "must be 1–10000, got %d", c.RelayBatch)
+	}
+	p.CheckServiceURL(c.Mode, "PAYMENT_GATEWAY_URL", c.GatewayURL)
+	p.CheckServiceURL(c.Mode, "MERCHANT_URL", c.MerchantURL)
+	p.CheckToken(c.Mode, "PAYMENT_GATEWAY_TOKEN", c.GatewayToken, serving)
+	p.CheckToken(c.Mode, "MERCHANT_TOKEN", c.MerchantToken, serving)
+	if c.ProviderTimeout < 100*time.Millisecond || c.ProviderTimeout > 5*time.Minute {
+		p.Addf("PROVIDER_TIMEOUT", "must be 100ms–5m, got %s", c.ProviderTimeout)
 	}
 	p.CheckToken(c.Mode, "SERVICE_TOKEN", c.ServiceToken, serving)
 	p.CheckToken(c.Mode, "ADMIN_TOKEN", c.AdminToken, false)

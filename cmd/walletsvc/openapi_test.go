@@ -12,6 +12,8 @@ import (
 	"github.com/walletsaga/walletsaga/internal/freetext"
 	"github.com/walletsaga/walletsaga/internal/metrics"
 	"github.com/walletsaga/walletsaga/internal/openapicheck"
+	"github.com/walletsaga/walletsaga/internal/providersim"
+	"github.com/walletsaga/walletsaga/internal/providersim/simtest"
 	"github.com/walletsaga/walletsaga/internal/saga"
 	"github.com/walletsaga/walletsaga/internal/testdb"
 	"github.com/walletsaga/walletsaga/internal/wallet"
@@ -27,8 +29,8 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 	t.Parallel()
 	pool, _ := testdb.New(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc, err := wallet.NewService(pool, saga.New(pool, saga.Options{Logger: log}),
-		wallet.NewSimGateway(pool, wallet.SimOptions{}), wallet.NewSimMerchant(pool, wallet.SimOptions{}), wallet.Options{Logger: log})
+	prov := simtest.Start(t, nil, providersim.Options{})
+	svc, err := wallet.NewService(pool, saga.New(pool, saga.Options{Logger: log}), prov.Gateway, prov.Merchant, wallet.Options{Logger: log})
 	require.NoError(t, err)
 	cfg := config{ServiceToken: DevServiceToken}
 	e := newServer(cfg, log, svc, metrics.NewRegistry())

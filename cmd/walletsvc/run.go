@@ -20,6 +20,7 @@ import (
 	"github.com/walletsaga/walletsaga/internal/metrics"
 	"github.com/walletsaga/walletsaga/internal/ordering"
 	"github.com/walletsaga/walletsaga/internal/pg"
+	"github.com/walletsaga/walletsaga/internal/provider"
 	"github.com/walletsaga/walletsaga/internal/saga"
 	"github.com/walletsaga/walletsaga/internal/wallet"
 	"github.com/walletsaga/walletsaga/migrations"
@@ -33,9 +34,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		sub, args = args[0], args[1:]
 	}
 	switch sub {
-	case "serve", "migrate", "sim-outage":
+	case "serve", "migrate":
 	default:
-		return fmt.Errorf("unknown command %q (serve, migrate, sim-outage; -h lists them)", sub)
+		return fmt.Errorf("unknown command %q (serve, migrate; -h lists them)", sub)
 	}
 	cfg, rest, err := parseConfig(sub, args, getenv, stderr)
 	if errors.Is(err, flag.ErrHelp) {
@@ -44,7 +45,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	if len(rest) > 0 && sub != "sim-outage" {
+	if len(rest) > 0 {
 		return fmt.Errorf("unexpected arguments %q", rest)
 	}
 	log, err := cli.Logger(stdout, cfg.LogFormat, cfg.LogLevel)
@@ -57,33 +58,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return serve(ctx, cfg, log)
 	case "migrate":
 		return migrate(ctx, cfg, log)
-	case "sim-outage":
-		return simOutage(ctx, cfg, rest, stdout)
 	default:
 		return fmt.Errorf("unknown command %q (serve, migrate, sim-outage)", sub)
 	}
-}
-
-// simOutage switches the outage of a built-in simulator on (or off, for 0s) in the database
-// every replica shares: walletsvc sim-outage gateway|merchant fail|timeout DURATION.
-func simOutage(ctx context.Context, cfg config, args []string, stdout io.Writer) error {
-	if len(args) != 3 {
-		return fmt.Errorf("usage: walletsvc sim-outage gateway|merchant fail|timeout DURATION (e.g. 60s; 0s ends it), got %q", args)
-	}
-	d, err := time.ParseDuration(args[2])
-	if err != nil {
-		return fmt.Errorf("sim-outage: duration %q: %w", args[2], err)
-	}
-	pool, err := openPool(ctx, cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	if err := wallet.SetSimOutage(ctx, pool, args[0], args[1], d); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "simulated %s outage (%s) for %s\n", args[0], args[1], d)
-	return nil
 }
 
 // openPool opens the service's pool, every connection under the statement and
@@ -168,9 +145,18 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 				relay.Wake()
 			}
 		}})
-	sim := wallet.SimOptions{Latency: cfg.SimLatency, FailureRate: cfg.SimFailureRate}
-	svc, err := wallet.NewService(pool, engine, wallet.NewSimGateway(pool, sim), wallet.NewSimMerchant(pool, sim),
-		wallet.Options{Logger: log, Steps: wallet.StepTuning{Window: cfg.SagaRetryWindow}})
+	gateway, err := provider.NewGateway(provider.Options{URL: cfg.GatewayURL, Token: cfg.GatewayToken, Timeout: cfg.ProviderTimeout})
+	if err != nil {
+		return err
+	}
+	merchant, err := provider.NewMerchant(provider.Options{URL: cfg.MerchantURL, Token: cfg.MerchantToken, Timeout: cfg.ProviderTimeout})
+	if err != nil {
+		return err
+	}
+	// One attempt of a remote step is one call: the engine's attempt timeout is the
+	// provider timeout, so PROVIDER_TIMEOUT is the one that holds.
+	svc, err := wallet.NewService(pool, engine, gateway, merchant,
+		wallet.Options{Logger: log, Steps: wallet.StepTuning{Window: cfg.SagaRetryWindow, AttemptTimeout: cfg.ProviderTimeout}})
 	if err != nil {
 		return err
 	}
@@ -205,7 +191,8 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		}()
 	}
 	err = httpx.Serve(ctx, cfg.HTTPAddr, e, cfg.ShutdownTimeout, log, func(a net.Addr) {
-		log.Info("walletsvc listening", "addr", a.String(), "mode", cfg.Mode, "namesrv", cfg.Namesrv, "topic", cfg.Topic)
+		log.Info("walletsvc listening", "addr", a.String(), "mode", cfg.Mode, "namesrv", cfg.Namesrv, "topic", cfg.Topic,
+			"payment_gateway", cfg.GatewayURL, "merchant", cfg.MerchantURL)
 		if err := cli.WriteAddrFile(cfg.AddrFile, a); err != nil {
 			log.Error("cannot tell the address bound", "err", err)
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"io"
 	"maps"
 	"net"
@@ -19,6 +20,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/walletsaga/walletsaga/internal/procs"
+	"github.com/walletsaga/walletsaga/internal/providersim"
+	"github.com/walletsaga/walletsaga/internal/providersim/simtest"
 	"github.com/walletsaga/walletsaga/internal/rmqtest"
 	"github.com/walletsaga/walletsaga/internal/testdb"
 )
@@ -126,12 +129,16 @@ func TestServeMigratesAnswersProbesAndStopsGracefully(t *testing.T) {
 	// A topic and producer group of the test's own, never the real ones.
 	topic, group := rmqtest.Unique("run-events"), rmqtest.Unique("run-relay")
 	b.CreateTopic(t, topic, 8)
+	// The gateway and the merchant: the simulator, reached over HTTP as a real provider is.
+	prov := simtest.Start(t, nil, providersim.Options{})
 	p := procs.StartFuncTest(t, "walletsvc", run, []string{"serve"}, devEnv(map[string]string{
 		"DATABASE_URL": dbURL, "ROCKETMQ_NAMESRV": b.Namesrv, "WALLET_EVENTS_TOPIC": topic, "PRODUCER_GROUP": group,
+		"PAYMENT_GATEWAY_URL": prov.URL, "MERCHANT_URL": prov.URL,
 		// The admin user: the walletsvc user may publish only to the real topic.
 		"ROCKETMQ_ACCESS_KEY": b.Credentials.AccessKey, "ROCKETMQ_SECRET_KEY": b.Credentials.SecretKey,
 	}))
 	require.Contains(t, p.Output(), "topic="+topic)
+	require.Contains(t, p.Output(), "payment_gateway="+prov.URL)
 
 	resp, err := http.Get(p.URL + "/readyz")
 	require.NoError(t, err)
@@ -169,6 +176,27 @@ func TestServeMigratesAnswersProbesAndStopsGracefully(t *testing.T) {
 		require.Contains(t, string(metricsText), name)
 	}
 
+	// After the metrics of an empty outbox: a deposit charges the payment source at the gateway over HTTP; a declined one fails.
+	call := func(path, body string) map[string]any {
+		req, err := http.NewRequest(http.MethodPost, p.URL+path, strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+DevServiceToken)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var out map[string]any
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+		require.Less(t, resp.StatusCode, 300, "%s: %v", path, out)
+		return out
+	}
+	user := call("/v1/users", `{"name":"Ann","phone":"+8613800138000"}`)
+	deposits := fmt.Sprintf("/v1/users/%v/deposits?wait=true", user["id"])
+	require.Equal(t, "completed", call(deposits, `{"amount":500}`)["state"])
+	require.Equal(t, "failed", call(deposits, `{"amount":500,"source":"`+providersim.DeclinedSource+`"}`)["state"])
+	require.Equal(t, 1, prov.ChargesIn(t, providersim.ChargeCharged))
+	require.Equal(t, 1, prov.ChargesIn(t, providersim.ChargeDeclined))
+
 	resp, err = http.Get(p.URL + "/no/such/route")
 	require.NoError(t, err)
 	require.Equal(t, http.StatusNotFound, resp.StatusCode)
@@ -179,6 +207,8 @@ func TestServeMigratesAnswersProbesAndStopsGracefully(t *testing.T) {
 	require.Contains(t, p.Output(), "walletsvc stopped")
 	require.Contains(t, p.Output(), "running in dev mode", "a warning while dev settings are accepted")
 	require.NotContains(t, p.Output(), DevServiceToken, "the token itself is never logged")
+	require.Contains(t, p.Output(), "the provider simulator's documented dev token", "a warning while the simulator's token is in use")
+	require.NotContains(t, p.Output(), DevProviderToken)
 }
 
 // The broker being away is no reason to leave the load balancer: the outbox keeps the
@@ -233,6 +263,10 @@ func TestProductionRefusesUnsafeSettings(t *testing.T) {
 		"secret as a flag":          {nil, []string{"--service-token", "a-secret-given-on-the-command-line"}, []string{"SERVICE_TOKEN: secrets are not accepted on the command line"}},
 		"override without a reason": {map[string]string{"ALLOW_UNSAFE_DURABILITY": "yes"}, nil, []string{"ALLOW_UNSAFE_DURABILITY: must state the reason"}},
 		"mode misspelt":             {map[string]string{"WALLETSAGA_ENV": "development"}, nil, []string{"WALLETSAGA_ENV"}},
+		"no provider":               {nil, nil, []string{"PAYMENT_GATEWAY_URL: required", "MERCHANT_URL: required", "PAYMENT_GATEWAY_TOKEN: required", "MERCHANT_TOKEN: required"}},
+		"the simulated providers": {map[string]string{"PAYMENT_GATEWAY_URL": DevProviderURL, "MERCHANT_URL": "http://providersim:8082",
+			"PAYMENT_GATEWAY_TOKEN": DevProviderToken, "MERCHANT_TOKEN": DevProviderToken}, nil,
+			[]string{"MERCHANT_URL: must be https", "PAYMENT_GATEWAY_TOKEN: is a token the repository documents", "MERCHANT_TOKEN: is a token the repository documents"}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -313,25 +347,52 @@ func TestMigrateSubcommandIsIdempotentAcrossReplicas(t *testing.T) {
 	require.Equal(t, files, applied, "each migration applied exactly once")
 }
 
-// walletsvc sim-outage switches a simulator's outage on in the shared database, and refuses
-// what it cannot do with a message.
-func TestSimOutageSubcommand(t *testing.T) {
+// The gateway's and the merchant's settings: the dev defaults are the provider simulator's
+// address and token; tokens come from the environment or files, are never shown, and are
+// checked like the others.
+func TestProviderSettings(t *testing.T) {
 	t.Parallel()
-	pool, dbURL := testdb.New(t)
-	env := func(k string) string { return devEnv(map[string]string{"DATABASE_URL": dbURL})[k] }
-	var out bytes.Buffer
-	require.NoError(t, run(context.Background(), []string{"sim-outage", "gateway", "timeout", "90s"}, env, &out, &bytes.Buffer{}))
-	require.Contains(t, out.String(), "simulated gateway outage (timeout) for 1m30s")
-	var mode string
-	var left float64
-	require.NoError(t, pool.QueryRow(context.Background(),
-		`SELECT mode, extract(epoch FROM until - now()) FROM sim_outages WHERE target = 'gateway'`).Scan(&mode, &left))
-	require.Equal(t, "timeout", mode)
-	require.InDelta(t, 90, left, 30)
+	cfg, _, err := parseConfig("serve", nil, func(k string) string { return devEnv(nil)[k] }, &bytes.Buffer{})
+	require.NoError(t, err)
+	require.Equal(t, "http://127.0.0.1:8082", cfg.GatewayURL)
+	require.Equal(t, "http://127.0.0.1:8082", cfg.MerchantURL)
+	require.Equal(t, providersim.DevToken, cfg.GatewayToken, "the simulator's documented dev token")
+	require.Equal(t, providersim.DevToken, cfg.MerchantToken)
+	require.Equal(t, 10*time.Second, cfg.ProviderTimeout)
 
-	require.ErrorContains(t, run(context.Background(), []string{"sim-outage", "gateway"}, env, &out, &bytes.Buffer{}), "usage: walletsvc sim-outage")
-	require.ErrorContains(t, run(context.Background(), []string{"sim-outage", "bank", "fail", "1s"}, env, &out, &bytes.Buffer{}), "outage target must be")
-	require.ErrorContains(t, run(context.Background(), []string{"sim-outage", "merchant", "fail", "soon"}, env, &out, &bytes.Buffer{}), `duration "soon"`)
+	file := filepath.Join(t.TempDir(), "merchant")
+	require.NoError(t, os.WriteFile(file, []byte("merchant-token-from-a-file\n"), 0o600))
+	var help bytes.Buffer
+	cfg, _, err = parseConfig("serve", nil, func(k string) string {
+		return devEnv(map[string]string{"PAYMENT_GATEWAY_URL": "https://pay.example", "PAYMENT_GATEWAY_TOKEN": "gateway-token-from-env",
+			"MERCHANT_URL": "http://shop:9000", "MERCHANT_TOKEN_FILE": file, "PROVIDER_TIMEOUT": "3s"})[k]
+	}, &help)
+	require.NoError(t, err)
+	require.Equal(t, "https://pay.example", cfg.GatewayURL)
+	require.Equal(t, "gateway-token-from-env", cfg.GatewayToken)
+	require.Equal(t, "merchant-token-from-a-file", cfg.MerchantToken)
+	require.Equal(t, 3*time.Second, cfg.ProviderTimeout)
+	_, _, err = parseConfig("serve", []string{"-h"}, func(k string) string {
+		return devEnv(map[string]string{"PAYMENT_GATEWAY_TOKEN": "gateway-token-from-env"})[k]
+	}, &help)
+	require.ErrorIs(t, err, flag.ErrHelp)
+	require.Contains(t, help.String(), "PAYMENT_GATEWAY_TOKEN")
+	require.NotContains(t, help.String(), "gateway-token-from-env")
+
+	for env, want := range map[string]string{
+		"PAYMENT_GATEWAY_URL":   "PAYMENT_GATEWAY_URL: must be an http(s) URL",
+		"MERCHANT_URL":          "MERCHANT_URL: must be an http(s) URL",
+		"PAYMENT_GATEWAY_TOKEN": "PAYMENT_GATEWAY_TOKEN: must be at least 16",
+		"MERCHANT_TOKEN":        "MERCHANT_TOKEN: must be at least 16",
+		"PROVIDER_TIMEOUT":      "PROVIDER_TIMEOUT: must be 100ms–5m",
+	} {
+		bad := map[string]string{"PAYMENT_GATEWAY_URL": "127.0.0.1:8082", "MERCHANT_URL": "ftp://shop", "PAYMENT_GATEWAY_TOKEN": "short",
+			"MERCHANT_TOKEN": "short", "PROVIDER_TIMEOUT": "1ms"}[env]
+		_, _, err := parseConfig("serve", nil, func(k string) string { return devEnv(map[string]string{env: bad})[k] }, &bytes.Buffer{})
+		require.ErrorContains(t, err, want)
+	}
+	_, _, err = parseConfig("serve", nil, func(k string) string { return devEnv(map[string]string{"MERCHANT_TOKEN_FILE": "/nonexistent"})[k] }, &bytes.Buffer{})
+	require.ErrorContains(t, err, "MERCHANT_TOKEN_FILE")
 }
 
 // hangUp returns the address of a server that is no name server: it accepts connections and

@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/walletsaga/walletsaga/internal/providersim"
+	"github.com/walletsaga/walletsaga/internal/providersim/simtest"
 	"github.com/walletsaga/walletsaga/internal/saga"
 	"github.com/walletsaga/walletsaga/internal/testdb"
 	"github.com/walletsaga/walletsaga/internal/wallet"
@@ -23,10 +25,14 @@ type env struct {
 	eng  *saga.Engine
 	svc  *wallet.Service
 	ctx  context.Context
+	// prov is the provider simulator the service reaches over HTTP, through the adapters
+	// (unless the test gave a gateway or merchant of its own, which may wrap them).
+	prov *simtest.Provider
 }
 
 type envOptions struct {
 	noRunner bool
+	prov     *simtest.Provider // nil: a simulator on a memory store
 	gateway  wallet.PaymentGateway
 	merchant wallet.Merchant
 }
@@ -44,19 +50,28 @@ func testEngine(pool *pgxpool.Pool, owner string, log *slog.Logger) *saga.Engine
 func newEnv(t *testing.T, o envOptions) *env {
 	t.Helper()
 	pool, _ := testdb.New(t)
+	return newEnvOn(t, pool, o)
+}
+
+// newEnvOn is newEnv on a pool the caller already has.
+func newEnvOn(t *testing.T, pool *pgxpool.Pool, o envOptions) *env {
+	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	eng := testEngine(pool, "", log)
+	if o.prov == nil {
+		o.prov = simtest.Start(t, nil, providersim.Options{})
+	}
 	gw, m := o.gateway, o.merchant
 	if gw == nil {
-		gw = wallet.NewSimGateway(pool, wallet.SimOptions{})
+		gw = o.prov.Gateway
 	}
 	if m == nil {
-		m = wallet.NewSimMerchant(pool, wallet.SimOptions{})
+		m = o.prov.Merchant
 	}
 	svc, err := wallet.NewService(pool, eng, gw, m, wallet.Options{Logger: log, Steps: fastSteps})
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	e := &env{pool: pool, eng: eng, svc: svc, ctx: ctx}
+	e := &env{pool: pool, eng: eng, svc: svc, ctx: ctx, prov: o.prov}
 	var wg sync.WaitGroup
 	if !o.noRunner {
 		wg.Go(func() { _ = eng.Run(ctx) })

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/walletsaga/walletsaga/internal/saga"
 )
@@ -46,6 +47,9 @@ type RemoteError struct {
 	Code      string // machine-readable: "declined", "rejected", "unavailable", …
 	Permanent bool
 	Err       error
+	// RetryAfter is, for a retryable error, the least the remote party asked to be left
+	// alone (an HTTP Retry-After): the saga waits at least this long before asking again.
+	RetryAfter time.Duration
 }
 
 // Error describes the failure with its code and class.
@@ -83,13 +87,18 @@ func IsPermanent(err error) (code string, ok bool) {
 }
 
 // remoteOutcome turns a remote call's error into a step outcome: nil is done, permanent is
-// fail with its code, anything else (timeouts, unclassified errors) is retry.
+// fail with its code, anything else (timeouts, unclassified errors) is retry, no sooner
+// than the error's RetryAfter.
 func remoteOutcome(err error) saga.Outcome {
 	if err == nil {
 		return saga.Done()
 	}
 	if code, ok := IsPermanent(err); ok {
 		return saga.Fail(code, err)
+	}
+	var re *RemoteError
+	if errors.As(err, &re) && re.RetryAfter > 0 {
+		return saga.RetryAfter(err, re.RetryAfter)
 	}
 	return saga.Retry(err)
 }

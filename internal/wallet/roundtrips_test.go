@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/walletsaga/walletsaga/internal/providersim"
+	"github.com/walletsaga/walletsaga/internal/providersim/simtest"
 	"github.com/walletsaga/walletsaga/internal/saga"
 	"github.com/walletsaga/walletsaga/internal/testdb"
 	"github.com/walletsaga/walletsaga/internal/wallet"
@@ -36,8 +38,8 @@ func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEnd
 // Each saga takes the round trips the design promises, measured at the driver: a deposit or
 // a purchase two commits (before and after its remote call), a transfer one, and no read
 // before or after them (the request's checks ride on the first commit, with the wallet's
-// currency cached since the user was created). The simulators, on a pool of their own, are
-// not counted.
+// currency cached since the user was created). The provider simulator, reached over HTTP,
+// keeps its charges and orders in memory.
 func TestEachSagaTakesItsRoundTrips(t *testing.T) {
 	t.Parallel()
 	pool, url := testdb.New(t)
@@ -51,10 +53,10 @@ func TestEachSagaTakesItsRoundTrips(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	eng := testEngine(traced, "", log)
 	t.Cleanup(eng.Close)
-	svc, err := wallet.NewService(traced, eng, wallet.NewSimGateway(pool, wallet.SimOptions{}), wallet.NewSimMerchant(pool, wallet.SimOptions{}),
-		wallet.Options{Logger: log, Steps: fastSteps})
+	p := simtest.Start(t, nil, providersim.Options{})
+	svc, err := wallet.NewService(traced, eng, p.Gateway, p.Merchant, wallet.Options{Logger: log, Steps: fastSteps})
 	require.NoError(t, err)
-	e := &env{pool: pool, eng: eng, svc: svc, ctx: t.Context()}
+	e := &env{pool: pool, eng: eng, svc: svc, ctx: t.Context(), prov: p}
 	a, b := e.user(t), e.user(t)
 	e.fund(t, a, 10000) // allocates saga ids and prepares the statements
 
@@ -104,8 +106,7 @@ func TestEachSagaTakesItsRoundTrips(t *testing.T) {
 	// this new engine its first block of saga ids, one statement per 64 sagas).
 	c, _, err := e.svc.CreateUser(e.ctx, wallet.NewUser{Name: "Elsewhere", Phone: "+8613800138000"})
 	require.NoError(t, err)
-	other, err := wallet.NewService(traced, testEngine(traced, "other", log), wallet.NewSimGateway(pool, wallet.SimOptions{}),
-		wallet.NewSimMerchant(pool, wallet.SimOptions{}), wallet.Options{Logger: log, Steps: fastSteps})
+	other, err := wallet.NewService(traced, testEngine(traced, "other", log), p.Gateway, p.Merchant, wallet.Options{Logger: log, Steps: fastSteps})
 	require.NoError(t, err)
 	op = measure("deposit for a user created elsewhere", 2, 2, func() wallet.Operation {
 		op, err := other.Deposit(e.ctx, wallet.DepositRequest{UserID: c.ID, Amount: 100})

@@ -15,6 +15,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/walletsaga/walletsaga/internal/apperr"
+	"github.com/walletsaga/walletsaga/internal/provider"
+	"github.com/walletsaga/walletsaga/internal/providersim"
+	"github.com/walletsaga/walletsaga/internal/providersim/simtest"
 	"github.com/walletsaga/walletsaga/internal/saga"
 	"github.com/walletsaga/walletsaga/internal/testdb"
 	"github.com/walletsaga/walletsaga/internal/wallet"
@@ -55,9 +58,7 @@ func TestDepositCompletes(t *testing.T) {
 	require.Equal(t, []string{"charge/forward/done", "credit/forward/done"}, stepStatuses(op))
 	require.Equal(t, wallet.Money(10000), e.balance(t, u))
 	require.Equal(t, []walletevent.Kind{walletevent.Deposit}, e.kinds(t, u))
-	var charges int
-	require.NoError(t, e.pool.QueryRow(e.ctx, `SELECT count(*) FROM sim_charges WHERE status = 'charged'`).Scan(&charges))
-	require.Equal(t, 1, charges)
+	require.Equal(t, 1, e.prov.ChargesIn(t, providersim.ChargeCharged))
 	e.checkInvariants(t, u)
 }
 
@@ -65,7 +66,7 @@ func TestDepositDeclinedFails(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
 	u := e.user(t)
-	op, err := e.svc.Deposit(e.ctx, wallet.DepositRequest{UserID: u, Amount: 10000, Source: wallet.DeclinedSource})
+	op, err := e.svc.Deposit(e.ctx, wallet.DepositRequest{UserID: u, Amount: 10000, Source: providersim.DeclinedSource})
 	require.NoError(t, err)
 	op = e.wait(t, op.ID)
 	require.Equal(t, saga.Failed, op.State)
@@ -89,9 +90,9 @@ func TestDepositCreditFailureRefundsCharge(t *testing.T) {
 	s := e.startDirect(t, wallet.KindDeposit, map[string]any{"user_id": u, "amount": 100, "currency": "CNY", "source": "card"})
 	require.Equal(t, saga.Compensated, s.State)
 	require.Equal(t, wallet.CodeBalanceOverflow, s.Error.Code)
-	var status string
-	require.NoError(t, e.pool.QueryRow(e.ctx, `SELECT status FROM sim_charges`).Scan(&status))
-	require.Equal(t, "refunded", status)
+	charges := e.prov.Charges(t)
+	require.Len(t, charges, 1)
+	require.Equal(t, providersim.ChargeRefunded, charges[0].Status)
 	require.Equal(t, wallet.Money(math.MaxInt64-10), e.balance(t, u))
 }
 
@@ -120,9 +121,7 @@ func TestPurchaseInsufficientFundsFails(t *testing.T) {
 	require.Equal(t, saga.Failed, op.State)
 	require.Equal(t, wallet.CodeInsufficientFunds, op.Error.Code)
 	require.Equal(t, wallet.Money(100), e.balance(t, u))
-	var orders int
-	require.NoError(t, e.pool.QueryRow(e.ctx, `SELECT count(*) FROM sim_orders`).Scan(&orders))
-	require.Zero(t, orders, "no order placed")
+	require.Empty(t, e.prov.Orders(t), "no order placed")
 	e.checkInvariants(t, u)
 }
 
@@ -152,11 +151,10 @@ func TestPurchaseFlakyCompletesAfterRetries(t *testing.T) {
 	op = e.wait(t, op.ID)
 	require.Equal(t, saga.Completed, op.State)
 	require.Equal(t, 3, op.Steps[len(op.Steps)-1].Attempts)
-	var attempts int
-	var status string
-	require.NoError(t, e.pool.QueryRow(e.ctx, `SELECT attempts, status FROM sim_orders`).Scan(&attempts, &status))
-	require.Equal(t, 3, attempts)
-	require.Equal(t, "placed", status)
+	orders := e.prov.Orders(t)
+	require.Len(t, orders, 1)
+	require.Equal(t, 3, orders[0].Attempts)
+	require.Equal(t, providersim.OrderPlaced, orders[0].Status)
 	require.Equal(t, wallet.Money(7000), e.balance(t, u))
 	e.checkInvariants(t, u)
 }
@@ -212,10 +210,9 @@ func TestCreditThatWouldOverflowIsRefusedUpFront(t *testing.T) {
 	require.ErrorContains(t, err, "can take at most 5 more")
 	_, err = e.svc.Transfer(e.ctx, wallet.TransferRequest{From: a, To: b, Amount: 6, IdempotencyKey: "tr-over"})
 	require.Equal(t, apperr.BalanceOverflow, apperr.CodeOf(err), "%v", err)
-	var sagas, keys, charges int
-	require.NoError(t, e.pool.QueryRow(e.ctx, `SELECT (SELECT count(*) FROM sagas), (SELECT count(*) FROM idempotency_keys),
-		(SELECT count(*) FROM sim_charges)`).Scan(&sagas, &keys, &charges))
-	require.Zero(t, sagas+keys+charges, "nothing started, charged or claimed")
+	var sagas, keys int
+	require.NoError(t, e.pool.QueryRow(e.ctx, `SELECT (SELECT count(*) FROM sagas), (SELECT count(*) FROM idempotency_keys)`).Scan(&sagas, &keys))
+	require.Zero(t, sagas+keys+len(e.prov.Charges(t)), "nothing started, charged or claimed")
 
 	_, err = e.svc.Deposit(e.ctx, wallet.DepositRequest{UserID: b, Amount: 5})
 	require.NoError(t, err, "a deposit that fills the wallet exactly fits")
@@ -327,15 +324,15 @@ func TestDepositGatewayDownCompensatesAfterRetries(t *testing.T) {
 	require.Equal(t, wallet.Money(0), e.balance(t, u))
 }
 
-// chargeThenHang charges through the simulator and then hangs until its context ends, as a
+// chargeThenHang charges through the gateway and then hangs until its context ends, as a
 // runner that dies after the gateway charged but before the outcome was recorded.
 type chargeThenHang struct {
-	*wallet.SimGateway
+	*provider.Gateway
 	charged chan struct{}
 }
 
 func (g chargeThenHang) Charge(ctx context.Context, key string, user int64, amount wallet.Money, currency, source string) (string, error) {
-	if _, err := g.SimGateway.Charge(ctx, key, user, amount, currency, source); err != nil {
+	if _, err := g.Gateway.Charge(ctx, key, user, amount, currency, source); err != nil {
 		return "", err
 	}
 	close(g.charged)
@@ -350,9 +347,9 @@ func TestDepositResumesAfterRunnerStopsMidStep(t *testing.T) {
 	t.Parallel()
 	pool, _ := testdb.New(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	sim := wallet.NewSimGateway(pool, wallet.SimOptions{})
-	m := wallet.NewSimMerchant(pool, wallet.SimOptions{})
-	hang := chargeThenHang{SimGateway: sim, charged: make(chan struct{})}
+	p := simtest.Start(t, nil, providersim.Options{})
+	sim, m := p.Gateway, p.Merchant
+	hang := chargeThenHang{Gateway: sim, charged: make(chan struct{})}
 
 	engA := testEngine(pool, "a", log)
 	svcA, err := wallet.NewService(pool, engA, hang, m, wallet.Options{Logger: log, Steps: fastSteps})
@@ -385,10 +382,9 @@ func TestDepositResumesAfterRunnerStopsMidStep(t *testing.T) {
 	require.Equal(t, saga.Completed, op.State)
 	require.Equal(t, 2, op.Steps[0].Attempts)
 
-	var charges, attempts int
-	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*), max(attempts) FROM sim_charges`).Scan(&charges, &attempts))
-	require.Equal(t, 1, charges, "charged once")
-	require.Equal(t, 2, attempts, "the second runner replayed the same key")
+	charges := p.Charges(t)
+	require.Len(t, charges, 1, "charged once")
+	require.Equal(t, 2, charges[0].Attempts, "the second runner replayed the same key")
 	w, err := svcB.GetWallet(ctx, u.ID)
 	require.NoError(t, err)
 	require.Equal(t, wallet.Money(4200), w.Balance, "credited once")
@@ -400,11 +396,11 @@ func TestUnreliableRemotesStayExactlyOnce(t *testing.T) {
 	t.Parallel()
 	pool, _ := testdb.New(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	flaky := wallet.SimOptions{FailureRate: 0.33}
+	p := simtest.Start(t, nil, providersim.Options{FailureRate: 0.33})
 	eng := testEngine(pool, "", log)
 	steps := fastSteps
 	steps.Window = 20 * time.Second
-	svc, err := wallet.NewService(pool, eng, wallet.NewSimGateway(pool, flaky), wallet.NewSimMerchant(pool, flaky), wallet.Options{Logger: log, Steps: steps})
+	svc, err := wallet.NewService(pool, eng, p.Gateway, p.Merchant, wallet.Options{Logger: log, Steps: steps})
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	var wg sync.WaitGroup
@@ -426,26 +422,24 @@ func TestUnreliableRemotesStayExactlyOnce(t *testing.T) {
 		ids = append(ids, op.ID)
 	}
 	e.waitTerminal(t, ids)
-	var completed, charges, orders int
-	require.NoError(t, pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM sagas WHERE state = 'completed'),
-		(SELECT count(*) FROM sim_charges WHERE status = 'charged'), (SELECT count(*) FROM sim_orders WHERE status = 'placed')`).
-		Scan(&completed, &charges, &orders))
+	var completed int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM sagas WHERE state = 'completed'`).Scan(&completed))
 	require.Equal(t, 30, completed)
-	require.Equal(t, 20, charges)
-	require.Equal(t, 10, orders)
+	require.Equal(t, 20, p.ChargesIn(t, providersim.ChargeCharged))
+	require.Equal(t, 10, p.OrdersIn(t, providersim.OrderPlaced))
 	require.Equal(t, wallet.Money(20*100-10*50), e.balance(t, u))
 	e.checkInvariants(t, u)
 }
 
-// slowCharge charges through the simulator, then holds its answer until released: a
-// runner whose call outlives its lease.
+// slowCharge charges through the gateway, then holds its answer until released: a runner
+// whose call outlives its lease.
 type slowCharge struct {
-	*wallet.SimGateway
+	*provider.Gateway
 	charged, release chan struct{}
 }
 
 func (g slowCharge) Charge(ctx context.Context, key string, user int64, amount wallet.Money, currency, source string) (string, error) {
-	id, err := g.SimGateway.Charge(ctx, key, user, amount, currency, source)
+	id, err := g.Gateway.Charge(ctx, key, user, amount, currency, source)
 	close(g.charged)
 	<-g.release
 	return id, err
@@ -458,9 +452,9 @@ func TestStolenLeaseCreditsOnce(t *testing.T) {
 	t.Parallel()
 	pool, _ := testdb.New(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	sim := wallet.NewSimGateway(pool, wallet.SimOptions{})
-	m := wallet.NewSimMerchant(pool, wallet.SimOptions{})
-	slow := slowCharge{SimGateway: sim, charged: make(chan struct{}), release: make(chan struct{})}
+	p := simtest.Start(t, nil, providersim.Options{})
+	sim, m := p.Gateway, p.Merchant
+	slow := slowCharge{Gateway: sim, charged: make(chan struct{}), release: make(chan struct{})}
 	steps := fastSteps
 	steps.AttemptTimeout = 500 * time.Millisecond
 	engA := saga.New(pool, saga.Options{Owner: "a", Lease: time.Second, PollInterval: 50 * time.Millisecond, Logger: log})
@@ -496,10 +490,9 @@ func TestStolenLeaseCreditsOnce(t *testing.T) {
 	require.NoError(t, r.err)
 	require.Equal(t, saga.Running, r.op.State, "the late runner's commit was refused: it answers with what it last committed")
 
-	var charges, attempts int
-	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*), max(attempts) FROM sim_charges`).Scan(&charges, &attempts))
-	require.Equal(t, 1, charges, "charged once")
-	require.Equal(t, 2, attempts, "the second runner asked with the same key")
+	charges := p.Charges(t)
+	require.Len(t, charges, 1, "charged once")
+	require.Equal(t, 2, charges[0].Attempts, "the second runner asked with the same key")
 	w, err := svcB.GetWallet(ctx, u.ID)
 	require.NoError(t, err)
 	require.Equal(t, wallet.Money(700), w.Balance, "credited once")

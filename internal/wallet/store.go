@@ -17,7 +17,7 @@ import (
 
 // This file holds the SQL of the wallet's aggregates: users, wallets, the ledger, balance
 // events (read side), operations and idempotency keys. The outbox's relay side is in
-// outbox.go, the simulators' tables in simulators.go.
+// outbox.go.
 
 // querier is what both a pool and a transaction offer.
 type querier interface {

@@ -149,9 +149,6 @@ type EventFilter struct {
 // DefaultSource is the payment source of a deposit that names none.
 const DefaultSource = "card"
 
-// DeclinedSource is the payment source the simulated gateway always declines.
-const DeclinedSource = "card_declined"
-
 var phoneRE = regexp.MustCompile(`^\+[1-9][0-9]{7,14}$`)
 
 // ValidatePhone checks an E.164 number: "+", then 8 to 15 digits, the first not 0.

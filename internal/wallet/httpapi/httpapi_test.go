@@ -18,6 +18,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/walletsaga/walletsaga/internal/httpx"
+	"github.com/walletsaga/walletsaga/internal/providersim"
+	"github.com/walletsaga/walletsaga/internal/providersim/simtest"
 	"github.com/walletsaga/walletsaga/internal/saga"
 	"github.com/walletsaga/walletsaga/internal/testdb"
 	"github.com/walletsaga/walletsaga/internal/wallet"
@@ -43,7 +45,8 @@ func newServer(t *testing.T, runSagas bool) *server {
 	pool, _ := testdb.New(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	eng := saga.New(pool, saga.Options{PollInterval: 200 * time.Millisecond, Logger: log})
-	svc, err := wallet.NewService(pool, eng, wallet.NewSimGateway(pool, wallet.SimOptions{}), wallet.NewSimMerchant(pool, wallet.SimOptions{}),
+	prov := simtest.Start(t, nil, providersim.Options{})
+	svc, err := wallet.NewService(pool, eng, prov.Gateway, prov.Merchant,
 		wallet.Options{Logger: log, Steps: wallet.StepTuning{BackoffBase: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond}})
 	require.NoError(t, err)
 	e := httpx.New(httpx.Options{Logger: log})

@@ -354,7 +354,8 @@ func truncate(b []byte) string {
 	return string(b)
 }
 
-// Fingerprint returns, for every table in the schemas public and notify (goose's version
+// Fingerprint returns, for every table in the schemas public, notify and providersim (the
+// provider simulator's, when it keeps its store in the same database; goose's version
 // table aside), its row count and an md5 of all its rows in a fixed order, plus the sums of
 // the wallets' balances and event seqs, spelled out so that a diff is readable. Tables are
 // listed from the catalogue, so one that a later migration adds is covered without anyone
@@ -362,7 +363,7 @@ func truncate(b []byte) string {
 func Fingerprint(t testing.TB, ctx context.Context, pool *pgxpool.Pool) map[string]string {
 	t.Helper()
 	rows, err := pool.Query(ctx, `SELECT table_schema, table_name FROM information_schema.tables
-		WHERE table_schema IN ('public', 'notify') AND table_type = 'BASE TABLE' AND table_name <> 'goose_db_version'
+		WHERE table_schema IN ('public', 'notify', 'providersim') AND table_type = 'BASE TABLE' AND table_name <> 'goose_db_version'
 		ORDER BY 1, 2`)
 	require.NoError(t, err)
 	tables, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (pgx.Identifier, error) {

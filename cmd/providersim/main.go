@@ -1,0 +1,28 @@
+// Command providersim is the payment gateway and merchant simulator: a provider process
+// that speaks walletsaga's provider contract (internal/provider/openapi.yaml) over HTTP, for
+// the dev stack, the tests, the demo, make chaos and docker compose. It approves every
+// payment source but one, so it refuses to start unless WALLETSAGA_ENV=dev.
+//
+//	providersim [serve] [flags]                          the simulator (default)
+//	providersim outage gateway|merchant fail|timeout D   switch an outage of a running one
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/walletsaga/walletsaga/internal/cli"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], cli.Getenv, os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "providersim:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/walletsaga/walletsaga/internal/cli"
+	"github.com/walletsaga/walletsaga/internal/httpx"
+	"github.com/walletsaga/walletsaga/internal/pg"
+	"github.com/walletsaga/walletsaga/internal/providersim"
+)
+
+// run is the whole program: it returns when ctx is cancelled (SIGINT/SIGTERM) and everything
+// it started has stopped.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	sub := "serve"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		sub, args = args[0], args[1:]
+	}
+	switch sub {
+	case "serve", "outage":
+	default:
+		return fmt.Errorf("unknown command %q (serve, outage; -h lists them)", sub)
+	}
+	cfg, rest, err := parseConfig("providersim "+sub, args, getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil // the usage is printed; asking for it is not a failure
+	}
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 && sub != "outage" {
+		return fmt.Errorf("unexpected arguments %q", rest)
+	}
+	log, err := cli.Logger(stdout, cfg.LogFormat, cfg.LogLevel)
+	if err != nil {
+		return err
+	}
+	switch sub {
+	case "serve":
+		return serve(ctx, cfg, log)
+	case "outage":
+		return outage(ctx, cfg, rest, stdout)
+	default:
+		return fmt.Errorf("unknown command %q (serve, outage)", sub)
+	}
+}
+
+// outage switches an outage of the running simulator at PROVIDERSIM_URL on, or off for 0s:
+// providersim outage gateway|merchant fail|timeout DURATION.
+func outage(ctx context.Context, cfg config, args []string, stdout io.Writer) error {
+	if len(args) != 3 {
+		return fmt.Errorf("usage: providersim outage [--providersim-url http://…] gateway|merchant fail|timeout DURATION (e.g. 60s; 0s ends it), got %q", args)
+	}
+	d, err := time.ParseDuration(args[2])
+	if err != nil {
+		return fmt.Errorf("outage: duration %q: %w", args[2], err)
+	}
+	if err := providersim.RequestOutage(ctx, cfg.URL, cfg.Token, args[0], args[1], d); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "simulated %s outage (%s) for %s at %s\n", args[0], args[1], d, cfg.URL)
+	return nil
+}
+
+func serve(ctx context.Context, cfg config, log *slog.Logger) error {
+	if cfg.Mode != cli.Dev {
+		return fmt.Errorf("refusing to start in %s mode: the simulator approves any payment source and runs only with %s=dev", cfg.Mode, cli.ModeEnv)
+	}
+	var store providersim.Store = providersim.NewMemoryStore()
+	if cfg.DatabaseURL != "" {
+		pool, err := pg.Open(ctx, cfg.DatabaseURL, pg.Options{MaxConns: 16})
+		if err != nil {
+			return err
+		}
+		defer pool.Close()
+		v, err := providersim.Migrate(ctx, pool, log)
+		if err != nil {
+			return err
+		}
+		log.Info("providersim schema migrated", "version", v)
+		store = providersim.NewPostgresStore(pool)
+	}
+	sim, err := providersim.New(store, providersim.Options{Token: cfg.Token, Latency: cfg.Latency, FailureRate: cfg.FailureRate, Logger: log})
+	if err != nil {
+		return err
+	}
+	// Calls hanging in a timing-out outage or a latency are released as the server shuts
+	// down, so the shutdown does not wait for them.
+	stop := context.AfterFunc(ctx, sim.Close)
+	defer stop()
+	err = httpx.Serve(ctx, cfg.HTTPAddr, newServer(sim), cfg.ShutdownTimeout, log, func(a net.Addr) {
+		log.Info("providersim listening", "addr", a.String(), "store", storeName(cfg))
+		if err := cli.WriteAddrFile(cfg.AddrFile, a); err != nil {
+			log.Error("cannot tell the address bound", "err", err)
+		}
+	})
+	log.Info("providersim stopped")
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+func storeName(cfg config) string {
+	if cfg.DatabaseURL == "" {
+		return "memory"
+	}
+	return "postgres " + cli.Redact(cfg.DatabaseURL)
+}

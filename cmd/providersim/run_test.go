@@ -1,0 +1,105 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"maps"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/walletsaga/walletsaga/internal/procs"
+	"github.com/walletsaga/walletsaga/internal/provider"
+	"github.com/walletsaga/walletsaga/internal/providersim"
+	"github.com/walletsaga/walletsaga/internal/testdb"
+	"github.com/walletsaga/walletsaga/internal/wallet"
+)
+
+// The simulator approves any payment source: without WALLETSAGA_ENV=dev it does not start.
+func TestRefusesToStartOutsideDev(t *testing.T) {
+	t.Parallel()
+	for _, env := range []string{"", "production", "DEV"} {
+		err := run(context.Background(), nil, func(k string) string {
+			if k == "WALLETSAGA_ENV" {
+				return env
+			}
+			return ""
+		}, io.Discard, io.Discard)
+		require.ErrorContains(t, err, "WALLETSAGA_ENV", "WALLETSAGA_ENV=%q", env)
+	}
+}
+
+func TestConfigValidation(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"SIM_FAILURE_RATE": "2"}, "SIM_FAILURE_RATE: must be between 0 and 1"},
+		{map[string]string{"SIM_FAILURE_RATE": "often"}, `SIM_FAILURE_RATE: "often" is not a number`},
+		{map[string]string{"SIM_LATENCY": "-1s"}, "SIM_LATENCY: must not be negative"},
+		{map[string]string{"PROVIDER_TOKEN": "short"}, "PROVIDER_TOKEN: must be at least 16"},
+		{map[string]string{"DATABASE_URL": "mysql://x"}, "DATABASE_URL: must be a postgres:// URL"},
+		{map[string]string{"HTTP_ADDR": "nowhere"}, "HTTP_ADDR: must be host:port"},
+		{map[string]string{"PROVIDERSIM_URL": "127.0.0.1:8082"}, "PROVIDERSIM_URL: must be an http(s) URL"},
+	} {
+		env := map[string]string{"WALLETSAGA_ENV": "dev"}
+		maps.Copy(env, tc.env)
+		_, _, err := parseConfig("providersim", nil, func(k string) string { return env[k] }, io.Discard)
+		require.ErrorContains(t, err, tc.want)
+		require.NotContains(t, err.Error(), "short", "a secret never appears in an error")
+	}
+	cfg, _, err := parseConfig("providersim", nil, func(k string) string { return map[string]string{"WALLETSAGA_ENV": "dev"}[k] }, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, "127.0.0.1:8082", cfg.HTTPAddr)
+	require.Equal(t, providersim.DevToken, cfg.Token)
+}
+
+// The binary serves the contract on a port of its own, and its outage subcommand switches
+// the running simulator's outage: on each store.
+func TestServesAndSwitchesOutages(t *testing.T) {
+	t.Parallel()
+	pgURL := ""
+	if !testing.Short() {
+		_, pgURL = testdb.New(t)
+	}
+	for name, dbURL := range map[string]string{"memory": "", "postgres": pgURL} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			if name == "postgres" && dbURL == "" {
+				t.Skip("needs PostgreSQL (-short)")
+			}
+			env := map[string]string{"WALLETSAGA_ENV": "dev", "DATABASE_URL": dbURL, "LOG_LEVEL": "warn"}
+			f := procs.StartFuncTest(t, "providersim", run, nil, env)
+			gw, err := provider.NewGateway(provider.Options{URL: f.URL, Token: providersim.DevToken, Timeout: 5 * time.Second})
+			require.NoError(t, err)
+			id, err := gw.Charge(t.Context(), "1:charge", 7, 500, "CNY", "card")
+			require.NoError(t, err)
+			require.True(t, strings.HasPrefix(id, "ch_"), id)
+
+			var out bytes.Buffer
+			outage := func(args ...string) error {
+				return run(t.Context(), append([]string{"outage", "--providersim-url", f.URL}, args...), func(k string) string {
+					return map[string]string{"WALLETSAGA_ENV": "dev"}[k]
+				}, &out, io.Discard)
+			}
+			require.NoError(t, outage("gateway", "fail", "90s"))
+			require.Contains(t, out.String(), "simulated gateway outage (fail) for 1m30s")
+			_, err = gw.Charge(t.Context(), "2:charge", 7, 500, "CNY", "card")
+			var re *wallet.RemoteError
+			require.ErrorAs(t, err, &re, "the gateway is out")
+			require.False(t, re.Permanent)
+			require.Equal(t, provider.CodeUnavailable, re.Code)
+			require.NoError(t, outage("gateway", "fail", "0s"))
+			_, err = gw.Charge(t.Context(), "2:charge", 7, 500, "CNY", "card")
+			require.NoError(t, err, "the outage is over")
+
+			require.ErrorContains(t, outage("gateway"), "usage: providersim outage")
+			require.ErrorContains(t, outage("bank", "fail", "1s"), "target must be")
+			require.ErrorContains(t, outage("merchant", "fail", "soon"), `duration "soon"`)
+		})
+	}
+}
