@@ -207,7 +207,6 @@ func TestServeMigratesAnswersProbesAndStopsGracefully(t *testing.T) {
 	require.Contains(t, p.Output(), "walletsvc stopped")
 	require.Contains(t, p.Output(), "running in dev mode", "a warning while dev settings are accepted")
 	require.NotContains(t, p.Output(), DevServiceToken, "the token itself is never logged")
-	require.Contains(t, p.Output(), "the provider simulator's documented dev token", "a warning while the simulator's token is in use")
 	require.NotContains(t, p.Output(), DevProviderToken)
 }
 
@@ -298,8 +297,11 @@ func TestProductionRefusesADatabaseThatCanLoseCommits(t *testing.T) {
 	if fsync == "on" && syncCommit == "on" {
 		t.Fatalf("the dev stack's Postgres is expected to run with fsync off (scripts/services.sh); got fsync=%s synchronous_commit=%s", fsync, syncCommit)
 	}
+	prov := simtest.Start(t, nil, providersim.Options{Token: "a-provider-token-of-our-own"})
 	env := map[string]string{
 		"DATABASE_URL": dbURL, "ROCKETMQ_NAMESRV": hangUp(t), "SERVICE_TOKEN": "a-production-token-of-our-own",
+		"PAYMENT_GATEWAY_URL": prov.URL, "MERCHANT_URL": prov.URL,
+		"PAYMENT_GATEWAY_TOKEN": "a-provider-token-of-our-own", "MERCHANT_TOKEN": "a-provider-token-of-our-own",
 		"HTTP_ADDR": "127.0.0.1:0", "WALLET_EVENTS_TOPIC": rmqtest.Unique("run-events"), "PRODUCER_GROUP": rmqtest.Unique("run-relay"),
 	}
 	var out bytes.Buffer
