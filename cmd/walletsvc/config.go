@@ -25,6 +25,7 @@ type config struct {
 	SagaRetryWindow time.Duration
 	RelayBatch      int
 	RelayLockKey    int
+	QueueHash       string
 	SimLatency      time.Duration
 	SimFailureRate  float64
 	// ServiceToken is the bearer token the user-facing wallet API requires.
@@ -61,6 +62,7 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	f.Duration(&c.SagaRetryWindow, "SAGA_RETRY_WINDOW", 10*time.Minute, "how long a saga step with an uncertain outcome is retried (same key) before it is compensated, and a compensation before an operator is needed")
 	f.Int(&c.RelayBatch, "RELAY_BATCH", 256, "outbox rows the relay reads per round")
 	f.Int(&c.RelayLockKey, "RELAY_LOCK_KEY", 7421, "advisory lock that keeps one relay active per database")
+	f.String(&c.QueueHash, "QUEUE_HASH", "java", "how a user id picks its broker queue: java (the Java client's SelectMessageQueueByHash, as a Java producer of the topic does) or fnv (the Go client's own hash selector)")
 	f.Duration(&c.SimLatency, "SIM_LATENCY", 0, "latency of the built-in payment gateway and merchant simulators")
 	f.String(&c.simFailureRate, "SIM_FAILURE_RATE", "0", "share (0–1) of simulator calls that fail retryably")
 	f.Secret(&c.ServiceToken, "SERVICE_TOKEN", "bearer token of the wallet API's user-facing endpoints (default: the dev token "+DevServiceToken+")")
@@ -113,6 +115,9 @@ func (c config) validate() error {
 	}
 	if c.RelayBatch < 1 || c.RelayBatch > 10000 {
 		p.Addf("RELAY_BATCH", "must be 1–10000, got %d", c.RelayBatch)
+	}
+	if c.QueueHash != "java" && c.QueueHash != "fnv" {
+		p.Addf("QUEUE_HASH", "must be java or fnv, got %q", c.QueueHash)
 	}
 	if len(c.ServiceToken) < minTokenLen {
 		p.Addf("SERVICE_TOKEN", "must be at least %d characters", minTokenLen)

@@ -112,7 +112,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	route := ordering.NewRouteCheck(namesrv, cfg.Topic)
 	defer route.Close() //nolint:errcheck // on the way out: nothing is left to do about a failed close
 
-	producer, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: namesrv, Group: cfg.ProducerGroup, Logger: log})
+	producer, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: namesrv, Group: cfg.ProducerGroup, Hash: ordering.KeyHash(cfg.QueueHash), Logger: log})
 	if err != nil {
 		return err
 	}

@@ -37,6 +37,7 @@ func TestConfigValidationNamesTheField(t *testing.T) {
 		"short service":  {map[string]string{"SERVICE_TOKEN": "short"}, "SERVICE_TOKEN"},
 		"short admin":    {map[string]string{"ADMIN_TOKEN": "short"}, "ADMIN_TOKEN"},
 		"same tokens":    {map[string]string{"ADMIN_TOKEN": "same-token-for-both", "SERVICE_TOKEN": "same-token-for-both"}, "ADMIN_TOKEN"},
+		"bad queue hash": {map[string]string{"QUEUE_HASH": "crc32"}, "QUEUE_HASH"},
 		"missing file":   {map[string]string{"SERVICE_TOKEN_FILE": "/nonexistent/token"}, "SERVICE_TOKEN_FILE"},
 	}
 	for name, tc := range cases {
@@ -66,6 +67,7 @@ func TestDefaultsMatchTheDevStack(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "127.0.0.1:9999", cfg.HTTPAddr, "a flag overrides the environment")
 	require.Equal(t, DevServiceToken, cfg.ServiceToken, "the documented dev default")
+	require.Equal(t, "java", cfg.QueueHash, "users go where a Java producer of the topic puts them")
 	require.Empty(t, cfg.AdminToken, "operator endpoints are off unless configured")
 }
 

@@ -7,15 +7,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/apache/rocketmq-client-go/v2"
+	"github.com/apache/rocketmq-client-go/v2/admin"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
 )
@@ -54,16 +55,25 @@ type ProducerConfig struct {
 	// so added queues and gone brokers are used or avoided soon; default 1s (the client's
 	// own is 30 s).
 	RoutePoll time.Duration
-	Logger    *slog.Logger
+	// Hash is how a sharding key picks its queue: HashJava (the default) puts a key where a
+	// Java producer's syncSendOrderly puts it; HashFNV where the Go client's own hash
+	// selector does.
+	Hash   KeyHash
+	Logger *slog.Logger
 }
 
 // OrderedProducer sends each message to the queue chosen by hashing its sharding key, with
 // SendSync: Java's syncSendOrderly(topic, msg, hashKey). While the topic's queue count is
 // stable, one key's messages land on one queue in the order they were sent.
 type OrderedProducer struct {
-	p   rocketmq.Producer
-	sel *queueSelector
-	log *slog.Logger
+	p       rocketmq.Producer
+	sel     *queueSelector
+	hash    KeyHash
+	namesrv []string
+	log     *slog.Logger
+
+	admMu sync.Mutex
+	adm   admin.Admin
 }
 
 // NewOrderedProducer creates and starts a producer.
@@ -73,6 +83,10 @@ func NewOrderedProducer(cfg ProducerConfig) (*OrderedProducer, error) {
 	}
 	if cfg.Group == "" {
 		return nil, errors.New("ordering: producer needs a group")
+	}
+	hash, err := ParseKeyHash(string(cfg.Hash))
+	if err != nil {
+		return nil, err
 	}
 	if cfg.SendTimeout <= 0 {
 		cfg.SendTimeout = 3 * time.Second
@@ -86,7 +100,7 @@ func NewOrderedProducer(cfg ProducerConfig) (*OrderedProducer, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	sel := &queueSelector{hash: producer.NewHashQueueSelector(), routes: map[string][]primitive.MessageQueue{}}
+	sel := &queueSelector{hash: hash}
 	opts := []producer.Option{
 		producer.WithNameServer(cfg.Namesrv),
 		producer.WithGroupName(cfg.Group),
@@ -103,14 +117,17 @@ func NewOrderedProducer(cfg ProducerConfig) (*OrderedProducer, error) {
 	if err := p.Start(); err != nil {
 		return nil, fmt.Errorf("ordering: start producer: %w", err)
 	}
-	return &OrderedProducer{p: p, sel: sel, log: cfg.Logger}, nil
+	return &OrderedProducer{p: p, sel: sel, hash: hash, namesrv: cfg.Namesrv, log: cfg.Logger}, nil
 }
+
+// Hash is how the producer hashes sharding keys.
+func (op *OrderedProducer) Hash() KeyHash { return op.hash }
 
 // SendOrderly sends m to the queue of its sharding key and waits for the broker. It fails
 // unless the broker confirms the message as stored (SEND_OK).
 func (op *OrderedProducer) SendOrderly(ctx context.Context, m Message) (SendResult, error) {
 	if m.ShardingKey == "" {
-		// Without a key the hash selector silently picks a random queue: refuse instead.
+		// Without a key every message would go to one queue: refuse instead.
 		return SendResult{}, errors.New("ordering: SendOrderly needs a sharding key")
 	}
 	if m.Topic == "" {
@@ -126,6 +143,10 @@ func (op *OrderedProducer) SendOrderly(ctx context.Context, m Message) (SendResu
 	if res.Status != primitive.SendOK {
 		return SendResult{}, fmt.Errorf("%w: status %s, msg id %s", ErrNotStored, statusName(res.Status), res.MsgID)
 	}
+	return oneResult(res), nil
+}
+
+func oneResult(res *primitive.SendResult) SendResult {
 	out := SendResult{MsgID: res.MsgID, QueueOffset: res.QueueOffset}
 	if res.MessageQueue != nil {
 		out.Broker = res.MessageQueue.BrokerName
@@ -134,7 +155,7 @@ func (op *OrderedProducer) SendOrderly(ctx context.Context, m Message) (SendResu
 	if res.OffsetMsgID != "" && out.MsgID == "" {
 		out.MsgID = res.OffsetMsgID
 	}
-	return out, nil
+	return out
 }
 
 func (m Message) primitive() *primitive.Message {
@@ -166,9 +187,7 @@ func (op *OrderedProducer) QueueOf(topic, key string) (string, bool) {
 // SendOrderlyBatch sends msgs, which must all have one topic and go to one queue (the same
 // QueueOf), as one batch: the broker stores them together, in this order, or not at all.
 // It fails unless the broker confirms them as stored, and also when the route changed since
-// the queue was named (the caller groups them again). Each message keeps its sharding key,
-// tag, keys and properties. The results give each message its queue offset; their MsgID is
-// "<queue offset message id>#<index>" (the client does not return one per message).
+// the queue was named (the caller groups them again).
 func (op *OrderedProducer) SendOrderlyBatch(ctx context.Context, msgs []Message) ([]SendResult, error) {
 	if len(msgs) == 0 {
 		return nil, nil
@@ -178,61 +197,112 @@ func (op *OrderedProducer) SendOrderlyBatch(ctx context.Context, msgs []Message)
 	if !ok {
 		return nil, fmt.Errorf("ordering: no route for %s yet", topic)
 	}
-	pm := make([]*primitive.Message, len(msgs))
-	for i, m := range msgs {
-		if m.ShardingKey == "" || m.Topic != topic {
-			return nil, errors.New("ordering: SendOrderlyBatch needs one topic and a sharding key on every message")
-		}
+	for _, m := range msgs {
 		if other, _ := op.sel.queueOf(topic, m.ShardingKey); other != q {
-			return nil, fmt.Errorf("ordering: batch for %s holds key %s of another queue", q.String(), m.ShardingKey)
+			return nil, fmt.Errorf("ordering: batch for %s holds key %s of another queue", q, m.ShardingKey)
 		}
-		pm[i] = m.primitive()
 	}
-	if len(pm) == 1 {
+	if len(msgs) == 1 {
 		res, err := op.SendOrderly(ctx, msgs[0])
 		return []SendResult{res}, err
 	}
-	pm[0].Queue = &primitive.MessageQueue{Topic: q.Topic, BrokerName: q.BrokerName, QueueId: q.QueueId}
+	return op.SendBatch(ctx, q, msgs)
+}
+
+// Route reads topic's writable queues from the name server, in the order the producer's
+// selector indexes them, with the producer's hash. It fails when the topic has none.
+func (op *OrderedProducer) Route(ctx context.Context, topic string) (Route, error) {
+	op.admMu.Lock()
+	defer op.admMu.Unlock()
+	if op.adm == nil {
+		adm, err := admin.NewAdmin(admin.WithResolver(primitive.NewPassthroughResolver(op.namesrv)))
+		if err != nil {
+			return Route{}, fmt.Errorf("ordering: route of %s: admin: %w", topic, err)
+		}
+		op.adm = adm
+	}
+	mqs, err := op.adm.FetchPublishMessageQueues(ctx, topic)
+	if err != nil {
+		return Route{}, fmt.Errorf("ordering: route of %s: %w", topic, err)
+	}
+	if len(mqs) == 0 {
+		return Route{}, fmt.Errorf("ordering: topic %s has no writable queue", topic)
+	}
+	qs := make([]Queue, len(mqs))
+	for i, mq := range mqs {
+		qs[i] = Queue{Broker: mq.BrokerName, ID: mq.QueueId}
+	}
+	slices.SortStableFunc(qs, javaOrder)
+	return Route{Queues: qs, Hash: op.hash}, nil
+}
+
+// SendBatch sends msgs, all of one topic and each with its sharding key, to queue q as one
+// batch: the broker stores them together, in this order, or not at all. It fails unless the
+// broker confirms them as stored, and when q is not (or no longer) among the topic's writable
+// queues. The results give each message its queue offset; their MsgID is "<queue offset
+// message id>#<index>" for a batch of several (the client does not return one per message).
+func (op *OrderedProducer) SendBatch(ctx context.Context, q Queue, msgs []Message) ([]SendResult, error) {
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	topic := msgs[0].Topic
+	pm := make([]*primitive.Message, len(msgs))
+	for i, m := range msgs {
+		if m.ShardingKey == "" || m.Topic == "" || m.Topic != topic {
+			return nil, errors.New("ordering: SendBatch needs one topic and a sharding key on every message")
+		}
+		pm[i] = m.primitive()
+	}
+	// The selector sends a message that names its queue there (see queueSelector).
+	pm[0].Queue = &primitive.MessageQueue{Topic: topic, BrokerName: q.Broker, QueueId: q.ID}
 	res, err := op.p.SendSync(ctx, pm...)
 	if err != nil {
-		return nil, fmt.Errorf("ordering: batch of %d to %s: %w", len(pm), q.String(), err)
+		return nil, fmt.Errorf("ordering: batch of %d to %s %s: %w", len(pm), topic, q, err)
 	}
 	if res == nil {
-		return nil, fmt.Errorf("ordering: batch of %d to %s: no result", len(pm), q.String())
+		return nil, fmt.Errorf("ordering: batch of %d to %s %s: no result", len(pm), topic, q)
 	}
 	if res.Status != primitive.SendOK {
-		return nil, fmt.Errorf("%w: status %s, batch of %d to %s", ErrNotStored, statusName(res.Status), len(pm), q.String())
+		return nil, fmt.Errorf("%w: status %s, batch of %d to %s %s", ErrNotStored, statusName(res.Status), len(pm), topic, q)
+	}
+	if len(pm) == 1 {
+		return []SendResult{oneResult(res)}, nil
 	}
 	out := make([]SendResult, len(pm))
 	for i := range out {
-		out[i] = SendResult{MsgID: fmt.Sprintf("%s#%d", res.OffsetMsgID, i), Broker: q.BrokerName, QueueID: q.QueueId, QueueOffset: res.QueueOffset + int64(i)}
+		out[i] = SendResult{MsgID: fmt.Sprintf("%s#%d", res.OffsetMsgID, i), Broker: q.Broker, QueueID: q.ID, QueueOffset: res.QueueOffset + int64(i)}
 	}
 	return out, nil
 }
 
-// queueSelector is the producer's queue selector: the client's hash selector (Java's
-// SelectMessageQueueByHash in Go: FNV-1a of the sharding key modulo the writable queues) for
-// a message, and for a batch (which the client sends without its messages' keys) the queue
-// SendOrderlyBatch named on its first message. It remembers each topic's route as the
-// client last gave it, so that QueueOf answers with the queue a send would pick.
+// queueSelector is the producer's queue selector. A message that names its queue (the first
+// of a SendBatch, which the client sends without its messages' keys) goes there, or nowhere
+// when the route no longer has that queue (the send fails). Any other message goes to the
+// queue its sharding key hashes to among the writable queues in the Java client's order
+// (see javaOrder). It remembers each topic's route as the client last gave it, so that
+// QueueOf answers with the queue a send would pick.
 type queueSelector struct {
-	hash producer.QueueSelector
+	hash KeyHash
 
 	mu     sync.Mutex
 	routes map[string][]primitive.MessageQueue
 }
 
-func (s *queueSelector) Select(msg *primitive.Message, queues []*primitive.MessageQueue, last string) *primitive.MessageQueue {
-	s.remember(msg.Topic, queues)
-	if msg.Batch && msg.Queue != nil {
+func (s *queueSelector) Select(msg *primitive.Message, queues []*primitive.MessageQueue, _ string) *primitive.MessageQueue {
+	if len(queues) == 0 {
+		return nil
+	}
+	if msg.Queue != nil {
 		for _, q := range queues {
-			if *q == *msg.Queue {
+			if q.BrokerName == msg.Queue.BrokerName && q.QueueId == msg.Queue.QueueId {
 				return q
 			}
 		}
-		return nil // the route changed since the batch was grouped: the send fails
+		return nil
 	}
-	return s.hash.Select(msg, queues, last)
+	queues = inJavaOrder(queues)
+	s.remember(msg.Topic, queues)
+	return queues[s.hash.Slot(msg.GetShardingKey(), len(queues))]
 }
 
 func (s *queueSelector) remember(topic string, queues []*primitive.MessageQueue) {
@@ -246,6 +316,9 @@ func (s *queueSelector) remember(topic string, queues []*primitive.MessageQueue)
 	if same {
 		return
 	}
+	if s.routes == nil {
+		s.routes = map[string][]primitive.MessageQueue{}
+	}
 	route := make([]primitive.MessageQueue, len(queues))
 	for i, q := range queues {
 		route[i] = *q
@@ -253,25 +326,43 @@ func (s *queueSelector) remember(topic string, queues []*primitive.MessageQueue)
 	s.routes[topic] = route
 }
 
-// queueOf is the hash selector's choice for key on topic's remembered route.
-func (s *queueSelector) queueOf(topic, key string) (primitive.MessageQueue, bool) {
+// queueOf is the selector's choice for key on topic's remembered route.
+func (s *queueSelector) queueOf(topic, key string) (Queue, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	route := s.routes[topic]
 	if len(route) == 0 || key == "" {
-		return primitive.MessageQueue{}, false
+		return Queue{}, false
 	}
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(key))
-	i := int(h.Sum32()) % len(route)
-	if i < 0 {
-		i = -i
+	q := route[s.hash.Slot(key, len(route))]
+	return Queue{Broker: q.BrokerName, ID: q.QueueId}, true
+}
+
+// inJavaOrder returns queues in javaOrder: as they are when already so (the client's own
+// order, for ASCII broker names), else a sorted copy.
+func inJavaOrder(queues []*primitive.MessageQueue) []*primitive.MessageQueue {
+	cmp := func(a, b *primitive.MessageQueue) int {
+		return javaOrder(Queue{Broker: a.BrokerName, ID: a.QueueId}, Queue{Broker: b.BrokerName, ID: b.QueueId})
 	}
-	return route[i], true
+	if slices.IsSortedFunc(queues, cmp) {
+		return queues
+	}
+	sorted := slices.Clone(queues)
+	slices.SortStableFunc(sorted, cmp)
+	return sorted
 }
 
 // Shutdown stops the producer.
-func (op *OrderedProducer) Shutdown() error { return op.p.Shutdown() }
+func (op *OrderedProducer) Shutdown() error {
+	op.admMu.Lock()
+	defer op.admMu.Unlock()
+	var err error
+	if op.adm != nil {
+		err = op.adm.Close()
+		op.adm = nil
+	}
+	return errors.Join(op.p.Shutdown(), err)
+}
 
 func statusName(s primitive.SendStatus) string {
 	switch s {
