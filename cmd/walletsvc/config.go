@@ -60,7 +60,7 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	f.Duration(&c.ShutdownTimeout, "SHUTDOWN_TIMEOUT", 15*time.Second, "how long a graceful shutdown may take")
 	f.Int(&c.SagaWorkers, "SAGA_WORKERS", 16, "sagas recovered concurrently by this process (requests run their own sagas inline)")
 	f.Duration(&c.SagaRetryWindow, "SAGA_RETRY_WINDOW", 10*time.Minute, "how long a saga step with an uncertain outcome is retried (same key) before it is compensated, and a compensation before an operator is needed")
-	f.Int(&c.RelayBatch, "RELAY_BATCH", 256, "outbox rows the relay reads per round")
+	f.Int(&c.RelayBatch, "RELAY_BATCH", 256, "outbox rows the relay reads at a time for one broker queue")
 	f.Int(&c.RelayLockKey, "RELAY_LOCK_KEY", 7421, "advisory lock that keeps one relay active per database")
 	f.String(&c.QueueHash, "QUEUE_HASH", "java", "how a user id picks its broker queue: java (the Java client's SelectMessageQueueByHash, as a Java producer of the topic does) or fnv (the Go client's own hash selector)")
 	f.Duration(&c.SimLatency, "SIM_LATENCY", 0, "latency of the built-in payment gateway and merchant simulators")

@@ -11,12 +11,10 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/apache/rocketmq-client-go/v2"
-	"github.com/apache/rocketmq-client-go/v2/admin"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
 )
@@ -66,14 +64,9 @@ type ProducerConfig struct {
 // SendSync: Java's syncSendOrderly(topic, msg, hashKey). While the topic's queue count is
 // stable, one key's messages land on one queue in the order they were sent.
 type OrderedProducer struct {
-	p       rocketmq.Producer
-	sel     *queueSelector
-	hash    KeyHash
-	namesrv []string
-	log     *slog.Logger
-
-	admMu sync.Mutex
-	adm   admin.Admin
+	p    rocketmq.Producer
+	hash KeyHash
+	log  *slog.Logger
 }
 
 // NewOrderedProducer creates and starts a producer.
@@ -100,11 +93,10 @@ func NewOrderedProducer(cfg ProducerConfig) (*OrderedProducer, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	sel := &queueSelector{hash: hash}
 	opts := []producer.Option{
 		producer.WithNameServer(cfg.Namesrv),
 		producer.WithGroupName(cfg.Group),
-		producer.WithQueueSelector(sel),
+		producer.WithQueueSelector(queueSelector{hash: hash}),
 		producer.WithSendMsgTimeout(cfg.SendTimeout),
 		producer.WithRetry(cfg.Retries),
 		producer.WithRoutePollInterval(cfg.RoutePoll),
@@ -117,7 +109,7 @@ func NewOrderedProducer(cfg ProducerConfig) (*OrderedProducer, error) {
 	if err := p.Start(); err != nil {
 		return nil, fmt.Errorf("ordering: start producer: %w", err)
 	}
-	return &OrderedProducer{p: p, sel: sel, hash: hash, namesrv: cfg.Namesrv, log: cfg.Logger}, nil
+	return &OrderedProducer{p: p, hash: hash, log: cfg.Logger}, nil
 }
 
 // Hash is how the producer hashes sharding keys.
@@ -173,60 +165,24 @@ func (m Message) primitive() *primitive.Message {
 	return msg
 }
 
-// QueueOf names the queue that key's messages on topic go to under the producer's current
-// route (the queue SendOrderly picks), and reports false while the producer has no route for
-// topic yet (before its first send there).
-func (op *OrderedProducer) QueueOf(topic, key string) (string, bool) {
-	q, ok := op.sel.queueOf(topic, key)
-	if !ok {
-		return "", false
-	}
-	return q.String(), true
+// publishLister is the vendored client's producer with its publish list exposed
+// (third_party/rocketmq-client-go, patch 10).
+type publishLister interface {
+	PublishMessageQueues(topic string) []*primitive.MessageQueue
 }
 
-// SendOrderlyBatch sends msgs, which must all have one topic and go to one queue (the same
-// QueueOf), as one batch: the broker stores them together, in this order, or not at all.
-// It fails unless the broker confirms them as stored, and also when the route changed since
-// the queue was named (the caller groups them again).
-func (op *OrderedProducer) SendOrderlyBatch(ctx context.Context, msgs []Message) ([]SendResult, error) {
-	if len(msgs) == 0 {
-		return nil, nil
-	}
-	topic := msgs[0].Topic
-	q, ok := op.sel.queueOf(topic, msgs[0].ShardingKey)
+// Route returns topic's writable queues as the producer's selector sees them now (the
+// client re-reads the route every RoutePoll), in the order it indexes them, with the
+// producer's hash. The first call for a topic reads its route from the name server. It fails
+// when the topic has no writable queue.
+func (op *OrderedProducer) Route(_ context.Context, topic string) (Route, error) {
+	pl, ok := op.p.(publishLister)
 	if !ok {
-		return nil, fmt.Errorf("ordering: no route for %s yet", topic)
+		return Route{}, errors.New("ordering: the RocketMQ client does not expose its publish list")
 	}
-	for _, m := range msgs {
-		if other, _ := op.sel.queueOf(topic, m.ShardingKey); other != q {
-			return nil, fmt.Errorf("ordering: batch for %s holds key %s of another queue", q, m.ShardingKey)
-		}
-	}
-	if len(msgs) == 1 {
-		res, err := op.SendOrderly(ctx, msgs[0])
-		return []SendResult{res}, err
-	}
-	return op.SendBatch(ctx, q, msgs)
-}
-
-// Route reads topic's writable queues from the name server, in the order the producer's
-// selector indexes them, with the producer's hash. It fails when the topic has none.
-func (op *OrderedProducer) Route(ctx context.Context, topic string) (Route, error) {
-	op.admMu.Lock()
-	defer op.admMu.Unlock()
-	if op.adm == nil {
-		adm, err := admin.NewAdmin(admin.WithResolver(primitive.NewPassthroughResolver(op.namesrv)))
-		if err != nil {
-			return Route{}, fmt.Errorf("ordering: route of %s: admin: %w", topic, err)
-		}
-		op.adm = adm
-	}
-	mqs, err := op.adm.FetchPublishMessageQueues(ctx, topic)
-	if err != nil {
-		return Route{}, fmt.Errorf("ordering: route of %s: %w", topic, err)
-	}
+	mqs := pl.PublishMessageQueues(topic)
 	if len(mqs) == 0 {
-		return Route{}, fmt.Errorf("ordering: topic %s has no writable queue", topic)
+		return Route{}, fmt.Errorf("ordering: topic %s has no route with a writable queue", topic)
 	}
 	qs := make([]Queue, len(mqs))
 	for i, mq := range mqs {
@@ -279,16 +235,10 @@ func (op *OrderedProducer) SendBatch(ctx context.Context, q Queue, msgs []Messag
 // of a SendBatch, which the client sends without its messages' keys) goes there, or nowhere
 // when the route no longer has that queue (the send fails). Any other message goes to the
 // queue its sharding key hashes to among the writable queues in the Java client's order
-// (see javaOrder). It remembers each topic's route as the client last gave it, so that
-// QueueOf answers with the queue a send would pick.
-type queueSelector struct {
-	hash KeyHash
+// (see javaOrder).
+type queueSelector struct{ hash KeyHash }
 
-	mu     sync.Mutex
-	routes map[string][]primitive.MessageQueue
-}
-
-func (s *queueSelector) Select(msg *primitive.Message, queues []*primitive.MessageQueue, _ string) *primitive.MessageQueue {
+func (s queueSelector) Select(msg *primitive.Message, queues []*primitive.MessageQueue, _ string) *primitive.MessageQueue {
 	if len(queues) == 0 {
 		return nil
 	}
@@ -301,41 +251,7 @@ func (s *queueSelector) Select(msg *primitive.Message, queues []*primitive.Messa
 		return nil
 	}
 	queues = inJavaOrder(queues)
-	s.remember(msg.Topic, queues)
 	return queues[s.hash.Slot(msg.GetShardingKey(), len(queues))]
-}
-
-func (s *queueSelector) remember(topic string, queues []*primitive.MessageQueue) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	cur := s.routes[topic]
-	same := len(cur) == len(queues)
-	for i := 0; same && i < len(cur); i++ {
-		same = cur[i] == *queues[i]
-	}
-	if same {
-		return
-	}
-	if s.routes == nil {
-		s.routes = map[string][]primitive.MessageQueue{}
-	}
-	route := make([]primitive.MessageQueue, len(queues))
-	for i, q := range queues {
-		route[i] = *q
-	}
-	s.routes[topic] = route
-}
-
-// queueOf is the selector's choice for key on topic's remembered route.
-func (s *queueSelector) queueOf(topic, key string) (Queue, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	route := s.routes[topic]
-	if len(route) == 0 || key == "" {
-		return Queue{}, false
-	}
-	q := route[s.hash.Slot(key, len(route))]
-	return Queue{Broker: q.BrokerName, ID: q.QueueId}, true
 }
 
 // inJavaOrder returns queues in javaOrder: as they are when already so (the client's own
@@ -353,16 +269,7 @@ func inJavaOrder(queues []*primitive.MessageQueue) []*primitive.MessageQueue {
 }
 
 // Shutdown stops the producer.
-func (op *OrderedProducer) Shutdown() error {
-	op.admMu.Lock()
-	defer op.admMu.Unlock()
-	var err error
-	if op.adm != nil {
-		err = op.adm.Close()
-		op.adm = nil
-	}
-	return errors.Join(op.p.Shutdown(), err)
-}
+func (op *OrderedProducer) Shutdown() error { return op.p.Shutdown() }
 
 func statusName(s primitive.SendStatus) string {
 	switch s {
