@@ -139,6 +139,16 @@ func TestServeMigratesAnswersProbesAndStopsGracefully(t *testing.T) {
 	} {
 		require.Contains(t, string(metricsText), name)
 	}
+	// Once the relay leads and has read the topic's route, each of its 8 queues is listed.
+	waitUntil(t, 30*time.Second, "the relay's queues in /metrics", func() bool {
+		resp, err := http.Get(p.URL + "/metrics")
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		text, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return strings.Contains(string(text), `walletsaga_relay_queue_state{queue="broker-a/7",state="idle"} 1`) &&
+			strings.Contains(string(text), `walletsaga_relay_queue_lag_seconds{queue="broker-a/0"} 0`)
+	})
 
 	resp, err = http.Get(p.URL + "/no/such/route")
 	require.NoError(t, err)
