@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"hash/fnv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -134,16 +133,10 @@ func TestNotifierKilledMidStream(t *testing.T) {
 	require.Zero(t, r.Lost+r.Duplicated+r.OutOfOrder+r.DeadLettered)
 }
 
-// queueOf is the Go client's hash selector: FNV-1a 32 of the sharding key modulo the stack's
-// queues.
+// queueOf is the queue walletsvc's selector (QUEUE_HASH's default, Java's
+// SelectMessageQueueByHash) puts user on among the stack's queues.
 func queueOf(user int64) int {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(strconv.FormatInt(user, 10)))
-	q := int(h.Sum32()) % stackQueues
-	if q < 0 {
-		q = -q
-	}
-	return q
+	return ordering.HashJava.Slot(strconv.FormatInt(user, 10), stackQueues)
 }
 
 // TestPoisonedUserIsDeadLetteredAndOthersProceed: a user whose phone always fails gets

@@ -2,12 +2,14 @@ package migrations_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 	"github.com/stretchr/testify/require"
 
+	"github.com/walletsaga/walletsaga/internal/ordering"
 	"github.com/walletsaga/walletsaga/internal/testdb"
 	"github.com/walletsaga/walletsaga/migrations"
 )
@@ -78,4 +80,55 @@ func TestSimulatorTablesAreDropped(t *testing.T) {
 	_, err = p.Up(ctx)
 	require.NoError(t, err)
 	require.Empty(t, tables())
+}
+
+// TestOutboxQueuesMigrationBackfillsAndReverses: the events already in the outbox when the
+// per-queue relay's migration (00012) runs get the Java key hash of their user id and a
+// transaction id; new events get both from the table; and it goes down and up again.
+func TestOutboxQueuesMigrationBackfillsAndReverses(t *testing.T) {
+	t.Parallel()
+	pool, _ := testdb.New(t)
+	ctx := context.Background()
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close() //nolint:errcheck // a view of pool
+	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS())
+	require.NoError(t, err)
+	_, err = p.DownTo(ctx, 9)
+	require.NoError(t, err)
+
+	const insertEvent = `INSERT INTO wallet_events (user_id, seq, kind, amount, currency, balance_after, saga_id, phone, locale)
+		VALUES ($1, $2, 'deposit', 1, 'CNY', $2, 1, '+8613800138000', 'en')`
+	var user int64
+	require.NoError(t, pool.QueryRow(ctx, `WITH u AS (INSERT INTO users (name, phone) VALUES ('Old Events', '+8613800138000') RETURNING id)
+		INSERT INTO wallets (user_id) SELECT id FROM u RETURNING user_id`).Scan(&user))
+	for seq := 1; seq <= 3; seq++ {
+		_, err := pool.Exec(ctx, insertEvent, user, seq)
+		require.NoError(t, err)
+	}
+	_, err = pool.Exec(ctx, `UPDATE wallet_events SET published_at = now() WHERE seq = 1`)
+	require.NoError(t, err)
+
+	_, err = p.UpTo(ctx, 12)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, insertEvent, user, 4)
+	require.NoError(t, err)
+	want := ordering.JavaStringHash(strconv.FormatInt(user, 10))
+	var hashed, withXact int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE key_hash = $2), count(*) FILTER (WHERE xact IS NOT NULL)
+		FROM wallet_events WHERE user_id = $1`, user, want).Scan(&hashed, &withXact))
+	require.Equal(t, 4, hashed, "old and new events carry the user id's Java hash")
+	require.Equal(t, 4, withXact)
+
+	_, err = p.DownTo(ctx, 9)
+	require.NoError(t, err)
+	var columns int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM information_schema.columns
+		WHERE table_name = 'wallet_events' AND column_name IN ('key_hash', 'xact')`).Scan(&columns))
+	require.Zero(t, columns)
+	_, err = pool.Exec(ctx, insertEvent, user, 5)
+	require.NoError(t, err, "the table takes events as before")
+	_, err = p.Up(ctx)
+	require.NoError(t, err)
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM wallet_events WHERE user_id = $1 AND key_hash = $2`, user, want).Scan(&hashed))
+	require.Equal(t, 5, hashed)
 }

@@ -25,6 +25,7 @@ type config struct {
 	SagaRetryWindow time.Duration
 	RelayBatch      int
 	RelayLockKey    int
+	QueueHash       string
 	// ServiceToken is the bearer token the user-facing wallet API requires.
 	ServiceToken string
 	// AdminToken is the bearer token of the operator endpoints (empty: disabled).
@@ -104,7 +105,7 @@ func parseConfig(sub string, args []string, getenv func(string) string, stderr i
 	f.Duration(&c.ShutdownTimeout, "SHUTDOWN_TIMEOUT", 15*time.Second, "how long a graceful shutdown may take")
 	f.Int(&c.SagaWorkers, "SAGA_WORKERS", 16, "sagas recovered concurrently by this process (requests run their own sagas inline)")
 	f.Duration(&c.SagaRetryWindow, "SAGA_RETRY_WINDOW", 10*time.Minute, "how long a saga step with an uncertain outcome is retried (same key) before it is compensated, and a compensation before an operator is needed")
-	f.Int(&c.RelayBatch, "RELAY_BATCH", 256, "outbox rows the relay reads per round")
+	f.Int(&c.RelayBatch, "RELAY_BATCH", 256, "outbox rows the relay reads at a time for one broker queue")
 	f.Int(&c.RelayLockKey, "RELAY_LOCK_KEY", 7421, "advisory lock that keeps one relay active per database")
 	f.DevString(&c.GatewayURL, "PAYMENT_GATEWAY_URL", DevProviderURL, "base URL of the payment gateway (the provider contract)")
 	f.Secret(&c.GatewayToken, "PAYMENT_GATEWAY_TOKEN", DevProviderToken, "bearer token sent to the payment gateway")
@@ -118,6 +119,7 @@ func parseConfig(sub string, args []string, getenv func(string) string, stderr i
 	f.String(&c.UnsafeDurability, "ALLOW_UNSAFE_DURABILITY", "", "the reason to run on a Postgres whose commits can vanish in a crash (fsync off, synchronous_commit off or local); empty: production refuses such a server")
 	f.Secret(&c.ServiceToken, "SERVICE_TOKEN", DevServiceToken, "bearer token of the wallet API's user-facing endpoints")
 	f.Secret(&c.AdminToken, "ADMIN_TOKEN", "", "bearer token of the operator endpoints (empty: they are disabled)")
+	f.String(&c.QueueHash, "QUEUE_HASH", "java", "how a user id picks its broker queue: java (the Java client's SelectMessageQueueByHash, as a Java producer of the topic does) or fnv (the Go client's own hash selector)")
 	if err := f.Parse(args); err != nil {
 		return c, nil, err
 	}
@@ -166,6 +168,9 @@ func (c config) validate(p *cli.Problems, serving bool) {
 	}
 	if c.RelayBatch < 1 || c.RelayBatch > 10000 {
 		p.Addf("RELAY_BATCH", "must be 1–10000, got %d", c.RelayBatch)
+	}
+	if c.QueueHash != "java" && c.QueueHash != "fnv" {
+		p.Addf("QUEUE_HASH", "must be java or fnv, got %q", c.QueueHash)
 	}
 	p.CheckServiceURL(c.Mode, "PAYMENT_GATEWAY_URL", c.GatewayURL)
 	p.CheckServiceURL(c.Mode, "MERCHANT_URL", c.MerchantURL)

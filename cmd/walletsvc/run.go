@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -117,7 +116,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	defer route.Close() //nolint:errcheck // on the way out: nothing is left to do about a failed close
 	broker := ordering.NewBrokerWatch(route, 0)
 
-	producer, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: namesrv, Group: cfg.ProducerGroup, Credentials: creds, Logger: log})
+	producer, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: namesrv, Group: cfg.ProducerGroup, Credentials: creds, Hash: ordering.KeyHash(cfg.QueueHash), Logger: log})
 	if err != nil {
 		return err
 	}
@@ -208,31 +207,4 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 	log.Info("walletsvc stopped")
 	return err
-}
-
-// outboxAdapter presents the wallet's outbox to the relay.
-type outboxAdapter struct{ s *wallet.OutboxStore }
-
-func (a outboxAdapter) Lead(ctx context.Context) (context.Context, func(), error) {
-	return a.s.Lead(ctx)
-}
-
-func (a outboxAdapter) Pending(ctx context.Context, limit int) ([]ordering.OutboxRecord, error) {
-	evs, err := a.s.Pending(ctx, limit)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]ordering.OutboxRecord, len(evs))
-	for i, ev := range evs {
-		out[i] = ordering.OutboxRecord{ID: ev.ID, Key: strconv.FormatInt(ev.UserID, 10), Seq: ev.Seq, Tag: ev.Kind, Keys: ev.Keys, Body: ev.Body}
-	}
-	return out, nil
-}
-
-func (a outboxAdapter) MarkPublished(ctx context.Context, recs []ordering.Published) error {
-	ids, msgIDs := make([]int64, len(recs)), make([]string, len(recs))
-	for i, r := range recs {
-		ids[i], msgIDs[i] = r.ID, r.MsgID
-	}
-	return a.s.MarkPublishedBatch(ctx, ids, msgIDs)
 }

@@ -46,6 +46,7 @@ func TestConfigValidationNamesTheField(t *testing.T) {
 		"missing file":    {map[string]string{"SERVICE_TOKEN_FILE": "/nonexistent/token"}, "SERVICE_TOKEN_FILE"},
 		"user, no secret": {map[string]string{"ROCKETMQ_ACCESS_KEY": "wallet-prod"}, "ROCKETMQ_SECRET_KEY"},
 		"no secret file":  {map[string]string{"ROCKETMQ_SECRET_KEY_FILE": "/nonexistent/secret"}, "ROCKETMQ_SECRET_KEY_FILE"},
+		"bad queue hash":  {map[string]string{"QUEUE_HASH": "crc32"}, "QUEUE_HASH"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -86,6 +87,7 @@ func TestDefaultsMatchTheDevStack(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "127.0.0.1:9999", cfg.HTTPAddr, "a flag overrides the environment")
 	require.Equal(t, DevServiceToken, cfg.ServiceToken, "the documented dev default")
+	require.Equal(t, "java", cfg.QueueHash, "users go where a Java producer of the topic puts them")
 	require.Empty(t, cfg.AdminToken, "operator endpoints are off unless configured")
 	require.Equal(t, DevRocketMQUser, cfg.RocketMQAccessKey, "signs as the dev stack's walletsvc user")
 	require.Equal(t, DevRocketMQSecret, cfg.RocketMQSecretKey, "with its documented dev secret")
@@ -175,6 +177,16 @@ func TestServeMigratesAnswersProbesAndStopsGracefully(t *testing.T) {
 	} {
 		require.Contains(t, string(metricsText), name)
 	}
+	// Once the relay leads and has read the topic's route, each of its 8 queues is listed.
+	waitUntil(t, 30*time.Second, "the relay's queues in /metrics", func() bool {
+		resp, err := http.Get(p.URL + "/metrics")
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		text, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return strings.Contains(string(text), `walletsaga_relay_queue_state{queue="broker-a/7",state="idle"} 1`) &&
+			strings.Contains(string(text), `walletsaga_relay_queue_lag_seconds{queue="broker-a/0"} 0`)
+	})
 
 	// After the metrics of an empty outbox: a deposit charges the payment source at the gateway over HTTP; a declined one fails.
 	call := func(path, body string) map[string]any {

@@ -145,8 +145,9 @@ func NewOutbox(reg prometheus.Registerer, backlog func(context.Context) (wallet.
 	}})
 }
 
-// NewRelay registers the relay's send latency histogram and its counters; the returned
-// function is RelayConfig.ObserveSend. stats, when set, is Relay.Stats.
+// NewRelay registers the relay's send latency histogram, its counters and, per broker queue
+// of the route it publishes on, each queue's lag and state; the returned function is
+// RelayConfig.ObserveSend. stats, when set, is Relay.Stats.
 func NewRelay(reg prometheus.Registerer, stats func() ordering.RelayStats) func(time.Duration, error) {
 	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "walletsaga_relay_send_duration_seconds", Buckets: latencyBuckets,
@@ -156,6 +157,12 @@ func NewRelay(reg prometheus.Registerer, stats func() ordering.RelayStats) func(
 	h.WithLabelValues("error")
 	reg.MustRegister(h)
 	if stats != nil {
+		lag := prometheus.NewDesc("walletsaga_relay_queue_lag_seconds",
+			"Age of the oldest outbox event a broker queue's pump holds that the broker has not confirmed yet (0 when none), by queue (broker/id); only on the replica that publishes.",
+			[]string{"queue"}, nil)
+		state := prometheus.NewDesc("walletsaga_relay_queue_state",
+			"1 for the state a broker queue's pump is in, 0 for the others: idle, sending, backing_off (after a failed send), stuck (a send in flight, or failures, for longer than the relay's StuckAfter), by queue.",
+			[]string{"queue", "state"}, nil)
 		reg.MustRegister(
 			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "walletsaga_relay_published_total", Help: "Outbox events this process published."},
 				func() float64 { return float64(stats().Published) }),
@@ -166,6 +173,20 @@ func NewRelay(reg prometheus.Registerer, stats func() ordering.RelayStats) func(
 					}
 					return 0
 				}),
+			scrape{descs: []*prometheus.Desc{lag, state}, collect: func(_ context.Context, ch chan<- prometheus.Metric) error {
+				for _, q := range stats().Queues {
+					name := q.Queue.String()
+					ch <- prometheus.MustNewConstMetric(lag, prometheus.GaugeValue, q.Lag.Seconds(), name)
+					for _, st := range ordering.QueueStates {
+						v := 0.0
+						if q.State == st {
+							v = 1
+						}
+						ch <- prometheus.MustNewConstMetric(state, prometheus.GaugeValue, v, name, string(st))
+					}
+				}
+				return nil
+			}},
 		)
 	}
 	return func(took time.Duration, err error) { h.WithLabelValues(result(err)).Observe(took.Seconds()) }

@@ -53,7 +53,12 @@ func TestWalletsvcMetrics(t *testing.T) {
 	metrics.NewOutbox(reg, func(context.Context) (wallet.Backlog, error) {
 		return wallet.Backlog{Unpublished: 4, OldestAge: 2500 * time.Millisecond}, nil
 	})
-	observe := metrics.NewRelay(reg, func() ordering.RelayStats { return ordering.RelayStats{Published: 9, Active: true} })
+	observe := metrics.NewRelay(reg, func() ordering.RelayStats {
+		return ordering.RelayStats{Published: 9, Active: true, Queues: []ordering.QueueStats{
+			{Queue: ordering.Queue{Broker: "broker-a", ID: 0}, State: ordering.QueueIdle},
+			{Queue: ordering.Queue{Broker: "broker-a", ID: 1}, State: ordering.QueueStuck, Lag: 12500 * time.Millisecond},
+		}}
+	})
 	observe(3*time.Millisecond, nil)
 	observe(time.Second, errors.New("broker down"))
 
@@ -72,6 +77,13 @@ func TestWalletsvcMetrics(t *testing.T) {
 		`walletsaga_relay_send_duration_seconds_count{result="error"} 1`,
 		`walletsaga_relay_published_total 9`,
 		`walletsaga_relay_active 1`,
+		`walletsaga_relay_queue_lag_seconds{queue="broker-a/0"} 0`,
+		`walletsaga_relay_queue_lag_seconds{queue="broker-a/1"} 12.5`,
+		`walletsaga_relay_queue_state{queue="broker-a/0",state="idle"} 1`,
+		`walletsaga_relay_queue_state{queue="broker-a/0",state="stuck"} 0`,
+		`walletsaga_relay_queue_state{queue="broker-a/1",state="stuck"} 1`,
+		`walletsaga_relay_queue_state{queue="broker-a/1",state="sending"} 0`,
+		`walletsaga_relay_queue_state{queue="broker-a/1",state="backing_off"} 0`,
 		`go_goroutines `,
 	} {
 		require.Contains(t, out, want)

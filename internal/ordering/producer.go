@@ -7,11 +7,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -56,16 +55,20 @@ type ProducerConfig struct {
 	RoutePoll time.Duration
 	// Credentials sign every request (the broker's access control); zero: unsigned.
 	Credentials Credentials
-	Logger      *slog.Logger
+	// Hash is how a sharding key picks its queue: HashJava (the default) puts a key where a
+	// Java producer's syncSendOrderly puts it; HashFNV where the Go client's own hash
+	// selector does.
+	Hash   KeyHash
+	Logger *slog.Logger
 }
 
 // OrderedProducer sends each message to the queue chosen by hashing its sharding key, with
 // SendSync: Java's syncSendOrderly(topic, msg, hashKey). While the topic's queue count is
 // stable, one key's messages land on one queue in the order they were sent.
 type OrderedProducer struct {
-	p   rocketmq.Producer
-	sel *queueSelector
-	log *slog.Logger
+	p    rocketmq.Producer
+	hash KeyHash
+	log  *slog.Logger
 }
 
 // NewOrderedProducer creates and starts a producer.
@@ -75,6 +78,10 @@ func NewOrderedProducer(cfg ProducerConfig) (*OrderedProducer, error) {
 	}
 	if cfg.Group == "" {
 		return nil, errors.New("ordering: producer needs a group")
+	}
+	hash, err := ParseKeyHash(string(cfg.Hash))
+	if err != nil {
+		return nil, err
 	}
 	if cfg.SendTimeout <= 0 {
 		cfg.SendTimeout = 3 * time.Second
@@ -88,11 +95,10 @@ func NewOrderedProducer(cfg ProducerConfig) (*OrderedProducer, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	sel := &queueSelector{hash: producer.NewHashQueueSelector(), routes: map[string][]primitive.MessageQueue{}}
 	opts := []producer.Option{
 		producer.WithNameServer(cfg.Namesrv),
 		producer.WithGroupName(cfg.Group),
-		producer.WithQueueSelector(sel),
+		producer.WithQueueSelector(queueSelector{hash: hash}),
 		producer.WithSendMsgTimeout(cfg.SendTimeout),
 		producer.WithRetry(cfg.Retries),
 		producer.WithRoutePollInterval(cfg.RoutePoll),
@@ -108,14 +114,17 @@ func NewOrderedProducer(cfg ProducerConfig) (*OrderedProducer, error) {
 	if err := p.Start(); err != nil {
 		return nil, fmt.Errorf("ordering: start producer: %w", err)
 	}
-	return &OrderedProducer{p: p, sel: sel, log: cfg.Logger}, nil
+	return &OrderedProducer{p: p, hash: hash, log: cfg.Logger}, nil
 }
+
+// Hash is how the producer hashes sharding keys.
+func (op *OrderedProducer) Hash() KeyHash { return op.hash }
 
 // SendOrderly sends m to the queue of its sharding key and waits for the broker. It fails
 // unless the broker confirms the message as stored (SEND_OK).
 func (op *OrderedProducer) SendOrderly(ctx context.Context, m Message) (SendResult, error) {
 	if m.ShardingKey == "" {
-		// Without a key the hash selector silently picks a random queue: refuse instead.
+		// Without a key every message would go to one queue: refuse instead.
 		return SendResult{}, errors.New("ordering: SendOrderly needs a sharding key")
 	}
 	if m.Topic == "" {
@@ -131,6 +140,10 @@ func (op *OrderedProducer) SendOrderly(ctx context.Context, m Message) (SendResu
 	if res.Status != primitive.SendOK {
 		return SendResult{}, fmt.Errorf("%w: status %s, msg id %s", ErrNotStored, statusName(res.Status), res.MsgID)
 	}
+	return oneResult(res), nil
+}
+
+func oneResult(res *primitive.SendResult) SendResult {
 	out := SendResult{MsgID: res.MsgID, QueueOffset: res.QueueOffset}
 	if res.MessageQueue != nil {
 		out.Broker = res.MessageQueue.BrokerName
@@ -139,7 +152,7 @@ func (op *OrderedProducer) SendOrderly(ctx context.Context, m Message) (SendResu
 	if res.OffsetMsgID != "" && out.MsgID == "" {
 		out.MsgID = res.OffsetMsgID
 	}
-	return out, nil
+	return out
 }
 
 func (m Message) primitive() *primitive.Message {
@@ -157,122 +170,107 @@ func (m Message) primitive() *primitive.Message {
 	return msg
 }
 
-// QueueOf names the queue that key's messages on topic go to under the producer's current
-// route (the queue SendOrderly picks), and reports false while the producer has no route for
-// topic yet (before its first send there).
-func (op *OrderedProducer) QueueOf(topic, key string) (string, bool) {
-	q, ok := op.sel.queueOf(topic, key)
-	if !ok {
-		return "", false
-	}
-	return q.String(), true
+// publishLister is the vendored client's producer with its publish list exposed
+// (third_party/rocketmq-client-go, patch 10).
+type publishLister interface {
+	PublishMessageQueues(topic string) []*primitive.MessageQueue
 }
 
-// SendOrderlyBatch sends msgs, which must all have one topic and go to one queue (the same
-// QueueOf), as one batch: the broker stores them together, in this order, or not at all.
-// It fails unless the broker confirms them as stored, and also when the route changed since
-// the queue was named (the caller groups them again). Each message keeps its sharding key,
-// tag, keys and properties. The results give each message its queue offset; their MsgID is
-// "<queue offset message id>#<index>" (the client does not return one per message).
-func (op *OrderedProducer) SendOrderlyBatch(ctx context.Context, msgs []Message) ([]SendResult, error) {
+// Route returns topic's writable queues as the producer's selector sees them now (the
+// client re-reads the route every RoutePoll), in the order it indexes them, with the
+// producer's hash. The first call for a topic reads its route from the name server. It fails
+// when the topic has no writable queue.
+func (op *OrderedProducer) Route(_ context.Context, topic string) (Route, error) {
+	pl, ok := op.p.(publishLister)
+	if !ok {
+		return Route{}, errors.New("ordering: the RocketMQ client does not expose its publish list")
+	}
+	mqs := pl.PublishMessageQueues(topic)
+	if len(mqs) == 0 {
+		return Route{}, fmt.Errorf("ordering: topic %s has no route with a writable queue", topic)
+	}
+	qs := make([]Queue, len(mqs))
+	for i, mq := range mqs {
+		qs[i] = Queue{Broker: mq.BrokerName, ID: mq.QueueId}
+	}
+	slices.SortStableFunc(qs, javaOrder)
+	return Route{Queues: qs, Hash: op.hash}, nil
+}
+
+// SendBatch sends msgs, all of one topic and each with its sharding key, to queue q as one
+// batch: the broker stores them together, in this order, or not at all. It fails unless the
+// broker confirms them as stored, and when q is not (or no longer) among the topic's writable
+// queues. The results give each message its queue offset; their MsgID is "<queue offset
+// message id>#<index>" for a batch of several (the client does not return one per message).
+func (op *OrderedProducer) SendBatch(ctx context.Context, q Queue, msgs []Message) ([]SendResult, error) {
 	if len(msgs) == 0 {
 		return nil, nil
 	}
 	topic := msgs[0].Topic
-	q, ok := op.sel.queueOf(topic, msgs[0].ShardingKey)
-	if !ok {
-		return nil, fmt.Errorf("ordering: no route for %s yet", topic)
-	}
 	pm := make([]*primitive.Message, len(msgs))
 	for i, m := range msgs {
-		if m.ShardingKey == "" || m.Topic != topic {
-			return nil, errors.New("ordering: SendOrderlyBatch needs one topic and a sharding key on every message")
-		}
-		if other, _ := op.sel.queueOf(topic, m.ShardingKey); other != q {
-			return nil, fmt.Errorf("ordering: batch for %s holds key %s of another queue", q.String(), m.ShardingKey)
+		if m.ShardingKey == "" || m.Topic == "" || m.Topic != topic {
+			return nil, errors.New("ordering: SendBatch needs one topic and a sharding key on every message")
 		}
 		pm[i] = m.primitive()
 	}
-	if len(pm) == 1 {
-		res, err := op.SendOrderly(ctx, msgs[0])
-		return []SendResult{res}, err
-	}
-	pm[0].Queue = &primitive.MessageQueue{Topic: q.Topic, BrokerName: q.BrokerName, QueueId: q.QueueId}
+	// The selector sends a message that names its queue there (see queueSelector).
+	pm[0].Queue = &primitive.MessageQueue{Topic: topic, BrokerName: q.Broker, QueueId: q.ID}
 	res, err := op.p.SendSync(ctx, pm...)
 	if err != nil {
-		return nil, fmt.Errorf("ordering: batch of %d to %s: %w", len(pm), q.String(), err)
+		return nil, fmt.Errorf("ordering: batch of %d to %s %s: %w", len(pm), topic, q, err)
 	}
 	if res == nil {
-		return nil, fmt.Errorf("ordering: batch of %d to %s: no result", len(pm), q.String())
+		return nil, fmt.Errorf("ordering: batch of %d to %s %s: no result", len(pm), topic, q)
 	}
 	if res.Status != primitive.SendOK {
-		return nil, fmt.Errorf("%w: status %s, batch of %d to %s", ErrNotStored, statusName(res.Status), len(pm), q.String())
+		return nil, fmt.Errorf("%w: status %s, batch of %d to %s %s", ErrNotStored, statusName(res.Status), len(pm), topic, q)
+	}
+	if len(pm) == 1 {
+		return []SendResult{oneResult(res)}, nil
 	}
 	out := make([]SendResult, len(pm))
 	for i := range out {
-		out[i] = SendResult{MsgID: fmt.Sprintf("%s#%d", res.OffsetMsgID, i), Broker: q.BrokerName, QueueID: q.QueueId, QueueOffset: res.QueueOffset + int64(i)}
+		out[i] = SendResult{MsgID: fmt.Sprintf("%s#%d", res.OffsetMsgID, i), Broker: q.Broker, QueueID: q.ID, QueueOffset: res.QueueOffset + int64(i)}
 	}
 	return out, nil
 }
 
-// queueSelector is the producer's queue selector: the client's hash selector (Java's
-// SelectMessageQueueByHash in Go: FNV-1a of the sharding key modulo the writable queues) for
-// a message, and for a batch (which the client sends without its messages' keys) the queue
-// SendOrderlyBatch named on its first message. It remembers each topic's route as the
-// client last gave it, so that QueueOf answers with the queue a send would pick.
-type queueSelector struct {
-	hash producer.QueueSelector
+// queueSelector is the producer's queue selector. A message that names its queue (the first
+// of a SendBatch, which the client sends without its messages' keys) goes there, or nowhere
+// when the route no longer has that queue (the send fails). Any other message goes to the
+// queue its sharding key hashes to among the writable queues in the Java client's order
+// (see javaOrder).
+type queueSelector struct{ hash KeyHash }
 
-	mu     sync.Mutex
-	routes map[string][]primitive.MessageQueue
-}
-
-func (s *queueSelector) Select(msg *primitive.Message, queues []*primitive.MessageQueue, last string) *primitive.MessageQueue {
-	s.remember(msg.Topic, queues)
-	if msg.Batch && msg.Queue != nil {
+func (s queueSelector) Select(msg *primitive.Message, queues []*primitive.MessageQueue, _ string) *primitive.MessageQueue {
+	if len(queues) == 0 {
+		return nil
+	}
+	if msg.Queue != nil {
 		for _, q := range queues {
-			if *q == *msg.Queue {
+			if q.BrokerName == msg.Queue.BrokerName && q.QueueId == msg.Queue.QueueId {
 				return q
 			}
 		}
-		return nil // the route changed since the batch was grouped: the send fails
+		return nil
 	}
-	return s.hash.Select(msg, queues, last)
+	queues = inJavaOrder(queues)
+	return queues[s.hash.Slot(msg.GetShardingKey(), len(queues))]
 }
 
-func (s *queueSelector) remember(topic string, queues []*primitive.MessageQueue) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	cur := s.routes[topic]
-	same := len(cur) == len(queues)
-	for i := 0; same && i < len(cur); i++ {
-		same = cur[i] == *queues[i]
+// inJavaOrder returns queues in javaOrder: as they are when already so (the client's own
+// order, for ASCII broker names), else a sorted copy.
+func inJavaOrder(queues []*primitive.MessageQueue) []*primitive.MessageQueue {
+	cmp := func(a, b *primitive.MessageQueue) int {
+		return javaOrder(Queue{Broker: a.BrokerName, ID: a.QueueId}, Queue{Broker: b.BrokerName, ID: b.QueueId})
 	}
-	if same {
-		return
+	if slices.IsSortedFunc(queues, cmp) {
+		return queues
 	}
-	route := make([]primitive.MessageQueue, len(queues))
-	for i, q := range queues {
-		route[i] = *q
-	}
-	s.routes[topic] = route
-}
-
-// queueOf is the hash selector's choice for key on topic's remembered route.
-func (s *queueSelector) queueOf(topic, key string) (primitive.MessageQueue, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	route := s.routes[topic]
-	if len(route) == 0 || key == "" {
-		return primitive.MessageQueue{}, false
-	}
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(key))
-	i := int(h.Sum32()) % len(route)
-	if i < 0 {
-		i = -i
-	}
-	return route[i], true
+	sorted := slices.Clone(queues)
+	slices.SortStableFunc(sorted, cmp)
+	return sorted
 }
 
 // Shutdown stops the producer.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,10 +17,46 @@ import (
 type OutboxRecord struct {
 	ID   int64
 	Key  string // sharding key: records of one key are published strictly in Seq order
-	Seq  int64
+	Seq  int64  // 1, 2, 3, … per key, without gaps
 	Tag  string
 	Keys []string
 	Body []byte
+	// At is when the record was written (a queue's lag is the age of its oldest).
+	At time.Time
+	// Pred is the ID of the record's predecessor (same Key, Seq-1) while that one is
+	// unpublished, and 0 once it is published (or for Seq 1).
+	Pred int64
+}
+
+// Slice names the records of one broker queue: those whose key Hash puts on queue Index of a
+// route with Count queues (Hash.Slot(key, Count) == Index).
+type Slice struct {
+	Hash  KeyHash
+	Count int
+	Index int
+}
+
+// Cursor is where a queue's reading of the outbox stands: every record of the queue with an
+// ID up to After was shown to the queue already, except those written by transactions that
+// were still open at the read that returned Horizon.
+type Cursor struct {
+	After int64
+	// Horizon is the outbox's own token for "the transactions still open at the previous
+	// read" (the zero Cursor has none); the relay only hands it back.
+	Horizon uint64
+}
+
+// Page is one read of a queue's records.
+type Page struct {
+	// Records are, in ID order: up to limit unpublished records with an ID above the
+	// cursor's After ("fresh"), and every unpublished record at or below it that was written
+	// by a transaction still open at the cursor's Horizon ("late": committed after the
+	// cursor passed its ID). Records whose ID the read was told to skip are left out.
+	Records []OutboxRecord
+	// Last is the highest record ID the read could see (0 for an empty outbox).
+	Last int64
+	// Horizon is the token for the next read's Cursor.
+	Horizon uint64
 }
 
 // Outbox is the relay's view of a transactional outbox. The package that owns the outbox's
@@ -30,8 +67,8 @@ type Outbox interface {
 	// stops being the one (e.g. its database session was lost), and a release to call when
 	// done.
 	Lead(ctx context.Context) (context.Context, func(), error)
-	// Pending returns up to limit unpublished records, oldest first, each key's in Seq order.
-	Pending(ctx context.Context, limit int) ([]OutboxRecord, error)
+	// Pending reads s's unpublished records from c on (see Page), leaving out the IDs in skip.
+	Pending(ctx context.Context, s Slice, c Cursor, skip []int64, limit int) (Page, error)
 	// MarkPublished records that the records were stored by the broker, each as its MsgID,
 	// in one statement. Marking a record twice must be harmless (at-least-once).
 	MarkPublished(ctx context.Context, recs []Published) error
@@ -43,63 +80,102 @@ type Published struct {
 	MsgID string
 }
 
-// Sender sends one message in its key's order (OrderedProducer).
+// Sender is the relay's view of the ordered producer (OrderedProducer).
 type Sender interface {
-	SendOrderly(ctx context.Context, m Message) (SendResult, error)
-}
-
-// BatchSender is a Sender that can also send the messages of one queue as one batch
-// (OrderedProducer): QueueOf names a key's queue, or says it cannot yet (no route), and
-// SendOrderlyBatch sends messages of one queue together, in order, all or nothing.
-type BatchSender interface {
-	Sender
-	QueueOf(topic, key string) (string, bool)
-	SendOrderlyBatch(ctx context.Context, msgs []Message) ([]SendResult, error)
+	// Route returns the topic's writable queues, in the order its selector indexes them,
+	// and the hash it selects with.
+	Route(ctx context.Context, topic string) (Route, error)
+	// SendBatch sends msgs to queue q together, in order, all or nothing, and fails unless
+	// the broker confirms them as stored.
+	SendBatch(ctx context.Context, q Queue, msgs []Message) ([]SendResult, error)
 }
 
 // RelayConfig configures a Relay.
 type RelayConfig struct {
 	Topic string
-	// Batch is how many records one round reads (default 256).
+	// Batch is how many records a queue's pump reads at a time (default 256).
 	Batch int
 	// MaxPerSend is how many messages one batch send carries at most (default 64).
 	MaxPerSend int
-	// Parallel is how many queues (or keys, without batches) are sent at once (default 16).
-	Parallel int
-	// Poll is how often the relay looks for records it was not told about (written by other
-	// processes) when nothing wakes it (default 100ms).
+	// Poll is how often an idle pump looks for records it was not told about (written by
+	// other processes) when nothing wakes it (default 100ms).
 	Poll time.Duration
-	// RetryBackoff is the first wait after a failed round, doubling up to ten times it while
-	// rounds keep failing (default 200ms).
+	// RoutePoll is how often the relay reads the topic's route, to follow added or removed
+	// queues (default 1s).
+	RoutePoll time.Duration
+	// RetryBackoff is a pump's first wait after a failed send or read, doubling up to ten
+	// times it while they keep failing (default 200ms).
 	RetryBackoff time.Duration
-	Logger       *slog.Logger
+	// SendTimeout bounds one batch send (default 10s).
+	SendTimeout time.Duration
+	// StuckAfter is how long a queue's send may be in flight, or the queue keep failing,
+	// before its state is "stuck" (default 5s).
+	StuckAfter time.Duration
+	// MarkLinger is how long the shared committer waits for more pumps' confirmations before
+	// it marks what it holds published in one statement (default 2ms)…
+	MarkLinger time.Duration
+	// …unless MarkMaxRows records are waiting (default 1024).
+	MarkMaxRows int
+	Logger      *slog.Logger
 	// ObserveSend, when set, is told how long each send to the broker took and whether it
 	// failed (metrics). It must be quick and safe for concurrent use.
 	ObserveSend func(took time.Duration, err error)
 }
 
-// RelayStats counts what a relay did.
-type RelayStats struct {
-	Published, Failed, Rounds int64
-	Active                    bool
+// QueueState is what a queue's pump is doing.
+type QueueState string
+
+// The states of a queue's pump.
+const (
+	QueueIdle       QueueState = "idle"        // nothing to send
+	QueueSending    QueueState = "sending"     // a send in flight
+	QueueBackingOff QueueState = "backing_off" // waiting after a failed send or read
+	QueueStuck      QueueState = "stuck"       // in flight, or failing, for longer than StuckAfter
+)
+
+// QueueStates lists every QueueState.
+var QueueStates = []QueueState{QueueIdle, QueueSending, QueueBackingOff, QueueStuck}
+
+// QueueStats is one queue's pump, as the relay sees it now.
+type QueueStats struct {
+	Queue Queue
+	State QueueState
+	// Lag is the age of the oldest record the pump holds that the broker has not confirmed
+	// yet (0 when it holds none).
+	Lag time.Duration
 }
 
-// Relay publishes an outbox to RocketMQ. Woken in-process (Wake, called after a commit that
-// wrote records) or by a short poll (records other processes wrote), it reads unpublished
-// records and sends them in order per key: grouped by broker queue, each queue's records as
-// batches in record order, the queues in parallel; records are marked published only after
-// the broker confirmed them. A failed send stops its queue (its keys) for the round, so
-// nothing is ever sent ahead of an unpublished predecessor. Only the Outbox's leader
-// publishes, so several replicas can run a relay safely.
+// RelayStats counts what a relay did, and where its queues stand.
+type RelayStats struct {
+	Published, Failed int64
+	Active            bool
+	// Queues are the pumps of the current route, in its order (none while not active).
+	Queues []QueueStats
+}
+
+// Relay publishes an outbox to RocketMQ, one pump per broker queue of the topic's route.
+// Each pump reads its queue's records (Outbox.Pending with its Slice and its own cursor),
+// sends them as batches to its queue, reads its next batch while one is in flight, and
+// hands what the broker confirmed to a committer shared by all pumps, which marks them
+// published in one statement per short linger. A pump that fails or hangs holds back only
+// the keys hashed to its queue. A pump sends a record only when its predecessor is published
+// or was confirmed (or is being sent, earlier in the same batch) by that pump; a failed send
+// discards the batch read ahead and reads again from the start, so no key's record is ever
+// sent ahead of an unpublished predecessor. The relay is woken in-process (Wake, after a
+// commit that wrote records) or polls (records other processes wrote), and follows the
+// route: when the topic's queues change, keys move, and the pumps start again on the new
+// route. Only the Outbox's leader publishes, so several replicas can run a relay safely.
 type Relay struct {
 	cfg    RelayConfig
 	outbox Outbox
 	sender Sender
 	log    *slog.Logger
-	wake   chan struct{}
 
-	published, failed, rounds atomic.Int64
-	active                    atomic.Bool
+	mu    sync.Mutex
+	pumps []*pump
+
+	published, failed atomic.Int64
+	active            atomic.Bool
 }
 
 // NewRelay returns a relay; Run starts it.
@@ -107,44 +183,62 @@ func NewRelay(outbox Outbox, sender Sender, cfg RelayConfig) (*Relay, error) {
 	if cfg.Topic == "" {
 		return nil, errors.New("ordering: relay needs a topic")
 	}
+	if outbox == nil || sender == nil {
+		return nil, errors.New("ordering: relay needs an outbox and a sender")
+	}
+	defaults := []struct {
+		d   *time.Duration
+		def time.Duration
+	}{
+		{&cfg.Poll, 100 * time.Millisecond}, {&cfg.RoutePoll, time.Second}, {&cfg.RetryBackoff, 200 * time.Millisecond},
+		{&cfg.SendTimeout, 10 * time.Second}, {&cfg.StuckAfter, 5 * time.Second}, {&cfg.MarkLinger, 2 * time.Millisecond},
+	}
+	for _, d := range defaults {
+		if *d.d <= 0 {
+			*d.d = d.def
+		}
+	}
 	if cfg.Batch <= 0 {
 		cfg.Batch = 256
 	}
 	if cfg.MaxPerSend <= 0 {
 		cfg.MaxPerSend = 64
 	}
-	if cfg.Parallel <= 0 {
-		cfg.Parallel = 16
-	}
-	if cfg.Poll <= 0 {
-		cfg.Poll = 100 * time.Millisecond
-	}
-	if cfg.RetryBackoff <= 0 {
-		cfg.RetryBackoff = 200 * time.Millisecond
+	if cfg.MarkMaxRows <= 0 {
+		cfg.MarkMaxRows = 1024
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Relay{cfg: cfg, outbox: outbox, sender: sender, wake: make(chan struct{}, 1),
+	return &Relay{cfg: cfg, outbox: outbox, sender: sender,
 		log: cfg.Logger.With("component", "relay", "topic", cfg.Topic)}, nil
 }
 
-// Wake tells the relay that records were committed: it starts a round at once if it is
-// idle. It never blocks.
+// Wake tells the relay that records were committed: idle pumps read at once. It never
+// blocks.
 func (r *Relay) Wake() {
-	select {
-	case r.wake <- struct{}{}:
-	default:
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range r.pumps {
+		p.signal()
 	}
 }
 
-// Stats returns the relay's counters.
+// Stats returns the relay's counters and its queues' states.
 func (r *Relay) Stats() RelayStats {
-	return RelayStats{Published: r.published.Load(), Failed: r.failed.Load(), Rounds: r.rounds.Load(), Active: r.active.Load()}
+	r.mu.Lock()
+	pumps := slices.Clone(r.pumps)
+	r.mu.Unlock()
+	s := RelayStats{Published: r.published.Load(), Failed: r.failed.Load(), Active: r.active.Load()}
+	now := time.Now()
+	for _, p := range pumps {
+		s.Queues = append(s.Queues, p.stats(now))
+	}
+	return s
 }
 
-// Run publishes until ctx is done. It returns nil on cancellation, after the round in flight
-// has finished.
+// Run publishes until ctx is done. It returns nil on cancellation, once the sends in flight
+// have finished (each within SendTimeout) and what they stored is marked.
 func (r *Relay) Run(ctx context.Context) error {
 	for ctx.Err() == nil {
 		err := r.lead(ctx)
@@ -163,8 +257,8 @@ func (r *Relay) Run(ctx context.Context) error {
 	return nil
 }
 
-// lead waits to be the outbox's leader, then publishes rounds until ctx is done or the lead
-// is lost.
+// lead waits to be the outbox's leader, then runs a pump per queue of the topic's current
+// route until ctx is done or the lead is lost.
 func (r *Relay) lead(ctx context.Context) error {
 	lctx, release, err := r.outbox.Lead(ctx)
 	if err != nil {
@@ -173,172 +267,77 @@ func (r *Relay) lead(ctx context.Context) error {
 	defer release()
 	r.active.Store(true)
 	r.log.Info("relay active")
-	policy := retry.Policy{Base: r.cfg.RetryBackoff, Max: 10 * r.cfg.RetryBackoff}
-	failures := 0
+
+	com := newCommitter(r.outbox, r.cfg.MarkLinger, r.cfg.MarkMaxRows, r.log,
+		retry.Policy{Base: r.cfg.RetryBackoff, Max: 10 * r.cfg.RetryBackoff})
+	comDone := make(chan struct{})
+	go func() {
+		defer close(comDone)
+		com.run(lctx)
+	}()
+	var (
+		work        sync.WaitGroup // pumps and the sends they started
+		route       Route
+		stopPumps   = func() {}
+		routeErrors int
+	)
+	defer func() {
+		stopPumps()
+		r.setPumps(nil)
+		work.Wait()
+		com.close()
+		<-comDone
+	}()
+	policy := retry.Policy{Base: r.cfg.RetryBackoff, Max: r.cfg.RoutePoll}
+	t := time.NewTimer(0)
+	defer t.Stop()
 	for {
-		more, err := r.round(lctx)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if lctx.Err() != nil {
-			return fmt.Errorf("lead lost: %w", context.Cause(lctx))
-		}
-		wait := r.cfg.Poll
-		switch {
-		case err != nil:
-			failures++
-			r.log.Warn("relay round failed", "err", err, "failures", failures)
-			wait = policy.Delay(failures, nil)
-		case more:
-			failures = 0
-			continue // a full batch: go again at once
-		default:
-			failures = 0
-		}
-		t := time.NewTimer(wait)
 		select {
 		case <-lctx.Done():
-		case <-r.wake:
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("lead lost: %w", context.Cause(lctx))
 		case <-t.C:
 		}
-		t.Stop()
-	}
-}
-
-// round publishes one batch of records. more reports whether another round should follow at
-// once (a full batch); err reports a failed queue or read.
-func (r *Relay) round(ctx context.Context) (more bool, err error) {
-	recs, err := r.outbox.Pending(ctx, r.cfg.Batch)
-	if err != nil {
-		return false, fmt.Errorf("reading the outbox: %w", err)
-	}
-	if len(recs) == 0 {
-		return false, nil
-	}
-	r.rounds.Add(1)
-	streams := r.group(recs)
-	var (
-		wg       sync.WaitGroup
-		sem      = make(chan struct{}, r.cfg.Parallel)
-		mu       sync.Mutex
-		firstErr error
-		sent     []Published
-	)
-	for _, stream := range streams {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			done, err := r.publishStream(ctx, stream)
-			mu.Lock()
-			defer mu.Unlock()
-			sent = append(sent, done...)
-			if err != nil && firstErr == nil {
-				firstErr = err
-			}
-		})
-	}
-	wg.Wait()
-	// One statement marks the whole round. A crash before it only means these are sent
-	// again, and the consumer's gate drops the copies.
-	if len(sent) > 0 {
-		mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		err := r.outbox.MarkPublished(mctx, sent)
-		cancel()
+		rt, err := r.sender.Route(lctx, r.cfg.Topic)
 		if err != nil {
-			return true, fmt.Errorf("marking %d records published: %w", len(sent), err)
-		}
-		r.published.Add(int64(len(sent)))
-	}
-	if firstErr != nil {
-		return false, firstErr
-	}
-	return len(recs) == r.cfg.Batch, nil
-}
-
-// stream is records sent one after the other, stopping at the first failure: one broker
-// queue's records with a BatchSender, one key's otherwise. Each key's records in it keep
-// their Seq order.
-type stream struct {
-	queue string // "" without batches
-	recs  []OutboxRecord
-}
-
-// group splits a round's records into streams, keeping the order in which Pending returned
-// them within each stream.
-func (r *Relay) group(recs []OutboxRecord) []stream {
-	bs, batches := r.sender.(BatchSender)
-	var order []string
-	by := map[string]*stream{}
-	for _, rec := range recs {
-		name, queue := "key:"+rec.Key, ""
-		if batches {
-			if q, ok := bs.QueueOf(r.cfg.Topic, rec.Key); ok {
-				name, queue = "queue:"+q, q
+			// The pumps of the last route keep going; their sends fail if it is gone.
+			routeErrors++
+			if routeErrors == 1 || routeErrors%60 == 0 {
+				r.log.Warn("relay cannot read the topic's route", "err", err, "failures", routeErrors)
 			}
+			t.Reset(policy.Delay(routeErrors, nil))
+			continue
 		}
-		s := by[name]
-		if s == nil {
-			s = &stream{queue: queue}
-			by[name] = s
-			order = append(order, name)
+		routeErrors = 0
+		if !rt.Equal(route) {
+			// Keys move between queues: every pump starts again on the new route. The old
+			// pumps' sends in flight finish on their own (their confirmations are marked);
+			// a record they hold may be sent once more by its new pump, never ahead of its
+			// predecessor.
+			stopPumps()
+			pctx, cancel := context.WithCancel(lctx)
+			stopPumps = cancel
+			pumps := make([]*pump, len(rt.Queues))
+			for i, q := range rt.Queues {
+				pumps[i] = newPump(r, com, q, Slice{Hash: rt.Hash, Count: len(rt.Queues), Index: i})
+			}
+			r.setPumps(pumps)
+			for _, p := range pumps {
+				work.Go(func() { p.run(pctx, &work) })
+			}
+			if len(route.Queues) > 0 {
+				r.log.Info("relay follows a new route", "queues", len(rt.Queues), "was", len(route.Queues), "hash", rt.Hash)
+			}
+			route = rt
 		}
-		s.recs = append(s.recs, rec)
+		t.Reset(r.cfg.RoutePoll)
 	}
-	out := make([]stream, 0, len(order))
-	for _, n := range order {
-		out = append(out, *by[n])
-	}
-	return out
 }
 
-// publishStream sends a stream in order, in batches when it is one queue's, stopping at the
-// first failure, and returns the records the broker stored.
-func (r *Relay) publishStream(ctx context.Context, s stream) ([]Published, error) {
-	last := map[string]int64{}
-	for _, rec := range s.recs {
-		if prev, ok := last[rec.Key]; ok && rec.Seq <= prev {
-			return nil, fmt.Errorf("outbox returned key %s out of order (seq %d after %d)", rec.Key, rec.Seq, prev)
-		}
-		last[rec.Key] = rec.Seq
-	}
-	step := 1
-	if s.queue != "" {
-		step = r.cfg.MaxPerSend
-	}
-	var done []Published
-	for i := 0; i < len(s.recs); i += step {
-		if ctx.Err() != nil {
-			return done, nil // stopping: the rest of the stream goes next time, in order
-		}
-		chunk := s.recs[i:min(i+step, len(s.recs))]
-		msgs := make([]Message, len(chunk))
-		for j, rec := range chunk {
-			msgs[j] = Message{Topic: r.cfg.Topic, ShardingKey: rec.Key, Tag: rec.Tag, Keys: rec.Keys, Body: rec.Body}
-		}
-		// A send cancelled half way may still be stored by the broker and then be sent again:
-		// on shutdown let the send in flight finish (bounded).
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		start := time.Now()
-		var res []SendResult
-		var err error
-		if s.queue != "" {
-			res, err = r.sender.(BatchSender).SendOrderlyBatch(sctx, msgs)
-		} else {
-			var one SendResult
-			one, err = r.sender.SendOrderly(sctx, msgs[0])
-			res = []SendResult{one}
-		}
-		cancel()
-		if r.cfg.ObserveSend != nil {
-			r.cfg.ObserveSend(time.Since(start), err)
-		}
-		if err != nil {
-			r.failed.Add(int64(len(chunk)))
-			return done, fmt.Errorf("key %s seq %d (%d records): %w", chunk[0].Key, chunk[0].Seq, len(chunk), err)
-		}
-		for j, rec := range chunk {
-			done = append(done, Published{ID: rec.ID, MsgID: res[j].MsgID})
-		}
-	}
-	return done, nil
+func (r *Relay) setPumps(pumps []*pump) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.pumps = pumps
 }

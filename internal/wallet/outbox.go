@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/walletsaga/walletsaga/internal/walletevent"
@@ -21,6 +20,11 @@ type PendingEvent struct {
 	Kind   string
 	Body   []byte   // walletevent.Encode of the event
 	Keys   []string // the event id and "user:seq", for mqadmin look-ups
+	// OccurredAt is when the balance changed (the row was written).
+	OccurredAt time.Time
+	// Pred is the id of the user's previous event (seq-1) while that one is unpublished; 0
+	// once it is published, and for seq 1.
+	Pred int64
 }
 
 // OutboxStore is the relay's side of the transactional outbox (wallet_events): the relay
@@ -99,71 +103,130 @@ func (s *OutboxStore) Lead(ctx context.Context) (context.Context, func(), error)
 	}, nil
 }
 
-// Pending returns up to limit unpublished events, oldest first. The result holds, for each
-// user, a prefix of that user's unpublished events in seq order: ids grow with seq within a
-// user because both are assigned under the wallet row lock, and a user's next event cannot
-// commit before the previous one.
-func (s *OutboxStore) Pending(ctx context.Context, limit int) ([]PendingEvent, error) {
+// QueueSlice names the events of one broker queue: those whose user id the relay's key hash
+// puts on queue Index of Count. The hash is Java's SelectMessageQueueByHash over the decimal
+// user id, abs(hashCode % Count) (the row's key_hash), or with FNV the Go client's FNV-1a 32
+// of it, modulo Count.
+type QueueSlice struct {
+	FNV          bool
+	Count, Index int
+}
+
+// OutboxPage is one read of a queue's unpublished events.
+type OutboxPage struct {
+	// Events are in id order: up to the limit of those with an id above the read's after,
+	// then every one at or below it written by a transaction still running at the previous
+	// read (horizon), which committed after a cursor passed its id.
+	Events []PendingEvent
+	// Last is the highest event id the read could see (0 for an empty outbox).
+	Last int64
+	// Horizon is the oldest transaction still running at the read (pg_snapshot_xmin): every
+	// event not visible to it was written by a transaction with an id at least this. The
+	// next read of the same cursor passes it back.
+	Horizon uint64
+}
+
+// pendingSQL is Pending's statement: $1 after, $2 FNV, $3 count, $4 index, $5 skip, $6 limit,
+// $7 horizon. One snapshot gives the horizon, the highest id and the rows; a queue's rows are
+// those whose key hash puts them on it (see QueueSlice); the fresh rows come from the partial
+// index of unpublished ids from after on, the late ones from the partial index of unpublished
+// transaction ids from horizon on; each row carries its unpublished predecessor.
+const pendingSQL = `
+WITH snap AS MATERIALIZED (
+    SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS horizon,
+           COALESCE((SELECT max(id) FROM wallet_events), 0) AS last
+), mine AS (
+    (SELECT e.id, e.user_id, e.seq, e.kind, e.amount, e.currency, e.balance_after, e.saga_id, e.phone, e.locale, e.occurred_at
+     FROM wallet_events e
+     WHERE e.published_at IS NULL AND e.id > $1
+       AND CASE WHEN $2 THEN wallet_key_hash_fnv(e.user_id) % $3 ELSE abs(e.key_hash % $3) END = $4
+       AND e.id <> ALL($5)
+     ORDER BY e.id
+     LIMIT $6)
+    UNION ALL
+    (SELECT e.id, e.user_id, e.seq, e.kind, e.amount, e.currency, e.balance_after, e.saga_id, e.phone, e.locale, e.occurred_at
+     FROM wallet_events e
+     WHERE $1 > 0 AND e.published_at IS NULL AND e.xact >= $7::text::xid8 AND e.id <= $1
+       AND CASE WHEN $2 THEN wallet_key_hash_fnv(e.user_id) % $3 ELSE abs(e.key_hash % $3) END = $4
+       AND e.id <> ALL($5))
+)
+SELECT s.horizon, s.last, e.id, e.user_id, e.seq, e.kind, e.amount, e.currency, e.balance_after, e.saga_id,
+       e.phone, e.locale, e.occurred_at, p.id
+FROM snap s
+LEFT JOIN mine e ON true
+LEFT JOIN wallet_events p ON p.user_id = e.user_id AND p.seq = e.seq - 1 AND p.published_at IS NULL
+ORDER BY e.id`
+
+// Pending reads the unpublished events of queue q: up to limit of them with an id above
+// after, in id order, and those at or below after that were written by a transaction with an
+// id at least horizon (the previous read's Horizon; with after 0 there are none), leaving
+// out the ids in skip. Each user's events come in seq order: ids grow with seq within a user,
+// because both are assigned under the wallet row lock and a user's next event cannot commit
+// before the previous one. The cost is the rows after after (each queue's cursor passes a
+// row of another queue once) plus the unpublished rows of transactions younger than horizon,
+// never the backlog of another queue that is stuck behind the cursor.
+func (s *OutboxStore) Pending(ctx context.Context, q QueueSlice, after int64, horizon uint64, skip []int64, limit int) (OutboxPage, error) {
 	if limit <= 0 {
-		return nil, fmt.Errorf("wallet: outbox: limit must be positive, got %d", limit)
+		return OutboxPage{}, fmt.Errorf("wallet: outbox: limit must be positive, got %d", limit)
 	}
-	rows, err := s.pool.Query(ctx, `
-SELECT id, user_id, seq, kind, amount, currency, balance_after, saga_id, phone, locale, occurred_at
-FROM wallet_events
-WHERE published_at IS NULL
-ORDER BY id
-LIMIT $1`, limit)
+	if q.Count <= 0 || q.Index < 0 || q.Index >= q.Count {
+		return OutboxPage{}, fmt.Errorf("wallet: outbox: no queue %d of %d", q.Index, q.Count)
+	}
+	if skip == nil {
+		skip = []int64{}
+	}
+	rows, err := s.pool.Query(ctx, pendingSQL, after, q.FNV, q.Count, q.Index, skip, limit, strconv.FormatUint(horizon, 10))
 	if err != nil {
-		return nil, fmt.Errorf("wallet: outbox pending: %w", err)
+		return OutboxPage{}, fmt.Errorf("wallet: outbox pending: %w", err)
 	}
-	evs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (PendingEvent, error) {
+	defer rows.Close()
+	var (
+		page OutboxPage
+		xmin string
+	)
+	for rows.Next() {
 		var (
-			e    walletevent.Event
-			kind string
+			id, userID, seq, amount, balanceAfter, sagaID, pred *int64
+			kind, currency, phone, locale                       *string
+			occurredAt                                          *time.Time
 		)
-		if err := r.Scan(&e.EventID, &e.UserID, &e.Seq, &kind, &e.Amount, &e.Currency, &e.BalanceAfter,
-			&e.SagaID, &e.Phone, &e.Locale, &e.OccurredAt); err != nil {
-			return PendingEvent{}, err
+		if err := rows.Scan(&xmin, &page.Last, &id, &userID, &seq, &kind, &amount, &currency, &balanceAfter, &sagaID,
+			&phone, &locale, &occurredAt, &pred); err != nil {
+			return OutboxPage{}, fmt.Errorf("wallet: outbox pending: %w", err)
 		}
-		e.Kind = walletevent.Kind(kind)
-		e.OccurredAt = e.OccurredAt.UTC().Truncate(time.Microsecond)
+		if id == nil {
+			continue // the snapshot's row of a read that found no event
+		}
+		e := walletevent.Event{EventID: *id, UserID: *userID, Seq: *seq, Kind: walletevent.Kind(*kind), Amount: *amount,
+			Currency: *currency, BalanceAfter: *balanceAfter, SagaID: *sagaID, Phone: *phone, Locale: *locale,
+			OccurredAt: occurredAt.UTC().Truncate(time.Microsecond)}
 		body, err := walletevent.Encode(e)
 		if err != nil {
-			return PendingEvent{}, fmt.Errorf("event %d: %w", e.EventID, err)
+			return OutboxPage{}, fmt.Errorf("wallet: outbox pending: event %d: %w", e.EventID, err)
 		}
-		return PendingEvent{
-			ID: e.EventID, UserID: e.UserID, Seq: e.Seq, Kind: kind, Body: body,
-			Keys: []string{strconv.FormatInt(e.EventID, 10), e.SeqKey()},
-		}, nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("wallet: outbox pending: %w", err)
+		ev := PendingEvent{ID: e.EventID, UserID: e.UserID, Seq: e.Seq, Kind: *kind, Body: body,
+			Keys: []string{strconv.FormatInt(e.EventID, 10), e.SeqKey()}, OccurredAt: e.OccurredAt}
+		if pred != nil {
+			ev.Pred = *pred
+		}
+		page.Events = append(page.Events, ev)
 	}
-	return evs, nil
+	if err := rows.Err(); err != nil {
+		return OutboxPage{}, fmt.Errorf("wallet: outbox pending: %w", err)
+	}
+	if page.Horizon, err = strconv.ParseUint(xmin, 10, 64); err != nil {
+		return OutboxPage{}, fmt.Errorf("wallet: outbox pending: horizon %q: %w", xmin, err)
+	}
+	return page, nil
 }
 
-// ErrUnknownEvent means MarkPublished was given an id that is not in the outbox.
+// ErrUnknownEvent means MarkPublishedBatch was given an id that is not in the outbox.
 var ErrUnknownEvent = errors.New("wallet: outbox: no such event")
 
-// MarkPublished records that event id was sent as broker message msgID. Marking an event
-// already published keeps the first time and message id (the relay publishes at least
-// once). An unknown id is ErrUnknownEvent.
-func (s *OutboxStore) MarkPublished(ctx context.Context, id int64, msgID string) error {
-	tag, err := s.pool.Exec(ctx, `
-UPDATE wallet_events
-SET published_at = COALESCE(published_at, now()), msg_id = COALESCE(msg_id, $2)
-WHERE id = $1`, id, msgID)
-	if err != nil {
-		return fmt.Errorf("wallet: outbox mark published %d: %w", id, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("%w: %d", ErrUnknownEvent, id)
-	}
-	return nil
-}
-
-// MarkPublishedBatch is MarkPublished for many events in one statement: ids[i] was sent as
-// msgIDs[i]. It fails with ErrUnknownEvent when an id is not in the outbox.
+// MarkPublishedBatch records, in one statement, that events ids[i] were sent as broker
+// messages msgIDs[i]. Marking an event already published keeps the first time and message id
+// (the relay publishes at least once). It fails with ErrUnknownEvent when an id is not in the
+// outbox.
 func (s *OutboxStore) MarkPublishedBatch(ctx context.Context, ids []int64, msgIDs []string) error {
 	if len(ids) != len(msgIDs) {
 		return fmt.Errorf("wallet: outbox mark published: %d ids but %d message ids", len(ids), len(msgIDs))

@@ -593,6 +593,24 @@ func (p *defaultProducer) tryToFindTopicPublishInfo(topic string) *internal.Topi
 	return result
 }
 
+// PublishMessageQueues returns topic's writable queues as this producer selects among them
+// (its publish list, which the client's route poll keeps current), reading the topic's route
+// from the name server when the producer has none yet; nil when the topic has no route.
+// WALLETSAGA PATCH 10: lets a caller group its messages by the queue the producer would
+// pick, on the producer's own route.
+func (p *defaultProducer) PublishMessageQueues(topic string) []*primitive.MessageQueue {
+	info := p.tryToFindTopicPublishInfo(utils.WrapNamespace(p.options.Namespace, topic))
+	if info == nil {
+		return nil
+	}
+	out := make([]*primitive.MessageQueue, len(info.MqList))
+	for i, mq := range info.MqList {
+		c := *mq
+		out[i] = &c
+	}
+	return out
+}
+
 func (p *defaultProducer) selectMessageQueue(msg *primitive.Message, lastBrokerName string) *primitive.MessageQueue {
 	result := p.tryToFindTopicPublishInfo(msg.Topic)
 	if result == nil || len(result.MqList) == 0 {

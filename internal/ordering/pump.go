@@ -1,0 +1,335 @@
+package ordering
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	retry "github.com/walletsaga/walletsaga/internal/backoff"
+)
+
+// errStopped ends a flight whose pump stopped between two of its batches.
+var errStopped = errors.New("ordering: pump stopped")
+
+// pump publishes one broker queue's records: it reads them with its own cursor, sends them
+// to its queue, reads its next batch while one is in flight, and hands what the broker
+// confirmed to the committer. It holds three kinds of records, its own set: the flight (being
+// sent), the batch read ahead, and those confirmed but not yet marked (awaiting).
+//
+// Per key, the first publication of every record follows Seq order, because a pump takes a
+// record only when its predecessor is published, or is in its own set (confirmed, in the
+// flight it will follow, or earlier in the batch being built, which is in ID and so Seq
+// order); a batch read ahead is sent only after the flight before it was confirmed, and is
+// thrown away when that flight fails.
+type pump struct {
+	relay *Relay
+	com   *committer
+	queue Queue
+	slice Slice
+	wake  chan struct{}
+
+	mu       sync.Mutex
+	awaiting map[int64]struct{} // confirmed by the broker, not yet marked published
+	deferred bool               // the last read left records for a predecessor to be marked
+
+	sendSince    atomic.Int64 // unix nanos the flight started; 0 when none
+	failingSince atomic.Int64 // unix nanos of the first failure in a row; 0 when none
+	backoffUntil atomic.Int64 // unix nanos
+	oldest       atomic.Int64 // unix nanos of the oldest record held unconfirmed; 0 when none
+}
+
+func newPump(r *Relay, com *committer, q Queue, s Slice) *pump {
+	return &pump{relay: r, com: com, queue: q, slice: s, wake: make(chan struct{}, 1), awaiting: map[int64]struct{}{}}
+}
+
+func (p *pump) signal() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// flight is a send in progress: recs go to the queue in order, in batches of MaxPerSend.
+type flight struct {
+	recs []OutboxRecord
+	done chan error
+}
+
+// run pumps until ctx ends. It does not wait for its flight: the flight's goroutine (counted
+// in work) finishes it, within SendTimeout per batch, and hands its confirmations over.
+func (p *pump) run(ctx context.Context, work *sync.WaitGroup) {
+	cfg := p.relay.cfg
+	policy := retry.Policy{Base: cfg.RetryBackoff, Max: 10 * cfg.RetryBackoff}
+	var (
+		cur      Cursor
+		next     []OutboxRecord // read ahead, not sent yet
+		haveRead bool           // next is what a read since the last send, failure or wake found
+		fl       *flight
+		failures int
+		retryAt  time.Time
+		deferAt  time.Time // oldest record the last read left waiting
+	)
+	fail := func(err error) {
+		failures++
+		now := time.Now()
+		if failures == 1 {
+			p.failingSince.Store(now.UnixNano())
+		}
+		retryAt = now.Add(policy.Delay(failures, nil))
+		p.backoffUntil.Store(retryAt.UnixNano())
+		if failures == 1 || failures%20 == 0 {
+			p.relay.log.Warn("relay queue failing", "queue", p.queue.String(), "err", err, "failures", failures)
+		}
+	}
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for ctx.Err() == nil {
+		now := time.Now()
+		if !haveRead && !now.Before(retryAt) {
+			recs, c, at, err := p.read(ctx, cur, fl)
+			switch {
+			case ctx.Err() != nil:
+				return
+			case err != nil:
+				fail(fmt.Errorf("reading the outbox: %w", err))
+			default:
+				next, cur, deferAt, haveRead = recs, c, at, true
+				if fl == nil && len(next) == 0 && failures > 0 {
+					// Nothing is left to send: whatever was failing is over.
+					failures = 0
+					p.failingSince.Store(0)
+				}
+			}
+		}
+		if fl == nil && len(next) > 0 && !now.Before(retryAt) {
+			fl = p.send(ctx, next, work)
+			next, haveRead = nil, false
+			p.track(fl, next, deferAt)
+			continue // read the next batch while this one is sent
+		}
+		p.track(fl, next, deferAt)
+		wait := cfg.Poll
+		if d := time.Until(retryAt); d > 0 {
+			wait = d
+		}
+		t.Reset(wait)
+		var done chan error
+		if fl != nil {
+			done = fl.done
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case err := <-done:
+			fl = nil
+			if err != nil {
+				// The batch read ahead may hold successors of what just failed: throw it
+				// away and read again from the start (what the flight's earlier batches
+				// stored is awaiting its mark and is left out).
+				next, haveRead, cur = nil, false, Cursor{}
+				fail(err)
+			} else if failures > 0 {
+				failures = 0
+				p.failingSince.Store(0)
+			}
+		case <-p.wake:
+			if len(next) == 0 {
+				haveRead = false
+			}
+		case <-t.C:
+			if len(next) == 0 {
+				haveRead = false
+			}
+		}
+		t.Stop()
+	}
+}
+
+// read reads the queue's next records from cur and takes those whose predecessor is
+// published or in the pump's own set. It returns them in ID order, the cursor for the next
+// read, and the time of the oldest record it left waiting.
+func (p *pump) read(ctx context.Context, cur Cursor, fl *flight) ([]OutboxRecord, Cursor, time.Time, error) {
+	cfg := p.relay.cfg
+	own := map[int64]struct{}{}
+	p.mu.Lock()
+	for id := range p.awaiting {
+		own[id] = struct{}{}
+	}
+	p.mu.Unlock()
+	if fl != nil {
+		for _, r := range fl.recs {
+			own[r.ID] = struct{}{}
+		}
+	}
+	skip := make([]int64, 0, len(own))
+	for id := range own {
+		skip = append(skip, id)
+	}
+	page, err := p.relay.outbox.Pending(ctx, p.slice, cur, skip, cfg.Batch)
+	if err != nil {
+		return nil, cur, time.Time{}, err
+	}
+	var (
+		taken     []OutboxRecord
+		fresh     int
+		lastFresh = cur.After
+		waiting   int64 // the lowest ID left for its predecessor
+		waitingAt time.Time
+	)
+	for i, r := range page.Records {
+		if i > 0 && r.ID <= page.Records[i-1].ID {
+			return nil, cur, time.Time{}, fmt.Errorf("outbox returned record %d after %d", r.ID, page.Records[i-1].ID)
+		}
+		if r.ID > cur.After {
+			fresh++
+			lastFresh = r.ID
+		}
+		if _, mine := own[r.ID]; mine {
+			continue
+		}
+		if _, ok := own[r.Pred]; r.Pred != 0 && !ok {
+			// The predecessor is unpublished and not this pump's: it comes first.
+			if waiting == 0 {
+				waiting = r.ID
+			}
+			if waitingAt.IsZero() || r.At.Before(waitingAt) {
+				waitingAt = r.At
+			}
+			continue
+		}
+		own[r.ID] = struct{}{}
+		taken = append(taken, r)
+	}
+	next := Cursor{After: max(page.Last, cur.After), Horizon: page.Horizon}
+	if fresh >= cfg.Batch {
+		next.After = lastFresh // the read stopped there
+	}
+	if waiting != 0 {
+		next.After = min(next.After, waiting-1) // read it again
+	}
+	p.mu.Lock()
+	p.deferred = waiting != 0
+	p.mu.Unlock()
+	return taken, next, waitingAt, nil
+}
+
+// send starts a flight of recs.
+func (p *pump) send(ctx context.Context, recs []OutboxRecord, work *sync.WaitGroup) *flight {
+	fl := &flight{recs: recs, done: make(chan error, 1)}
+	p.sendSince.Store(time.Now().UnixNano())
+	work.Go(func() {
+		err := p.fly(ctx, fl)
+		p.sendSince.Store(0)
+		fl.done <- err
+	})
+	return fl
+}
+
+// fly sends a flight's batches in order, stopping at the first failure, and hands over what
+// the broker stored. A batch is not cancelled half way (the broker might store it anyway):
+// each runs to its SendTimeout; the flight stops between batches when ctx ends.
+func (p *pump) fly(ctx context.Context, fl *flight) error {
+	cfg := p.relay.cfg
+	var (
+		stored []Published
+		err    error
+	)
+	for i := 0; i < len(fl.recs); i += cfg.MaxPerSend {
+		if ctx.Err() != nil {
+			err = errStopped
+			break
+		}
+		chunk := fl.recs[i:min(i+cfg.MaxPerSend, len(fl.recs))]
+		msgs := make([]Message, len(chunk))
+		for j, rec := range chunk {
+			msgs[j] = Message{Topic: cfg.Topic, ShardingKey: rec.Key, Tag: rec.Tag, Keys: rec.Keys, Body: rec.Body}
+		}
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.SendTimeout)
+		start := time.Now()
+		res, serr := p.relay.sender.SendBatch(sctx, p.queue, msgs)
+		cancel()
+		if serr == nil && len(res) != len(chunk) {
+			serr = fmt.Errorf("%d results for %d messages", len(res), len(chunk))
+		}
+		if cfg.ObserveSend != nil {
+			cfg.ObserveSend(time.Since(start), serr)
+		}
+		if serr != nil {
+			p.relay.failed.Add(int64(len(fl.recs) - i))
+			err = fmt.Errorf("queue %s: key %s seq %d (%d records): %w", p.queue, chunk[0].Key, chunk[0].Seq, len(chunk), serr)
+			break
+		}
+		for j, rec := range chunk {
+			stored = append(stored, Published{ID: rec.ID, MsgID: res[j].MsgID})
+		}
+	}
+	if len(stored) > 0 {
+		p.confirmed(stored)
+	}
+	return err
+}
+
+// confirmed keeps stored records in the pump's own set until the committer has marked them.
+func (p *pump) confirmed(stored []Published) {
+	p.mu.Lock()
+	for _, s := range stored {
+		p.awaiting[s.ID] = struct{}{}
+	}
+	p.mu.Unlock()
+	p.relay.published.Add(int64(len(stored)))
+	p.com.submit(stored, func(error) {
+		p.mu.Lock()
+		for _, s := range stored {
+			delete(p.awaiting, s.ID)
+		}
+		wake := p.deferred
+		p.mu.Unlock()
+		if wake {
+			p.signal() // a record left for its predecessor may go now
+		}
+	})
+}
+
+// track records the age of the oldest record the pump holds unconfirmed.
+func (p *pump) track(fl *flight, next []OutboxRecord, deferAt time.Time) {
+	oldest := deferAt
+	older := func(recs []OutboxRecord) {
+		for _, r := range recs {
+			if oldest.IsZero() || r.At.Before(oldest) {
+				oldest = r.At
+			}
+		}
+	}
+	if fl != nil {
+		older(fl.recs)
+	}
+	older(next)
+	var v int64
+	if !oldest.IsZero() {
+		v = oldest.UnixNano()
+	}
+	p.oldest.Store(v)
+}
+
+// stats reports the pump's state at now.
+func (p *pump) stats(now time.Time) QueueStats {
+	stuck := p.relay.cfg.StuckAfter.Nanoseconds()
+	n := now.UnixNano()
+	s := QueueStats{Queue: p.queue, State: QueueIdle}
+	send, failing := p.sendSince.Load(), p.failingSince.Load()
+	switch {
+	case send != 0 && n-send > stuck, failing != 0 && n-failing > stuck:
+		s.State = QueueStuck
+	case send != 0:
+		s.State = QueueSending
+	case failing != 0 && p.backoffUntil.Load() > n:
+		s.State = QueueBackingOff
+	}
+	if o := p.oldest.Load(); o != 0 && n > o {
+		s.Lag = time.Duration(n - o)
+	}
+	return s
+}
