@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/walletsaga/walletsaga/internal/apperr"
+	"github.com/walletsaga/walletsaga/internal/freetext"
 )
 
 // LogSender is the built-in provider: an SMS is delivered when its row is in notify.sms_log.
@@ -140,7 +141,10 @@ func (s *WebhookSender) Send(ctx context.Context, m SMS) error {
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return nil
 	}
-	msg := fmt.Sprintf("webhook: SMS %s: provider answered %s: %s", key, resp.Status, strings.TrimSpace(string(snippet)))
+	// The reply becomes the SMS's failure reason: whatever its bytes (cut inside a
+	// character, a NUL), it must be text Postgres takes.
+	msg := fmt.Sprintf("webhook: SMS %s: provider answered %s: %s", key, freetext.Clip(resp.Status, 100),
+		freetext.Clip(strings.TrimSpace(string(snippet)), 300))
 	switch {
 	case resp.StatusCode == http.StatusConflict:
 		return fmt.Errorf("%s: %w", msg, ErrAlreadyDelivered)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/walletsaga/walletsaga/internal/freetext"
 	"github.com/walletsaga/walletsaga/internal/pg"
 )
 
@@ -293,7 +294,7 @@ func (s *Store) record(ctx context.Context, owner string, lease time.Duration, r
 	attempts, journal := make([]int32, n), make([]bool, n)
 	for i, o := range batch {
 		users[i], seqs[i], delays[i] = o.UserID, o.Seq, o.Delay.Microseconds()
-		verdicts[i], reasons[i], texts[i], phones[i] = string(o.Verdict), truncate(o.Reason), o.Text, o.Phone
+		verdicts[i], reasons[i], texts[i], phones[i] = string(o.Verdict), freetext.Clip(o.Reason, maxReason), o.Text, o.Phone
 		attempts[i], journal[i] = int32(o.Attempts), o.Journal //nolint:gosec // G115: the column is an integer; the retry policy stops far below 2^31 attempts
 	}
 	rows, err := s.db.Query(ctx, `
@@ -537,7 +538,7 @@ func (s *Store) recordFoundInDLQ(ctx context.Context, m Inbound, reason string) 
 			INSERT INTO notify.wakes (user_id) SELECT user_id FROM ins
 		)
 		SELECT EXISTS (SELECT 1 FROM ins)`,
-		m.UserID, m.Seq, m.MsgID, string(m.Body), m.Kind, m.Text, truncate(reason)).Scan(&recorded)
+		m.UserID, m.Seq, m.MsgID, string(m.Body), m.Kind, m.Text, freetext.Clip(reason, maxReason)).Scan(&recorded)
 	if err != nil {
 		return false, fmt.Errorf("record dead letter %d:%d found in the DLQ: %w", m.UserID, m.Seq, err)
 	}
@@ -598,7 +599,7 @@ func (s *Store) Skip(ctx context.Context, userID, seq int64, reason string, audi
 			return err
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO notify.notifications (user_id, seq, status, last_error, finished_at)
-			VALUES ($1, $2, 'skipped_by_operator', $3, now())`, userID, seq, truncate("skipped by an operator: "+reason)); err != nil {
+			VALUES ($1, $2, 'skipped_by_operator', $3, now())`, userID, seq, freetext.Clip("skipped by an operator: "+reason, maxReason)); err != nil {
 			return err
 		}
 		if err := tx.QueryRow(ctx, `
@@ -700,9 +701,5 @@ func (s *Store) View(ctx context.Context, limit int, alertAfter time.Duration) (
 	return v, nil
 }
 
-func truncate(s string) string {
-	if len(s) > 1000 {
-		return s[:1000]
-	}
-	return s
-}
+// maxReason is how many characters of a failure reason the notifier's tables keep.
+const maxReason = 1000
