@@ -76,6 +76,9 @@ type Lanes struct {
 	freed   chan struct{}
 	commits chan commitReq
 	busy    atomic.Int64
+	// deployment is the notifier tables' deployment id, read once by Run: part of every
+	// provider key.
+	deployment string
 
 	sent, retried, dead, postponed, fenced, claims, recordFailures atomic.Int64
 }
@@ -142,9 +145,22 @@ func (l *Lanes) Stats() LaneStats {
 }
 
 // Run delivers until ctx is cancelled, then lets each worker finish the SMS in hand, records
-// it, gives every lease back and returns. It first gives back the leases its owner name still
-// holds from a previous run.
+// it, gives every lease back and returns. It first reads the deployment id (retrying while
+// the database is away) and gives back the leases its owner name still holds from a
+// previous run.
 func (l *Lanes) Run(ctx context.Context) error {
+	for {
+		d, err := l.store.deploymentID(ctx)
+		if err == nil {
+			l.deployment = d
+			break
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		l.log.Warn("reading the deployment id failed; retrying", "err", err)
+		l.sleep(ctx, l.cfg.Poll, nil)
+	}
 	if n, err := l.store.releaseAll(ctx, l.cfg.Owner); err != nil {
 		l.log.Warn("could not give back the leases of a previous run; they expire on their own", "err", err)
 	} else if n > 0 {
@@ -355,9 +371,10 @@ func (l *Lanes) work(stop, ctx context.Context, c claim) {
 	}
 }
 
-// deliver sends one SMS through the breaker and decides, with the retry policy, what becomes
-// of it.
+// deliver sends one SMS through the breaker, under its provider key, and decides, with the
+// retry policy, what becomes of it.
 func (l *Lanes) deliver(ctx context.Context, h head, m SMS) outcome {
+	m.IdempotencyKey = ProviderKey(l.deployment, h.UserID, h.Seq)
 	o := outcome{UserID: h.UserID, Seq: h.Seq, Text: m.Text, Phone: m.Phone, Journal: l.journal}
 	done, counted, hold, err := l.cfg.Breaker.Allow(h.UserID)
 	if err != nil {

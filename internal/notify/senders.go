@@ -59,13 +59,22 @@ func IsJournaled(s Sender) bool {
 	return ok && j.Journaled()
 }
 
+// ProviderKey is the idempotency key of (user, seq)'s SMS at the provider:
+// "<deployment>:<user>:<seq>", where deployment is the id the notifier's tables were created
+// with (notify.deployment, a random UUID). It names one balance event across every
+// deployment that shares a provider, and stays the same for every send of the SMS: a lane's
+// retries, another lane's after a lease passed, an operator's replay.
+func ProviderKey(deployment string, userID, seq int64) string {
+	return fmt.Sprintf("%s:%d:%d", deployment, userID, seq)
+}
+
 // DefaultWebhookTimeout bounds one webhook request when WebhookSender.Timeout is zero.
 const DefaultWebhookTimeout = 5 * time.Second
 
 // WebhookSender POSTs each SMS as JSON {user_id, seq, phone, text, late} to URL with the
-// header Idempotency-Key set to the SMS's key ("user:seq", kept by an operator's replay,
-// which sets late). The provider must deduplicate on that key and answer 409 to a key it
-// accepted before. A 2xx is success; 409 is ErrAlreadyDelivered; 5xx, 408, 429, timeouts
+// header Idempotency-Key set to the SMS's key (its ProviderKey, kept by an operator's
+// replay, which sets late). The provider must deduplicate on that key and answer 409 to a
+// key it accepted before: "already accepted with this key". A 2xx is success; 409 is ErrAlreadyDelivered; 5xx, 408, 429, timeouts
 // and connection errors wrap ErrProviderUnavailable (retried, and counted by the provider
 // breaker); any other 4xx wraps ErrPermanent.
 type WebhookSender struct {
@@ -117,7 +126,8 @@ func (s *WebhookSender) Send(ctx context.Context, m SMS) error {
 	}
 	key := m.IdempotencyKey
 	if key == "" {
-		key = fmt.Sprintf("%d:%d", m.UserID, m.Seq)
+		// A key the provider could confuse with another deployment's is worse than no send.
+		return fmt.Errorf("webhook: SMS %d:%d has no idempotency key", m.UserID, m.Seq)
 	}
 	body, err := json.Marshal(webhookBody{UserID: m.UserID, Seq: m.Seq, Phone: m.Phone, Text: m.Text, Late: m.Late})
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -699,6 +700,26 @@ func (s *Store) View(ctx context.Context, limit int, alertAfter time.Duration) (
 	}
 	v.Gaps, v.Baselines = nonNil(v.Gaps), nonNil(v.Baselines)
 	return v, nil
+}
+
+// deployment caches the id of the deployment the notifier's tables belong to.
+type deployment struct {
+	mu sync.Mutex
+	id string
+}
+
+// deploymentID returns the id notify.deployment holds (created once, by the migration that
+// made the table), read once and then kept: it is part of every provider key.
+func (s *Store) deploymentID(ctx context.Context) (string, error) {
+	s.deployment.mu.Lock()
+	defer s.deployment.mu.Unlock()
+	if s.deployment.id != "" {
+		return s.deployment.id, nil
+	}
+	if err := s.db.QueryRow(ctx, `SELECT id::text FROM notify.deployment`).Scan(&s.deployment.id); err != nil {
+		return "", fmt.Errorf("read the deployment id: %w", err)
+	}
+	return s.deployment.id, nil
 }
 
 // maxReason is how many characters of a failure reason the notifier's tables keep.
