@@ -22,9 +22,15 @@ type LaneConfig struct {
 	// process restarted under the same owner takes its predecessor's leases back at start.
 	Owner string
 	// Lease is how long a worker holds a user without recording anything (default 30s): a
-	// process that dies leaves its users to the others after that. It must be well above
-	// the sender's timeout.
+	// process that dies leaves its users to the others after that. It must be more than
+	// twice SendTimeout.
 	Lease time.Duration
+	// SendTimeout bounds one call to the provider (SMS_TIMEOUT; DefaultWebhookTimeout when
+	// zero). A worker starts a send only while its lease has at least twice this left: the
+	// call's own time, and as much again to record the outcome before another lane may
+	// claim the user. With less left (it stalled, or a record took long) it gives the user
+	// back, due at once, to be claimed again under a new fence and a whole lease.
+	SendTimeout time.Duration
 	// Poll is how often the dispatcher looks for due users when nothing woke it: retries
 	// coming due, and SMS another replica's consumer received (default 500ms).
 	Poll time.Duration
@@ -54,19 +60,22 @@ type LaneStats struct {
 	Retried      int64 `json:"retried"`
 	DeadLettered int64 `json:"dead_lettered"`
 	Postponed    int64 `json:"postponed"` // held back by the breaker, no attempt spent
-	Fenced       int64 `json:"fenced"`    // outcomes not recorded: the lease had passed to another lane
+	Fenced       int64 `json:"fenced"`    // outcomes not recorded: the user was claimed again under a new fence
 	Claims       int64 `json:"claims"`    // users taken
 	// RecordFailures counts record statements that failed (the database away, a conflict)
 	// and were tried again.
 	RecordFailures int64 `json:"record_failures"`
+	// LeaseShort counts users given back unsent because their lease had less than twice
+	// the send timeout left.
+	LeaseShort int64 `json:"lease_short"`
 }
 
 // Lanes delivers the inbox: a dispatcher claims users whose next SMS is due (FOR UPDATE
-// SKIP LOCKED, so replicas share them) and hands each to a worker, which sends that user's
-// SMS in seq order — each only once its predecessor is recorded sent or dead-lettered — and
-// records each outcome through one committer that groups the outcomes of all workers into
-// one transaction. Different users proceed in parallel; a failing or slow user holds only
-// its own worker.
+// SKIP LOCKED, so replicas share them; each claim takes a new fence) and hands each to a
+// worker, which sends that user's SMS in seq order — each only once its predecessor is
+// recorded sent or dead-lettered — and records each outcome, under its claim's fence,
+// through committers that group the outcomes of all workers into few transactions.
+// Different users proceed in parallel; a failing or slow user holds only its own worker.
 type Lanes struct {
 	store   *Store
 	cfg     LaneConfig
@@ -80,7 +89,7 @@ type Lanes struct {
 	// provider key.
 	deployment string
 
-	sent, retried, dead, postponed, fenced, claims, recordFailures atomic.Int64
+	sent, retried, dead, postponed, fenced, claims, recordFailures, leaseShort atomic.Int64
 }
 
 // NewLanes returns the lanes over store; Run delivers.
@@ -99,6 +108,12 @@ func NewLanes(store *Store, cfg LaneConfig) (*Lanes, error) {
 	}
 	if cfg.Lease <= 0 {
 		cfg.Lease = 30 * time.Second
+	}
+	if cfg.SendTimeout <= 0 {
+		cfg.SendTimeout = DefaultWebhookTimeout
+	}
+	if cfg.Lease <= 2*cfg.SendTimeout {
+		return nil, fmt.Errorf("notify: a lane lease of %s leaves no time to send: it must be more than twice the send timeout (%s)", cfg.Lease, cfg.SendTimeout)
 	}
 	if cfg.Poll <= 0 {
 		cfg.Poll = 500 * time.Millisecond
@@ -141,13 +156,14 @@ func (l *Lanes) Breaker() *Breaker { return l.cfg.Breaker }
 // Stats returns the counters.
 func (l *Lanes) Stats() LaneStats {
 	return LaneStats{Sent: l.sent.Load(), Retried: l.retried.Load(), DeadLettered: l.dead.Load(),
-		Postponed: l.postponed.Load(), Fenced: l.fenced.Load(), Claims: l.claims.Load(), RecordFailures: l.recordFailures.Load()}
+		Postponed: l.postponed.Load(), Fenced: l.fenced.Load(), Claims: l.claims.Load(), RecordFailures: l.recordFailures.Load(),
+		LeaseShort: l.leaseShort.Load()}
 }
 
-// Run delivers until ctx is cancelled, then lets each worker finish the SMS in hand, records
-// it, gives every lease back and returns. It first reads the deployment id (retrying while
+// Run delivers until ctx is cancelled, then lets each worker finish the SMS in hand, record
+// it and give its user back, and returns. It first reads the deployment id (retrying while
 // the database is away) and gives back the leases its owner name still holds from a
-// previous run.
+// previous run; a predecessor that still runs can then record nothing more.
 func (l *Lanes) Run(ctx context.Context) error {
 	for {
 		d, err := l.store.deploymentID(ctx)
@@ -179,11 +195,6 @@ func (l *Lanes) Run(ctx context.Context) error {
 	wg.Wait()
 	close(l.commits)
 	recording.Wait()
-	rctx, cancel := context.WithTimeout(work, 5*time.Second)
-	defer cancel()
-	if _, err := l.store.releaseAll(rctx, l.cfg.Owner); err != nil {
-		return fmt.Errorf("notify: giving back leases at shutdown: %w", err)
-	}
 	return nil
 }
 
@@ -209,6 +220,9 @@ func (l *Lanes) dispatch(ctx, work context.Context, wg *sync.WaitGroup) {
 		if probe {
 			free = 1 // one SMS tells whether the provider is back
 		}
+		// The lease ends no sooner than this process's clock says: the database's now(),
+		// from which it counts, is read after the statement leaves.
+		leaseEnd := time.Now().Add(l.cfg.Lease)
 		claims, err := l.store.claimUsers(ctx, l.cfg.Owner, free, l.cfg.Lease, l.runLen())
 		if err != nil {
 			if ctx.Err() == nil {
@@ -230,7 +244,7 @@ func (l *Lanes) dispatch(ctx, work context.Context, wg *sync.WaitGroup) {
 					default:
 					}
 				}()
-				l.work(ctx, work, c)
+				l.work(ctx, work, c, leaseEnd)
 			}()
 		}
 		switch {
@@ -302,15 +316,21 @@ func (l *Lanes) runLen() int {
 	return 1
 }
 
+// sendable reports whether a lease with left to run may start a send that may take up to
+// timeout: only with twice timeout left, the send's own time and as much again to record
+// its outcome before the lease ends and another lane may claim the user. It is pure.
+func sendable(left, timeout time.Duration) bool {
+	return left >= 2*timeout
+}
+
 // work delivers one claimed user's SMS in order until its inbox run ends, a failure makes it
-// wait, RunMax is reached, or the process stops.
-func (l *Lanes) work(stop, ctx context.Context, c claim) {
+// wait, RunMax is reached, too little of the lease (which ends at leaseEnd, on this
+// process's clock) is left to send, or the process stops.
+func (l *Lanes) work(stop, ctx context.Context, c claim, leaseEnd time.Time) {
 	heads := c.Heads
 	for done := 0; ; {
 		if stop.Err() != nil || done >= l.cfg.RunMax {
-			if err := l.store.release(ctx, l.cfg.Owner, c.UserID, true); err != nil {
-				l.log.Warn("giving a user back failed; its lease will expire", "user_id", c.UserID, "err", err)
-			}
+			l.giveBack(ctx, c, true)
 			return
 		}
 		h := heads[0]
@@ -320,9 +340,7 @@ func (l *Lanes) work(stop, ctx context.Context, c claim) {
 		case stepRelease:
 			// News that landed since the claim read the inbox keeps its wake row: the next
 			// claim takes the user again.
-			if err := l.store.release(ctx, l.cfg.Owner, c.UserID, false); err != nil {
-				l.log.Warn("giving a user back failed; its lease will expire", "user_id", c.UserID, "err", err)
-			}
+			l.giveBack(ctx, c, false)
 			return
 		case stepAdvance:
 			outs = []outcome{{UserID: h.UserID, Seq: h.Seq, Verdict: verdictAdvance}}
@@ -330,11 +348,18 @@ func (l *Lanes) work(stop, ctx context.Context, c claim) {
 			outs = []outcome{{UserID: h.UserID, Seq: h.Seq, Verdict: DeadLettered, Attempts: h.Attempts, Reason: reason}}
 			l.log.Error("dead-lettering an SMS whose stored event is unusable", "user_id", h.UserID, "seq", h.Seq, "reason", reason)
 		case stepSend:
+			if left := time.Until(leaseEnd); !sendable(left, l.cfg.SendTimeout) {
+				l.leaseShort.Add(1)
+				l.log.Warn("giving a user back unsent: too little of its lease is left to send and record",
+					"user_id", h.UserID, "seq", h.Seq, "lease_left", left.Round(time.Millisecond), "send_timeout", l.cfg.SendTimeout)
+				l.giveBack(ctx, c, true)
+				return
+			}
 			outs = []outcome{l.deliver(ctx, h, sms)}
 			// A journaled sender's further waiting SMS join the run, up to the first that is
 			// not sent.
 			for _, next := range heads[1:] {
-				if outs[len(outs)-1].Verdict != Sent {
+				if outs[len(outs)-1].Verdict != Sent || !sendable(time.Until(leaseEnd), l.cfg.SendTimeout) {
 					break
 				}
 				ns, nsms, _ := plan(next)
@@ -344,10 +369,13 @@ func (l *Lanes) work(stop, ctx context.Context, c claim) {
 				outs = append(outs, l.deliver(ctx, next, nsms))
 			}
 		}
-		r, ok := l.commit(stop, outs)
+		began := time.Now()
+		r, ok := l.commit(stop, ctx, c, outs)
 		if !ok {
 			return
 		}
+		// The record renewed the lease from its statement's start, which was after began.
+		leaseEnd = began.Add(l.cfg.Lease)
 		for _, o := range outs {
 			switch o.Verdict {
 			case Sent:
@@ -371,8 +399,16 @@ func (l *Lanes) work(stop, ctx context.Context, c claim) {
 	}
 }
 
-// deliver sends one SMS through the breaker, under its provider key, and decides, with the
-// retry policy, what becomes of it.
+// giveBack releases the user under the claim's fence: due at once with requeue, else idle.
+// If it fails, the lease runs out on its own.
+func (l *Lanes) giveBack(ctx context.Context, c claim, requeue bool) {
+	if err := l.store.release(ctx, c.UserID, c.Fence, requeue); err != nil {
+		l.log.Warn("giving a user back failed; its lease will expire", "user_id", c.UserID, "err", err)
+	}
+}
+
+// deliver sends one SMS through the breaker, under its provider key and within the send
+// timeout, and decides, with the retry policy, what becomes of it.
 func (l *Lanes) deliver(ctx context.Context, h head, m SMS) outcome {
 	m.IdempotencyKey = ProviderKey(l.deployment, h.UserID, h.Seq)
 	o := outcome{UserID: h.UserID, Seq: h.Seq, Text: m.Text, Phone: m.Phone, Journal: l.journal}
@@ -381,7 +417,9 @@ func (l *Lanes) deliver(ctx context.Context, h head, m SMS) outcome {
 		o.Verdict, o.Attempts, o.Delay, o.Reason = Postponed, h.Attempts, hold, "held back: the SMS provider breaker is open"
 		return o
 	}
-	sendErr := l.cfg.Sender.Send(ctx, m)
+	sctx, cancel := context.WithTimeout(ctx, l.cfg.SendTimeout)
+	sendErr := l.cfg.Sender.Send(sctx, m)
+	cancel()
 	done(sendErr)
 	a := Attempt{Prior: h.Attempts, Age: h.Age + time.Since(h.ReadAt), Err: sendErr}
 	if sendErr != nil && !counted && errors.Is(sendErr, ErrProviderUnavailable) {
@@ -409,9 +447,13 @@ type commitRes struct {
 	err error
 }
 
-// commit records one user's outcomes through the committer and waits; ok is false when the
-// lane no longer holds the user (nothing was recorded) or the process is stopping (ctx).
-func (l *Lanes) commit(ctx context.Context, outs []outcome) (recorded, bool) {
+// commit records one user's outcomes under the claim's fence through the committer and
+// waits; ok is false when another lane claimed the user (nothing was recorded) or the
+// process is stopping (ctx).
+func (l *Lanes) commit(stop, ctx context.Context, c claim, outs []outcome) (recorded, bool) {
+	for i := range outs {
+		outs[i].Fence = c.Fence
+	}
 	o := outs[0]
 	for attempt := 1; ; attempt++ {
 		reply := make(chan commitRes, 1)
@@ -420,7 +462,10 @@ func (l *Lanes) commit(ctx context.Context, outs []outcome) (recorded, bool) {
 		if res.err == nil {
 			if !res.r.Held {
 				l.fenced.Add(1)
-				l.log.Warn("outcome not recorded: another lane holds the user now", "user_id", o.UserID, "seq", o.Seq, "verdict", o.Verdict)
+				l.log.Warn("outcome not recorded: the user was claimed again under a new fence", "user_id", o.UserID, "seq", o.Seq, "verdict", o.Verdict)
+				// A no-op unless an earlier attempt of this record committed and its
+				// answer was lost.
+				l.giveBack(ctx, c, true)
 				return recorded{}, false
 			}
 			return res.r, true
@@ -433,7 +478,7 @@ func (l *Lanes) commit(ctx context.Context, outs []outcome) (recorded, bool) {
 		t := time.NewTimer(min(time.Duration(attempt)*100*time.Millisecond, 2*time.Second))
 		select {
 		case <-t.C:
-		case <-ctx.Done():
+		case <-stop.Done():
 			t.Stop()
 			return recorded{}, false
 		}
@@ -471,7 +516,7 @@ func (l *Lanes) commitLoop(ctx context.Context) {
 		for _, r := range batch {
 			outs = append(outs, r.outs...)
 		}
-		got, err := l.store.record(ctx, l.cfg.Owner, l.cfg.Lease, l.runLen(), outs)
+		got, err := l.store.record(ctx, l.cfg.Lease, l.runLen(), outs)
 		for _, r := range batch {
 			r.reply <- commitRes{r: got[r.outs[0].UserID], err: err}
 		}

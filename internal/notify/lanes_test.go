@@ -406,17 +406,17 @@ func TestAStaleLeaseCannotRecord(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, none, "a live lease is not")
 
-	got, err := s.record(ctx, "a", time.Minute, 1, []outcome{{UserID: 1, Seq: 1, Verdict: Sent, Attempts: 1, Journal: true, Text: "x", Phone: "+1"}})
+	got, err := s.record(ctx, time.Minute, 1, []outcome{{UserID: 1, Seq: 1, Verdict: Sent, Attempts: 1, Journal: true, Text: "x", Phone: "+1", Fence: a[0].Fence}})
 	require.NoError(t, err)
 	require.False(t, got[1].Held, "the stale lane's outcome is fenced off")
 	require.Zero(t, count(t, pool, `SELECT count(*) FROM notify.sms_log`))
 
-	got, err = s.record(ctx, "b", time.Minute, 1, []outcome{{UserID: 1, Seq: 1, Verdict: Sent, Attempts: 1, Journal: true, Text: "x", Phone: "+1"}})
+	got, err = s.record(ctx, time.Minute, 1, []outcome{{UserID: 1, Seq: 1, Verdict: Sent, Attempts: 1, Journal: true, Text: "x", Phone: "+1", Fence: b[0].Fence}})
 	require.NoError(t, err)
 	require.True(t, got[1].Held)
 	require.Equal(t, int64(2), got[1].Heads[0].Seq)
 	require.Equal(t, StatusPending, got[1].Heads[0].Status, "the next head comes with the record")
-	got, err = s.record(ctx, "b", time.Minute, 1, []outcome{{UserID: 1, Seq: 1, Verdict: Sent, Attempts: 1}})
+	got, err = s.record(ctx, time.Minute, 1, []outcome{{UserID: 1, Seq: 1, Verdict: Sent, Attempts: 1, Fence: b[0].Fence}})
 	require.NoError(t, err)
 	require.False(t, got[1].Held, "the same seq cannot be recorded twice")
 	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM notify.sms_log`))
@@ -575,7 +575,8 @@ func TestDeadLettersReachTheDLQFromTheirRecordedIntent(t *testing.T) {
 	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM notify.bad_messages`))
 }
 
-// userOneClaimed returns a store whose user 1 has its seq 1 in the inbox, claimed by lane "a".
+// userOneClaimed returns a store whose user 1 has its seq 1 in the inbox, claimed by lane "a"
+// under fence 1.
 func userOneClaimed(t *testing.T) (*pgxpool.Pool, *Store) {
 	t.Helper()
 	pool, _ := testdb.New(t)
@@ -584,6 +585,7 @@ func userOneClaimed(t *testing.T) (*pgxpool.Pool, *Store) {
 	c, err := s.claimUsers(context.Background(), "a", 1, time.Minute, 1)
 	require.NoError(t, err)
 	require.Len(t, c, 1)
+	require.Equal(t, int64(1), c[0].Fence)
 	return pool, s
 }
 
@@ -594,7 +596,7 @@ func TestNewsDoesNotCutAUsersBackoffShort(t *testing.T) {
 	t.Parallel()
 	pool, s := userOneClaimed(t)
 	ctx := context.Background()
-	r, err := s.record(ctx, "a", time.Minute, 1, []outcome{{UserID: 1, Seq: 1, Verdict: Retry, Attempts: 1, Delay: time.Hour, Reason: "503"}})
+	r, err := s.record(ctx, time.Minute, 1, []outcome{{UserID: 1, Seq: 1, Verdict: Retry, Attempts: 1, Delay: time.Hour, Reason: "503", Fence: 1}})
 	require.NoError(t, err)
 	require.True(t, r[1].Held)
 	receive(t, s, false, inbound(t, 1, 2, 200))
@@ -670,7 +672,7 @@ func TestAnInboxWriteDuringARecordIsNeverLost(t *testing.T) {
 		return count(t, pool, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) == 1
 	})
 
-	r, err := s.record(ctx, "a", time.Minute, 1, []outcome{{UserID: 1, Seq: 1, Verdict: Sent, Attempts: 1}})
+	r, err := s.record(ctx, time.Minute, 1, []outcome{{UserID: 1, Seq: 1, Verdict: Sent, Attempts: 1, Fence: 1}})
 	require.NoError(t, err)
 	require.True(t, r[1].Held)
 	require.True(t, r[1].Released, "the record cannot see seq 2 yet: it gives the user back as idle")
@@ -732,7 +734,7 @@ func TestRunsStopAtAGapAndAtAFailure(t *testing.T) {
 		seqs = append(seqs, h.Seq)
 	}
 	require.Equal(t, []int64{1, 2, 3}, seqs, "up to the gap at 4")
-	require.NoError(t, s.release(ctx, "a", 1, true))
+	require.NoError(t, s.release(ctx, 1, c[0].Fence, true))
 
 	// Seq 2 (an amount of 2.00, which the failure switch fails) inside a journaled run.
 	sw := &FailureSwitch{Inner: NewLogSender(nil), FailAmount: 200}
@@ -846,11 +848,11 @@ func BenchmarkRecord256Users(b *testing.B) {
 		var outs []outcome
 		for _, cl := range c {
 			for _, h := range cl.Heads {
-				outs = append(outs, outcome{UserID: h.UserID, Seq: h.Seq, Verdict: Sent, Attempts: 1, Text: "t", Phone: "+8613800000001", Journal: true})
+				outs = append(outs, outcome{UserID: h.UserID, Seq: h.Seq, Verdict: Sent, Attempts: 1, Text: "t", Phone: "+8613800000001", Journal: true, Fence: cl.Fence})
 			}
 		}
 		b.StartTimer()
-		_, err = s.record(ctx, "a", time.Minute, run, outs)
+		_, err = s.record(ctx, time.Minute, run, outs)
 		require.NoError(b, err)
 		b.StopTimer()
 		_, err = pool.Exec(ctx, `UPDATE notify.progress SET lane_owner = NULL, lane_until = NULL, due_at = now()`)
