@@ -7,7 +7,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/puddle/v2"
 
 	"github.com/walletsaga/walletsaga/internal/freetext"
 	"github.com/walletsaga/walletsaga/internal/pg"
@@ -280,8 +282,9 @@ type outcome struct {
 	Reason   string
 	Text     string
 	Phone    string
-	Journal  bool  // write the SMS log row (the log sender's delivery) with a Sent
-	Fence    int64 // the fence of the claim the lane holds the user under
+	Journal  bool          // write the SMS log row (the log sender's delivery) with a Sent
+	Fence    int64         // the fence of the claim the lane holds the user under
+	Age      time.Duration // since the SMS's first attempt (not stored: the policy's input)
 }
 
 // recorded is what the store answers for one user's outcomes.
@@ -734,6 +737,22 @@ func (s *Store) deploymentID(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("read the deployment id: %w", err)
 	}
 	return s.deployment.id, nil
+}
+
+// refusedData reports whether the database refused a statement for the data of its rows: a
+// data exception (SQLSTATE class 22: text that is not UTF-8 or holds a NUL, a value out of
+// range) or an integrity constraint violation (class 23). Such a statement fails the same
+// way however often it is tried.
+func refusedData(err error) bool {
+	code := pg.Code(err)
+	return code != "" && (pgerrcode.IsDataException(code) || pgerrcode.IsIntegrityConstraintViolation(code))
+}
+
+// recordRetryable reports whether a failed record may succeed if tried again: not when its
+// context was cancelled or the pool is closed (both will fail again at once), nor when the
+// database refused its data. A timeout, a lost connection, a deadlock may pass.
+func recordRetryable(err error) bool {
+	return !errors.Is(err, context.Canceled) && !errors.Is(err, puddle.ErrClosedPool) && !refusedData(err)
 }
 
 // maxReason is how many characters of a failure reason the notifier's tables keep.
