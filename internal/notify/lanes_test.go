@@ -206,6 +206,8 @@ func TestLanesDeliverEachUserInOrderOnce(t *testing.T) {
 	}
 	p.requireInOrder(t, want)
 	require.Equal(t, users, count(t, pool, `SELECT count(*) FROM notify.progress WHERE last_seq = $1 AND lane_owner IS NULL`, perUser))
+	// A worker counts its SMS once its record's answer is back, a moment after the commit.
+	waitUntil(t, 10*time.Second, "the lanes to count every SMS", func() bool { return lanes.Stats().Sent >= users*perUser })
 	st := lanes.Stats()
 	require.EqualValues(t, users*perUser, st.Sent)
 	require.Zero(t, st.Fenced)
