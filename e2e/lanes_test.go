@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/walletsaga/walletsaga/internal/notify"
 	"github.com/walletsaga/walletsaga/internal/ordering"
 	"github.com/walletsaga/walletsaga/internal/rmqtest"
 	"github.com/walletsaga/walletsaga/internal/walletevent"
@@ -135,7 +136,9 @@ func TestAnAcceptedSMSWhoseAnswerWasLostIsRecordedSent(t *testing.T) {
 	s.start("notifier", webhookEnv(p, "2s"))
 	a := api{t: t, base: func() string { return w.url }}
 	user := a.createUser("lost answer", okPhone(1))
-	p.setLoseOnce(fmt.Sprintf("%d:1", user))
+	var dep string
+	require.NoError(t, s.pool.QueryRow(context.Background(), `SELECT id::text FROM notify.deployment`).Scan(&dep))
+	p.setLoseOnce(notify.ProviderKey(dep, user, 1))
 	a.depositWait(user, 1000, "d1")
 	a.depositWait(user, 2000, "d2")
 	waitFor(t, 60*time.Second, "every SMS", s.smsDone)

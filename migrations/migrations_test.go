@@ -132,3 +132,60 @@ func TestOutboxQueuesMigrationBackfillsAndReverses(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM wallet_events WHERE user_id = $1 AND key_hash = $2`, user, want).Scan(&hashed))
 	require.Equal(t, 5, hashed)
 }
+
+// requireNewest checks that the database is at the newest migration.
+func requireNewest(t *testing.T, p *goose.Provider) {
+	t.Helper()
+	sources := p.ListSources()
+	v, err := p.GetDBVersion(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, sources[len(sources)-1].Version, v)
+}
+
+// TestFenceMigrationFencesEveryUserAndCreatesOneDeployment: a database from before the fences
+// (10) keeps its users and their leases through 00011; each starts at fence 0, and the
+// notifier's tables get exactly one deployment with a random id, which a second row cannot
+// join. Down removes both and keeps the users; up again creates a new deployment id.
+func TestFenceMigrationFencesEveryUserAndCreatesOneDeployment(t *testing.T) {
+	t.Parallel()
+	pool, _ := testdb.New(t)
+	ctx := context.Background()
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close() //nolint:errcheck // a view of pool
+	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS())
+	require.NoError(t, err)
+	_, err = p.DownTo(ctx, 10)
+	require.NoError(t, err)
+	var exists bool
+	require.NoError(t, pool.QueryRow(ctx, `SELECT to_regclass('notify.deployment') IS NOT NULL
+		OR EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = 'notify' AND table_name = 'progress' AND column_name = 'fence')`).Scan(&exists))
+	require.False(t, exists, "down left the deployment table or the fence column")
+
+	_, err = pool.Exec(ctx, `INSERT INTO notify.progress (user_id, last_seq, lane_owner, lane_until, due_at)
+		VALUES (1, 3, 'host/notifier-0', now() + interval '30 seconds', now()), (2, 0, NULL, NULL, NULL)`)
+	require.NoError(t, err)
+	_, err = p.UpTo(ctx, 11)
+	require.NoError(t, err)
+	var fences, leased int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE fence = 0), count(*) FILTER (WHERE lane_owner IS NOT NULL AND last_seq = 3)
+		FROM notify.progress`).Scan(&fences, &leased))
+	require.Equal(t, 2, fences)
+	require.Equal(t, 1, leased, "the lease and progress are kept")
+	var first string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT id::text FROM notify.deployment`).Scan(&first), "exactly one deployment")
+	require.Regexp(t, `^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`, first, "a random (version 4) UUID")
+	_, err = pool.Exec(ctx, `INSERT INTO notify.deployment DEFAULT VALUES`)
+	require.Error(t, err, "a second deployment row")
+
+	_, err = p.DownTo(ctx, 10)
+	require.NoError(t, err)
+	var users int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM notify.progress`).Scan(&users))
+	require.Equal(t, 2, users)
+	_, err = p.Up(ctx)
+	require.NoError(t, err)
+	var second string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT id::text FROM notify.deployment`).Scan(&second))
+	require.NotEqual(t, first, second)
+	requireNewest(t, p)
+}

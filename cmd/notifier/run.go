@@ -254,7 +254,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 	breaker := notify.NewBreaker(notify.BreakerConfig{Failures: cfg.BreakerFailures, Open: cfg.BreakerOpen, OpenMax: cfg.BreakerOpenMax,
 		OnChange: func(from, to string) { log.Warn("SMS provider breaker", "from", from, "to", to) }})
 	lanes, err := notify.NewLanes(store, notify.LaneConfig{
-		Workers: cfg.Workers, Owner: laneOwner(cfg.Instance), Lease: cfg.LaneLease, Poll: cfg.LanePoll,
+		Workers: cfg.Workers, Owner: laneOwner(cfg.Instance), Lease: cfg.LaneLease, SendTimeout: cfg.SendTimeout, Poll: cfg.LanePoll,
 		Policy: cfg.Retry, Breaker: breaker, Sender: sender, DeadLettered: publisher.Wake, Logger: log,
 	})
 	if err != nil {

@@ -8,6 +8,10 @@
 //
 // Pattern states the same rule as a JSON Schema (ECMA 262) regular expression, so that the
 // OpenAPI documents can say exactly what the server takes; a test holds the two together.
+//
+// Text that comes from elsewhere and is only kept or echoed, not checked (a provider's reply,
+// a failure reason, a client's value quoted in an error), goes through Clip instead: made
+// valid UTF-8 without NUL and cut by characters, never by bytes.
 package freetext
 
 import (

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/walletsaga/walletsaga/internal/backoff"
 	"github.com/walletsaga/walletsaga/internal/walletevent"
 )
 
@@ -22,9 +23,22 @@ type LaneConfig struct {
 	// process restarted under the same owner takes its predecessor's leases back at start.
 	Owner string
 	// Lease is how long a worker holds a user without recording anything (default 30s): a
-	// process that dies leaves its users to the others after that. It must be well above
-	// the sender's timeout.
+	// process that dies leaves its users to the others after that. It must be more than
+	// twice SendTimeout.
 	Lease time.Duration
+	// SendTimeout bounds one call to the provider (SMS_TIMEOUT; DefaultWebhookTimeout when
+	// zero). A worker starts a send only while its lease has at least twice this left: the
+	// call's own time, and as much again to record the outcome before another lane may
+	// claim the user. With less left (it stalled, or a record took long) it gives the user
+	// back, due at once, to be claimed again under a new fence and a whole lease.
+	SendTimeout time.Duration
+	// RecordTimeout bounds one attempt of a record statement (default 5s, well below
+	// FeedLag, so that the change feed never skips a record that committed late), and
+	// RecordAttempts is how many attempts one user's outcomes get (default 3) before the
+	// worker gives the user back, to be claimed again under a new fence (whose lane sends
+	// the SMS again under the same provider key).
+	RecordTimeout  time.Duration
+	RecordAttempts int
 	// Poll is how often the dispatcher looks for due users when nothing woke it: retries
 	// coming due, and SMS another replica's consumer received (default 500ms).
 	Poll time.Duration
@@ -54,19 +68,29 @@ type LaneStats struct {
 	Retried      int64 `json:"retried"`
 	DeadLettered int64 `json:"dead_lettered"`
 	Postponed    int64 `json:"postponed"` // held back by the breaker, no attempt spent
-	Fenced       int64 `json:"fenced"`    // outcomes not recorded: the lease had passed to another lane
+	Fenced       int64 `json:"fenced"`    // outcomes not recorded: the user was claimed again under a new fence
 	Claims       int64 `json:"claims"`    // users taken
-	// RecordFailures counts record statements that failed (the database away, a conflict)
-	// and were tried again.
+	// RecordFailures counts record attempts that failed (the database away, a timeout, a
+	// conflict).
 	RecordFailures int64 `json:"record_failures"`
+	// RecordsGivenUp counts users given back because their outcomes could not be recorded
+	// within RecordAttempts attempts.
+	RecordsGivenUp int64 `json:"records_given_up"`
+	// RecordsRefused counts outcomes the database refused for their data, isolated by
+	// splitting their record batch and recorded instead as a failed attempt whose reason
+	// is the refusal.
+	RecordsRefused int64 `json:"records_refused"`
+	// LeaseShort counts users given back unsent because their lease had less than twice
+	// the send timeout left.
+	LeaseShort int64 `json:"lease_short"`
 }
 
 // Lanes delivers the inbox: a dispatcher claims users whose next SMS is due (FOR UPDATE
-// SKIP LOCKED, so replicas share them) and hands each to a worker, which sends that user's
-// SMS in seq order — each only once its predecessor is recorded sent or dead-lettered — and
-// records each outcome through one committer that groups the outcomes of all workers into
-// one transaction. Different users proceed in parallel; a failing or slow user holds only
-// its own worker.
+// SKIP LOCKED, so replicas share them; each claim takes a new fence) and hands each to a
+// worker, which sends that user's SMS in seq order — each only once its predecessor is
+// recorded sent or dead-lettered — and records each outcome, under its claim's fence,
+// through committers that group the outcomes of all workers into few transactions.
+// Different users proceed in parallel; a failing or slow user holds only its own worker.
 type Lanes struct {
 	store   *Store
 	cfg     LaneConfig
@@ -76,8 +100,12 @@ type Lanes struct {
 	freed   chan struct{}
 	commits chan commitReq
 	busy    atomic.Int64
+	// deployment is the notifier tables' deployment id, read once by Run: part of every
+	// provider key.
+	deployment string
 
 	sent, retried, dead, postponed, fenced, claims, recordFailures atomic.Int64
+	recordsGivenUp, recordsRefused, leaseShort                     atomic.Int64
 }
 
 // NewLanes returns the lanes over store; Run delivers.
@@ -96,6 +124,18 @@ func NewLanes(store *Store, cfg LaneConfig) (*Lanes, error) {
 	}
 	if cfg.Lease <= 0 {
 		cfg.Lease = 30 * time.Second
+	}
+	if cfg.SendTimeout <= 0 {
+		cfg.SendTimeout = DefaultWebhookTimeout
+	}
+	if cfg.Lease <= 2*cfg.SendTimeout {
+		return nil, fmt.Errorf("notify: a lane lease of %s leaves no time to send: it must be more than twice the send timeout (%s)", cfg.Lease, cfg.SendTimeout)
+	}
+	if cfg.RecordTimeout <= 0 {
+		cfg.RecordTimeout = 5 * time.Second
+	}
+	if cfg.RecordAttempts <= 0 {
+		cfg.RecordAttempts = 3
 	}
 	if cfg.Poll <= 0 {
 		cfg.Poll = 500 * time.Millisecond
@@ -138,13 +178,27 @@ func (l *Lanes) Breaker() *Breaker { return l.cfg.Breaker }
 // Stats returns the counters.
 func (l *Lanes) Stats() LaneStats {
 	return LaneStats{Sent: l.sent.Load(), Retried: l.retried.Load(), DeadLettered: l.dead.Load(),
-		Postponed: l.postponed.Load(), Fenced: l.fenced.Load(), Claims: l.claims.Load(), RecordFailures: l.recordFailures.Load()}
+		Postponed: l.postponed.Load(), Fenced: l.fenced.Load(), Claims: l.claims.Load(), RecordFailures: l.recordFailures.Load(),
+		RecordsGivenUp: l.recordsGivenUp.Load(), RecordsRefused: l.recordsRefused.Load(), LeaseShort: l.leaseShort.Load()}
 }
 
-// Run delivers until ctx is cancelled, then lets each worker finish the SMS in hand, records
-// it, gives every lease back and returns. It first gives back the leases its owner name still
-// holds from a previous run.
+// Run delivers until ctx is cancelled, then lets each worker finish the SMS in hand, record
+// it and give its user back, and returns. It first reads the deployment id (retrying while
+// the database is away) and gives back the leases its owner name still holds from a
+// previous run; a predecessor that still runs can then record nothing more.
 func (l *Lanes) Run(ctx context.Context) error {
+	for {
+		d, err := l.store.deploymentID(ctx)
+		if err == nil {
+			l.deployment = d
+			break
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		l.log.Warn("reading the deployment id failed; retrying", "err", err)
+		l.sleep(ctx, l.cfg.Poll, nil)
+	}
 	if n, err := l.store.releaseAll(ctx, l.cfg.Owner); err != nil {
 		l.log.Warn("could not give back the leases of a previous run; they expire on their own", "err", err)
 	} else if n > 0 {
@@ -163,11 +217,6 @@ func (l *Lanes) Run(ctx context.Context) error {
 	wg.Wait()
 	close(l.commits)
 	recording.Wait()
-	rctx, cancel := context.WithTimeout(work, 5*time.Second)
-	defer cancel()
-	if _, err := l.store.releaseAll(rctx, l.cfg.Owner); err != nil {
-		return fmt.Errorf("notify: giving back leases at shutdown: %w", err)
-	}
 	return nil
 }
 
@@ -193,6 +242,9 @@ func (l *Lanes) dispatch(ctx, work context.Context, wg *sync.WaitGroup) {
 		if probe {
 			free = 1 // one SMS tells whether the provider is back
 		}
+		// The lease ends no sooner than this process's clock says: the database's now(),
+		// from which it counts, is read after the statement leaves.
+		leaseEnd := time.Now().Add(l.cfg.Lease)
 		claims, err := l.store.claimUsers(ctx, l.cfg.Owner, free, l.cfg.Lease, l.runLen())
 		if err != nil {
 			if ctx.Err() == nil {
@@ -214,7 +266,7 @@ func (l *Lanes) dispatch(ctx, work context.Context, wg *sync.WaitGroup) {
 					default:
 					}
 				}()
-				l.work(ctx, work, c)
+				l.work(ctx, work, c, leaseEnd)
 			}()
 		}
 		switch {
@@ -286,15 +338,21 @@ func (l *Lanes) runLen() int {
 	return 1
 }
 
+// sendable reports whether a lease with left to run may start a send that may take up to
+// timeout: only with twice timeout left, the send's own time and as much again to record
+// its outcome before the lease ends and another lane may claim the user. It is pure.
+func sendable(left, timeout time.Duration) bool {
+	return left >= 2*timeout
+}
+
 // work delivers one claimed user's SMS in order until its inbox run ends, a failure makes it
-// wait, RunMax is reached, or the process stops.
-func (l *Lanes) work(stop, ctx context.Context, c claim) {
+// wait, RunMax is reached, too little of the lease (which ends at leaseEnd, on this
+// process's clock) is left to send, or the process stops.
+func (l *Lanes) work(stop, ctx context.Context, c claim, leaseEnd time.Time) {
 	heads := c.Heads
 	for done := 0; ; {
 		if stop.Err() != nil || done >= l.cfg.RunMax {
-			if err := l.store.release(ctx, l.cfg.Owner, c.UserID, true); err != nil {
-				l.log.Warn("giving a user back failed; its lease will expire", "user_id", c.UserID, "err", err)
-			}
+			l.giveBack(ctx, c, true)
 			return
 		}
 		h := heads[0]
@@ -304,21 +362,27 @@ func (l *Lanes) work(stop, ctx context.Context, c claim) {
 		case stepRelease:
 			// News that landed since the claim read the inbox keeps its wake row: the next
 			// claim takes the user again.
-			if err := l.store.release(ctx, l.cfg.Owner, c.UserID, false); err != nil {
-				l.log.Warn("giving a user back failed; its lease will expire", "user_id", c.UserID, "err", err)
-			}
+			l.giveBack(ctx, c, false)
 			return
 		case stepAdvance:
 			outs = []outcome{{UserID: h.UserID, Seq: h.Seq, Verdict: verdictAdvance}}
 		case stepDeadLetter:
-			outs = []outcome{{UserID: h.UserID, Seq: h.Seq, Verdict: DeadLettered, Attempts: h.Attempts, Reason: reason}}
+			outs = []outcome{{UserID: h.UserID, Seq: h.Seq, Verdict: DeadLettered, Attempts: h.Attempts, Reason: reason,
+				Age: h.Age + time.Since(h.ReadAt)}}
 			l.log.Error("dead-lettering an SMS whose stored event is unusable", "user_id", h.UserID, "seq", h.Seq, "reason", reason)
 		case stepSend:
+			if left := time.Until(leaseEnd); !sendable(left, l.cfg.SendTimeout) {
+				l.leaseShort.Add(1)
+				l.log.Warn("giving a user back unsent: too little of its lease is left to send and record",
+					"user_id", h.UserID, "seq", h.Seq, "lease_left", left.Round(time.Millisecond), "send_timeout", l.cfg.SendTimeout)
+				l.giveBack(ctx, c, true)
+				return
+			}
 			outs = []outcome{l.deliver(ctx, h, sms)}
 			// A journaled sender's further waiting SMS join the run, up to the first that is
 			// not sent.
 			for _, next := range heads[1:] {
-				if outs[len(outs)-1].Verdict != Sent {
+				if outs[len(outs)-1].Verdict != Sent || !sendable(time.Until(leaseEnd), l.cfg.SendTimeout) {
 					break
 				}
 				ns, nsms, _ := plan(next)
@@ -328,10 +392,14 @@ func (l *Lanes) work(stop, ctx context.Context, c claim) {
 				outs = append(outs, l.deliver(ctx, next, nsms))
 			}
 		}
-		r, ok := l.commit(stop, outs)
+		began := time.Now()
+		res, ok := l.commit(stop, ctx, c, outs)
 		if !ok {
 			return
 		}
+		// The record renewed the lease from its statement's start, which was after began.
+		leaseEnd = began.Add(l.cfg.Lease)
+		outs = res.outs
 		for _, o := range outs {
 			switch o.Verdict {
 			case Sent:
@@ -347,31 +415,45 @@ func (l *Lanes) work(stop, ctx context.Context, c claim) {
 				l.postponed.Add(1)
 			}
 		}
-		if v := outs[len(outs)-1].Verdict; v == Retry || v == Postponed || r.Released {
+		if v := outs[len(outs)-1].Verdict; v == Retry || v == Postponed || res.r.Released {
 			return
 		}
 		done += len(outs)
-		heads = r.Heads
+		heads = res.r.Heads
 	}
 }
 
-// deliver sends one SMS through the breaker and decides, with the retry policy, what becomes
-// of it.
+// giveBack releases the user under the claim's fence: due at once with requeue, else idle.
+// It is bounded like a record attempt; if it fails, the lease runs out on its own.
+func (l *Lanes) giveBack(ctx context.Context, c claim, requeue bool) {
+	rctx, cancel := context.WithTimeout(ctx, l.cfg.RecordTimeout)
+	defer cancel()
+	if err := l.store.release(rctx, c.UserID, c.Fence, requeue); err != nil {
+		l.log.Warn("giving a user back failed; its lease will expire", "user_id", c.UserID, "err", err)
+	}
+}
+
+// deliver sends one SMS through the breaker, under its provider key and within the send
+// timeout, and decides, with the retry policy, what becomes of it.
 func (l *Lanes) deliver(ctx context.Context, h head, m SMS) outcome {
+	m.IdempotencyKey = ProviderKey(l.deployment, h.UserID, h.Seq)
 	o := outcome{UserID: h.UserID, Seq: h.Seq, Text: m.Text, Phone: m.Phone, Journal: l.journal}
 	done, counted, hold, err := l.cfg.Breaker.Allow(h.UserID)
 	if err != nil {
 		o.Verdict, o.Attempts, o.Delay, o.Reason = Postponed, h.Attempts, hold, "held back: the SMS provider breaker is open"
+		o.Age = h.Age + time.Since(h.ReadAt)
 		return o
 	}
-	sendErr := l.cfg.Sender.Send(ctx, m)
+	sctx, cancel := context.WithTimeout(ctx, l.cfg.SendTimeout)
+	sendErr := l.cfg.Sender.Send(sctx, m)
+	cancel()
 	done(sendErr)
 	a := Attempt{Prior: h.Attempts, Age: h.Age + time.Since(h.ReadAt), Err: sendErr}
 	if sendErr != nil && !counted && errors.Is(sendErr, ErrProviderUnavailable) {
 		a.Held = max(l.cfg.Breaker.Wait(), l.cfg.Breaker.cfg.Open)
 	}
 	d := l.cfg.Policy.Decide(a, rand.Int64N)
-	o.Verdict, o.Attempts, o.Delay, o.Reason = d.Verdict, d.Attempts, d.Delay, d.Reason
+	o.Verdict, o.Attempts, o.Delay, o.Reason, o.Age = d.Verdict, d.Attempts, d.Delay, d.Reason, a.Age
 	switch d.Verdict {
 	case Retry:
 		l.log.Info("SMS failed; will retry", "user_id", h.UserID, "seq", h.Seq, "attempts", d.Attempts, "in", d.Delay, "err", sendErr)
@@ -387,14 +469,29 @@ type commitReq struct {
 	reply chan commitRes
 }
 
+// commitRes answers a commitReq: what the store answered for the user, and the outcomes it
+// recorded — the request's own, or, when the database refused one of them, those before it
+// and the refused one's replacement (see recordAlone).
 type commitRes struct {
-	r   recorded
-	err error
+	r    recorded
+	outs []outcome
+	err  error
 }
 
-// commit records one user's outcomes through the committer and waits; ok is false when the
-// lane no longer holds the user (nothing was recorded) or the process is stopping (ctx).
-func (l *Lanes) commit(ctx context.Context, outs []outcome) (recorded, bool) {
+// recordBackoff spaces a user's record attempts.
+var recordBackoff = backoff.Policy{Base: 200 * time.Millisecond, Max: 2 * time.Second}
+
+// commit records one user's outcomes under the claim's fence through the committers and
+// waits, trying up to RecordAttempts times while the failure may pass (River's completer
+// does the same: a closed pool, a cancelled context or data the database refuses are not
+// tried again). ok is false when nothing more is to be done with the user: another lane
+// claimed it (nothing was recorded), the record could not be made (the user is given back,
+// to be claimed again under a new fence: its SMS is then sent again under the same provider
+// key), or the process stops.
+func (l *Lanes) commit(stop, ctx context.Context, c claim, outs []outcome) (commitRes, bool) {
+	for i := range outs {
+		outs[i].Fence = c.Fence
+	}
 	o := outs[0]
 	for attempt := 1; ; attempt++ {
 		reply := make(chan commitRes, 1)
@@ -403,22 +500,30 @@ func (l *Lanes) commit(ctx context.Context, outs []outcome) (recorded, bool) {
 		if res.err == nil {
 			if !res.r.Held {
 				l.fenced.Add(1)
-				l.log.Warn("outcome not recorded: another lane holds the user now", "user_id", o.UserID, "seq", o.Seq, "verdict", o.Verdict)
-				return recorded{}, false
+				l.log.Warn("outcome not recorded: the user was claimed again under a new fence", "user_id", o.UserID, "seq", o.Seq, "verdict", o.Verdict)
+				// A no-op unless an earlier attempt of this record committed and its
+				// answer was lost.
+				l.giveBack(ctx, c, true)
+				return commitRes{}, false
 			}
-			return res.r, true
+			return res, true
 		}
 		l.recordFailures.Add(1)
-		// The SMS went out; its record must follow. Keep trying while the database is
-		// away; if the process stops meanwhile, the lease expires and the next lane sends
-		// it again under the same idempotency key.
+		if attempt >= l.cfg.RecordAttempts || !recordRetryable(res.err) {
+			l.recordsGivenUp.Add(1)
+			l.log.Error("recording an outcome failed; giving the user back, to be claimed again under a new fence",
+				"user_id", o.UserID, "seq", o.Seq, "attempts", attempt, "err", res.err)
+			l.giveBack(ctx, c, true)
+			return commitRes{}, false
+		}
 		l.log.Warn("recording an outcome failed; retrying", "user_id", o.UserID, "seq", o.Seq, "attempt", attempt, "err", res.err)
-		t := time.NewTimer(min(time.Duration(attempt)*100*time.Millisecond, 2*time.Second))
+		t := time.NewTimer(recordBackoff.Delay(attempt, rand.Int64N))
 		select {
 		case <-t.C:
-		case <-ctx.Done():
+		case <-stop.Done():
 			t.Stop()
-			return recorded{}, false
+			l.giveBack(ctx, c, true)
+			return commitRes{}, false
 		}
 	}
 }
@@ -450,13 +555,88 @@ func (l *Lanes) commitLoop(ctx context.Context) {
 				break more
 			}
 		}
-		var outs []outcome
-		for _, r := range batch {
-			outs = append(outs, r.outs...)
-		}
-		got, err := l.store.record(ctx, l.cfg.Owner, l.cfg.Lease, l.runLen(), outs)
-		for _, r := range batch {
-			r.reply <- commitRes{r: got[r.outs[0].UserID], err: err}
-		}
+		l.recordBatch(ctx, batch)
 	}
+}
+
+// recordBatch records the outcomes of batch in one statement and answers each request. A
+// statement the database refuses for the data of a row is split in halves, and each half
+// recorded on its own, until the row's user is alone (recordAlone): one user's bad row never
+// holds the others' records.
+func (l *Lanes) recordBatch(ctx context.Context, batch []commitReq) {
+	var outs []outcome
+	for _, r := range batch {
+		outs = append(outs, r.outs...)
+	}
+	got, err := l.recordOnce(ctx, outs)
+	if err != nil && refusedData(err) {
+		if len(batch) > 1 {
+			l.recordBatch(ctx, batch[:len(batch)/2])
+			l.recordBatch(ctx, batch[len(batch)/2:])
+			return
+		}
+		batch[0].reply <- l.recordAlone(ctx, batch[0].outs, err)
+		return
+	}
+	for _, r := range batch {
+		r.reply <- commitRes{r: got[r.outs[0].UserID], outs: r.outs, err: err}
+	}
+}
+
+// recordOnce is one attempt of a record statement, bounded by RecordTimeout.
+func (l *Lanes) recordOnce(ctx context.Context, outs []outcome) (map[int64]recorded, error) {
+	rctx, cancel := context.WithTimeout(ctx, l.cfg.RecordTimeout)
+	defer cancel()
+	return l.store.record(rctx, l.cfg.Lease, l.runLen(), outs)
+}
+
+// recordAlone records one user's outcomes after the database refused them for their data:
+// a run of several one by one, to find the refused one, whose predecessors are recorded; the
+// refused one is recorded as a failed attempt whose reason is the refusal (refusedOutcome),
+// which an operator sees as the SMS's last error. Outcomes after it are dropped: only a
+// journaled sender has runs, and its delivery is the record, so they are sent later.
+func (l *Lanes) recordAlone(ctx context.Context, outs []outcome, refusal error) commitRes {
+	var done commitRes
+	for _, o := range outs {
+		err := refusal
+		if len(outs) > 1 {
+			var got map[int64]recorded
+			if got, err = l.recordOnce(ctx, []outcome{o}); err == nil {
+				if done.r = got[o.UserID]; !done.r.Held {
+					return done
+				}
+				done.outs = append(done.outs, o)
+				continue
+			}
+		}
+		if refusedData(err) {
+			why := err
+			sub := l.refusedOutcome(o, why)
+			var got map[int64]recorded
+			if got, err = l.recordOnce(ctx, []outcome{sub}); err == nil {
+				if done.r = got[o.UserID]; done.r.Held {
+					l.recordsRefused.Add(1)
+					l.log.Error("the database refused an outcome; recorded as a failed attempt instead",
+						"user_id", o.UserID, "seq", o.Seq, "verdict", o.Verdict, "recorded", sub.Verdict, "err", why)
+					done.outs = append(done.outs, sub)
+				}
+				return done
+			}
+		}
+		if len(done.outs) == 0 {
+			return commitRes{err: err}
+		}
+		return done // what was recorded: the worker goes on from there
+	}
+	return done
+}
+
+// refusedOutcome replaces an outcome the database refused: the same SMS, a failed attempt
+// whose error is the refusal, decided by the retry policy as a failed send is — retried, and
+// dead-lettered once its attempts and window are spent — so it never wedges its user.
+func (l *Lanes) refusedOutcome(o outcome, refusal error) outcome {
+	d := l.cfg.Policy.Decide(Attempt{Prior: max(o.Attempts-1, 0), Age: o.Age,
+		Err: fmt.Errorf("the database refused to record it as %s: %w", o.Verdict, refusal)}, rand.Int64N)
+	return outcome{UserID: o.UserID, Seq: o.Seq, Verdict: d.Verdict, Attempts: d.Attempts, Delay: d.Delay,
+		Reason: d.Reason, Fence: o.Fence, Age: o.Age}
 }

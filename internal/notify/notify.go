@@ -21,7 +21,8 @@ type SMS struct {
 	Kind   string // walletevent.Kind
 	Amount int64  // signed minor units of the event (for the failure switch)
 	Text   string
-	// IdempotencyKey is "user:seq": a provider that sees it twice sends once.
+	// IdempotencyKey is the SMS's ProviderKey, "<deployment>:<user>:<seq>": a provider that
+	// sees it twice sends once.
 	IdempotencyKey string
 	// Late marks an operator replay of an SMS that was dead-lettered.
 	Late bool
@@ -40,8 +41,8 @@ var ErrAlreadyDelivered = errors.New("notify: the provider already has this SMS"
 // failure, and the provider breaker counts it.
 var ErrProviderUnavailable = errors.New("notify: SMS provider unavailable")
 
-// Sender delivers one SMS to a provider, which deduplicates on m.IdempotencyKey ("user:seq"):
-// sending the same SMS again delivers it once. Errors: ErrAlreadyDelivered (delivered
+// Sender delivers one SMS to a provider, which deduplicates on m.IdempotencyKey (its
+// ProviderKey): sending the same SMS again delivers it once. Errors: ErrAlreadyDelivered (delivered
 // before), ErrPermanent (retrying cannot help), ErrProviderUnavailable (the provider is
 // failing), anything else (this SMS failed; retry). The lanes call Send for one user at a
 // time, in seq order, and only once the user's previous SMS is recorded.

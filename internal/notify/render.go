@@ -43,8 +43,8 @@ var latePrefix = map[string]string{
 }
 
 // Render returns the SMS for a balance event: its text in the event's locale (zh-CN or en;
-// anything else falls back to en), amounts with two decimals and the currency, and the
-// idempotency key "user:seq". It returns an apperr.Invalid error for an event that fails
+// anything else falls back to en), amounts with two decimals and the currency. Its
+// IdempotencyKey is left to the caller, who knows the deployment (ProviderKey). It returns an apperr.Invalid error for an event that fails
 // validation (unknown kind, bad currency, …).
 func Render(e walletevent.Event) (SMS, error) {
 	if err := validateForRender(e); err != nil {
@@ -54,14 +54,13 @@ func Render(e walletevent.Event) (SMS, error) {
 	tmpl := templates[locale][e.Kind]
 	text := fmt.Sprintf(tmpl, FormatMoney(e.Amount, e.Currency), FormatMoney(e.BalanceAfter, e.Currency))
 	return SMS{
-		UserID:         e.UserID,
-		Seq:            e.Seq,
-		Phone:          e.Phone,
-		Locale:         locale,
-		Kind:           string(e.Kind),
-		Amount:         e.Amount,
-		Text:           text,
-		IdempotencyKey: e.SeqKey(),
+		UserID: e.UserID,
+		Seq:    e.Seq,
+		Phone:  e.Phone,
+		Locale: locale,
+		Kind:   string(e.Kind),
+		Amount: e.Amount,
+		Text:   text,
 	}, nil
 }
 
@@ -82,8 +81,8 @@ func validateForRender(e walletevent.Event) error {
 }
 
 // MarkLate turns a rendered SMS into an operator replay of it: Late set and the text prefixed
-// with "(Delayed) " (or its zh-CN equivalent). The idempotency key stays "user:seq": a
-// provider that has the SMS already (it was delivered after all) answers so, instead of
+// with "(Delayed) " (or its zh-CN equivalent). The idempotency key stays the SMS's own
+// (ProviderKey): a provider that has the SMS already (it was delivered after all) answers so, instead of
 // delivering it twice.
 func MarkLate(m SMS) SMS {
 	m.Late = true

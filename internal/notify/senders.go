@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/walletsaga/walletsaga/internal/apperr"
+	"github.com/walletsaga/walletsaga/internal/freetext"
 )
 
 // LogSender is the built-in provider: an SMS is delivered when its row is in notify.sms_log.
@@ -58,13 +59,22 @@ func IsJournaled(s Sender) bool {
 	return ok && j.Journaled()
 }
 
+// ProviderKey is the idempotency key of (user, seq)'s SMS at the provider:
+// "<deployment>:<user>:<seq>", where deployment is the id the notifier's tables were created
+// with (notify.deployment, a random UUID). It names one balance event across every
+// deployment that shares a provider, and stays the same for every send of the SMS: a lane's
+// retries, another lane's after a lease passed, an operator's replay.
+func ProviderKey(deployment string, userID, seq int64) string {
+	return fmt.Sprintf("%s:%d:%d", deployment, userID, seq)
+}
+
 // DefaultWebhookTimeout bounds one webhook request when WebhookSender.Timeout is zero.
 const DefaultWebhookTimeout = 5 * time.Second
 
 // WebhookSender POSTs each SMS as JSON {user_id, seq, phone, text, late} to URL with the
-// header Idempotency-Key set to the SMS's key ("user:seq", kept by an operator's replay,
-// which sets late). The provider must deduplicate on that key and answer 409 to a key it
-// accepted before. A 2xx is success; 409 is ErrAlreadyDelivered; 5xx, 408, 429, timeouts
+// header Idempotency-Key set to the SMS's key (its ProviderKey, kept by an operator's
+// replay, which sets late). The provider must deduplicate on that key and answer 409 to a
+// key it accepted before: "already accepted with this key". A 2xx is success; 409 is ErrAlreadyDelivered; 5xx, 408, 429, timeouts
 // and connection errors wrap ErrProviderUnavailable (retried, and counted by the provider
 // breaker); any other 4xx wraps ErrPermanent.
 type WebhookSender struct {
@@ -116,7 +126,8 @@ func (s *WebhookSender) Send(ctx context.Context, m SMS) error {
 	}
 	key := m.IdempotencyKey
 	if key == "" {
-		key = fmt.Sprintf("%d:%d", m.UserID, m.Seq)
+		// A key the provider could confuse with another deployment's is worse than no send.
+		return fmt.Errorf("webhook: SMS %d:%d has no idempotency key", m.UserID, m.Seq)
 	}
 	body, err := json.Marshal(webhookBody{UserID: m.UserID, Seq: m.Seq, Phone: m.Phone, Text: m.Text, Late: m.Late})
 	if err != nil {
@@ -140,7 +151,10 @@ func (s *WebhookSender) Send(ctx context.Context, m SMS) error {
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return nil
 	}
-	msg := fmt.Sprintf("webhook: SMS %s: provider answered %s: %s", key, resp.Status, strings.TrimSpace(string(snippet)))
+	// The reply becomes the SMS's failure reason: whatever its bytes (cut inside a
+	// character, a NUL), it must be text Postgres takes.
+	msg := fmt.Sprintf("webhook: SMS %s: provider answered %s: %s", key, freetext.Clip(resp.Status, 100),
+		freetext.Clip(strings.TrimSpace(string(snippet)), 300))
 	switch {
 	case resp.StatusCode == http.StatusConflict:
 		return fmt.Errorf("%s: %w", msg, ErrAlreadyDelivered)

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -150,6 +151,27 @@ func TestWebhookClientReusesConnections(t *testing.T) {
 	// At most one connection per lane, give or take one that was on its way back to the
 	// idle pool when its lane's next request started.
 	require.LessOrEqual(t, opened, 2*lanes, "connections opened for %d SMS", lanes*each)
+}
+
+// TestWebhookSenderCleansABrokenReply: a provider's reply cut inside a multi-byte character
+// and carrying a NUL becomes a failure reason of clean text (Postgres refuses the bytes as
+// they came, SQLSTATE 22021, and the lane records the reason).
+func TestWebhookSenderCleansABrokenReply(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = io.WriteString(w, "维护\x00中"[:len("维护\x00中")-1])
+	}))
+	t.Cleanup(srv.Close)
+	s, err := notify.NewWebhookSender(srv.URL, time.Second, srv.Client())
+	require.NoError(t, err)
+	m := sms(5, 1, "+8613800001234", 100)
+	m.IdempotencyKey = "d:5:1"
+	err = s.Send(context.Background(), m)
+	require.ErrorIs(t, err, notify.ErrProviderUnavailable)
+	require.True(t, utf8.ValidString(err.Error()), "%q", err.Error())
+	require.NotContains(t, err.Error(), "\x00")
+	require.Contains(t, err.Error(), "维护\ufffd\ufffd")
 }
 
 func TestWebhookSenderLateKeepsTheKey(t *testing.T) {

@@ -47,7 +47,8 @@ const FeedLag = 10 * time.Second
 // Store reads the notifier's tables for the API, the page and the CLI, and performs operator
 // replays. It is safe for concurrent use.
 type Store struct {
-	db *pgxpool.Pool
+	db         *pgxpool.Pool
+	deployment deployment
 }
 
 // NewStore returns a Store on db.
@@ -406,7 +407,7 @@ type ReplayResult struct {
 }
 
 // Replay re-sends the dead-lettered SMS (userID, seq) through sender, marked late (see
-// MarkLate) under its own idempotency key "user:seq", rendered from the stored event, and
+// MarkLate) under its own provider key (ProviderKey, as the lanes sent it), rendered from the stored event, and
 // records an audit row (actor, ActionReplay, reason) in the same transaction; with a
 // journaled sender (the log sender) the late SMS log row commits with it. A provider that had
 // the SMS already says so (ErrAlreadyDelivered): the replay is recorded with
@@ -442,6 +443,11 @@ func (s *Store) Replay(ctx context.Context, sender Sender, actor string, userID,
 		if err != nil {
 			return err
 		}
+		dep, err := s.deploymentID(ctx)
+		if err != nil {
+			return err
+		}
+		m.IdempotencyKey = ProviderKey(dep, userID, seq)
 		m = MarkLate(m)
 		res = ReplayResult{UserID: userID, Seq: seq, Replay: replays + 1, IdempotencyKey: m.IdempotencyKey, Text: m.Text}
 		if IsJournaled(sender) {

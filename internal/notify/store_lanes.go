@@ -4,10 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/puddle/v2"
 
+	"github.com/walletsaga/walletsaga/internal/freetext"
 	"github.com/walletsaga/walletsaga/internal/pg"
 )
 
@@ -147,6 +151,9 @@ type head struct {
 type claim struct {
 	UserID int64
 	Heads  []head
+	// Fence is the user's fence after this claim: each claim takes a new one, and a record or
+	// a give-back applies only under it.
+	Fence int64
 }
 
 // headsJoin reads, for a user u whose next seq is s, the inbox rows s .. s+run-1 (LEFT JOIN
@@ -206,7 +213,7 @@ func scanClaims(rows pgx.Rows) ([]claim, error) {
 
 // claimUsers leases up to n users whose lane is due (due_at has come, or an inbox write woke
 // them while idle) and free, longest waiting first, for lease, and returns each with up to run of its
-// next SMS. Replicas share the work: SKIP LOCKED passes over users another statement is
+// next SMS and the new fence the claim took. Replicas share the work: SKIP LOCKED passes over users another statement is
 // taking or recording at the same moment, and a leased user is not claimable until its
 // lease runs out (a lane that died) or is given back.
 func (s *Store) claimUsers(ctx context.Context, owner string, n int, lease time.Duration, run int) ([]claim, error) {
@@ -233,13 +240,13 @@ func (s *Store) claimUsers(ctx context.Context, owner string, n int, lease time.
 			-- due_at stays set while the user is leased: should this lane die, the user is
 			-- due again once the lease runs out.
 			UPDATE notify.progress p SET lane_owner = $1, lane_until = now() + $3::bigint * interval '1 microsecond',
-				due_at = COALESCE(p.due_at, now())
+				due_at = COALESCE(p.due_at, now()), fence = p.fence + 1
 			FROM c WHERE p.user_id = c.user_id
-			RETURNING p.user_id, p.last_seq
+			RETURNING p.user_id, p.last_seq, p.fence
 		), seen AS (
 			DELETE FROM notify.wakes w USING claimed WHERE w.user_id = claimed.user_id
 		)
-		SELECT claimed.user_id, claimed.last_seq + 1, `+headColumns+`
+		SELECT claimed.user_id, claimed.last_seq + 1, `+headColumns+`, claimed.fence
 		FROM claimed
 		`+fmt.Sprintf(headsJoin, "claimed.user_id", "claimed.last_seq + 1", "$4")+`
 		ORDER BY claimed.user_id, n.seq`,
@@ -247,9 +254,16 @@ func (s *Store) claimUsers(ctx context.Context, owner string, n int, lease time.
 	if err != nil {
 		return nil, fmt.Errorf("lanes: claim: %w", err)
 	}
-	out, err := scanClaims(rows)
+	fences := map[int64]int64{}
+	var fence int64
+	out, err := scanClaims(&extraRows{Rows: rows, extra: []any{&fence}, after: func(dest []any) {
+		fences[*dest[0].(*int64)] = fence
+	}})
 	if err != nil {
 		return nil, fmt.Errorf("lanes: claim: %w", err)
+	}
+	for i := range out {
+		out[i].Fence = fences[out[i].UserID]
 	}
 	return out, nil
 }
@@ -268,7 +282,9 @@ type outcome struct {
 	Reason   string
 	Text     string
 	Phone    string
-	Journal  bool // write the SMS log row (the log sender's delivery) with a Sent
+	Journal  bool          // write the SMS log row (the log sender's delivery) with a Sent
+	Fence    int64         // the fence of the claim the lane holds the user under
+	Age      time.Duration // since the SMS's first attempt (not stored: the policy's input)
 }
 
 // recorded is what the store answers for one user's outcomes.
@@ -282,43 +298,46 @@ type recorded struct {
 // record writes a batch of outcomes in ONE statement. A user may have several: a run of
 // consecutive seqs, each Sent but the last, which may have any verdict (a journaled sender
 // delivers a user's waiting SMS together). Per user: its
-// progress (fenced: the lane must still hold the lease and the first seq must be last_seq +
-// 1), the notification rows, and for a journaled Sent the SMS log rows, all or nothing; then
+// progress (fenced: the user must still be leased under the outcomes' fence, which a later
+// claim replaces, and the first seq must be last_seq + 1), the notification rows, and for a
+// journaled Sent the SMS log rows, all or nothing; then
 // it reads up to run of each advanced user's next SMS. Users whose fence failed are left out
 // of the answer.
-func (s *Store) record(ctx context.Context, owner string, lease time.Duration, run int, batch []outcome) (map[int64]recorded, error) {
+func (s *Store) record(ctx context.Context, lease time.Duration, run int, batch []outcome) (map[int64]recorded, error) {
 	n := len(batch)
-	users, seqs, delays := make([]int64, n), make([]int64, n), make([]int64, n)
+	users, seqs, delays, fences := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
 	verdicts, reasons, texts, phones := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	attempts, journal := make([]int32, n), make([]bool, n)
 	for i, o := range batch {
-		users[i], seqs[i], delays[i] = o.UserID, o.Seq, o.Delay.Microseconds()
-		verdicts[i], reasons[i], texts[i], phones[i] = string(o.Verdict), truncate(o.Reason), o.Text, o.Phone
+		users[i], seqs[i], delays[i], fences[i] = o.UserID, o.Seq, o.Delay.Microseconds(), o.Fence
+		verdicts[i], reasons[i], texts[i], phones[i] = string(o.Verdict), freetext.Clip(o.Reason, maxReason), o.Text, o.Phone
 		attempts[i], journal[i] = int32(o.Attempts), o.Journal //nolint:gosec // G115: the column is an integer; the retry policy stops far below 2^31 attempts
 	}
 	rows, err := s.db.Query(ctx, `
 		WITH o AS (
-			SELECT * FROM unnest($3::bigint[], $4::bigint[], $5::text[], $6::int[], $7::bigint[], $8::text[], $9::text[], $10::text[], $11::bool[])
-				AS o(user_id, seq, verdict, attempts, delay_us, reason, text, phone, journal)
+			SELECT * FROM unnest($2::bigint[], $3::bigint[], $4::text[], $5::int[], $6::bigint[], $7::text[], $8::text[], $9::text[], $10::bool[], $12::bigint[])
+				AS o(user_id, seq, verdict, attempts, delay_us, reason, text, phone, journal, fence)
 		), lk AS MATERIALIZED (
 			-- Lock the users' progress rows in user order before changing anything: two
 			-- records (of two replicas, after a lease passed) then never deadlock. A locked
 			-- row reads as its newest version, which nobody else can change until this
 			-- statement commits: the fence is decided on it.
-			SELECT p.user_id, p.lane_owner, p.last_seq FROM notify.progress p
+			SELECT p.user_id, p.lane_owner, p.fence, p.last_seq FROM notify.progress p
 			WHERE p.user_id IN (SELECT user_id FROM o)
 			ORDER BY p.user_id
 			FOR UPDATE
 		), u AS (
 			-- One row per user: its first and last seq, the verdict of the last (a run is
-			-- Sent but for its last, which may be anything), and held, the fence: the lane
-			-- still holds the user and the run starts at its last_seq + 1. It reads every
+			-- Sent but for its last, which may be anything), and held, the fence: the user is
+			-- still leased under the fence the lane claimed it with (a later claim took a new
+			-- one; a give-back, or a restart under the same owner name, cleared the lease) and
+			-- the run starts at its last_seq + 1. It reads every
 			-- lock of lk before it yields a row. (lk's columns go through aggregates, one
 			-- row per user anyway, so that grouping by the user alone keeps the planner's
 			-- estimate of the users.)
 			SELECT o.user_id, min(o.seq) AS first_seq, max(o.seq) AS last_seq,
 			       (array_agg(o.verdict ORDER BY o.seq DESC))[1] AS verdict, max(o.delay_us) AS delay_us,
-			       bool_and(lk.lane_owner IS NOT DISTINCT FROM $1) AND min(lk.last_seq) = min(o.seq) - 1 AS held
+			       bool_and(lk.lane_owner IS NOT NULL AND lk.fence = o.fence) AND min(lk.last_seq) = min(o.seq) - 1 AS held
 			FROM o JOIN lk ON lk.user_id = o.user_id
 			GROUP BY o.user_id ORDER BY o.user_id
 		), st AS (
@@ -344,7 +363,7 @@ func (s *Store) record(ctx context.Context, owner string, lease time.Duration, r
 				                  WHEN st.idle THEN NULL ELSE p.due_at END,
 				lane_owner = CASE WHEN st.verdict IN ('retry', 'postponed') OR st.idle THEN NULL ELSE p.lane_owner END,
 				lane_until = CASE WHEN st.verdict IN ('retry', 'postponed') OR st.idle THEN NULL
-				                  ELSE now() + $2::bigint * interval '1 microsecond' END,
+				                  ELSE now() + $1::bigint * interval '1 microsecond' END,
 				gap_since  = CASE WHEN st.idle AND st.later THEN COALESCE(p.gap_since, now()) END,
 				updated_at = now()
 			FROM st
@@ -379,9 +398,9 @@ func (s *Store) record(ctx context.Context, owner string, lease time.Duration, r
 		FROM adv
 		JOIN u ON u.user_id = adv.user_id
 		`+fmt.Sprintf(headsJoin, "adv.user_id", "u.last_seq + 1",
-		"(CASE WHEN u.verdict IN ('retry', 'postponed') OR adv.idle THEN 0 ELSE $12 END)")+`
+		"(CASE WHEN u.verdict IN ('retry', 'postponed') OR adv.idle THEN 0 ELSE $11 END)")+`
 		ORDER BY adv.user_id, n.seq`,
-		owner, lease.Microseconds(), users, seqs, verdicts, attempts, delays, reasons, texts, phones, journal, max(run, 1))
+		lease.Microseconds(), users, seqs, verdicts, attempts, delays, reasons, texts, phones, journal, max(run, 1), fences)
 	if err != nil {
 		return nil, fmt.Errorf("lanes: record %d outcomes: %w", n, err)
 	}
@@ -406,8 +425,8 @@ func (s *Store) record(ctx context.Context, owner string, lease time.Duration, r
 // worked on it long enough lets others have a turn); otherwise it is idle: not due, and
 // marked as waiting on a gap when later seqs are in the inbox while its next is not. An
 // inbox write the lane has not seen still has its wake row, so the next claim takes the user
-// again. Nothing happens unless owner holds the user.
-func (s *Store) release(ctx context.Context, owner string, user int64, requeue bool) error {
+// again. Nothing happens unless the user is still leased under fence.
+func (s *Store) release(ctx context.Context, user, fence int64, requeue bool) error {
 	_, err := s.db.Exec(ctx, `
 		UPDATE notify.progress p SET lane_owner = NULL, lane_until = NULL,
 			due_at = CASE WHEN $3 THEN now() END,
@@ -416,7 +435,7 @@ func (s *Store) release(ctx context.Context, owner string, user int64, requeue b
 					WHERE n.user_id = p.user_id AND n.seq > p.last_seq + 1 AND n.status = 'pending')
 				THEN COALESCE(p.gap_since, now()) END,
 			updated_at = now()
-		WHERE p.user_id = $1 AND p.lane_owner = $2`, user, owner, requeue)
+		WHERE p.user_id = $1 AND p.fence = $2 AND p.lane_owner IS NOT NULL`, user, fence, requeue)
 	if err != nil {
 		return fmt.Errorf("lanes: release user %d: %w", user, err)
 	}
@@ -537,7 +556,7 @@ func (s *Store) recordFoundInDLQ(ctx context.Context, m Inbound, reason string) 
 			INSERT INTO notify.wakes (user_id) SELECT user_id FROM ins
 		)
 		SELECT EXISTS (SELECT 1 FROM ins)`,
-		m.UserID, m.Seq, m.MsgID, string(m.Body), m.Kind, m.Text, truncate(reason)).Scan(&recorded)
+		m.UserID, m.Seq, m.MsgID, string(m.Body), m.Kind, m.Text, freetext.Clip(reason, maxReason)).Scan(&recorded)
 	if err != nil {
 		return false, fmt.Errorf("record dead letter %d:%d found in the DLQ: %w", m.UserID, m.Seq, err)
 	}
@@ -598,7 +617,7 @@ func (s *Store) Skip(ctx context.Context, userID, seq int64, reason string, audi
 			return err
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO notify.notifications (user_id, seq, status, last_error, finished_at)
-			VALUES ($1, $2, 'skipped_by_operator', $3, now())`, userID, seq, truncate("skipped by an operator: "+reason)); err != nil {
+			VALUES ($1, $2, 'skipped_by_operator', $3, now())`, userID, seq, freetext.Clip("skipped by an operator: "+reason, maxReason)); err != nil {
 			return err
 		}
 		if err := tx.QueryRow(ctx, `
@@ -700,9 +719,41 @@ func (s *Store) View(ctx context.Context, limit int, alertAfter time.Duration) (
 	return v, nil
 }
 
-func truncate(s string) string {
-	if len(s) > 1000 {
-		return s[:1000]
-	}
-	return s
+// deployment caches the id of the deployment the notifier's tables belong to.
+type deployment struct {
+	mu sync.Mutex
+	id string
 }
+
+// deploymentID returns the id notify.deployment holds (created once, by the migration that
+// made the table), read once and then kept: it is part of every provider key.
+func (s *Store) deploymentID(ctx context.Context) (string, error) {
+	s.deployment.mu.Lock()
+	defer s.deployment.mu.Unlock()
+	if s.deployment.id != "" {
+		return s.deployment.id, nil
+	}
+	if err := s.db.QueryRow(ctx, `SELECT id::text FROM notify.deployment`).Scan(&s.deployment.id); err != nil {
+		return "", fmt.Errorf("read the deployment id: %w", err)
+	}
+	return s.deployment.id, nil
+}
+
+// refusedData reports whether the database refused a statement for the data of its rows: a
+// data exception (SQLSTATE class 22: text that is not UTF-8 or holds a NUL, a value out of
+// range) or an integrity constraint violation (class 23). Such a statement fails the same
+// way however often it is tried.
+func refusedData(err error) bool {
+	code := pg.Code(err)
+	return code != "" && (pgerrcode.IsDataException(code) || pgerrcode.IsIntegrityConstraintViolation(code))
+}
+
+// recordRetryable reports whether a failed record may succeed if tried again: not when its
+// context was cancelled or the pool is closed (both will fail again at once), nor when the
+// database refused its data. A timeout, a lost connection, a deadlock may pass.
+func recordRetryable(err error) bool {
+	return !errors.Is(err, context.Canceled) && !errors.Is(err, puddle.ErrClosedPool) && !refusedData(err)
+}
+
+// maxReason is how many characters of a failure reason the notifier's tables keep.
+const maxReason = 1000

@@ -208,6 +208,14 @@ func TestChangesFeed(t *testing.T) {
 	require.Equal(t, notify.StatusSent, p3.Items[0].Status)
 }
 
+// deployment returns the id of the database's deployment.
+func deployment(t *testing.T, pool *pgxpool.Pool) string {
+	t.Helper()
+	var id string
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT id::text FROM notify.deployment`).Scan(&id))
+	return id
+}
+
 // failingSender fails every send with err.
 type failingSender struct{ err error }
 
@@ -225,7 +233,9 @@ func TestReplay(t *testing.T) {
 	res, err := s.Replay(ctx, log, "admin", 1, 2, "provider was down")
 	require.NoError(t, err)
 	require.Equal(t, 1, res.Replay)
-	require.Equal(t, "1:2", res.IdempotencyKey, "the SMS's own key")
+	var dep string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT id::text FROM notify.deployment`).Scan(&dep))
+	require.Equal(t, dep+":1:2", res.IdempotencyKey, "the SMS's own key")
 	require.False(t, res.AlreadyDelivered)
 	require.Equal(t, "(Delayed) You paid 4.04 CNY for a purchase. Balance: 95.96 CNY.", res.Text)
 	require.Contains(t, out.String(), "late=true")
@@ -233,7 +243,7 @@ func TestReplay(t *testing.T) {
 	// A second replay under the same key delivers nothing twice.
 	res2, err := s.Replay(ctx, log, "admin", 1, 2, "")
 	require.NoError(t, err)
-	require.Equal(t, "1:2", res2.IdempotencyKey)
+	require.Equal(t, dep+":1:2", res2.IdempotencyKey)
 	require.Equal(t, 2, res2.Replay)
 	require.True(t, res2.AlreadyDelivered)
 	require.Equal(t, 1, strings.Count(out.String(), "late=true"))
@@ -287,7 +297,7 @@ func TestReplayErrors(t *testing.T) {
 	// A provider that had the SMS already (a 409) makes the replay a recorded no-op.
 	res, err := s.Replay(ctx, failingSender{errors.Join(errors.New("409"), notify.ErrAlreadyDelivered)}, "admin", 1, 2, "")
 	require.NoError(t, err)
-	require.Equal(t, "1:2", res.IdempotencyKey)
+	require.Equal(t, notify.ProviderKey(deployment(t, pool), 1, 2), res.IdempotencyKey)
 	require.True(t, res.AlreadyDelivered)
 }
 

@@ -62,7 +62,7 @@ type Event struct {
 // ShardingKey is the key that keeps one user's events on one queue, in order.
 func (e Event) ShardingKey() string { return strconv.FormatInt(e.UserID, 10) }
 
-// SeqKey is "user:seq", the message key mqadmin can find and the SMS idempotency key.
+// SeqKey is "user:seq", the message key mqadmin can find.
 func (e Event) SeqKey() string { return fmt.Sprintf("%d:%d", e.UserID, e.Seq) }
 
 // Validate checks the fields a consumer relies on, in the shapes the wallet writes them:

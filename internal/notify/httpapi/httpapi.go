@@ -23,6 +23,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/walletsaga/walletsaga/internal/apperr"
+	"github.com/walletsaga/walletsaga/internal/freetext"
 	"github.com/walletsaga/walletsaga/internal/httpx"
 	"github.com/walletsaga/walletsaga/internal/notify"
 	"github.com/walletsaga/walletsaga/internal/notify/web"
@@ -116,7 +117,7 @@ func asset() echo.HandlerFunc {
 		name := c.Param("name")
 		ct, ok := types[name]
 		if !ok {
-			return apperr.New(apperr.NotFound, "no asset %q: the page has app.js and style.css", truncate(name, 40))
+			return apperr.New(apperr.NotFound, "no asset %q: the page has app.js and style.css", freetext.Clip(name, 40))
 		}
 		b, err := fs.ReadFile(web.FS, name)
 		if err != nil {
@@ -125,14 +126,6 @@ func asset() echo.HandlerFunc {
 		c.Response().Header().Set("Cache-Control", "no-cache")
 		return c.Blob(http.StatusOK, ct, b)
 	}
-}
-
-// truncate shortens s to at most n bytes, for messages that echo a client's value.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 type userSMSBody struct {

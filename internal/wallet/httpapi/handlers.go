@@ -12,6 +12,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/walletsaga/walletsaga/internal/apperr"
+	"github.com/walletsaga/walletsaga/internal/freetext"
 	"github.com/walletsaga/walletsaga/internal/httpx"
 	"github.com/walletsaga/walletsaga/internal/saga"
 	"github.com/walletsaga/walletsaga/internal/wallet"
@@ -401,7 +402,7 @@ func bodyID(field string, raw json.RawMessage) (int64, error) {
 	}
 	n, err := strconv.ParseInt(lit, 10, 64)
 	if err != nil || n <= 0 || strings.HasPrefix(lit, "+") {
-		return 0, apperr.New(apperr.Invalid, "%s must be a positive integer user id, got %s", field, truncate(lit, 40))
+		return 0, apperr.New(apperr.Invalid, "%s must be a positive integer user id, got %s", field, freetext.Clip(lit, 40))
 	}
 	return n, nil
 }
@@ -414,7 +415,7 @@ func optional(field string, raw json.RawMessage) (string, error) {
 	}
 	var v string
 	if err := json.Unmarshal(raw, &v); err != nil || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
-		return "", apperr.New(apperr.Invalid, "%s must be a string (leave it out for the default), got %s", field, truncate(string(raw), 40))
+		return "", apperr.New(apperr.Invalid, "%s must be a string (leave it out for the default), got %s", field, freetext.Clip(string(raw), 40))
 	}
 	if v == "" {
 		return "", apperr.New(apperr.Invalid, "%s must not be empty: leave it out for the default", field)
@@ -445,13 +446,6 @@ func operationParams(c echo.Context) (wait bool, key string, err error) {
 		}
 	}
 	return wait, key, nil
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 // --- operator actions ---

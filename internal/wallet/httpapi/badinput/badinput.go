@@ -19,6 +19,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
+
+	"github.com/walletsaga/walletsaga/internal/freetext"
 )
 
 // Case is one bad request and the answer it must get.
@@ -316,9 +318,9 @@ func Run(t *testing.T, client *http.Client, base, serviceToken string, cases []C
 			var body struct {
 				Error struct{ Code, Message string } `json:"error"`
 			}
-			require.NoError(t, json.Unmarshal(raw, &body), "a JSON error body, got %d %q", status, truncate(raw))
-			require.Equal(t, c.Status, status, "%s", truncate(raw))
-			require.Equal(t, c.Code, body.Error.Code, "%s", truncate(raw))
+			require.NoError(t, json.Unmarshal(raw, &body), "a JSON error body, got %d %q", status, freetext.Clip(string(raw), 300))
+			require.Equal(t, c.Status, status, "%s", freetext.Clip(string(raw), 300))
+			require.Equal(t, c.Code, body.Error.Code, "%s", freetext.Clip(string(raw), 300))
 			require.Contains(t, body.Error.Message, c.Msg)
 		})
 	}
@@ -345,13 +347,6 @@ func send(t *testing.T, client *http.Client, base, serviceToken string, c Case) 
 	raw, err := io.ReadAll(res.Body)
 	require.NoError(t, err)
 	return res.StatusCode, raw
-}
-
-func truncate(b []byte) string {
-	if len(b) > 300 {
-		return string(b[:300]) + "…"
-	}
-	return string(b)
 }
 
 // Fingerprint returns, for every table in the schemas public, notify and providersim (the
