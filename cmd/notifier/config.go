@@ -119,9 +119,10 @@ func parseConfig(sub string, args []string, getenv func(string) string, stderr i
 	f.Duration(&c.Retry.Max, "SMS_RETRY_MAX", dp.Max, "longest wait between two attempts of one SMS")
 	f.Int(&c.Retry.MaxAttempts, "SMS_MAX_ATTEMPTS", dp.MaxAttempts, "attempts an SMS gets before it may be dead-lettered (SMS_DEAD_LETTER_AFTER must have passed too)")
 	f.Duration(&c.Retry.DeadLetterAfter, "SMS_DEAD_LETTER_AFTER", dp.DeadLetterAfter, "time since an SMS's first attempt before it may be dead-lettered (SMS_MAX_ATTEMPTS must be spent too); a 4xx other than 408/409/429 dead-letters at once")
-	f.Int(&c.BreakerFailures, "SMS_BREAKER_FAILURES", 5, "provider-wide failures in a row (5xx, timeouts, refused connections), each for a different user, that open the provider breaker")
-	f.Duration(&c.BreakerOpen, "SMS_BREAKER_OPEN", time.Second, "how long the open breaker holds SMS back before a probe; doubles after each failed probe")
-	f.Duration(&c.BreakerOpenMax, "SMS_BREAKER_OPEN_MAX", 3*time.Second, "longest pause of the open breaker between probes")
+	db := notify.DefaultBreakerConfig
+	f.Int(&c.BreakerFailures, "SMS_BREAKER_FAILURES", db.Failures, "provider-wide failures in a row (5xx, timeouts, refused connections), each for a different user, that open the provider breaker")
+	f.Duration(&c.BreakerOpen, "SMS_BREAKER_OPEN", db.Open, "how long the open breaker holds SMS back before a probe; doubles after each failed probe")
+	f.Duration(&c.BreakerOpenMax, "SMS_BREAKER_OPEN_MAX", db.OpenMax, "longest pause of the open breaker between probes")
 	f.Duration(&c.LaneLease, "LANE_LEASE", 30*time.Second, "how long a delivery worker holds a user without recording anything; a notifier that dies leaves its users to the others after that (one restarted under the same CONSUMER_INSTANCE takes them back at once)")
 	f.Duration(&c.LanePoll, "LANE_POLL", 500*time.Millisecond, "how often idle workers look for due SMS (retries coming due, SMS another replica received)")
 	f.String(&c.ConsumeFrom, "CONSUME_FROM", "first", "where a NEW consumer group starts: first (every message the topic still holds) or last (only what is published from now; a user first seen at seq n > 1 starts at n, recorded as a baseline in GET /v1/gate)")

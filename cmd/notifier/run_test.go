@@ -44,6 +44,8 @@ func TestDefaultsMatchTheDevStack(t *testing.T) {
 	require.Equal(t, "wallet-events", cfg.Topic)
 	require.Equal(t, notify.DefaultRetryPolicy, cfg.Retry, "the production retry policy: 1 s to 5 min, 8 attempts and 15 min before a dead letter")
 	require.Equal(t, 256, cfg.Workers)
+	require.Equal(t, notify.DefaultBreakerConfig, notify.BreakerConfig{Failures: cfg.BreakerFailures, Open: cfg.BreakerOpen, OpenMax: cfg.BreakerOpenMax},
+		"the breaker's settings default to the breaker's own defaults")
 	require.Equal(t, "first", cfg.ConsumeFrom)
 	require.Nil(t, cfg.FailPhone, "no SMS fails on purpose unless configured")
 	require.Zero(t, cfg.FailAmount, "no SMS fails on purpose unless configured")

@@ -11,15 +11,20 @@ import (
 // BreakerConfig configures the provider breaker.
 type BreakerConfig struct {
 	// Failures is how many provider-wide failures in a row, each for a different user, open
-	// the breaker (default 5).
+	// the breaker.
 	Failures int
-	// Open is how long it stays open before a probe (default 1s); each failed probe doubles
-	// the pause, up to OpenMax (default 4s).
+	// Open is how long it stays open before a probe; each failed probe doubles the pause, up
+	// to OpenMax.
 	Open, OpenMax time.Duration
 	// OnChange, when set, is told of every state change (metrics, logs). It must not call
 	// back into the breaker.
 	OnChange func(from, to string)
 }
+
+// DefaultBreakerConfig holds the breaker's defaults, the one place they are set: NewBreaker
+// takes them for what a config leaves zero, and the notifier's settings (SMS_BREAKER_*)
+// default to them.
+var DefaultBreakerConfig = BreakerConfig{Failures: 5, Open: time.Second, OpenMax: 3 * time.Second}
 
 // BreakerState is what the breaker shows: for /v1/gate, the page and metrics.
 type BreakerState struct {
@@ -69,16 +74,18 @@ func (u *userFailure) Unwrap() error { return u.err }
 // ErrBreakerOpen is returned by Allow while the breaker holds sends back.
 var ErrBreakerOpen = errors.New("notify: SMS provider breaker is open")
 
-// NewBreaker returns a closed breaker.
+// NewBreaker returns a closed breaker. Settings left zero take DefaultBreakerConfig's; an
+// OpenMax below Open becomes the default, or Open if that is longer.
 func NewBreaker(cfg BreakerConfig) *Breaker {
+	d := DefaultBreakerConfig
 	if cfg.Failures <= 0 {
-		cfg.Failures = 5
+		cfg.Failures = d.Failures
 	}
 	if cfg.Open <= 0 {
-		cfg.Open = time.Second
+		cfg.Open = d.Open
 	}
 	if cfg.OpenMax < cfg.Open {
-		cfg.OpenMax = max(4*time.Second, cfg.Open)
+		cfg.OpenMax = max(d.OpenMax, cfg.Open)
 	}
 	b := &Breaker{cfg: cfg, changed: make(chan struct{}), streak: map[int64]bool{}, pause: cfg.Open, now: time.Now}
 	b.since = b.now()
@@ -158,7 +165,7 @@ func (b *Breaker) Allow(user int64) (done func(error), counted bool, hold time.D
 	state := b.cb.State()
 	report, err := b.cb.Allow()
 	if err != nil {
-		return nil, false, max(b.Wait(), b.cfg.Open), ErrBreakerOpen
+		return nil, false, b.Hold(), ErrBreakerOpen
 	}
 	return func(err error) {
 		if err == nil || errors.Is(err, ErrAlreadyDelivered) || errors.Is(err, ErrPermanent) {
@@ -182,6 +189,11 @@ func (b *Breaker) Wait() time.Duration {
 	}
 	return 0
 }
+
+// Hold is how long an SMS the breaker held back, or whose send failed while the breaker was
+// not closed (a probe, which spends no attempt), waits before it is due again: until the
+// next probe may go, and at least the open pause.
+func (b *Breaker) Hold() time.Duration { return max(b.Wait(), b.cfg.Open) }
 
 // Changed returns a channel closed at the breaker's next state change.
 func (b *Breaker) Changed() <-chan struct{} {

@@ -113,6 +113,16 @@ func TestBreakerProbesWithGrowingPausesThenCloses(t *testing.T) {
 	require.True(t, counted)
 }
 
+// A breaker configured with nothing runs with DefaultBreakerConfig, the defaults the
+// notifier's settings offer too.
+func TestBreakerDefaults(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, DefaultBreakerConfig, NewBreaker(BreakerConfig{}).cfg)
+	b := NewBreaker(BreakerConfig{Open: 10 * time.Second})
+	require.Equal(t, 10*time.Second, b.cfg.OpenMax, "an OpenMax below Open grows to Open")
+	require.Equal(t, 10*time.Second, b.Hold(), "a closed breaker holds a failed probe for the open pause")
+}
+
 func TestBreakerIsSafeForConcurrentSends(t *testing.T) {
 	t.Parallel()
 	b := NewBreaker(BreakerConfig{Failures: 5, Open: 10 * time.Millisecond})

@@ -450,7 +450,7 @@ func (l *Lanes) deliver(ctx context.Context, h head, m SMS) outcome {
 	done(sendErr)
 	a := Attempt{Prior: h.Attempts, Age: h.Age + time.Since(h.ReadAt), Err: sendErr}
 	if sendErr != nil && !counted && errors.Is(sendErr, ErrProviderUnavailable) {
-		a.Held = max(l.cfg.Breaker.Wait(), l.cfg.Breaker.cfg.Open)
+		a.Held = l.cfg.Breaker.Hold()
 	}
 	d := l.cfg.Policy.Decide(a, rand.Int64N)
 	o.Verdict, o.Attempts, o.Delay, o.Reason, o.Age = d.Verdict, d.Attempts, d.Delay, d.Reason, a.Age
