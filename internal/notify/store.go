@@ -407,68 +407,91 @@ type ReplayResult struct {
 }
 
 // Replay re-sends the dead-lettered SMS (userID, seq) through sender, marked late (see
-// MarkLate) under its own provider key (ProviderKey, as the lanes sent it), rendered from the stored event, and
-// records an audit row (actor, ActionReplay, reason) in the same transaction; with a
-// journaled sender (the log sender) the late SMS log row commits with it. A provider that had
-// the SMS already says so (ErrAlreadyDelivered): the replay is recorded with
-// AlreadyDelivered and nothing is delivered twice. The notification keeps its dead_lettered
-// status. Concurrent replays of one SMS are serialised on its row. A send that fails rolls
-// everything back.
+// MarkLate) under its own provider key (ProviderKey, as the lanes sent it), rendered from the
+// stored event, and records an audit row (actor, ActionReplay, reason); with a journaled
+// sender (the log sender) the late SMS log row is written with the audit row. A provider
+// that had the SMS already says so (ErrAlreadyDelivered): the replay is recorded with
+// AlreadyDelivered and nothing is delivered twice. The notification keeps its
+// dead_lettered status.
 //
-// Errors: apperr.NotFound (no such SMS), apperr.Conflict (it is not dead-lettered),
-// apperr.Unprocessable (no usable stored event, or the provider refused it for good),
-// apperr.Unavailable (the send failed and may be retried).
+// The provider is called with no transaction open and no row locked: the replay claims the
+// dead letter by reading it with the number of replays recorded so far, its fence; sends;
+// and records only if that number has not changed meanwhile. Of two replays of one SMS at
+// once, the one that records first is the one recorded; the other is refused (its send
+// reached the provider under the same key, which delivers it once). A send that fails
+// records nothing.
+//
+// Errors: apperr.NotFound (no such SMS), apperr.Conflict (it is not dead-lettered, or
+// another replay of it was recorded meanwhile), apperr.Unprocessable (no usable stored
+// event, or the provider refused it for good), apperr.Unavailable (the send failed and may
+// be retried).
 func (s *Store) Replay(ctx context.Context, sender Sender, actor string, userID, seq int64, reason string) (ReplayResult, error) {
-	var res ReplayResult
-	err := pg.WithTx(ctx, s.db, func(tx pgx.Tx) error {
-		var status string
-		var event []byte
-		var replays int
-		err := tx.QueryRow(ctx, `
-			SELECT n.status, n.event,
-			       (SELECT count(*)::int FROM notify.audit a WHERE a.user_id = n.user_id AND a.seq = n.seq AND a.action = $3)
+	var status string
+	var event []byte
+	var fence int
+	var journaled bool
+	err := s.db.QueryRow(ctx, `
+		SELECT n.status, n.event,
+		       (SELECT count(*)::int FROM notify.audit a WHERE a.user_id = n.user_id AND a.seq = n.seq AND a.action = $3),
+		       EXISTS (SELECT 1 FROM notify.sms_log l WHERE l.user_id = n.user_id AND l.seq = n.seq AND l.late)
+		FROM notify.notifications n
+		WHERE n.user_id = $1 AND n.seq = $2`, userID, seq, ActionReplay).Scan(&status, &event, &fence, &journaled)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ReplayResult{}, apperr.New(apperr.NotFound, "no dead letter for user %d seq %d", userID, seq)
+	}
+	if err != nil {
+		return ReplayResult{}, fmt.Errorf("read the dead letter of user %d seq %d: %w", userID, seq, err)
+	}
+	if status != StatusDeadLettered {
+		return ReplayResult{}, apperr.New(apperr.Conflict, "the SMS for user %d seq %d is %s, not dead_lettered: only dead letters can be replayed", userID, seq, status)
+	}
+	m, err := renderStored(userID, seq, event)
+	if err != nil {
+		return ReplayResult{}, err
+	}
+	dep, err := s.deploymentID(ctx)
+	if err != nil {
+		return ReplayResult{}, err
+	}
+	m.IdempotencyKey = ProviderKey(dep, userID, seq)
+	m = MarkLate(m)
+	res := ReplayResult{UserID: userID, Seq: seq, Replay: fence + 1, IdempotencyKey: m.IdempotencyKey, Text: m.Text}
+	journal := IsJournaled(sender)
+	// A journaled sender's delivery is its SMS log row: one there already is the SMS
+	// delivered late before.
+	res.AlreadyDelivered = journal && journaled
+	if !res.AlreadyDelivered {
+		err := sender.Send(ctx, m)
+		switch {
+		case errors.Is(err, ErrAlreadyDelivered):
+			res.AlreadyDelivered = true
+		case errors.Is(err, ErrPermanent):
+			return ReplayResult{}, apperr.Wrap(err, apperr.Unprocessable, "the SMS provider refused the replay of user %d seq %d", userID, seq)
+		case err != nil:
+			return ReplayResult{}, apperr.Wrap(err, apperr.Unavailable, "sending the replay of user %d seq %d failed; try again", userID, seq)
+		}
+	}
+	err = pg.WithTx(ctx, s.db, func(tx pgx.Tx) error {
+		var now int
+		if err := tx.QueryRow(ctx, `
+			SELECT (SELECT count(*)::int FROM notify.audit a WHERE a.user_id = n.user_id AND a.seq = n.seq AND a.action = $3)
 			FROM notify.notifications n
 			WHERE n.user_id = $1 AND n.seq = $2
-			FOR UPDATE`, userID, seq, ActionReplay).Scan(&status, &event, &replays)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return apperr.New(apperr.NotFound, "no dead letter for user %d seq %d", userID, seq)
+			FOR UPDATE`, userID, seq, ActionReplay).Scan(&now); err != nil {
+			return fmt.Errorf("lock the dead letter of user %d seq %d: %w", userID, seq, err)
 		}
-		if err != nil {
-			return fmt.Errorf("lock notification user %d seq %d: %w", userID, seq, err)
+		if now != fence {
+			return apperr.New(apperr.Conflict, "another replay of user %d seq %d was recorded while this one was sent (replay %d); the provider delivers it once under its key",
+				userID, seq, now)
 		}
-		if status != StatusDeadLettered {
-			return apperr.New(apperr.Conflict, "the SMS for user %d seq %d is %s, not dead_lettered: only dead letters can be replayed", userID, seq, status)
-		}
-		m, err := renderStored(userID, seq, event)
-		if err != nil {
-			return err
-		}
-		dep, err := s.deploymentID(ctx)
-		if err != nil {
-			return err
-		}
-		m.IdempotencyKey = ProviderKey(dep, userID, seq)
-		m = MarkLate(m)
-		res = ReplayResult{UserID: userID, Seq: seq, Replay: replays + 1, IdempotencyKey: m.IdempotencyKey, Text: m.Text}
-		if IsJournaled(sender) {
+		if journal && !res.AlreadyDelivered {
 			inserted, err := insertSMSLog(ctx, tx, m)
 			if err != nil {
 				return fmt.Errorf("log the replay of user %d seq %d: %w", userID, seq, err)
 			}
 			res.AlreadyDelivered = !inserted
 		}
-		if !res.AlreadyDelivered {
-			err := sender.Send(ctx, m)
-			switch {
-			case errors.Is(err, ErrAlreadyDelivered):
-				res.AlreadyDelivered = true
-			case errors.Is(err, ErrPermanent):
-				return apperr.Wrap(err, apperr.Unprocessable, "the SMS provider refused the replay of user %d seq %d", userID, seq)
-			case err != nil:
-				return apperr.Wrap(err, apperr.Unavailable, "sending the replay of user %d seq %d failed; try again", userID, seq)
-			}
-		}
-		detail, err := json.Marshal(map[string]any{"replay": replays + 1, "idempotency_key": m.IdempotencyKey, "text": m.Text,
+		detail, err := json.Marshal(map[string]any{"replay": res.Replay, "idempotency_key": m.IdempotencyKey, "text": m.Text,
 			"already_delivered": res.AlreadyDelivered})
 		if err != nil {
 			return fmt.Errorf("encode audit detail: %w", err)

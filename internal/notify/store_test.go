@@ -9,12 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/walletsaga/walletsaga/internal/apperr"
 	"github.com/walletsaga/walletsaga/internal/notify"
 	"github.com/walletsaga/walletsaga/internal/notify/notifytest"
+	"github.com/walletsaga/walletsaga/internal/pg"
 	"github.com/walletsaga/walletsaga/internal/testdb"
 	"github.com/walletsaga/walletsaga/internal/walletevent"
 )
@@ -299,6 +301,59 @@ func TestReplayErrors(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, notify.ProviderKey(deployment(t, pool), 1, 2), res.IdempotencyKey)
 	require.True(t, res.AlreadyDelivered)
+}
+
+// lockProbe is a sender that, while it sends, tries to lock the SMS's notification row from
+// another connection without waiting, and then runs during (once).
+type lockProbe struct {
+	pool    *pgxpool.Pool
+	lockErr error
+	during  func()
+}
+
+func (p *lockProbe) Send(ctx context.Context, m notify.SMS) error {
+	p.lockErr = pg.WithTx(ctx, p.pool, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `SELECT 1 FROM notify.notifications WHERE user_id = $1 AND seq = $2 FOR UPDATE NOWAIT`, m.UserID, m.Seq)
+		return err
+	})
+	if during := p.during; during != nil {
+		p.during = nil
+		during()
+	}
+	return nil
+}
+
+// TestReplaySendsWithNoRowLockedUnderAFence: while a replay calls the provider, it holds no
+// transaction and no lock (a provider that hangs holds up nobody). Another replay of the same
+// dead letter that starts and finishes meanwhile is the one recorded; the first, fenced off,
+// records nothing and says why.
+func TestReplaySendsWithNoRowLockedUnderAFence(t *testing.T) {
+	t.Parallel()
+	pool, _ := testdb.New(t)
+	seedUser1(t, pool)
+	s := notify.NewStore(pool)
+	ctx := context.Background()
+	probe := &lockProbe{pool: pool}
+	var overtaking notify.ReplayResult
+	var overtakingErr error
+	probe.during = func() {
+		octx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		overtaking, overtakingErr = s.Replay(octx, failingSender{errors.Join(errors.New("409"), notify.ErrAlreadyDelivered)}, "bob", 1, 2, "overtakes")
+	}
+
+	_, err := s.Replay(ctx, probe, "alice", 1, 2, "first")
+	require.NoError(t, probe.lockErr, "the provider was called while the dead letter's row was locked")
+	require.NoError(t, overtakingErr, "a replay waited for another one's send")
+	require.Equal(t, 1, overtaking.Replay)
+	require.Equal(t, apperr.Conflict, apperr.CodeOf(err), "the overtaken replay is fenced off: %v", err)
+	require.Contains(t, err.Error(), "another replay of user 1 seq 2 was recorded")
+	var actors []string
+	rows, err := pool.Query(ctx, `SELECT actor FROM notify.audit WHERE user_id = 1 AND seq = 2 ORDER BY id`)
+	require.NoError(t, err)
+	actors, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, []string{"bob"}, actors, "only the replay that recorded first has an audit row")
 }
 
 // syncBuffer is a bytes.Buffer safe for one writer and one reader.
