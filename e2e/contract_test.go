@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/walletsaga/walletsaga/internal/testenv"
+	"github.com/walletsaga/walletsaga/internal/testutil/wait"
 )
 
 // TestOpenAPIContractHoldsUnderSchemathesis runs schemathesis, a property-based API tester
@@ -42,7 +43,7 @@ func TestOpenAPIContractHoldsUnderSchemathesis(t *testing.T) {
 	a.depositWait(user, 10000, "")
 	a.depositWait(user, 404, "")
 	seeder := s.start("notifier", env)
-	waitFor(t, 60*time.Second, "the seeded SMS", s.smsDone)
+	wait.Until(t, 60*time.Second, "the seeded SMS", s.smsDone)
 	seeder.stop(t)
 	n := s.start("notifier", map[string]string{"ADMIN_TOKEN": e2eAdminToken, "SMS_FAIL_PHONE_PATTERN": "off", "SMS_FAIL_AMOUNT": "0"})
 

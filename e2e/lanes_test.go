@@ -16,6 +16,7 @@ import (
 	"github.com/walletsaga/walletsaga/internal/notify"
 	"github.com/walletsaga/walletsaga/internal/ordering"
 	"github.com/walletsaga/walletsaga/internal/rmqtest"
+	"github.com/walletsaga/walletsaga/internal/testutil/wait"
 	"github.com/walletsaga/walletsaga/internal/walletevent"
 )
 
@@ -60,14 +61,14 @@ func TestProviderOutageDelaysButNeverDeadLetters(t *testing.T) {
 
 	p.setOutage(true)
 	driveRound(a, users, 2, nil, "outage")
-	waitFor(t, 60*time.Second, "every event published", func() bool {
+	wait.Until(t, 60*time.Second, "every event published", func() bool {
 		return s.count(`SELECT count(*) FROM wallet_events WHERE published_at IS NULL`) == 0
 	})
-	waitFor(t, 60*time.Second, "the provider to be called", func() bool { return len(p.callsOf(nil)) > 0 })
+	wait.Until(t, 60*time.Second, "the provider to be called", func() bool { return len(p.callsOf(nil)) > 0 })
 	time.Sleep(10 * time.Second) // the outage itself: what the test is about, not a wait for a condition
 	failedDuring := len(p.callsOf(nil))
 	p.setOutage(false)
-	waitFor(t, 60*time.Second, "every SMS", s.smsDone)
+	wait.Until(t, 60*time.Second, "every SMS", s.smsDone)
 
 	r := s.audit()
 	t.Logf("10 s provider outage on broker %s: events=%d dead_lettered=%d provider_calls_during_outage=%d provider_accepted_after=%d",
@@ -106,11 +107,11 @@ func TestFailingUserNeverHoldsOthers(t *testing.T) {
 		}
 	}
 	driveRound(a, []int64{poisoned}, 3, nil, "poison")
-	waitFor(t, 60*time.Second, "the poisoned user's first attempt", func() bool {
+	wait.Until(t, 60*time.Second, "the poisoned user's first attempt", func() bool {
 		return len(p.callsOf(func(c smsCall) bool { return c.Phone == poisonedPhone })) > 0
 	})
 	driveRound(a, others, 3, nil, "others")
-	waitFor(t, 60*time.Second, "every other user's SMS", func() bool {
+	wait.Until(t, 60*time.Second, "every other user's SMS", func() bool {
 		return s.count(`SELECT count(*) FROM notify.notifications WHERE user_id <> $1 AND status = 'sent'`, poisoned) == 3*len(others)
 	})
 	var status string
@@ -141,7 +142,7 @@ func TestAnAcceptedSMSWhoseAnswerWasLostIsRecordedSent(t *testing.T) {
 	p.setLoseOnce(notify.ProviderKey(dep, user, 1))
 	a.depositWait(user, 1000, "d1")
 	a.depositWait(user, 2000, "d2")
-	waitFor(t, 60*time.Second, "every SMS", s.smsDone)
+	wait.Until(t, 60*time.Second, "every SMS", s.smsDone)
 	r := s.audit()
 	require.Zero(t, r.DeadLettered)
 	requireAcceptedInOrder(t, p, 2)
@@ -180,7 +181,7 @@ func TestWhereANewGroupStarts(t *testing.T) {
 	// The group's start offsets are taken when it first owns the queues: keep publishing the
 	// next seq until one arrives.
 	next := int64(4)
-	waitFor(t, 60*time.Second, "a message published after the group started", func() bool {
+	wait.Until(t, 60*time.Second, "a message published after the group started", func() bool {
 		if s.count(`SELECT count(*) FROM notify.sms_log WHERE user_id = $1`, early) > 0 {
 			return true
 		}
@@ -190,7 +191,7 @@ func TestWhereANewGroupStarts(t *testing.T) {
 	})
 	send(early, next)
 	var first int64
-	waitFor(t, 30*time.Second, "every SMS from the baseline on", func() bool {
+	wait.Until(t, 30*time.Second, "every SMS from the baseline on", func() bool {
 		_ = s.pool.QueryRow(context.Background(), `SELECT COALESCE(min(seq), 0) FROM notify.sms_log WHERE user_id = $1`, early).Scan(&first)
 		return first > 0 && s.count(`SELECT count(*) FROM notify.sms_log WHERE user_id = $1`, early) == int(next-first+1)
 	})
@@ -206,7 +207,7 @@ func TestWhereANewGroupStarts(t *testing.T) {
 		"CONSUMER_GROUP": rmqtest.Unique("e2e-from-first"), "ADMIN_TOKEN": "e2e-admin-token-0123456789"})
 	send(gapped, 2)
 	send(gapped, 3)
-	waitFor(t, 60*time.Second, "the gap alert", func() bool {
+	wait.Until(t, 60*time.Second, "the gap alert", func() bool {
 		g := gateView(t, firstN)
 		return len(g.Gaps) == 1 && g.Gaps[0].Alert
 	})
@@ -226,7 +227,7 @@ func TestWhereANewGroupStarts(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
-	waitFor(t, 30*time.Second, "the SMS after the skipped gap", func() bool {
+	wait.Until(t, 30*time.Second, "the SMS after the skipped gap", func() bool {
 		return s.count(`SELECT count(*) FROM notify.sms_log WHERE user_id = $1`, gapped) == 2
 	})
 	require.Empty(t, gateView(t, firstN).Gaps)

@@ -198,19 +198,6 @@ func (a api) depositWait(user, amount int64, key string) {
 	require.Equal(a.t, "completed", out["state"], "deposit %v", out)
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > timeout {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return time.Since(start)
-}
-
 func (s *stack) count(sql string, args ...any) int {
 	var n int
 	require.NoError(s.t, s.pool.QueryRow(context.Background(), sql, args...).Scan(&n))

@@ -24,6 +24,7 @@ import (
 	"github.com/walletsaga/walletsaga/internal/procs"
 	"github.com/walletsaga/walletsaga/internal/rmqtest"
 	"github.com/walletsaga/walletsaga/internal/testdb"
+	"github.com/walletsaga/walletsaga/internal/testutil/wait"
 	"github.com/walletsaga/walletsaga/internal/walletevent"
 )
 
@@ -226,8 +227,8 @@ func TestStartsWithoutTheBrokerAndConsumesOnceItIsBack(t *testing.T) {
 		}
 		return out
 	}
-	require.Eventually(t, func() bool { return slices.Equal(sms(), []string{"1:sent"}) }, 30*time.Second, 50*time.Millisecond,
-		"the inbox drains and the read API serves while the broker is away")
+	wait.Until(t, 30*time.Second, "the inbox to drain and the read API to serve while the broker is away",
+		func() bool { return slices.Equal(sms(), []string{"1:sent"}) })
 	require.Contains(t, metricsOf(t, p.URL), "walletsaga_notify_consumer_running 0")
 
 	namesrv.open()
@@ -238,8 +239,8 @@ func TestStartsWithoutTheBrokerAndConsumesOnceItIsBack(t *testing.T) {
 	require.NoError(t, err)
 	_, err = producer.SendOrderly(ctx, ordering.Message{Topic: topic, ShardingKey: "7", Tag: "deposit", Body: body})
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return slices.Equal(sms(), []string{"1:sent", "2:sent"}) }, 90*time.Second, 100*time.Millisecond,
-		"once the broker is reachable the consumer starts and the next SMS goes out")
+	wait.Until(t, 90*time.Second, "the consumer to start once the broker is reachable, and the next SMS to go out",
+		func() bool { return slices.Equal(sms(), []string{"1:sent", "2:sent"}) })
 	require.Contains(t, metricsOf(t, p.URL), "walletsaga_notify_consumer_running 1")
 	getJSON(t, p.URL+"/readyz", "", http.StatusOK, &ready)
 	require.Equal(t, "ok", ready.Checks["consumer"])

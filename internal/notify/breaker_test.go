@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/walletsaga/walletsaga/internal/testutil/wait"
 )
 
 var (
@@ -27,15 +29,6 @@ func send(t *testing.T, b *Breaker, user int64, err error) (allowed, counted boo
 	}
 	done(err)
 	return true, counted
-}
-
-func waitOpenOver(t *testing.T, b *Breaker) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for b.Wait() > 0 {
-		require.True(t, time.Now().Before(deadline), "the breaker stayed open")
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func TestBreakerOpensOnlyForManyUsers(t *testing.T) {
@@ -78,7 +71,7 @@ func TestBreakerProbesWithGrowingPausesThenCloses(t *testing.T) {
 	send(t, b, 2, errDown)
 	require.Equal(t, "open", b.State().State)
 	opened := time.Now()
-	waitOpenOver(t, b)
+	wait.Until(t, 5*time.Second, "the breaker's pause to end", func() bool { return b.Wait() == 0 })
 	require.GreaterOrEqual(t, time.Since(opened), 20*time.Millisecond)
 	require.True(t, b.HalfOpen())
 
@@ -91,14 +84,14 @@ func TestBreakerProbesWithGrowingPausesThenCloses(t *testing.T) {
 	done(errDown)
 	require.Equal(t, "open", b.State().State, "the failed probe reopens it")
 	reopened := time.Now()
-	waitOpenOver(t, b)
+	wait.Until(t, 5*time.Second, "the breaker's pause to end", func() bool { return b.Wait() == 0 })
 	require.GreaterOrEqual(t, time.Since(reopened), 40*time.Millisecond, "for twice the pause")
 
 	// The pause stops growing at OpenMax.
 	allowed, _ := send(t, b, 5, errDown)
 	require.True(t, allowed)
 	reopened = time.Now()
-	waitOpenOver(t, b)
+	wait.Until(t, 5*time.Second, "the breaker's pause to end", func() bool { return b.Wait() == 0 })
 	require.GreaterOrEqual(t, time.Since(reopened), 50*time.Millisecond)
 	require.Less(t, b.State().Since.Sub(reopened), time.Second)
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/walletsaga/walletsaga/internal/notify"
 	"github.com/walletsaga/walletsaga/internal/testdb"
+	"github.com/walletsaga/walletsaga/internal/testutil/wait"
 )
 
 // A stable consumer name can be held by one live process only; it is freed when the process
@@ -51,8 +52,8 @@ func TestClaimInstanceIsExclusiveAndSurvivesLostSessions(t *testing.T) {
 	old := holder()
 	_, err = pool.Exec(ctx, `SELECT pg_terminate_backend($1)`, old)
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { p := holder(); return p != 0 && p != old && a.Held() }, 20*time.Second, 50*time.Millisecond,
-		"claim not taken again by a new session")
+	wait.Until(t, 20*time.Second, "the claim to be taken again by a new session",
+		func() bool { p := holder(); return p != 0 && p != old && a.Held() })
 	require.Equal(t, 1, locks())
 	_, err = notify.ClaimInstance(ctx, pool, "g", "notifier-1", log)
 	require.ErrorIs(t, err, notify.ErrInstanceTaken, "still exclusive after the reconnect")

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/walletsaga/walletsaga/internal/testdb"
+	"github.com/walletsaga/walletsaga/internal/testutil/wait"
 )
 
 // heldCall is one Send a heldSender holds until the test answers it.
@@ -77,15 +78,15 @@ func TestAStaleFenceCannotRecord(t *testing.T) {
 	require.EqualValues(t, 2, count(t, pool, `SELECT fence FROM notify.progress WHERE user_id = 1`))
 
 	stale.answer <- nil
-	waitUntil(t, 10*time.Second, "the stale worker's outcome to be fenced off", func() bool { return old.Stats().Fenced == 1 })
+	wait.Until(t, 10*time.Second, "the stale worker's outcome to be fenced off", func() bool { return old.Stats().Fenced == 1 })
 	require.Zero(t, count(t, pool, `SELECT count(*) FROM notify.notifications WHERE status <> 'pending'`), "the stale worker recorded")
 
 	fresh.answer <- fmt.Errorf("409: %w", ErrAlreadyDelivered)
-	waitUntil(t, 10*time.Second, "the new claim's record", func() bool {
+	wait.Until(t, 10*time.Second, "the new claim's record", func() bool {
 		return count(t, pool, `SELECT count(*) FROM notify.notifications WHERE user_id = 1 AND seq = 1 AND status = 'sent'`) == 1
 	})
 	// A worker counts its SMS once its record's answer is back, a moment after the commit.
-	waitUntil(t, 10*time.Second, "the new claim's worker to count it", func() bool { return successor.Stats().Sent == 1 })
+	wait.Until(t, 10*time.Second, "the new claim's worker to count it", func() bool { return successor.Stats().Sent == 1 })
 	require.Zero(t, successor.Stats().Fenced)
 	require.Zero(t, old.Stats().Sent)
 }
@@ -138,7 +139,7 @@ func TestNoSendStartsOnALeaseAboutToExpire(t *testing.T) {
 	}
 	receive(t, s, false, inbound(t, 1, 1, 100), inbound(t, 1, 2, 200))
 	lanes, _ := startLanes(t, s, LaneConfig{Workers: 2, Sender: w, Lease: lease, SendTimeout: sendTimeout})
-	waitUntil(t, 20*time.Second, "both SMS", func() bool {
+	wait.Until(t, 20*time.Second, "both SMS", func() bool {
 		return count(t, pool, `SELECT count(*) FROM notify.notifications WHERE user_id = 1 AND status = 'sent'`) == 2
 	})
 	w.mu.Lock()
@@ -207,7 +208,7 @@ func TestABrokenProviderReplyNeverWedgesTheLanes(t *testing.T) {
 	}
 	receive(t, s, false, all...)
 	lanes, _ := startLanes(t, s, LaneConfig{Workers: 8, Sender: sender, SendTimeout: time.Second})
-	waitUntil(t, 30*time.Second, "every SMS finished", func() bool {
+	wait.Until(t, 30*time.Second, "every SMS finished", func() bool {
 		return count(t, pool, `SELECT count(*) FROM notify.notifications WHERE status IN ('sent', 'dead_lettered')`) == users*perUser
 	})
 	var status, lastErr string
@@ -219,7 +220,7 @@ func TestABrokenProviderReplyNeverWedgesTheLanes(t *testing.T) {
 	require.True(t, utf8.ValidString(lastErr))
 	require.Contains(t, lastErr, "服务维护\ufffd\ufffd", "the reply, cleaned")
 	require.Equal(t, users*perUser-1, count(t, pool, `SELECT count(*) FROM notify.notifications WHERE status = 'sent'`))
-	waitUntil(t, 10*time.Second, "the lanes to count the dead letter", func() bool { return lanes.Stats().DeadLettered == 1 })
+	wait.Until(t, 10*time.Second, "the lanes to count the dead letter", func() bool { return lanes.Stats().DeadLettered == 1 })
 	st := lanes.Stats()
 	require.Zero(t, st.RecordFailures, "a record statement failed")
 	require.Zero(t, st.RecordsRefused)
@@ -367,7 +368,7 @@ func TestAHangingRecordIsCutOffAndTheUserGivenBack(t *testing.T) {
 
 	p := newProvider(pool)
 	lanes, _ := startLanes(t, s, LaneConfig{Workers: 2, Sender: p, Lease: time.Minute, RecordTimeout: 300 * time.Millisecond, RecordAttempts: 3})
-	waitUntil(t, 20*time.Second, "the user given back and claimed again", func() bool {
+	wait.Until(t, 20*time.Second, "the user given back and claimed again", func() bool {
 		return count(t, pool, `SELECT fence FROM notify.progress WHERE user_id = 1`) >= 2
 	})
 	st := lanes.Stats()
@@ -376,7 +377,7 @@ func TestAHangingRecordIsCutOffAndTheUserGivenBack(t *testing.T) {
 	require.Zero(t, st.Sent)
 
 	require.NoError(t, blocker.Rollback(ctx))
-	waitUntil(t, 20*time.Second, "the SMS recorded", func() bool {
+	wait.Until(t, 20*time.Second, "the SMS recorded", func() bool {
 		return count(t, pool, `SELECT count(*) FROM notify.notifications WHERE user_id = 1 AND seq = 1 AND status = 'sent'`) == 1
 	})
 	require.GreaterOrEqual(t, len(p.callsOf(firstKey(t, pool, 1))), 2, "sent again after the give-back")

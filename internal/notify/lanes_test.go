@@ -19,6 +19,7 @@ import (
 	"github.com/walletsaga/walletsaga/internal/notify/notifytest"
 	"github.com/walletsaga/walletsaga/internal/ordering"
 	"github.com/walletsaga/walletsaga/internal/testdb"
+	"github.com/walletsaga/walletsaga/internal/testutil/wait"
 	"github.com/walletsaga/walletsaga/internal/walletevent"
 )
 
@@ -153,17 +154,6 @@ func startLanes(t *testing.T, s *Store, cfg LaneConfig) (*Lanes, func()) {
 	return l, stop
 }
 
-func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func count(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int {
 	t.Helper()
 	var n int
@@ -197,7 +187,7 @@ func TestLanesDeliverEachUserInOrderOnce(t *testing.T) {
 		lanes.Wake()
 		all = all[n:]
 	}
-	waitUntil(t, 30*time.Second, "every SMS", func() bool {
+	wait.Until(t, 30*time.Second, "every SMS", func() bool {
 		return count(t, pool, `SELECT count(*) FROM notify.notifications WHERE status = 'sent'`) == users*perUser
 	})
 	want := map[int64]int{}
@@ -207,7 +197,7 @@ func TestLanesDeliverEachUserInOrderOnce(t *testing.T) {
 	p.requireInOrder(t, want)
 	require.Equal(t, users, count(t, pool, `SELECT count(*) FROM notify.progress WHERE last_seq = $1 AND lane_owner IS NULL`, perUser))
 	// A worker counts its SMS once its record's answer is back, a moment after the commit.
-	waitUntil(t, 10*time.Second, "the lanes to count every SMS", func() bool { return lanes.Stats().Sent >= users*perUser })
+	wait.Until(t, 10*time.Second, "the lanes to count every SMS", func() bool { return lanes.Stats().Sent >= users*perUser })
 	st := lanes.Stats()
 	require.EqualValues(t, users*perUser, st.Sent)
 	require.Zero(t, st.Fenced)
@@ -224,7 +214,7 @@ func TestJournaledSenderWritesTheLogInTheRecord(t *testing.T) {
 		receive(t, s, false, inbound(t, 5, seq, 100), inbound(t, 6, seq, 100))
 		lanes.Wake()
 	}
-	waitUntil(t, 10*time.Second, "six SMS", func() bool {
+	wait.Until(t, 10*time.Second, "six SMS", func() bool {
 		return count(t, pool, `SELECT count(*) FROM notify.sms_log`) == 6
 	})
 	require.Zero(t, count(t, pool, `SELECT count(*) FROM notify.sms_log a JOIN notify.sms_log b
@@ -254,10 +244,10 @@ func TestAFailingSMSHoldsOnlyItsUser(t *testing.T) {
 	for u := int64(1); u <= 5; u++ {
 		receive(t, s, false, inbound(t, u, 1, 100), inbound(t, u, 2, 200))
 	}
-	waitUntil(t, 10*time.Second, "the others' SMS", func() bool {
+	wait.Until(t, 10*time.Second, "the others' SMS", func() bool {
 		return count(t, pool, `SELECT count(*) FROM notify.notifications WHERE user_id > 1 AND status = 'sent'`) == 8
 	})
-	waitUntil(t, 10*time.Second, "the dead letter and the next SMS", func() bool {
+	wait.Until(t, 10*time.Second, "the dead letter and the next SMS", func() bool {
 		return count(t, pool, `SELECT count(*) FROM notify.notifications WHERE user_id = 1 AND seq = 2 AND status = 'sent'`) == 1
 	})
 	dead.Wait()
@@ -291,7 +281,7 @@ func TestRetriesAreSpacedAcrossReplicas(t *testing.T) {
 	startLanes(t, s, LaneConfig{Workers: 4, Sender: p, Policy: policy, Owner: "replica-a"})
 	startLanes(t, s, LaneConfig{Workers: 4, Sender: p, Policy: policy, Owner: "replica-b"})
 	receive(t, s, false, inbound(t, 9, 1, 100))
-	waitUntil(t, 10*time.Second, "the dead letter", func() bool {
+	wait.Until(t, 10*time.Second, "the dead letter", func() bool {
 		return count(t, pool, `SELECT count(*) FROM notify.notifications WHERE status = 'dead_lettered'`) == 1
 	})
 	calls := p.callsOf(firstKey(t, pool, 9))
@@ -323,12 +313,12 @@ func TestProviderOutagePostponesWithoutSpendingAttempts(t *testing.T) {
 		receive(t, s, false, inbound(t, u, 1, 100), inbound(t, u, 2, 200))
 	}
 	lanes, _ := startLanes(t, s, LaneConfig{Workers: 2, Sender: p, Policy: policy, Breaker: br})
-	waitUntil(t, 10*time.Second, "the breaker to open and probe", func() bool { return br.State().Opened >= 3 })
+	wait.Until(t, 10*time.Second, "the breaker to open and probe", func() bool { return br.State().Opened >= 3 })
 	require.Zero(t, count(t, pool, `SELECT count(*) FROM notify.notifications WHERE status = 'dead_lettered'`))
 	require.LessOrEqual(t, count(t, pool, `SELECT COALESCE(max(attempts), 0) FROM notify.notifications`), 1,
 		"at most the failures before the breaker opened spent an attempt")
 	p.setFail(nil)
-	waitUntil(t, 10*time.Second, "every SMS", func() bool {
+	wait.Until(t, 10*time.Second, "every SMS", func() bool {
 		return count(t, pool, `SELECT count(*) FROM notify.notifications WHERE status = 'sent'`) == 20
 	})
 	require.Equal(t, "closed", br.State().State)
@@ -351,7 +341,7 @@ func TestAGapWaitsUntilThePredecessorArrivesOrIsSkipped(t *testing.T) {
 	lanes, _ := startLanes(t, s, LaneConfig{Workers: 2, Sender: p})
 	receive(t, s, false, inbound(t, 1, 3, 300), inbound(t, 1, 2, 200), inbound(t, 2, 2, 200))
 	lanes.Wake()
-	waitUntil(t, 10*time.Second, "both gaps", func() bool {
+	wait.Until(t, 10*time.Second, "both gaps", func() bool {
 		v, err := s.View(context.Background(), 10, time.Hour)
 		require.NoError(t, err)
 		return len(v.Gaps) == 2
@@ -365,7 +355,7 @@ func TestAGapWaitsUntilThePredecessorArrivesOrIsSkipped(t *testing.T) {
 
 	receive(t, s, false, inbound(t, 1, 1, 100))
 	lanes.Wake()
-	waitUntil(t, 10*time.Second, "user 1's SMS", func() bool {
+	wait.Until(t, 10*time.Second, "user 1's SMS", func() bool {
 		return count(t, pool, `SELECT count(*) FROM notify.notifications WHERE user_id = 1 AND status = 'sent'`) == 3
 	})
 
@@ -375,7 +365,7 @@ func TestAGapWaitsUntilThePredecessorArrivesOrIsSkipped(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(1), last)
 	lanes.Wake()
-	waitUntil(t, 10*time.Second, "user 2's SMS after the skip", func() bool {
+	wait.Until(t, 10*time.Second, "user 2's SMS after the skip", func() bool {
 		return count(t, pool, `SELECT count(*) FROM notify.notifications WHERE user_id = 2 AND status = 'sent'`) == 1
 	})
 	p.requireInOrder(t, map[int64]int{1: 3})
@@ -399,7 +389,7 @@ func TestAStaleLeaseCannotRecord(t *testing.T) {
 	require.Len(t, a, 1)
 	require.Equal(t, int64(1), a[0].Heads[0].Seq)
 	var b []claim
-	waitUntil(t, 10*time.Second, "a's lease to run out and b to claim the user", func() bool {
+	wait.Until(t, 10*time.Second, "a's lease to run out and b to claim the user", func() bool {
 		b, err = s.claimUsers(ctx, "b", 10, time.Minute, 1)
 		require.NoError(t, err)
 		return len(b) == 1
@@ -436,7 +426,7 @@ func TestAnEventThatNoLongerDecodesIsDeadLetteredNotStuck(t *testing.T) {
 	_, err := pool.Exec(context.Background(), `UPDATE notify.notifications SET event = jsonb_set(event, '{v}', '99') WHERE user_id = 4 AND seq = 1`)
 	require.NoError(t, err)
 	startLanes(t, s, LaneConfig{Workers: 2, Sender: p})
-	waitUntil(t, 10*time.Second, "the next SMS", func() bool {
+	wait.Until(t, 10*time.Second, "the next SMS", func() bool {
 		return count(t, pool, `SELECT count(*) FROM notify.notifications WHERE user_id = 4 AND seq = 2 AND status = 'sent'`) == 1
 	})
 	var lastErr string
@@ -540,7 +530,7 @@ func TestDeadLettersReachTheDLQFromTheirRecordedIntent(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); pub.Run(pctx) }()
 	defer func() { cancel(); <-done }()
-	waitUntil(t, 10*time.Second, "a few rounds against the refusing broker", func() bool {
+	wait.Until(t, 10*time.Second, "a few rounds against the refusing broker", func() bool {
 		k.mu.Lock()
 		defer k.mu.Unlock()
 		return k.tries >= 3
@@ -552,9 +542,9 @@ func TestDeadLettersReachTheDLQFromTheirRecordedIntent(t *testing.T) {
 	k.err = nil
 	k.mu.Unlock()
 	pub.Wake()
-	waitUntil(t, 10*time.Second, "the dead letters in the DLQ", func() bool { return len(k.published()) == 3 })
+	wait.Until(t, 10*time.Second, "the dead letters in the DLQ", func() bool { return len(k.published()) == 3 })
 	require.Equal(t, []string{"1:1", "2:1", "bad-9"}, k.published())
-	waitUntil(t, 10*time.Second, "them marked", func() bool {
+	wait.Until(t, 10*time.Second, "them marked", func() bool {
 		intents, err := s.deadLetterIntents(ctx, 10)
 		require.NoError(t, err)
 		return len(intents) == 0
@@ -571,7 +561,7 @@ func TestDeadLettersReachTheDLQFromTheirRecordedIntent(t *testing.T) {
 	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM notify.notifications WHERE user_id = 3 AND seq = 1 AND status = 'dead_lettered' AND dlq_published_at IS NOT NULL`))
 	p := newProvider(pool)
 	startLanes(t, s, LaneConfig{Workers: 2, Sender: p})
-	waitUntil(t, 10*time.Second, "user 3's next SMS", func() bool {
+	wait.Until(t, 10*time.Second, "user 3's next SMS", func() bool {
 		return count(t, pool, `SELECT count(*) FROM notify.notifications WHERE user_id = 3 AND seq = 2 AND status = 'sent'`) == 1
 	})
 	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM notify.bad_messages`))
@@ -689,7 +679,7 @@ func TestAnInboxWriteDuringARecordIsNeverLost(t *testing.T) {
 		_, err := s.Receive(ctx, []Inbound{next}, false)
 		written <- err
 	}()
-	waitUntil(t, 10*time.Second, "the inbox write to be under way", func() bool {
+	wait.Until(t, 10*time.Second, "the inbox write to be under way", func() bool {
 		return count(t, pool, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) == 1
 	})
 
@@ -762,7 +752,7 @@ func TestRunsStopAtAGapAndAtAFailure(t *testing.T) {
 	lanes, stop := startLanes(t, s, LaneConfig{Workers: 1, Sender: sw,
 		Policy: RetryPolicy{Base: time.Hour, Max: time.Hour, MaxAttempts: 3, DeadLetterAfter: time.Hour}})
 	lanes.Wake()
-	waitUntil(t, 10*time.Second, "seq 2's first attempt", func() bool {
+	wait.Until(t, 10*time.Second, "seq 2's first attempt", func() bool {
 		return count(t, pool, `SELECT count(*) FROM notify.notifications WHERE user_id = 1 AND seq = 2 AND attempts = 1`) == 1
 	})
 	stop()
@@ -832,7 +822,7 @@ func TestInboxWritesAndRecordsNeverDeadlock(t *testing.T) {
 	}
 	wg.Wait()
 	failed.Range(func(k, _ any) bool { t.Errorf("an inbox write failed: %v", k); return true })
-	waitUntil(t, 60*time.Second, "every SMS", func() bool {
+	wait.Until(t, 60*time.Second, "every SMS", func() bool {
 		return count(t, pool, `SELECT count(*) FROM notify.sms_log`) == users*perUser
 	})
 	require.Zero(t, lanes.Stats().RecordFailures, "a record failed (deadlock?) and was tried again")

@@ -18,6 +18,7 @@ import (
 	"github.com/walletsaga/walletsaga/internal/notify/notifytest"
 	"github.com/walletsaga/walletsaga/internal/pg"
 	"github.com/walletsaga/walletsaga/internal/testdb"
+	"github.com/walletsaga/walletsaga/internal/testutil/wait"
 	"github.com/walletsaga/walletsaga/internal/walletevent"
 )
 
@@ -401,10 +402,10 @@ func TestPrintSMSLogFollows(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- notify.PrintSMSLog(ctx, s, 1, true, &out) }()
 
-	require.Eventually(t, func() bool { return strings.Count(out.String(), "\n") == 4 }, 10*time.Second, 10*time.Millisecond)
+	wait.Until(t, 10*time.Second, "the log's first lines", func() bool { return strings.Count(out.String(), "\n") == 4 })
 	_, err := pool.Exec(ctx, `UPDATE notify.notifications SET status = 'sent', text = 'fourth', finished_at = $1 WHERE user_id = 1 AND seq = 4`, t0.Add(5*time.Second))
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return strings.Contains(out.String(), "fourth") }, 10*time.Second, 10*time.Millisecond)
+	wait.Until(t, 10*time.Second, "the new SMS", func() bool { return strings.Contains(out.String(), "fourth") })
 	cancel()
 	require.NoError(t, <-done)
 	require.Equal(t, 1, strings.Count(out.String(), "fourth"), "each SMS printed once")

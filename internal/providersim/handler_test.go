@@ -14,6 +14,7 @@ import (
 
 	"github.com/walletsaga/walletsaga/internal/provider"
 	"github.com/walletsaga/walletsaga/internal/providersim"
+	"github.com/walletsaga/walletsaga/internal/testutil/wait"
 )
 
 func serve(t *testing.T, o providersim.Options) (*providersim.Simulator, *httptest.Server) {
@@ -119,10 +120,10 @@ func TestOutageControl(t *testing.T) {
 	require.Equal(t, http.StatusOK, charge(), "0 ends it")
 
 	require.NoError(t, providersim.RequestOutage(ctx, srv.URL, providersim.DevToken, providersim.TargetMerchant, providersim.OutageTimeout, 50*time.Millisecond))
-	require.Eventually(t, func() bool {
+	wait.Until(t, 5*time.Second, "the outage to end when its time is up", func() bool {
 		status, _ := post(t, srv.URL+provider.PathOrders, providersim.DevToken, "2:o", `{"merchant":"m","reference":"r","amount":1,"currency":"CNY"}`)
 		return status == http.StatusOK
-	}, 5*time.Second, 20*time.Millisecond, "an outage ends when its time is up")
+	})
 
 	require.ErrorContains(t, providersim.RequestOutage(ctx, srv.URL, providersim.DevToken, "bank", "fail", time.Second), "target must be")
 	require.ErrorContains(t, providersim.RequestOutage(ctx, srv.URL, providersim.DevToken, "gateway", "sometimes", time.Second), "mode must be")

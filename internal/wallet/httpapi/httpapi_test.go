@@ -22,6 +22,7 @@ import (
 	"github.com/walletsaga/walletsaga/internal/providersim/simtest"
 	"github.com/walletsaga/walletsaga/internal/saga"
 	"github.com/walletsaga/walletsaga/internal/testdb"
+	"github.com/walletsaga/walletsaga/internal/testutil/wait"
 	"github.com/walletsaga/walletsaga/internal/wallet"
 	"github.com/walletsaga/walletsaga/internal/wallet/httpapi"
 	"github.com/walletsaga/walletsaga/internal/wallet/httpapi/badinput"
@@ -217,16 +218,11 @@ func TestOperationsThroughHTTP(t *testing.T) {
 	pur := int64(res.body["id"].(float64))
 
 	// The rejected purchase ends compensated with its reason.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	wait.Until(t, 20*time.Second, "the purchase to end", func() bool {
 		res = s.do(t, "GET", loc, "")
 		require.Equal(t, http.StatusOK, res.status)
-		if res.body["state"] != "running" && res.body["state"] != "compensating" {
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "purchase still %v", res.body["state"])
-		time.Sleep(20 * time.Millisecond)
-	}
+		return res.body["state"] != "running" && res.body["state"] != "compensating"
+	})
 	require.Equal(t, "compensated", res.body["state"], res.raw)
 	require.Equal(t, "rejected", res.body["error"].(map[string]any)["code"])
 
