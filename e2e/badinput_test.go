@@ -15,9 +15,9 @@ import (
 
 	"github.com/walletsaga/walletsaga/internal/pg"
 	"github.com/walletsaga/walletsaga/internal/providersim"
+	"github.com/walletsaga/walletsaga/internal/testutil/badinput"
 	"github.com/walletsaga/walletsaga/internal/testutil/wait"
 	"github.com/walletsaga/walletsaga/internal/wallet"
-	"github.com/walletsaga/walletsaga/internal/wallet/httpapi/badinput"
 )
 
 // e2eAdminToken is the ADMIN_TOKEN both binaries get here: at least 16 characters and not
