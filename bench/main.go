@@ -644,19 +644,16 @@ func (b *bench) slowProvider(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	prov, err := startProvider(ctx, c.SlowDelay, "")
-	if err != nil {
-		return err
-	}
-	defer prov.close()
+	prov := startProvider(c.SlowDelay, "")
+	defer prov.Close()
 	_, nenv := b.productEnv(u, topic)
-	nenv["SMS_SENDER"], nenv["SMS_WEBHOOK_URL"], nenv["SMS_WORKERS"] = "webhook", prov.url, strconv.Itoa(workers)
+	nenv["SMS_SENDER"], nenv["SMS_WEBHOOK_URL"], nenv["SMS_WORKERS"] = "webhook", prov.URL(), strconv.Itoa(workers)
 	if _, err := b.start(ctx, "notifier-slow", "notifier", nenv); err != nil {
 		return err
 	}
 	defer b.stopProc("notifier-slow")
 	deadline := time.Now().Add(60 * time.Second)
-	for prov.count() == 0 {
+	for prov.DeliveredCount() == 0 {
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return errors.New("the slow provider got no call within 60s")
 		}
@@ -665,13 +662,11 @@ func (b *bench) slowProvider(ctx context.Context) error {
 	// Skip the first second (queues are locked one rebalance at a time), then measure.
 	from := time.Now().Add(time.Second)
 	time.Sleep(time.Until(from.Add(c.SlowWindow)) + 100*time.Millisecond)
-	hits, r := prov.rateAfter(from, c.SlowWindow)
-	prov.mu.Lock()
-	dups := prov.dups
-	prov.mu.Unlock()
+	hits := int64(prov.DeliveredBetween(from, from.Add(c.SlowWindow)))
+	r, dups := rate(hits, c.SlowWindow), int64(prov.Repeats())
 	b.res.Slow = &SlowProvider{
 		Users: c.SlowUsers, Queues: c.SlowQueues, Workers: workers, DelayMS: int(c.SlowDelay / time.Millisecond), Backlog: mq.Sent,
-		WindowSecs: c.SlowWindow.Seconds(), Hits: hits, SMSPerS: r, OutOfOrder: prov.outOfOrder(), Duplicates: dups,
+		WindowSecs: c.SlowWindow.Seconds(), Hits: hits, SMSPerS: r, OutOfOrder: int64(prov.OutOfOrder()), Duplicates: dups,
 		QueueCeiling: round2(float64(c.SlowQueues) / c.SlowDelay.Seconds()),
 		LaneCeiling:  round2(float64(workers) / c.SlowDelay.Seconds()),
 	}

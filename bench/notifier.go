@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"strconv"
 	"sync"
@@ -13,6 +12,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/walletsaga/walletsaga/internal/testutil/smsprovider"
 )
 
 // NotifyDrain is the notifier's own ceiling: it drains the raw broker run's backlog (same
@@ -78,125 +79,22 @@ type SlowProvider struct {
 	Duplicates   int64   `json:"duplicates"`
 }
 
-// provider is an SMS provider for the notifier's webhook sender, with the contract the
-// README states: it answers after delay, deduplicates on the Idempotency-Key (409 to a key it
-// accepted), and can be told to fail one phone for good (503) or everyone (an outage, 503).
-// It notes when it accepted each (user, seq), and in which order per user.
-type provider struct {
-	delay time.Duration
-	fail  string // phone whose SMS always fail
-	srv   *http.Server
-	url   string
-
-	mu       sync.Mutex
-	down     bool
-	accepted map[[2]int64]time.Time
-	order    map[int64][]int64
-	hits     []time.Time
-	calls    map[int64]int64 // per user
-	dups     int64
-}
-
-func startProvider(ctx context.Context, delay time.Duration, failPhone string) (*provider, error) {
-	ln, err := new(net.ListenConfig).Listen(ctx, "tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	p := &provider{delay: delay, fail: failPhone, url: "http://" + ln.Addr().String() + "/sms",
-		accepted: map[[2]int64]time.Time{}, order: map[int64][]int64{}, calls: map[int64]int64{}}
-	p.srv = &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(p.serve)}
-	go func() { _ = p.srv.Serve(ln) }()
-	return p, nil
-}
-
-func (p *provider) serve(w http.ResponseWriter, r *http.Request) {
-	var m struct {
-		UserID int64  `json:"user_id"`
-		Seq    int64  `json:"seq"`
-		Phone  string `json:"phone"`
-	}
-	if err := json.NewDecoder(r.Body).Decode(&m); err != nil {
-		w.WriteHeader(http.StatusBadRequest)
-		return
-	}
-	if p.delay > 0 {
-		time.Sleep(p.delay)
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.calls[m.UserID]++
-	switch key := [2]int64{m.UserID, m.Seq}; {
-	case p.down || (p.fail != "" && m.Phone == p.fail):
-		w.WriteHeader(http.StatusServiceUnavailable)
-	case !p.accepted[key].IsZero():
-		p.dups++
-		w.WriteHeader(http.StatusConflict)
-	default:
-		now := time.Now()
-		p.accepted[key] = now
-		p.order[m.UserID] = append(p.order[m.UserID], m.Seq)
-		p.hits = append(p.hits, now)
-		w.WriteHeader(http.StatusOK)
-	}
-}
-
-func (p *provider) setDown(down bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.down = down
-}
-
-func (p *provider) count() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.hits)
-}
-
-func (p *provider) callsOf(user int64) int64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.calls[user]
-}
-
-// acceptedAt returns when (user, seq) was accepted (zero: not yet).
-func (p *provider) acceptedAt(user, seq int64) time.Time {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.accepted[[2]int64{user, seq}]
-}
-
-// outOfOrder counts accepted SMS whose seq is not the one after the user's previous one.
-func (p *provider) outOfOrder() int64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var n int64
-	for _, seqs := range p.order {
-		for i := 1; i < len(seqs); i++ {
-			if seqs[i] != seqs[i-1]+1 {
-				n++
+// startProvider starts the SMS provider the notifier's webhook sender calls (the tests' own,
+// with the contract the README states): it answers after delay, delivers each
+// Idempotency-Key once (409 to a key it delivered), and fails failPhone's SMS for good (503)
+// when set.
+func startProvider(delay time.Duration, failPhone string) *smsprovider.Provider {
+	p := smsprovider.Start()
+	p.SetDelay(delay)
+	if failPhone != "" {
+		p.SetFault(func(c smsprovider.Call) smsprovider.Fault {
+			if c.Phone == failPhone {
+				return smsprovider.Fault{Status: http.StatusServiceUnavailable}
 			}
-		}
+			return smsprovider.Fault{}
+		})
 	}
-	return n
-}
-
-// rateAfter counts the calls answered in [from, from+window) per second.
-func (p *provider) rateAfter(from time.Time, window time.Duration) (int64, float64) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var n int64
-	for _, t := range p.hits {
-		if !t.Before(from) && t.Before(from.Add(window)) {
-			n++
-		}
-	}
-	return n, rate(n, window)
-}
-
-func (p *provider) close() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_ = p.srv.Shutdown(ctx)
+	return p
 }
 
 // LaneBench is what the delivery lanes showed under a failing user, a provider outage and a
@@ -264,7 +162,7 @@ type laneStack struct {
 	notifier *proc
 }
 
-func (b *bench) startLaneStack(ctx context.Context, name string, prov *provider, users int) (*laneStack, error) {
+func (b *bench) startLaneStack(ctx context.Context, name string, prov *smsprovider.Provider, users int) (*laneStack, error) {
 	u, err := b.newDB(ctx, name)
 	if err != nil {
 		return nil, err
@@ -274,7 +172,7 @@ func (b *bench) startLaneStack(ctx context.Context, name string, prov *provider,
 		return nil, err
 	}
 	wenv, nenv := b.productEnv(u, topic)
-	nenv["SMS_SENDER"], nenv["SMS_WEBHOOK_URL"] = "webhook", prov.url
+	nenv["SMS_SENDER"], nenv["SMS_WEBHOOK_URL"] = "webhook", prov.URL()
 	ws, err := b.start(ctx, name+"-walletsvc", "walletsvc", wenv)
 	if err != nil {
 		return nil, err
@@ -397,11 +295,8 @@ func (b *bench) isolation(ctx context.Context) error {
 	done := b.step("a user whose SMS always fail")
 	defer done()
 	const poisonedPhone = "+8613999990001"
-	prov, err := startProvider(ctx, 0, poisonedPhone)
-	if err != nil {
-		return err
-	}
-	defer prov.close()
+	prov := startProvider(0, poisonedPhone)
+	defer prov.Close()
 	s, err := b.startLaneStack(ctx, "isolation", prov, b.cfg.LaneUsers)
 	defer b.stopLaneStack("isolation", s)
 	if err != nil {
@@ -447,7 +342,7 @@ func (b *bench) isolation(ctx context.Context) error {
 	var lat, pub, dlv []time.Duration
 	for _, e := range evs {
 		r.Events++
-		at := prov.acceptedAt(e.user, e.seq)
+		at := prov.DeliveredAt(e.user, e.seq)
 		if at.IsZero() {
 			r.Undelivered++
 			continue
@@ -458,7 +353,7 @@ func (b *bench) isolation(ctx context.Context) error {
 		}
 	}
 	r.E2E, r.ToPublished, r.PublishedToSMS = latencyOf(lat), latencyOf(pub), latencyOf(dlv)
-	r.PoisonedCalls = prov.callsOf(poisoned)
+	r.PoisonedCalls = int64(len(prov.Calls(func(c smsprovider.Call) bool { return c.UserID == poisoned })))
 	r.BreakerOpened = breakerOpened(ctx, s.notifier)
 	b.lanes().Isolation = &r
 	b.log.Info("failing user", "others_p99_ms", r.E2E.P99, "events", r.Events, "undelivered", r.Undelivered, "poisoned_calls", r.PoisonedCalls)
@@ -467,7 +362,7 @@ func (b *bench) isolation(ctx context.Context) error {
 
 // waitAccepted waits (up to the drain time) until the provider accepted every event
 // committed in [from, to) of users other than except, and returns those events.
-func (b *bench) waitAccepted(ctx context.Context, db *pgxpool.Pool, prov *provider, from, to time.Time, except int64) ([]eventTime, error) {
+func (b *bench) waitAccepted(ctx context.Context, db *pgxpool.Pool, prov *smsprovider.Provider, from, to time.Time, except int64) ([]eventTime, error) {
 	deadline := time.Now().Add(b.cfg.Drain)
 	for {
 		all, err := eventsOf(ctx, db, from, to)
@@ -481,7 +376,7 @@ func (b *bench) waitAccepted(ctx context.Context, db *pgxpool.Pool, prov *provid
 				continue
 			}
 			evs = append(evs, e)
-			if prov.acceptedAt(e.user, e.seq).IsZero() {
+			if prov.DeliveredAt(e.user, e.seq).IsZero() {
 				missing++
 			}
 		}
@@ -497,11 +392,8 @@ func (b *bench) waitAccepted(ctx context.Context, db *pgxpool.Pool, prov *provid
 func (b *bench) outage(ctx context.Context) error {
 	done := b.step("SMS provider outage")
 	defer done()
-	prov, err := startProvider(ctx, 0, "")
-	if err != nil {
-		return err
-	}
-	defer prov.close()
+	prov := startProvider(0, "")
+	defer prov.Close()
 	s, err := b.startLaneStack(ctx, "outage", prov, b.cfg.LaneUsers)
 	defer b.stopLaneStack("outage", s)
 	if err != nil {
@@ -516,12 +408,12 @@ func (b *bench) outage(ctx context.Context) error {
 			return
 		case <-time.After(5 * time.Second):
 		}
-		prov.setDown(true)
+		prov.SetOutage(true)
 		select {
 		case <-ctx.Done():
 		case <-time.After(b.cfg.Outage):
 		}
-		prov.setDown(false)
+		prov.SetOutage(false)
 	}()
 	from := time.Now()
 	r.RequestErrors = openLoop(ctx, r.RatePerS, load, func(i int64) error {
@@ -535,7 +427,7 @@ func (b *bench) outage(ctx context.Context) error {
 	var last time.Time
 	for _, e := range evs {
 		r.Events++
-		at := prov.acceptedAt(e.user, e.seq)
+		at := prov.DeliveredAt(e.user, e.seq)
 		if at.IsZero() {
 			continue
 		}
@@ -548,10 +440,7 @@ func (b *bench) outage(ctx context.Context) error {
 		r.RecoverySecs = round2(max(last.Sub(recovered), 0).Seconds())
 	}
 	_ = s.db.QueryRow(ctx, `SELECT count(*) FROM notify.notifications WHERE status = 'dead_lettered'`).Scan(&r.DeadLettered)
-	r.OutOfOrder = prov.outOfOrder()
-	prov.mu.Lock()
-	r.Duplicates = prov.dups
-	prov.mu.Unlock()
+	r.OutOfOrder, r.Duplicates = int64(prov.OutOfOrder()), int64(prov.Repeats())
 	r.BreakerOpened = breakerOpened(ctx, s.notifier)
 	b.lanes().Outage = &r
 	b.log.Info("provider outage", "events", r.Events, "delivered", r.Delivered, "dead_lettered", r.DeadLettered, "recovery_s", r.RecoverySecs)

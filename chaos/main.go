@@ -48,6 +48,7 @@ import (
 	"github.com/walletsaga/walletsaga/internal/audit"
 	"github.com/walletsaga/walletsaga/internal/procs"
 	"github.com/walletsaga/walletsaga/internal/providersim"
+	"github.com/walletsaga/walletsaga/internal/testutil/smsprovider"
 )
 
 func main() {
@@ -179,7 +180,7 @@ type chaosRun struct {
 	names []string // of the slots, walletsvc-1… then notifier-1…
 	slots map[string]*slot
 	db    *pgxpool.Pool
-	sms   *smsProvider
+	sms   *smsprovider.Provider
 	// provider is the payment gateway and merchant simulator's process.
 	provider *procs.Proc
 	start    time.Time // of the load
@@ -271,10 +272,8 @@ func (r *chaosRun) do(ctx context.Context) (audit.Result, []string, error) {
 	}
 	defer db.Close()
 	r.db = db
-	if r.sms, err = startSMSProvider(ctx, db, failPhone); err != nil {
-		return audit.Result{}, nil, err
-	}
-	defer r.sms.close()
+	r.sms = startSMSProvider(db, failPhone)
+	defer r.sms.Close()
 	// The payment gateway and the merchant: the simulator, a process of its own that the run
 	// never kills (it is the remote party, not the product), keeping what it holds in memory.
 	r.provider, err = procs.Start(ctx, procs.Spec{Name: "providersim", Bin: filepath.Join(cfg.BinDir, "providersim"),
@@ -420,7 +419,7 @@ func (r *chaosRun) startSlots(ctx context.Context, dbURL string) error {
 	walletEnv := map[string]string{"SERVICE_TOKEN": serviceToken, "PRODUCER_GROUP": "wallet-relay",
 		"PAYMENT_GATEWAY_URL": r.provider.URL, "MERCHANT_URL": r.provider.URL, "PROVIDER_TIMEOUT": "5s"}
 	notifierEnv := map[string]string{
-		"CONSUMER_GROUP": cfg.Group, "SMS_SENDER": "webhook", "SMS_WEBHOOK_URL": r.sms.url, "SMS_TIMEOUT": "2s",
+		"CONSUMER_GROUP": cfg.Group, "SMS_SENDER": "webhook", "SMS_WEBHOOK_URL": r.sms.URL(), "SMS_TIMEOUT": "2s",
 		"SMS_FAIL_PHONE_PATTERN": "off", "SMS_FAIL_AMOUNT": "0",
 		// The failing phones' SMS are dead-lettered after 6 quick attempts (within 3 s), so
 		// the run can quiet down and audit them; a healthy SMS spends an attempt or two in a
@@ -513,16 +512,16 @@ func (r *chaosRun) inject(ctx context.Context, f Fault) {
 	case Reshard:
 		e.err = r.svc.run(ctx, "topic", r.cfg.Topic, fmt.Sprint(f.Queues))
 	case ProviderDown, ProviderHang:
-		mode := providerDown
+		set := r.sms.SetOutage
 		if f.Kind == ProviderHang {
-			mode = providerHanging
+			set = r.sms.SetHanging
 		}
-		r.sms.mode.Store(mode)
+		set(true)
 		select {
 		case <-ctx.Done():
 		case <-time.After(f.Down):
 		}
-		r.sms.mode.Store(providerUp)
+		set(false)
 	case GatewayOutage:
 		e.err = r.gatewayOutage(ctx, f)
 	}

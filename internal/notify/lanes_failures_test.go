@@ -2,12 +2,9 @@ package notify
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/walletsaga/walletsaga/internal/testdb"
+	"github.com/walletsaga/walletsaga/internal/testutil/smsprovider"
 	"github.com/walletsaga/walletsaga/internal/testutil/wait"
 )
 
@@ -125,7 +123,7 @@ func TestNoSendStartsOnALeaseAboutToExpire(t *testing.T) {
 	s := NewStore(pool)
 	ctx := context.Background()
 	const lease, sendTimeout = 3 * time.Second, time.Second
-	w := &leaseWatch{pool: pool, inner: newProvider(pool), left: map[int64]time.Duration{}}
+	w := &leaseWatch{pool: pool, inner: newProvider(t, pool).sender, left: map[int64]time.Duration{}}
 	w.onSend = func(m SMS) {
 		if m.Seq != 1 {
 			return
@@ -181,24 +179,15 @@ func TestABrokenProviderReplyNeverWedgesTheLanes(t *testing.T) {
 	pool, _ := testdb.New(t)
 	s := NewStore(pool)
 	const broken, users, perUser = 3, 12, 3
-	var mu sync.Mutex
-	keys := map[string][2]int64{} // key → (user, seq) of the SMS that carried it
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var body webhookBody
-		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
+	p := smsprovider.Start()
+	t.Cleanup(p.Close)
+	p.SetFault(func(c smsprovider.Call) smsprovider.Fault {
+		if c.UserID == broken && c.Seq == 1 {
+			return smsprovider.Fault{Status: http.StatusServiceUnavailable, Body: brokenReply}
 		}
-		mu.Lock()
-		keys[r.Header.Get("Idempotency-Key")] = [2]int64{body.UserID, body.Seq}
-		mu.Unlock()
-		if body.UserID == broken && body.Seq == 1 {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = io.WriteString(w, brokenReply)
-		}
-	}))
-	t.Cleanup(srv.Close)
-	sender, err := NewWebhookSender(srv.URL, time.Second, srv.Client())
+		return smsprovider.Fault{}
+	})
+	sender, err := NewWebhookSender(p.URL(), time.Second, nil)
 	require.NoError(t, err)
 	var all []Inbound
 	for u := int64(1); u <= users; u++ {
@@ -228,8 +217,10 @@ func TestABrokenProviderReplyNeverWedgesTheLanes(t *testing.T) {
 
 	var dep string
 	require.NoError(t, pool.QueryRow(context.Background(), `SELECT id::text FROM notify.deployment`).Scan(&dep))
-	mu.Lock()
-	defer mu.Unlock()
+	keys := map[string][2]int64{} // key → (user, seq) of the SMS that carried it
+	for _, c := range p.Calls(nil) {
+		keys[c.Key] = [2]int64{c.UserID, c.Seq}
+	}
 	require.Len(t, keys, users*perUser, "one key per SMS, the same for each attempt")
 	for k, sms := range keys {
 		require.Equal(t, ProviderKey(dep, sms[0], sms[1]), k)
@@ -366,8 +357,8 @@ func TestAHangingRecordIsCutOffAndTheUserGivenBack(t *testing.T) {
 	_, err = blocker.Exec(ctx, `SELECT 1 FROM notify.notifications WHERE user_id = 1 AND seq = 1 FOR UPDATE`)
 	require.NoError(t, err)
 
-	p := newProvider(pool)
-	lanes, _ := startLanes(t, s, LaneConfig{Workers: 2, Sender: p, Lease: time.Minute, RecordTimeout: 300 * time.Millisecond, RecordAttempts: 3})
+	p := newProvider(t, pool)
+	lanes, _ := startLanes(t, s, LaneConfig{Workers: 2, Sender: p.sender, Lease: time.Minute, RecordTimeout: 300 * time.Millisecond, RecordAttempts: 3})
 	wait.Until(t, 20*time.Second, "the user given back and claimed again", func() bool {
 		return count(t, pool, `SELECT fence FROM notify.progress WHERE user_id = 1`) >= 2
 	})

@@ -16,9 +16,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"net/http"
+
 	"github.com/walletsaga/walletsaga/internal/ordering"
 	"github.com/walletsaga/walletsaga/internal/testdb"
 	"github.com/walletsaga/walletsaga/internal/testutil/notifytest"
+	"github.com/walletsaga/walletsaga/internal/testutil/smsprovider"
 	"github.com/walletsaga/walletsaga/internal/testutil/wait"
 	"github.com/walletsaga/walletsaga/internal/walletevent"
 )
@@ -42,54 +45,47 @@ func receive(t testing.TB, s *Store, fromLast bool, ms ...Inbound) Received {
 	return r
 }
 
-// provider is an SMS provider fake: it deduplicates on the idempotency key, fails as told,
-// notes every call, and checks the gate rule at each call: (user, seq) goes out only once
-// (user, seq-1) is recorded finished.
+// provider is the tests' SMS provider (internal/testutil/smsprovider) behind a webhook
+// sender, checking the gate rule at each call: (user, seq) goes out only once (user, seq-1)
+// is recorded finished.
 type provider struct {
-	pool *pgxpool.Pool
-	mu   sync.Mutex
-	fail func(m SMS) error
-	// calls per key, in order, with when and what they returned
-	calls      map[string][]time.Time
-	accepted   map[int64][]int64 // user → seqs in acceptance order
+	*smsprovider.Provider
+	sender     *WebhookSender
+	mu         sync.Mutex
 	violations []string
 }
 
-func newProvider(pool *pgxpool.Pool) *provider {
-	return &provider{pool: pool, calls: map[string][]time.Time{}, accepted: map[int64][]int64{}}
-}
-
-func (p *provider) setFail(f func(SMS) error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.fail = f
-}
-
-func (p *provider) Send(ctx context.Context, m SMS) error {
-	if m.Seq > 1 {
+func newProvider(t *testing.T, pool *pgxpool.Pool) *provider {
+	t.Helper()
+	p := &provider{Provider: smsprovider.Start()}
+	t.Cleanup(p.Close)
+	var err error
+	p.sender, err = NewWebhookSender(p.URL(), 0, nil)
+	require.NoError(t, err)
+	p.OnCall(func(c smsprovider.Call) {
+		if c.Seq == 1 {
+			return
+		}
 		var st string
-		err := p.pool.QueryRow(ctx, `SELECT COALESCE((SELECT status FROM notify.notifications WHERE user_id = $1 AND seq = $2), '')`, m.UserID, m.Seq-1).Scan(&st)
+		err := pool.QueryRow(context.Background(), `SELECT COALESCE((SELECT status FROM notify.notifications WHERE user_id = $1 AND seq = $2), '')`,
+			c.UserID, c.Seq-1).Scan(&st)
 		if err != nil || (st != StatusSent && st != StatusDeadLettered && st != StatusSkipped) {
 			p.mu.Lock()
-			p.violations = append(p.violations, fmt.Sprintf("%s sent while %d was %q (%v)", m.IdempotencyKey, m.Seq-1, st, err))
-			p.mu.Unlock()
+			defer p.mu.Unlock()
+			p.violations = append(p.violations, fmt.Sprintf("%s sent while %d was %q (%v)", c.Key, c.Seq-1, st, err))
 		}
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.calls[m.IdempotencyKey] = append(p.calls[m.IdempotencyKey], time.Now())
-	if p.fail != nil {
-		if err := p.fail(m); err != nil {
-			return err
+	})
+	return p
+}
+
+// failWhen makes the provider answer 503 to the SMS fail picks (nil: none).
+func (p *provider) failWhen(fail func(smsprovider.Call) bool) {
+	p.SetFault(func(c smsprovider.Call) smsprovider.Fault {
+		if fail != nil && fail(c) {
+			return smsprovider.Fault{Status: http.StatusServiceUnavailable}
 		}
-	}
-	for _, s := range p.accepted[m.UserID] {
-		if s == m.Seq {
-			return fmt.Errorf("409 %s: %w", m.IdempotencyKey, ErrAlreadyDelivered)
-		}
-	}
-	p.accepted[m.UserID] = append(p.accepted[m.UserID], m.Seq)
-	return nil
+		return smsprovider.Fault{}
+	})
 }
 
 // firstKey is the provider key of the user's seq 1 in the database behind pool.
@@ -100,23 +96,23 @@ func firstKey(t *testing.T, pool *pgxpool.Pool, user int64) string {
 	return ProviderKey(dep, user, 1)
 }
 
-func (p *provider) callsOf(key string) []time.Time {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return append([]time.Time(nil), p.calls[key]...)
+// callsOf returns the provider's calls for key, in order.
+func (p *provider) callsOf(key string) []smsprovider.Call {
+	return p.Calls(func(c smsprovider.Call) bool { return c.Key == key })
 }
 
-// requireInOrder checks that each user's accepted seqs are 1..n in order, and the gate rule.
+// requireInOrder checks that each user's delivered seqs are 1..n in order, and the gate rule.
 func (p *provider) requireInOrder(t *testing.T, want map[int64]int) {
 	t.Helper()
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	require.Empty(t, p.violations)
+	p.mu.Unlock()
+	got := p.Delivered()
 	for user, n := range want {
-		seqs := p.accepted[user]
-		require.Len(t, seqs, n, "user %d accepted %v", user, seqs)
+		seqs := got[user]
+		require.Len(t, seqs, n, "user %d delivered %v", user, seqs)
 		for i, s := range seqs {
-			require.Equal(t, int64(i+1), s, "user %d accepted %v", user, seqs)
+			require.Equal(t, int64(i+1), s, "user %d delivered %v", user, seqs)
 		}
 	}
 }
@@ -169,8 +165,8 @@ func TestLanesDeliverEachUserInOrderOnce(t *testing.T) {
 	t.Parallel()
 	pool, _ := testdb.New(t)
 	s := NewStore(pool)
-	p := newProvider(pool)
-	lanes, _ := startLanes(t, s, LaneConfig{Workers: 8, Sender: p, RunMax: 5})
+	p := newProvider(t, pool)
+	lanes, _ := startLanes(t, s, LaneConfig{Workers: 8, Sender: p.sender, RunMax: 5})
 	const users, perUser = 30, 12
 	var all []Inbound
 	for u := int64(1); u <= users; u++ {
@@ -229,18 +225,13 @@ func TestAFailingSMSHoldsOnlyItsUser(t *testing.T) {
 	t.Parallel()
 	pool, _ := testdb.New(t)
 	s := NewStore(pool)
-	p := newProvider(pool)
-	p.setFail(func(m SMS) error {
-		if m.UserID == 1 && m.Seq == 1 {
-			return errors.New("this SMS fails")
-		}
-		return nil
-	})
+	p := newProvider(t, pool)
+	p.failWhen(func(c smsprovider.Call) bool { return c.UserID == 1 && c.Seq == 1 })
 	policy := RetryPolicy{Base: 50 * time.Millisecond, Max: 50 * time.Millisecond, MaxAttempts: 3, DeadLetterAfter: 0}
 	var dead sync.WaitGroup
 	dead.Add(1)
 	var once sync.Once
-	startLanes(t, s, LaneConfig{Workers: 4, Sender: p, Policy: policy, DeadLettered: func() { once.Do(dead.Done) }})
+	startLanes(t, s, LaneConfig{Workers: 4, Sender: p.sender, Policy: policy, DeadLettered: func() { once.Do(dead.Done) }})
 	for u := int64(1); u <= 5; u++ {
 		receive(t, s, false, inbound(t, u, 1, 100), inbound(t, u, 2, 200))
 	}
@@ -275,11 +266,11 @@ func TestRetriesAreSpacedAcrossReplicas(t *testing.T) {
 	t.Parallel()
 	pool, _ := testdb.New(t)
 	s := NewStore(pool)
-	p := newProvider(pool)
-	p.setFail(func(SMS) error { return errors.New("fails") })
+	p := newProvider(t, pool)
+	p.failWhen(func(smsprovider.Call) bool { return true })
 	policy := RetryPolicy{Base: 40 * time.Millisecond, Max: 160 * time.Millisecond, MaxAttempts: 6, DeadLetterAfter: 0}
-	startLanes(t, s, LaneConfig{Workers: 4, Sender: p, Policy: policy, Owner: "replica-a"})
-	startLanes(t, s, LaneConfig{Workers: 4, Sender: p, Policy: policy, Owner: "replica-b"})
+	startLanes(t, s, LaneConfig{Workers: 4, Sender: p.sender, Policy: policy, Owner: "replica-a"})
+	startLanes(t, s, LaneConfig{Workers: 4, Sender: p.sender, Policy: policy, Owner: "replica-b"})
 	receive(t, s, false, inbound(t, 9, 1, 100))
 	wait.Until(t, 10*time.Second, "the dead letter", func() bool {
 		return count(t, pool, `SELECT count(*) FROM notify.notifications WHERE status = 'dead_lettered'`) == 1
@@ -287,7 +278,7 @@ func TestRetriesAreSpacedAcrossReplicas(t *testing.T) {
 	calls := p.callsOf(firstKey(t, pool, 9))
 	require.Len(t, calls, 6)
 	for n := 1; n < len(calls); n++ {
-		gap := calls[n].Sub(calls[n-1])
+		gap := calls[n].At.Sub(calls[n-1].At)
 		require.GreaterOrEqual(t, gap, policy.Backoff(n, shortest), "attempt %d came %s after attempt %d", n+1, gap, n)
 	}
 }
@@ -300,9 +291,8 @@ func TestProviderOutagePostponesWithoutSpendingAttempts(t *testing.T) {
 	t.Parallel()
 	pool, _ := testdb.New(t)
 	s := NewStore(pool)
-	p := newProvider(pool)
-	down := fmt.Errorf("503: %w", ErrProviderUnavailable)
-	p.setFail(func(SMS) error { return down })
+	p := newProvider(t, pool)
+	p.SetOutage(true)
 	br := NewBreaker(BreakerConfig{Failures: 3, Open: 30 * time.Millisecond, OpenMax: 60 * time.Millisecond})
 	policy := RetryPolicy{Base: 10 * time.Millisecond, Max: 10 * time.Millisecond, MaxAttempts: 2, DeadLetterAfter: 0}
 	// Every user is in the inbox before the lanes start: with lanes already running, a slow
@@ -312,12 +302,12 @@ func TestProviderOutagePostponesWithoutSpendingAttempts(t *testing.T) {
 	for u := int64(1); u <= 10; u++ {
 		receive(t, s, false, inbound(t, u, 1, 100), inbound(t, u, 2, 200))
 	}
-	lanes, _ := startLanes(t, s, LaneConfig{Workers: 2, Sender: p, Policy: policy, Breaker: br})
+	lanes, _ := startLanes(t, s, LaneConfig{Workers: 2, Sender: p.sender, Policy: policy, Breaker: br})
 	wait.Until(t, 10*time.Second, "the breaker to open and probe", func() bool { return br.State().Opened >= 3 })
 	require.Zero(t, count(t, pool, `SELECT count(*) FROM notify.notifications WHERE status = 'dead_lettered'`))
 	require.LessOrEqual(t, count(t, pool, `SELECT COALESCE(max(attempts), 0) FROM notify.notifications`), 1,
 		"at most the failures before the breaker opened spent an attempt")
-	p.setFail(nil)
+	p.SetOutage(false)
 	wait.Until(t, 10*time.Second, "every SMS", func() bool {
 		return count(t, pool, `SELECT count(*) FROM notify.notifications WHERE status = 'sent'`) == 20
 	})
@@ -337,8 +327,8 @@ func TestAGapWaitsUntilThePredecessorArrivesOrIsSkipped(t *testing.T) {
 	t.Parallel()
 	pool, _ := testdb.New(t)
 	s := NewStore(pool)
-	p := newProvider(pool)
-	lanes, _ := startLanes(t, s, LaneConfig{Workers: 2, Sender: p})
+	p := newProvider(t, pool)
+	lanes, _ := startLanes(t, s, LaneConfig{Workers: 2, Sender: p.sender})
 	receive(t, s, false, inbound(t, 1, 3, 300), inbound(t, 1, 2, 200), inbound(t, 2, 2, 200))
 	lanes.Wake()
 	wait.Until(t, 10*time.Second, "both gaps", func() bool {
@@ -421,11 +411,11 @@ func TestAnEventThatNoLongerDecodesIsDeadLetteredNotStuck(t *testing.T) {
 	t.Parallel()
 	pool, _ := testdb.New(t)
 	s := NewStore(pool)
-	p := newProvider(pool)
+	p := newProvider(t, pool)
 	receive(t, s, false, inbound(t, 4, 1, 100), inbound(t, 4, 2, 200))
 	_, err := pool.Exec(context.Background(), `UPDATE notify.notifications SET event = jsonb_set(event, '{v}', '99') WHERE user_id = 4 AND seq = 1`)
 	require.NoError(t, err)
-	startLanes(t, s, LaneConfig{Workers: 2, Sender: p})
+	startLanes(t, s, LaneConfig{Workers: 2, Sender: p.sender})
 	wait.Until(t, 10*time.Second, "the next SMS", func() bool {
 		return count(t, pool, `SELECT count(*) FROM notify.notifications WHERE user_id = 4 AND seq = 2 AND status = 'sent'`) == 1
 	})
@@ -559,8 +549,8 @@ func TestDeadLettersReachTheDLQFromTheirRecordedIntent(t *testing.T) {
 	require.NoError(t, rec.Handle(ctx, ordering.Delivery{Topic: "%DLQ%g", MsgID: "orig-3-1", Body: b}), "idempotent")
 	require.NoError(t, rec.Handle(ctx, ordering.Delivery{Topic: "%DLQ%g", MsgID: "bad-9", Body: []byte("garbage")}))
 	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM notify.notifications WHERE user_id = 3 AND seq = 1 AND status = 'dead_lettered' AND dlq_published_at IS NOT NULL`))
-	p := newProvider(pool)
-	startLanes(t, s, LaneConfig{Workers: 2, Sender: p})
+	p := newProvider(t, pool)
+	startLanes(t, s, LaneConfig{Workers: 2, Sender: p.sender})
 	wait.Until(t, 10*time.Second, "user 3's next SMS", func() bool {
 		return count(t, pool, `SELECT count(*) FROM notify.notifications WHERE user_id = 3 AND seq = 2 AND status = 'sent'`) == 1
 	})
