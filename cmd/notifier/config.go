@@ -7,7 +7,8 @@ import (
 	"time"
 
 	"github.com/walletsaga/walletsaga/internal/cli"
-	"github.com/walletsaga/walletsaga/internal/notify"
+	"github.com/walletsaga/walletsaga/internal/notify/gate"
+	"github.com/walletsaga/walletsaga/internal/notify/senders"
 )
 
 // config is the notifier's whole configuration, parsed once from flags and environment.
@@ -33,7 +34,7 @@ type config struct {
 	FailPhone       *regexp.Regexp
 	FailAmount      int64
 	Workers         int
-	Retry           notify.RetryPolicy
+	Retry           gate.RetryPolicy
 	BreakerFailures int
 	BreakerOpen     time.Duration
 	BreakerOpenMax  time.Duration
@@ -110,16 +111,16 @@ func parseConfig(sub string, args []string, getenv func(string) string, stderr i
 	f.String(&c.Sender, "SMS_SENDER", map[cli.Mode]string{cli.Dev: "log", cli.Production: "webhook"}[mode], "SMS sender: webhook (POSTs each SMS to SMS_WEBHOOK_URL, the provider) or, in dev only, log (writes the SMS log table and stdout, sends nothing)")
 	f.String(&c.WebhookURL, "SMS_WEBHOOK_URL", "", "URL the webhook sender POSTs to")
 	f.Secret(&c.WebhookToken, "SMS_WEBHOOK_TOKEN", "", "bearer token the webhook sender presents to the SMS provider (required in production)")
-	f.Duration(&c.SendTimeout, "SMS_TIMEOUT", notify.DefaultWebhookTimeout, "timeout of one webhook call")
+	f.Duration(&c.SendTimeout, "SMS_TIMEOUT", senders.DefaultWebhookTimeout, "timeout of one webhook call")
 	f.String(&c.failPhone, "SMS_FAIL_PHONE_PATTERN", "off", `dev only, for demos and tests: SMS to phones matching this regexp always fail (off, the default, disables; the demo uses 0000$)`)
 	f.Int(&c.failAmount, "SMS_FAIL_AMOUNT", 0, "dev only, for demos and tests: SMS for events of this amount (minor units, either sign) always fail (0, the default, disables; the demo uses 404)")
-	f.Int(&c.Workers, "SMS_WORKERS", notify.DefaultWorkers, "delivery workers: how many users are sent to at once (each user's SMS go one after the other, in order)")
-	dp := notify.DefaultRetryPolicy
+	f.Int(&c.Workers, "SMS_WORKERS", gate.DefaultWorkers, "delivery workers: how many users are sent to at once (each user's SMS go one after the other, in order)")
+	dp := gate.DefaultRetryPolicy
 	f.Duration(&c.Retry.Base, "SMS_RETRY_BASE", dp.Base, "wait after an SMS's first failed attempt; doubles with each further failure (with jitter)")
 	f.Duration(&c.Retry.Max, "SMS_RETRY_MAX", dp.Max, "longest wait between two attempts of one SMS")
 	f.Int(&c.Retry.MaxAttempts, "SMS_MAX_ATTEMPTS", dp.MaxAttempts, "attempts an SMS gets before it may be dead-lettered (SMS_DEAD_LETTER_AFTER must have passed too)")
 	f.Duration(&c.Retry.DeadLetterAfter, "SMS_DEAD_LETTER_AFTER", dp.DeadLetterAfter, "time since an SMS's first attempt before it may be dead-lettered (SMS_MAX_ATTEMPTS must be spent too); a 4xx other than 408/409/429 dead-letters at once")
-	db := notify.DefaultBreakerConfig
+	db := senders.DefaultBreakerConfig
 	f.Int(&c.BreakerFailures, "SMS_BREAKER_FAILURES", db.Failures, "provider-wide failures in a row (5xx, timeouts, refused connections), each for a different user, that open the provider breaker")
 	f.Duration(&c.BreakerOpen, "SMS_BREAKER_OPEN", db.Open, "how long the open breaker holds SMS back before a probe; doubles after each failed probe")
 	f.Duration(&c.BreakerOpenMax, "SMS_BREAKER_OPEN_MAX", db.OpenMax, "longest pause of the open breaker between probes")
@@ -150,7 +151,7 @@ func parseConfig(sub string, args []string, getenv func(string) string, stderr i
 		// The dev user's documented secret, never another user's.
 		c.RocketMQSecretKey = DevRocketMQSecret
 	}
-	re, err := notify.ParsePhonePattern(c.failPhone)
+	re, err := senders.ParsePhonePattern(c.failPhone)
 	if err != nil {
 		p.Addf("SMS_FAIL_PHONE_PATTERN", "%v", err)
 	}

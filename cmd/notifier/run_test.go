@@ -18,7 +18,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/walletsaga/walletsaga/internal/notify"
+	"github.com/walletsaga/walletsaga/internal/notify/gate"
+	"github.com/walletsaga/walletsaga/internal/notify/inbox"
+	"github.com/walletsaga/walletsaga/internal/notify/senders"
 	"github.com/walletsaga/walletsaga/internal/ordering"
 	"github.com/walletsaga/walletsaga/internal/procs"
 	"github.com/walletsaga/walletsaga/internal/rmqtest"
@@ -43,9 +45,9 @@ func TestDefaultsMatchTheDevStack(t *testing.T) {
 	require.Equal(t, "127.0.0.1:8081", cfg.HTTPAddr)
 	require.Equal(t, "wallet-notifier", cfg.ConsumerGroup)
 	require.Equal(t, "wallet-events", cfg.Topic)
-	require.Equal(t, notify.DefaultRetryPolicy, cfg.Retry, "the production retry policy: 1 s to 5 min, 8 attempts and 15 min before a dead letter")
+	require.Equal(t, gate.DefaultRetryPolicy, cfg.Retry, "the production retry policy: 1 s to 5 min, 8 attempts and 15 min before a dead letter")
 	require.Equal(t, 256, cfg.Workers)
-	require.Equal(t, notify.DefaultBreakerConfig, notify.BreakerConfig{Failures: cfg.BreakerFailures, Open: cfg.BreakerOpen, OpenMax: cfg.BreakerOpenMax},
+	require.Equal(t, senders.DefaultBreakerConfig, senders.BreakerConfig{Failures: cfg.BreakerFailures, Open: cfg.BreakerOpen, OpenMax: cfg.BreakerOpenMax},
 		"the breaker's settings default to the breaker's own defaults")
 	require.Equal(t, "first", cfg.ConsumeFrom)
 	require.Nil(t, cfg.FailPhone, "no SMS fails on purpose unless configured")
@@ -192,10 +194,10 @@ func TestStartsWithoutTheBrokerAndConsumesOnceItIsBack(t *testing.T) {
 
 	// What an earlier run consumed and did not deliver yet: user 7's first SMS.
 	ctx := context.Background()
-	_, err := notify.NewStore(pool).Receive(ctx, []notify.Inbound{decoded(t, notifytest.Event(7, 1, walletevent.Deposit, 1000))}, false)
+	_, err := gate.NewStore(pool).Arrive(ctx, pool, []gate.Arrival{decoded(t, notifytest.Event(7, 1, walletevent.Deposit, 1000))}, false)
 	require.NoError(t, err)
 
-	namesrv := newGate(t, b.Namesrv) // closed: every connection is refused until it opens
+	namesrv := newDoor(t, b.Namesrv) // closed: every connection is refused until it opens
 	const readToken = "read-token-0123456789"
 	p := procs.StartFuncTest(t, "notifier", run, nil, devEnv(map[string]string{
 		"DATABASE_URL": dbURL, "ROCKETMQ_NAMESRV": namesrv.addr, "WALLET_EVENTS_TOPIC": topic, "CONSUMER_GROUP": group,
@@ -246,12 +248,14 @@ func TestStartsWithoutTheBrokerAndConsumesOnceItIsBack(t *testing.T) {
 	require.Equal(t, "ok", ready.Checks["consumer"])
 }
 
-// decoded is ev as the consumer hands it to the inbox.
-func decoded(t *testing.T, ev walletevent.Event) notify.Inbound {
+// decoded is ev as the inbox hands it to the gate.
+func decoded(t *testing.T, ev walletevent.Event) gate.Arrival {
 	t.Helper()
 	body, err := walletevent.Encode(ev)
 	require.NoError(t, err)
-	return notify.Decode(ordering.Delivery{MsgID: fmt.Sprintf("test-%d-%d", ev.UserID, ev.Seq), Body: body})
+	d := inbox.Decode(inbox.Message{MsgID: fmt.Sprintf("test-%d-%d", ev.UserID, ev.Seq), Queue: "broker-a/0", Body: body})
+	require.Empty(t, d.Bad)
+	return d.Arrival
 }
 
 func getJSON(t *testing.T, url, token string, status int, v any) {
@@ -278,9 +282,9 @@ func metricsOf(t *testing.T, base string) string {
 	return string(b)
 }
 
-// gate is a TCP forwarder to target that refuses every connection (closes it at once) until
+// door is a TCP forwarder to target that refuses every connection (closes it at once) until
 // it is opened: a name server that cannot be reached, then can.
-type gate struct {
+type door struct {
 	addr   string
 	target string
 	isOpen atomic.Bool
@@ -289,11 +293,11 @@ type gate struct {
 	conns []net.Conn
 }
 
-func newGate(t *testing.T, target string) *gate {
+func newDoor(t *testing.T, target string) *door {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	g := &gate{addr: ln.Addr().String(), target: target}
+	g := &door{addr: ln.Addr().String(), target: target}
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for {
@@ -321,9 +325,9 @@ func newGate(t *testing.T, target string) *gate {
 	return g
 }
 
-func (g *gate) open() { g.isOpen.Store(true) }
+func (g *door) open() { g.isOpen.Store(true) }
 
-func (g *gate) forward(c net.Conn) {
+func (g *door) forward(c net.Conn) {
 	defer c.Close() //nolint:errcheck // a test forwarder: nothing to do about a failed close
 	up, err := net.Dial("tcp", g.target)
 	if err != nil {

@@ -16,7 +16,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/walletsaga/walletsaga/internal/notify"
+	"github.com/walletsaga/walletsaga/internal/notify/gate"
+	"github.com/walletsaga/walletsaga/internal/notify/inbox"
+	"github.com/walletsaga/walletsaga/internal/notify/senders"
 	"github.com/walletsaga/walletsaga/internal/ordering"
 	"github.com/walletsaga/walletsaga/internal/saga"
 	"github.com/walletsaga/walletsaga/internal/wallet"
@@ -193,13 +195,15 @@ func NewRelay(reg prometheus.Registerer, stats func() ordering.RelayStats) func(
 }
 
 // Notifier is what the notifier's delivery metrics read: counters of this process, and a
-// scrape-time view of what the inbox and the lanes hold (Postgres).
+// scrape-time view of what the gate and the dead letters hold (Postgres).
 type Notifier struct {
-	Lanes   func() notify.LaneStats
-	Inbox   func() notify.InboxStats
+	Lanes   func() gate.LaneStats
+	Inbox   func() inbox.Stats
 	Busy    func() int64
-	Breaker func() notify.BreakerState
-	View    func(context.Context) (notify.LaneView, error)
+	Breaker func() senders.BreakerState
+	View    func(context.Context) (gate.View, error)
+	// DLQBacklog counts the dead letters not yet in the DLQ topic.
+	DLQBacklog func(context.Context) (int64, error)
 }
 
 // breakerStates are the values of walletsaga_notify_breaker_state.
@@ -215,21 +219,21 @@ func NewNotifier(reg prometheus.Registerer, n Notifier) {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, get))
 	}
 	const deliveries = "SMS outcomes recorded by this process's delivery lanes, by outcome (postponed: held back by the provider breaker, no attempt spent)."
-	for outcome, get := range map[string]func(notify.LaneStats) int64{
-		"sent":          func(s notify.LaneStats) int64 { return s.Sent },
-		"retried":       func(s notify.LaneStats) int64 { return s.Retried },
-		"dead_lettered": func(s notify.LaneStats) int64 { return s.DeadLettered },
-		"postponed":     func(s notify.LaneStats) int64 { return s.Postponed },
+	for outcome, get := range map[string]func(gate.LaneStats) int64{
+		"sent":          func(s gate.LaneStats) int64 { return s.Sent },
+		"retried":       func(s gate.LaneStats) int64 { return s.Retried },
+		"dead_lettered": func(s gate.LaneStats) int64 { return s.DeadLettered },
+		"postponed":     func(s gate.LaneStats) int64 { return s.Postponed },
 	} {
 		counter("walletsaga_notify_deliveries_total", deliveries, prometheus.Labels{"outcome": outcome}, func() int64 { return get(n.Lanes()) })
 	}
-	const inbox = "Messages this process's orderly consumer wrote to the inbox, by result (ignored: a redelivery of what the inbox has; bad: undecodable, recorded and dead-lettered)."
-	for result, get := range map[string]func(notify.InboxStats) int64{
-		"received": func(s notify.InboxStats) int64 { return s.Received },
-		"ignored":  func(s notify.InboxStats) int64 { return s.Ignored },
-		"bad":      func(s notify.InboxStats) int64 { return s.Bad },
+	const inboxMessages = "Messages this process's orderly consumer wrote to the inbox, by result (ignored: a redelivery of what the inbox has; bad: undecodable, recorded and dead-lettered)."
+	for result, get := range map[string]func(inbox.Stats) int64{
+		"received": func(s inbox.Stats) int64 { return s.Received },
+		"ignored":  func(s inbox.Stats) int64 { return s.Ignored },
+		"bad":      func(s inbox.Stats) int64 { return s.Bad },
 	} {
-		counter("walletsaga_notify_inbox_messages_total", inbox, prometheus.Labels{"result": result}, func() int64 { return get(n.Inbox()) })
+		counter("walletsaga_notify_inbox_messages_total", inboxMessages, prometheus.Labels{"result": result}, func() int64 { return get(n.Inbox()) })
 	}
 	counter("walletsaga_notify_baselines_total", "Users this process started past seq 1 because the group started at the end of the topic (CONSUME_FROM=last).",
 		nil, func() int64 { return n.Inbox().Baselines })
@@ -252,13 +256,17 @@ func NewNotifier(reg prometheus.Registerer, n Notifier) {
 		ch <- prometheus.MustNewConstMetric(due, prometheus.GaugeValue, float64(v.Due))
 		ch <- prometheus.MustNewConstMetric(alerts, prometheus.GaugeValue, float64(v.GapAlerts))
 		ch <- prometheus.MustNewConstMetric(oldest, prometheus.GaugeValue, v.OldestGap)
-		ch <- prometheus.MustNewConstMetric(unpublished, prometheus.GaugeValue, float64(v.DLQUnpublished))
+		backlog, err := n.DLQBacklog(ctx)
+		if err != nil {
+			return err
+		}
+		ch <- prometheus.MustNewConstMetric(unpublished, prometheus.GaugeValue, float64(backlog))
 		return nil
 	}})
 }
 
 // NewSMS registers the SMS send latency histogram; the returned function is
-// notify.ObservedSender's Observe.
+// senders.ObservedSender's Observe.
 func NewSMS(reg prometheus.Registerer) func(time.Duration, error) {
 	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "walletsaga_sms_send_duration_seconds", Buckets: latencyBuckets,
@@ -271,7 +279,7 @@ func NewSMS(reg prometheus.Registerer) func(time.Duration, error) {
 }
 
 // NewDLQ registers the DLQ depth gauge: dead letters not yet replayed, counted in Postgres at
-// scrape time; depth is notify.Store.DLQDepth.
+// scrape time; depth is smslog.Store.DLQDepth.
 func NewDLQ(reg prometheus.Registerer, depth func(context.Context) (int64, error)) {
 	d := prometheus.NewDesc("walletsaga_dlq_depth", "Dead-lettered SMS no operator has replayed yet.", nil, nil)
 	reg.MustRegister(scrape{descs: []*prometheus.Desc{d}, collect: func(ctx context.Context, ch chan<- prometheus.Metric) error {

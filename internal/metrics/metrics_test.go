@@ -14,7 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/walletsaga/walletsaga/internal/metrics"
-	"github.com/walletsaga/walletsaga/internal/notify"
+	"github.com/walletsaga/walletsaga/internal/notify/gate"
+	"github.com/walletsaga/walletsaga/internal/notify/inbox"
+	"github.com/walletsaga/walletsaga/internal/notify/senders"
 	"github.com/walletsaga/walletsaga/internal/ordering"
 	"github.com/walletsaga/walletsaga/internal/saga"
 	"github.com/walletsaga/walletsaga/internal/wallet"
@@ -22,15 +24,16 @@ import (
 
 func fakeNotifier() metrics.Notifier {
 	return metrics.Notifier{
-		Lanes: func() notify.LaneStats {
-			return notify.LaneStats{Sent: 7, Retried: 4, DeadLettered: 1, Postponed: 3}
+		Lanes: func() gate.LaneStats {
+			return gate.LaneStats{Sent: 7, Retried: 4, DeadLettered: 1, Postponed: 3}
 		},
-		Inbox:   func() notify.InboxStats { return notify.InboxStats{Received: 9, Ignored: 2, Bad: 1, Baselines: 5} },
+		Inbox:   func() inbox.Stats { return inbox.Stats{Received: 9, Ignored: 2, Bad: 1, Baselines: 5} },
 		Busy:    func() int64 { return 6 },
-		Breaker: func() notify.BreakerState { return notify.BreakerState{State: "open", Opened: 2} },
-		View: func(context.Context) (notify.LaneView, error) {
-			return notify.LaneView{Pending: 11, Due: 4, GapAlerts: 2, OldestGap: 90, DLQUnpublished: 3}, nil
+		Breaker: func() senders.BreakerState { return senders.BreakerState{State: "open", Opened: 2} },
+		View: func(context.Context) (gate.View, error) {
+			return gate.View{Pending: 11, Due: 4, GapAlerts: 2, OldestGap: 90}, nil
 		},
+		DLQBacklog: func(context.Context) (int64, error) { return 3, nil },
 	}
 }
 
