@@ -36,7 +36,7 @@ var recordBackoff = backoff.Policy{Base: 200 * time.Millisecond, Max: 2 * time.S
 // key), or the process stops.
 func (l *Lanes) commit(stop, ctx context.Context, c claim, outs []outcome) (commitRes, bool) {
 	for i := range outs {
-		outs[i].Fence = c.Fence
+		outs[i].Fence = c.At.Fence
 	}
 	o := outs[0]
 	for attempt := 1; ; attempt++ {

@@ -88,9 +88,10 @@ type LaneStats struct {
 
 // Lanes delivers the inbox: a dispatcher claims users whose next SMS is due (FOR UPDATE
 // SKIP LOCKED, so replicas share them; each claim takes a new fence) and hands each to a
-// worker, which sends that user's SMS in seq order — each only once its predecessor is
-// recorded sent or dead-lettered — and records each outcome, under its claim's fence,
-// through committers that group the outcomes of all workers into few transactions.
+// worker, which sends that user's SMS in seq order — each only once the gate admits it
+// (Admit: its predecessor is recorded sent, dead-lettered or skipped) — and records each
+// outcome, under its claim's fence, through committers that group the outcomes of all
+// workers into few transactions.
 // Different users proceed in parallel; a failing or slow user holds only its own worker.
 type Lanes struct {
 	store   *Store
@@ -348,7 +349,9 @@ func sendable(left, timeout time.Duration) bool {
 
 // work delivers one claimed user's SMS in order until its inbox run ends, a failure makes it
 // wait, RunMax is reached, too little of the lease (which ends at leaseEnd, on this
-// process's clock) is left to send, or the process stops.
+// process's clock) is left to send, or the process stops. It sends only what the gate
+// admits as the user's next seq under the claim's fence (Admit), and moves along a run as
+// the gate does (Advance).
 func (l *Lanes) work(stop, ctx context.Context, c claim, leaseEnd time.Time) {
 	heads := c.Heads
 	for done := 0; ; {
@@ -372,6 +375,12 @@ func (l *Lanes) work(stop, ctx context.Context, c claim, leaseEnd time.Time) {
 				Age: h.Age + time.Since(h.ReadAt)}}
 			l.log.Error("dead-lettering an SMS whose stored event is unusable", "user_id", h.UserID, "seq", h.Seq, "reason", reason)
 		case stepSend:
+			if a := Admit(c.At, h.Seq, c.At.Fence); a != Next {
+				// The claim read the user's heads from its next seq on: this is a bug.
+				l.log.Error("the gate refused a lane's send; giving the user back", "user_id", h.UserID, "seq", h.Seq, "admission", a)
+				l.giveBack(ctx, c, true)
+				return
+			}
 			if left := time.Until(leaseEnd); !sendable(left, l.cfg.SendTimeout) {
 				l.leaseShort.Add(1)
 				l.log.Warn("giving a user back unsent: too little of its lease is left to send and record",
@@ -380,17 +389,21 @@ func (l *Lanes) work(stop, ctx context.Context, c claim, leaseEnd time.Time) {
 				return
 			}
 			outs = []outcome{l.deliver(ctx, h, sms)}
-			// A journaled sender's further waiting SMS join the run, up to the first that is
-			// not sent.
+			// A journaled sender's further waiting SMS join the run (its delivery is the
+			// record, which writes the run in seq order) for as long as the gate admits
+			// each once its predecessor is recorded as the run's outcome says.
+			at := Advance(c.At, h.Seq, outs[0].Verdict)
 			for _, next := range heads[1:] {
-				if outs[len(outs)-1].Verdict != Sent || !sendable(time.Until(leaseEnd), l.cfg.SendTimeout) {
+				if Admit(at, next.Seq, c.At.Fence) != Next || !sendable(time.Until(leaseEnd), l.cfg.SendTimeout) {
 					break
 				}
 				ns, nsms, _ := plan(next)
 				if ns != stepSend {
 					break
 				}
-				outs = append(outs, l.deliver(ctx, next, nsms))
+				o := l.deliver(ctx, next, nsms)
+				outs = append(outs, o)
+				at = Advance(at, next.Seq, o.Verdict)
 			}
 		}
 		began := time.Now()
@@ -420,7 +433,7 @@ func (l *Lanes) work(stop, ctx context.Context, c claim, leaseEnd time.Time) {
 			return
 		}
 		done += len(outs)
-		heads = res.r.Heads
+		c.At, heads = res.r.At, res.r.Heads
 	}
 }
 
@@ -429,7 +442,7 @@ func (l *Lanes) work(stop, ctx context.Context, c claim, leaseEnd time.Time) {
 func (l *Lanes) giveBack(ctx context.Context, c claim, requeue bool) {
 	rctx, cancel := context.WithTimeout(ctx, l.cfg.RecordTimeout)
 	defer cancel()
-	if err := l.store.release(rctx, c.UserID, c.Fence, requeue); err != nil {
+	if err := l.store.release(rctx, c.UserID, c.At.Fence, requeue); err != nil {
 		l.log.Warn("giving a user back failed; its lease will expire", "user_id", c.UserID, "err", err)
 	}
 }

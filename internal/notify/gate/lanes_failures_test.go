@@ -246,7 +246,7 @@ func claimed(t *testing.T, s *Store, run int) map[int64]claim {
 func sentRun(c claim, bad int64, text string) []outcome {
 	var outs []outcome
 	for _, h := range c.Heads {
-		o := outcome{UserID: h.UserID, Seq: h.Seq, Verdict: Sent, Attempts: 1, Text: "ok", Phone: "+8613800001234", Journal: true, Fence: c.Fence}
+		o := outcome{UserID: h.UserID, Seq: h.Seq, Verdict: Sent, Attempts: 1, Text: "ok", Phone: "+8613800001234", Journal: true, Fence: c.At.Fence}
 		if h.Seq == bad {
 			o.Text = text
 		}

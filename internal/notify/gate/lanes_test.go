@@ -396,17 +396,17 @@ func TestAStaleLeaseCannotRecord(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, none, "a live lease is not")
 
-	got, err := s.record(ctx, time.Minute, 1, []outcome{{UserID: 1, Seq: 1, Verdict: Sent, Attempts: 1, Journal: true, Text: "x", Phone: "+1", Fence: a[0].Fence}})
+	got, err := s.record(ctx, time.Minute, 1, []outcome{{UserID: 1, Seq: 1, Verdict: Sent, Attempts: 1, Journal: true, Text: "x", Phone: "+1", Fence: a[0].At.Fence}})
 	require.NoError(t, err)
 	require.False(t, got[1].Held, "the stale lane's outcome is fenced off")
 	require.Zero(t, count(t, pool, `SELECT count(*) FROM notify.sms_log`))
 
-	got, err = s.record(ctx, time.Minute, 1, []outcome{{UserID: 1, Seq: 1, Verdict: Sent, Attempts: 1, Journal: true, Text: "x", Phone: "+1", Fence: b[0].Fence}})
+	got, err = s.record(ctx, time.Minute, 1, []outcome{{UserID: 1, Seq: 1, Verdict: Sent, Attempts: 1, Journal: true, Text: "x", Phone: "+1", Fence: b[0].At.Fence}})
 	require.NoError(t, err)
 	require.True(t, got[1].Held)
 	require.Equal(t, int64(2), got[1].Heads[0].Seq)
 	require.Equal(t, StatusPending, got[1].Heads[0].Status, "the next head comes with the record")
-	got, err = s.record(ctx, time.Minute, 1, []outcome{{UserID: 1, Seq: 1, Verdict: Sent, Attempts: 1, Fence: b[0].Fence}})
+	got, err = s.record(ctx, time.Minute, 1, []outcome{{UserID: 1, Seq: 1, Verdict: Sent, Attempts: 1, Fence: b[0].At.Fence}})
 	require.NoError(t, err)
 	require.False(t, got[1].Held, "the same seq cannot be recorded twice")
 	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM notify.sms_log`))
@@ -478,7 +478,7 @@ func userOneClaimed(t *testing.T) (*pgxpool.Pool, *Store) {
 	c, err := s.claimUsers(context.Background(), "a", 1, time.Minute, 1)
 	require.NoError(t, err)
 	require.Len(t, c, 1)
-	require.Equal(t, int64(1), c[0].Fence)
+	require.Equal(t, int64(1), c[0].At.Fence)
 	return pool, s
 }
 
@@ -646,7 +646,7 @@ func TestRunsStopAtAGapAndAtAFailure(t *testing.T) {
 		seqs = append(seqs, h.Seq)
 	}
 	require.Equal(t, []int64{1, 2, 3}, seqs, "up to the gap at 4")
-	require.NoError(t, s.release(ctx, 1, c[0].Fence, true))
+	require.NoError(t, s.release(ctx, 1, c[0].At.Fence, true))
 
 	// Seq 2 (an amount of 2.00, which the failure switch fails) inside a journaled run.
 	sw := &senders.FailureSwitch{Inner: senders.NewLogSender(nil), FailAmount: 200}
@@ -760,7 +760,7 @@ func BenchmarkRecord256Users(b *testing.B) {
 		var outs []outcome
 		for _, cl := range c {
 			for _, h := range cl.Heads {
-				outs = append(outs, outcome{UserID: h.UserID, Seq: h.Seq, Verdict: Sent, Attempts: 1, Text: "t", Phone: "+8613800000001", Journal: true, Fence: cl.Fence})
+				outs = append(outs, outcome{UserID: h.UserID, Seq: h.Seq, Verdict: Sent, Attempts: 1, Text: "t", Phone: "+8613800000001", Journal: true, Fence: cl.At.Fence})
 			}
 		}
 		b.StartTimer()

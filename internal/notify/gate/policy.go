@@ -59,7 +59,19 @@ const (
 	Retry        Verdict = "retry"         // failed, attempts spent: try again after a backoff
 	DeadLettered Verdict = "dead_lettered" // given up: record it, publish it to the DLQ, take the next
 	Postponed    Verdict = "postponed"     // held back by the provider breaker: no attempt spent
+	// Skipped is an operator's verdict on a seq that never arrived: recorded
+	// skipped_by_operator, and the user moves past it.
+	Skipped Verdict = "skipped_by_operator"
 )
+
+// finishes reports whether an SMS recorded with v is finished: the user moves past it.
+func (v Verdict) finishes() bool {
+	switch v {
+	case Sent, DeadLettered, Skipped, verdictAdvance:
+		return true
+	}
+	return false
+}
 
 // Attempt is one delivery attempt of a user's head SMS, as the lane saw it.
 type Attempt struct {

@@ -27,6 +27,10 @@ import (
 // View and DeploymentID. (The SMS log's read model reads these tables too, and writes none.)
 
 var (
+	//go:embed sql/positions.sql
+	positionsSQL string
+	//go:embed sql/lock.sql
+	lockSQL string
 	//go:embed sql/arrive.sql
 	arriveSQL string
 	//go:embed sql/claim.sql
@@ -99,30 +103,79 @@ type Arrived struct {
 	Baselines int // users first seen past seq 1 that start there (fromLast)
 }
 
-// Arrive records a batch of arrivals on q (the pool, or the caller's transaction) in ONE
-// statement: each becomes a pending inbox row unless its (user, seq) is there or finished
-// already, and each user with a new row is woken for the lanes (a user seen for the first
-// time also gets its progress row, due). It locks no row a lane may hold, so a queue never
-// waits for a lane. fromLast makes a user the gate has never seen start at the lowest seq of
-// its first batch, recorded as its baseline; otherwise it starts at 1.
+// Arrive records a batch of arrivals on q (the pool, or the caller's transaction): it reads
+// where their users stand, keeps each arrival the gate does not say is Finished (Admit),
+// and writes those in ONE statement: each becomes a pending inbox row unless its (user,
+// seq) is there already, and each user with a new row is woken for the lanes (a user seen
+// for the first time also gets its progress row, due). It locks no row a lane may hold, so
+// a queue never waits for a lane. fromLast makes a user the gate has never seen start at the
+// lowest seq of its first batch, recorded as its baseline; otherwise it starts at 1.
 func (s *Store) Arrive(ctx context.Context, q pg.Querier, batch []Arrival, fromLast bool) (Arrived, error) {
-	n := len(batch)
-	users, seqs := make([]int64, n), make([]int64, n)
-	msgIDs, events, kinds, texts, queues := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	for i, a := range batch {
-		users[i], seqs[i] = a.UserID, a.Seq
-		msgIDs[i], events[i], kinds[i], texts[i], queues[i] = a.MsgID, string(a.Event), a.Kind, a.Text, a.Queue
+	first := map[int64]int64{}
+	for _, a := range batch {
+		if f, ok := first[a.UserID]; !ok || a.Seq < f {
+			first[a.UserID] = a.Seq
+		}
+	}
+	at, err := positions(ctx, q, positionsSQL, keys(first))
+	if err != nil {
+		return Arrived{}, fmt.Errorf("inbox: record %d messages: %w", len(batch), err)
+	}
+	var startUsers, startLast, startBaselines []int64
+	for u, f := range first {
+		if _, ok := at[u]; !ok {
+			p, baseline := start(f, fromLast)
+			at[u] = p
+			startUsers, startLast, startBaselines = append(startUsers, u), append(startLast, p.LastSeq), append(startBaselines, baseline)
+		}
+	}
+	var users, seqs []int64
+	var msgIDs, events, kinds, texts, queues []string
+	for _, a := range batch {
+		if Admit(at[a.UserID], a.Seq, 0) == Finished {
+			continue
+		}
+		users, seqs = append(users, a.UserID), append(seqs, a.Seq)
+		msgIDs, events, kinds, texts, queues = append(msgIDs, a.MsgID), append(events, string(a.Event)), append(kinds, a.Kind), append(texts, a.Text), append(queues, a.Queue)
 	}
 	var r Arrived
-	err := q.QueryRow(ctx, arriveSQL, pgx.StrictNamedArgs{
+	err = q.QueryRow(ctx, arriveSQL, pgx.StrictNamedArgs{
 		"users": users, "seqs": seqs, "msg_ids": msgIDs, "events": events, "kinds": kinds, "texts": texts, "queues": queues,
-		"from_last": fromLast,
+		"start_users": startUsers, "start_last_seqs": startLast, "start_baselines": startBaselines,
 	}).Scan(&r.Inserted, &r.Baselines)
 	if err != nil {
-		return Arrived{}, fmt.Errorf("inbox: record %d messages: %w", n, err)
+		return Arrived{}, fmt.Errorf("inbox: record %d messages: %w", len(batch), err)
 	}
-	r.Ignored = n - r.Inserted
+	r.Ignored = len(batch) - r.Inserted
 	return r, nil
+}
+
+// positions reads where users stand with sql (positions.sql, or lock.sql in a transaction).
+func positions(ctx context.Context, q pg.Querier, sql string, users []int64) (map[int64]Position, error) {
+	rows, err := q.Query(ctx, sql, pgx.StrictNamedArgs{"users": users})
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	at := make(map[int64]Position, len(users))
+	for rows.Next() {
+		var u int64
+		var p Position
+		if err := rows.Scan(&u, &p.LastSeq, &p.Fence, &p.Leased); err != nil {
+			return nil, err
+		}
+		at[u] = p
+	}
+	return at, rows.Err()
+}
+
+// keys returns m's keys, in no order.
+func keys[V any](m map[int64]V) []int64 {
+	out := make([]int64, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
 }
 
 // head is a user's next SMS as a lane sees it: the inbox row at last_seq + 1, if any.
@@ -147,13 +200,14 @@ type head struct {
 type claim struct {
 	UserID int64
 	Heads  []head
-	// Fence is the user's fence after this claim: each claim takes a new one, and a record or
-	// a give-back applies only under it.
-	Fence int64
+	// At is where the user stands, under the fence this claim took: each claim takes a new
+	// one, and a record or a give-back applies only under it.
+	At Position
 }
 
 // scanHeads reads rows of (user, the seq before its next, extra, head columns...) into one
-// claim per user, its heads cut at the first gap; extra is scanned into the claim by set.
+// claim per user, standing at that seq, its heads cut at the first gap; extra is scanned into
+// the claim by set.
 func scanHeads[X any](rows pgx.Rows, set func(*claim, X)) ([]claim, error) {
 	defer rows.Close()
 	var out []claim
@@ -171,7 +225,7 @@ func scanHeads[X any](rows pgx.Rows, set func(*claim, X)) ([]claim, error) {
 			return nil, err
 		}
 		if len(out) == 0 || out[len(out)-1].UserID != user {
-			out = append(out, claim{UserID: user, Heads: []head{{UserID: user, Seq: last + 1, ReadAt: now}}})
+			out = append(out, claim{UserID: user, Heads: []head{{UserID: user, Seq: last + 1, ReadAt: now}}, At: Position{LastSeq: last}})
 			set(&out[len(out)-1], extra)
 		}
 		c := &out[len(out)-1]
@@ -211,7 +265,7 @@ func (s *Store) claimUsers(ctx context.Context, owner string, n int, lease time.
 	if err != nil {
 		return nil, fmt.Errorf("lanes: claim: %w", err)
 	}
-	out, err := scanHeads(rows, func(c *claim, fence int64) { c.Fence = fence })
+	out, err := scanHeads(rows, func(c *claim, fence int64) { c.At.Fence, c.At.Leased = fence, true })
 	if err != nil {
 		return nil, fmt.Errorf("lanes: claim: %w", err)
 	}
@@ -242,44 +296,102 @@ type recorded struct {
 	Held bool // the lane still held the user: the outcomes were recorded
 	// Released: the user had nothing more to send, and the record gave it back (idle).
 	Released bool
-	Heads    []head // the SMS after them (after Sent, DeadLettered, advance)
+	At       Position // where the user stands now
+	Heads    []head   // the SMS after them (after Sent, DeadLettered, advance)
 }
 
-// record writes a batch of outcomes in ONE statement. A user may have several: a run of
-// consecutive seqs, each Sent but the last, which may have any verdict (a journaled sender
-// delivers a user's waiting SMS together). Per user: its progress (fenced: the user must
-// still be leased under the outcomes' fence, which a later claim replaces, and the first seq
-// must be last_seq + 1), the notification rows, and for a journaled Sent the SMS log rows,
-// all or nothing; then it reads up to run of each advanced user's next SMS. Users whose
-// fence failed are left out of the answer.
+// record writes a batch of outcomes, each user's all or nothing, in one transaction. A user
+// may have several: a run of consecutive seqs (a journaled sender delivers a user's waiting
+// SMS together). It locks the users' positions, lets the gate decide (Admit) which users'
+// outcomes apply — each outcome must be its user's next seq under the fence of the claim the
+// lane holds — and moves each user along its run (Advance); then, in ONE statement, it
+// writes the positions, the notification rows, and for a journaled Sent the SMS log rows,
+// and reads up to run of each advanced user's next SMS. Users whose outcomes the gate
+// refused are left out of the answer.
 func (s *Store) record(ctx context.Context, lease time.Duration, run int, batch []outcome) (map[int64]recorded, error) {
-	n := len(batch)
-	users, seqs, delays, fences := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
-	verdicts, reasons, texts, phones := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	attempts, journal := make([]int32, n), make([]bool, n)
-	for i, o := range batch {
-		users[i], seqs[i], delays[i], fences[i] = o.UserID, o.Seq, o.Delay.Microseconds(), o.Fence
-		verdicts[i], reasons[i], texts[i], phones[i] = string(o.Verdict), freetext.Clip(o.Reason, maxReason), o.Text, o.Phone
-		attempts[i], journal[i] = int32(o.Attempts), o.Journal //nolint:gosec // G115: the column is an integer; the retry policy stops far below 2^31 attempts
+	byUser := map[int64][]outcome{}
+	for _, o := range batch {
+		byUser[o.UserID] = append(byUser[o.UserID], o)
 	}
-	rows, err := s.db.Query(ctx, recordSQL, pgx.StrictNamedArgs{
-		"lease_us": lease.Microseconds(), "users": users, "seqs": seqs, "verdicts": verdicts, "attempts": attempts,
-		"delays_us": delays, "reasons": reasons, "texts": texts, "phones": phones, "journal": journal, "run": max(run, 1),
-		"fences": fences,
+	var out map[int64]recorded
+	err := pg.WithTx(ctx, s.db, func(tx pgx.Tx) error {
+		at, err := positions(ctx, tx, lockSQL, keys(byUser))
+		if err != nil {
+			return err
+		}
+		var a recordArgs
+		last := map[int64]Verdict{}
+		for user, outs := range byUser {
+			last[user] = outs[len(outs)-1].Verdict
+			p, ok := at[user]
+			for _, o := range outs {
+				if !ok || Admit(p, o.Seq, o.Fence) != Next {
+					ok = false
+					break
+				}
+				p = Advance(p, o.Seq, o.Verdict)
+			}
+			if ok {
+				a.add(p, outs)
+			}
+		}
+		out = map[int64]recorded{}
+		if len(a.uUsers) == 0 {
+			return nil
+		}
+		rows, err := tx.Query(ctx, recordSQL, a.named(lease, run))
+		if err != nil {
+			return err
+		}
+		idle := map[int64]bool{}
+		got, err := scanHeads(rows, func(c *claim, released bool) { idle[c.UserID] = released })
+		if err != nil {
+			return err
+		}
+		for _, c := range got {
+			// A retry, a postponed send and an idle user end the lease.
+			p := at[c.UserID]
+			p.LastSeq, p.Leased = c.At.LastSeq, !idle[c.UserID] && last[c.UserID] != Retry && last[c.UserID] != Postponed
+			out[c.UserID] = recorded{Held: true, Released: idle[c.UserID], At: p, Heads: c.Heads}
+		}
+		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("lanes: record %d outcomes: %w", n, err)
-	}
-	idle := map[int64]bool{}
-	got, err := scanHeads(rows, func(c *claim, released bool) { idle[c.UserID] = released })
-	if err != nil {
-		return nil, fmt.Errorf("lanes: record %d outcomes: %w", n, err)
-	}
-	out := make(map[int64]recorded, len(got))
-	for _, c := range got {
-		out[c.UserID] = recorded{Held: true, Released: idle[c.UserID], Heads: c.Heads}
+		return nil, fmt.Errorf("lanes: record %d outcomes: %w", len(batch), err)
 	}
 	return out, nil
+}
+
+// recordArgs are record.sql's arrays: the admitted outcomes, and per user where it stands
+// after them and its last outcome's verdict and delay.
+type recordArgs struct {
+	users, seqs                      []int64
+	verdicts, reasons, texts, phones []string
+	attempts                         []int32
+	journal                          []bool
+	uUsers, uLastSeqs, uDelays       []int64
+	uVerdicts                        []string
+}
+
+func (a *recordArgs) add(at Position, outs []outcome) {
+	for _, o := range outs {
+		a.users, a.seqs = append(a.users, o.UserID), append(a.seqs, o.Seq)
+		a.verdicts, a.reasons = append(a.verdicts, string(o.Verdict)), append(a.reasons, freetext.Clip(o.Reason, maxReason))
+		a.texts, a.phones = append(a.texts, o.Text), append(a.phones, o.Phone)
+		a.attempts, a.journal = append(a.attempts, int32(o.Attempts)), append(a.journal, o.Journal) //nolint:gosec // G115: the column is an integer; the retry policy stops far below 2^31 attempts
+	}
+	last := outs[len(outs)-1]
+	a.uUsers, a.uLastSeqs = append(a.uUsers, last.UserID), append(a.uLastSeqs, at.LastSeq)
+	a.uVerdicts, a.uDelays = append(a.uVerdicts, string(last.Verdict)), append(a.uDelays, last.Delay.Microseconds())
+}
+
+func (a *recordArgs) named(lease time.Duration, run int) pgx.StrictNamedArgs {
+	return pgx.StrictNamedArgs{
+		"users": a.users, "seqs": a.seqs, "verdicts": a.verdicts, "attempts": a.attempts, "reasons": a.reasons,
+		"texts": a.texts, "phones": a.phones, "journal": a.journal,
+		"u_users": a.uUsers, "u_last_seqs": a.uLastSeqs, "u_verdicts": a.uVerdicts, "u_delays_us": a.uDelays,
+		"lease_us": lease.Microseconds(), "run": max(run, 1),
+	}
 }
 
 // release gives a user back. With requeue the user is due again at once (a lane that has
@@ -354,8 +466,15 @@ func (s *Store) UnpublishedDeadLetters(ctx context.Context) (int64, error) {
 // recorded dead-lettered and published, and its user woken so a lane moves past it. It
 // reports whether it recorded anything.
 func (s *Store) FoundDeadLetter(ctx context.Context, a Arrival, reason string) (bool, error) {
+	at, err := positions(ctx, s.db, positionsSQL, []int64{a.UserID})
+	if err != nil {
+		return false, fmt.Errorf("record dead letter %d:%d found in the DLQ: %w", a.UserID, a.Seq, err)
+	}
+	if Admit(at[a.UserID], a.Seq, 0) == Finished {
+		return false, nil
+	}
 	var recorded bool
-	err := s.db.QueryRow(ctx, foundDeadLetterSQL, pgx.StrictNamedArgs{
+	err = s.db.QueryRow(ctx, foundDeadLetterSQL, pgx.StrictNamedArgs{
 		"user": a.UserID, "seq": a.Seq, "msg_id": a.MsgID, "event": string(a.Event), "kind": a.Kind, "text": a.Text,
 		"reason": freetext.Clip(reason, maxReason),
 	}).Scan(&recorded)
@@ -379,16 +498,16 @@ var ErrNotLost = errors.New("gate: that seq has arrived; it is not lost")
 // SMS waiting (else ErrNotHeld), and must never have arrived (else ErrNotLost). It returns
 // the user's new progress.
 func (s *Store) Skip(ctx context.Context, tx pgx.Tx, userID, seq int64, reason string) (int64, error) {
-	var last int64
+	var p Position
 	var waiting bool
-	err := tx.QueryRow(ctx, skipPositionSQL, pgx.StrictNamedArgs{"user": userID}).Scan(&last, &waiting)
+	err := tx.QueryRow(ctx, skipPositionSQL, pgx.StrictNamedArgs{"user": userID}).Scan(&p.LastSeq, &p.Fence, &p.Leased, &waiting)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, ErrNotHeld
 	}
 	if err != nil {
 		return 0, fmt.Errorf("skip %d:%d: %w", userID, seq, err)
 	}
-	if seq != last+1 || !waiting {
+	if Admit(p, seq, 0) != Next || !waiting {
 		return 0, ErrNotHeld
 	}
 	var status string
@@ -404,7 +523,8 @@ func (s *Store) Skip(ctx context.Context, tx pgx.Tx, userID, seq int64, reason s
 	}); err != nil {
 		return 0, fmt.Errorf("skip %d:%d: %w", userID, seq, err)
 	}
-	if err := tx.QueryRow(ctx, skipAdvanceSQL, pgx.StrictNamedArgs{"user": userID, "seq": seq}).Scan(&last); err != nil {
+	var last int64
+	if err := tx.QueryRow(ctx, skipAdvanceSQL, pgx.StrictNamedArgs{"user": userID, "last_seq": Advance(p, seq, Skipped).LastSeq}).Scan(&last); err != nil {
 		return 0, fmt.Errorf("skip %d:%d: %w", userID, seq, err)
 	}
 	// A lane that holds the user and gives it back as idle must not strand it.

@@ -1,10 +1,9 @@
--- FoundDeadLetter: record (user, seq), found in the DLQ topic, as dead-lettered and published,
--- unless the inbox has it (pending or finished) or the user is past it; wake its user so a
--- lane moves past it.
+-- FoundDeadLetter: record (user, seq), found in the DLQ topic and not finished at the gate,
+-- as dead-lettered and published, unless the inbox has it (pending or finished); wake its
+-- user so a lane moves past it.
 WITH ins AS (
 	INSERT INTO notify.notifications (user_id, seq, status, msg_id, event, kind, text, last_error, finished_at, dlq_published_at)
-	SELECT @user, @seq, 'dead_lettered', @msg_id, @event::jsonb, @kind, @text, @reason, now(), now()
-	WHERE NOT EXISTS (SELECT 1 FROM notify.progress p WHERE p.user_id = @user AND p.last_seq >= @seq)
+	VALUES (@user, @seq, 'dead_lettered', @msg_id, @event::jsonb, @kind, @text, @reason, now(), now())
 	ON CONFLICT (user_id, seq) DO NOTHING
 	RETURNING user_id
 ), fresh AS (

@@ -1,33 +1,16 @@
--- Record: a batch of lanes' outcomes in ONE statement, per user all or nothing: its progress
--- (only under the fence of its claim, from last_seq + 1), its notification rows, and for a
--- journaled Sent its SMS log rows; then the user's next SMS (at most @run) for the lane.
+-- Record: the outcomes the gate admitted (gate.Admit, on the users' positions locked by
+-- lock.sql in this transaction), in ONE statement: per user its new position (where
+-- gate.Advance moved it), its notification rows, and for a journaled Sent its SMS log rows;
+-- then the user's next SMS (at most @run) for the lane.
 WITH o AS (
-	SELECT * FROM unnest(@users::bigint[], @seqs::bigint[], @verdicts::text[], @attempts::int[], @delays_us::bigint[],
-		@reasons::text[], @texts::text[], @phones::text[], @journal::bool[], @fences::bigint[])
-		AS o(user_id, seq, verdict, attempts, delay_us, reason, text, phone, journal, fence)
-), lk AS MATERIALIZED (
-	-- Lock the users' progress rows in user order before changing anything: two
-	-- records (of two replicas, after a lease passed) then never deadlock. A locked
-	-- row reads as its newest version, which nobody else can change until this
-	-- statement commits: the fence is decided on it.
-	SELECT p.user_id, p.lane_owner, p.fence, p.last_seq FROM notify.progress p
-	WHERE p.user_id IN (SELECT user_id FROM o)
-	ORDER BY p.user_id
-	FOR UPDATE
+	SELECT * FROM unnest(@users::bigint[], @seqs::bigint[], @verdicts::text[], @attempts::int[],
+		@reasons::text[], @texts::text[], @phones::text[], @journal::bool[])
+		AS o(user_id, seq, verdict, attempts, reason, text, phone, journal)
 ), u AS (
-	-- One row per user: its first and last seq, the verdict of the last (a run is
-	-- Sent but for its last, which may be anything), and held, the fence: the user is
-	-- still leased under the fence the lane claimed it with (a later claim took a new
-	-- one; a give-back, or a restart under the same owner name, cleared the lease) and
-	-- the run starts at its last_seq + 1. It reads every
-	-- lock of lk before it yields a row. (lk's columns go through aggregates, one
-	-- row per user anyway, so that grouping by the user alone keeps the planner's
-	-- estimate of the users.)
-	SELECT o.user_id, min(o.seq) AS first_seq, max(o.seq) AS last_seq,
-	       (array_agg(o.verdict ORDER BY o.seq DESC))[1] AS verdict, max(o.delay_us) AS delay_us,
-	       bool_and(lk.lane_owner IS NOT NULL AND lk.fence = o.fence) AND min(lk.last_seq) = min(o.seq) - 1 AS held
-	FROM o JOIN lk ON lk.user_id = o.user_id
-	GROUP BY o.user_id ORDER BY o.user_id
+	-- One row per user: where it stands now, and the verdict and delay of its last outcome
+	-- (a retry or a postponed send waits that long).
+	SELECT * FROM unnest(@u_users::bigint[], @u_last_seqs::bigint[], @u_verdicts::text[], @u_delays_us::bigint[])
+		AS u(user_id, last_seq, verdict, delay_us)
 ), st AS (
 	-- idle: the user has nothing more to send (its next seq is not in the inbox, read
 	-- in this statement's snapshot): the lane gives it back here, without a statement
@@ -43,10 +26,9 @@ WITH o AS (
 		WHERE n.user_id = u.user_id AND n.seq = u.last_seq + 1 LIMIT 1) nx ON true
 	LEFT JOIN LATERAL (SELECT n.seq FROM notify.notifications n
 		WHERE n.user_id = u.user_id AND n.seq > u.last_seq + 1 AND n.status = 'pending' LIMIT 1) lt ON true
-	WHERE u.held
 ), adv AS (
 	UPDATE notify.progress p SET
-		last_seq   = CASE WHEN st.verdict IN ('retry', 'postponed') THEN st.last_seq - 1 ELSE st.last_seq END,
+		last_seq   = st.last_seq,
 		due_at     = CASE WHEN st.verdict IN ('retry', 'postponed') THEN now() + st.delay_us * interval '1 microsecond'
 		                  WHEN st.idle THEN NULL ELSE p.due_at END,
 		lane_owner = CASE WHEN st.verdict IN ('retry', 'postponed') OR st.idle THEN NULL ELSE p.lane_owner END,
@@ -55,13 +37,13 @@ WITH o AS (
 		gap_since  = CASE WHEN st.idle AND st.later THEN COALESCE(p.gap_since, now()) END,
 		updated_at = now()
 	FROM st
-	WHERE p.user_id = st.user_id -- st holds only the users whose fence held (u.held)
+	WHERE p.user_id = st.user_id
 	RETURNING p.user_id, st.idle
 ), upd AS (
-	-- upd and logged join the outcomes with st (the held users, estimated from the
-	-- outcomes), not with adv: the planner takes an UPDATE's output for one row and
-	-- joined every user with every outcome, quadratic in the batch (0.5 s of a
-	-- 0.75 s record of 8,192 SMS).
+	-- upd and logged join the outcomes with st (the users, estimated from the arrays),
+	-- not with adv: the planner takes an UPDATE's output for one row and joined every
+	-- user with every outcome, quadratic in the batch (0.5 s of a 0.75 s record of
+	-- 8,192 SMS).
 	UPDATE notify.notifications n SET
 		status           = CASE WHEN o.verdict IN ('sent', 'dead_lettered') THEN o.verdict ELSE n.status END,
 		attempts         = o.attempts,
@@ -82,15 +64,15 @@ WITH o AS (
 ), seen AS (
 	DELETE FROM notify.wakes w USING adv WHERE w.user_id = adv.user_id
 )
-SELECT adv.user_id, u.last_seq, adv.idle,
+SELECT adv.user_id, st.last_seq, adv.idle,
        n.seq, COALESCE(n.status, ''), COALESCE(n.attempts, 0),
        COALESCE(extract(epoch FROM now() - n.first_attempt_at), 0)::float8, COALESCE(n.msg_id, ''), COALESCE(n.event::text, '')
 FROM adv
-JOIN u ON u.user_id = adv.user_id
+JOIN st ON st.user_id = adv.user_id
 LEFT JOIN LATERAL (
 	SELECT * FROM notify.notifications n
-	WHERE n.user_id = adv.user_id AND n.seq >= u.last_seq + 1
-	  AND n.seq < u.last_seq + 1 + (CASE WHEN u.verdict IN ('retry', 'postponed') OR adv.idle THEN 0 ELSE @run END)
+	WHERE n.user_id = adv.user_id AND n.seq >= st.last_seq + 1
+	  AND n.seq < st.last_seq + 1 + (CASE WHEN st.verdict IN ('retry', 'postponed') OR adv.idle THEN 0 ELSE @run END)
 	ORDER BY n.seq
 ) n ON true
 ORDER BY adv.user_id, n.seq

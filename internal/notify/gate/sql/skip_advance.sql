@@ -1,6 +1,7 @@
--- Skip, 4: move the user past the skipped seq and the finished ones after it; it is due.
+-- Skip, 4: the user stands at @last_seq, past the skipped seq; move it on past the finished
+-- ones after it too. It is due.
 WITH RECURSIVE run(s) AS (
-	SELECT @seq::bigint
+	SELECT @last_seq::bigint
 	UNION ALL
 	SELECT n.seq FROM notify.notifications n JOIN run ON n.user_id = @user AND n.seq = run.s + 1
 	WHERE n.status IN ('sent', 'dead_lettered', 'skipped_by_operator')
