@@ -23,8 +23,9 @@ import (
 // notify.wakes (news for idle users) and the SMS log rows of a journaled sender's deliveries
 // in notify.sms_log; it reads notify.deployment for the provider key. The other parts call
 // the methods below: the inbox Arrive, the dead letters FoundDeadLetter, DeadLetterIntents,
-// MarkDeadLettersPublished, Skip, DeadLetter, LockDeadLetter and JournalLate; the read side
-// View and DeploymentID. (The SMS log's read model reads these tables too, and writes none.)
+// MarkDeadLettersPublished, UnpublishedDeadLetters, Skip, DeadLetter, LockDeadLetter and
+// JournalLate; the read side View and DeploymentID. (The SMS log's read model reads these
+// tables too, and writes none.)
 
 var (
 	//go:embed sql/positions.sql
