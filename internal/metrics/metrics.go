@@ -270,6 +270,28 @@ func NewSMS(reg prometheus.Registerer) func(time.Duration, error) {
 	return func(took time.Duration, err error) { h.WithLabelValues(result(err)).Observe(took.Seconds()) }
 }
 
+// commitToSMSBuckets fit a commit→SMS objective around 1 s: fine below it (where a healthy
+// stack's SMS go, in tens to hundreds of milliseconds), with 1 s itself a boundary so the
+// objective is exact, then coarse up to the retry window (SMS_DEAD_LETTER_AFTER, 15m).
+var commitToSMSBuckets = []float64{0.025, 0.05, 0.1, 0.25, 0.5, 0.75, 1, 1.5, 2.5, 5, 10, 30, 60, 300, 900}
+
+// NewCommitToSMS registers walletsaga_notify_commit_to_sms_seconds, the latency users feel:
+// from the wallet's commit of a balance change (the event's occurred_at) to the lane's
+// record of its SMS as sent. The returned function is notify.LaneConfig's ObserveSent.
+func NewCommitToSMS(reg prometheus.Registerer) func(time.Duration) {
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "walletsaga_notify_commit_to_sms_seconds", Buckets: commitToSMSBuckets,
+		Help: "Time from the wallet's commit of a balance change (the event's occurred_at) to this process's record of its SMS as sent; " +
+			"retries included, dead letters and replays not. Each SMS is observed once, by the replica that sent it: sum() across replicas.",
+	})
+	reg.MustRegister(h)
+	return func(d time.Duration) {
+		// occurred_at is the wallet database's clock and the record this process's: a skew
+		// between them must not make a latency negative.
+		h.Observe(max(d, 0).Seconds())
+	}
+}
+
 // NewDLQ registers the DLQ depth gauge: dead letters not yet replayed, counted in Postgres at
 // scrape time; depth is notify.Store.DLQDepth.
 func NewDLQ(reg prometheus.Registerer, depth func(context.Context) (int64, error)) {

@@ -135,3 +135,25 @@ func TestAFailingScrapeQueryLeavesTheRestServed(t *testing.T) {
 	require.Contains(t, out, "walletsaga_sms_send_duration_seconds_count")
 	require.False(t, strings.Contains(out, "walletsaga_dlq_depth "), "no made-up value")
 }
+
+// TestCommitToSMSLatency: the histogram has 1 s as a bucket boundary (the objective the
+// alerting rules measure), and a negative latency (the clocks of the wallet's database and
+// the notifier apart) counts as 0, not below every bucket.
+func TestCommitToSMSLatency(t *testing.T) {
+	t.Parallel()
+	reg := metrics.NewRegistry()
+	observe := metrics.NewCommitToSMS(reg)
+	for _, d := range []time.Duration{-time.Second, 300 * time.Millisecond, time.Second, 2 * time.Second, 20 * time.Minute} {
+		observe(d)
+	}
+	out := scrape(t, metrics.Handler(reg, nil))
+	for _, want := range []string{
+		`walletsaga_notify_commit_to_sms_seconds_bucket{le="0.025"} 1`,
+		`walletsaga_notify_commit_to_sms_seconds_bucket{le="1"} 3`,
+		`walletsaga_notify_commit_to_sms_seconds_bucket{le="900"} 4`,
+		`walletsaga_notify_commit_to_sms_seconds_bucket{le="+Inf"} 5`,
+		`walletsaga_notify_commit_to_sms_seconds_count 5`,
+	} {
+		require.Contains(t, out, want)
+	}
+}
