@@ -157,3 +157,25 @@ func TestCommitToSMSLatency(t *testing.T) {
 		require.Contains(t, out, want)
 	}
 }
+
+// TestFleetWideGaugesSayHowToAggregate: every gauge counted in the shared database at scrape
+// time says in its Help that each replica reports the fleet's value, to be taken with max().
+func TestFleetWideGaugesSayHowToAggregate(t *testing.T) {
+	t.Parallel()
+	reg := metrics.NewRegistry()
+	metrics.NewSaga(reg, func(context.Context) ([]saga.KindStateCount, error) {
+		return []saga.KindStateCount{{Kind: "deposit", State: saga.Completed, Count: 1}}, nil
+	})
+	metrics.NewOutbox(reg, func(context.Context) (wallet.Backlog, error) { return wallet.Backlog{}, nil })
+	metrics.NewNotifier(reg, fakeNotifier())
+	metrics.NewDLQ(reg, func(context.Context) (int64, error) { return 0, nil })
+	out := scrape(t, metrics.Handler(reg, nil))
+	for _, name := range []string{
+		"walletsaga_sagas", "walletsaga_outbox_unpublished", "walletsaga_outbox_oldest_unpublished_age_seconds",
+		"walletsaga_notify_inbox_pending", "walletsaga_notify_due_users", "walletsaga_notify_gap_alerts",
+		"walletsaga_notify_oldest_gap_seconds", "walletsaga_notify_dlq_unpublished", "walletsaga_dlq_depth",
+	} {
+		require.Regexp(t, `(?m)^# HELP `+name+` .*take max\(\) across replicas, not sum\(\)\.$`, out)
+	}
+	require.NotRegexp(t, `(?m)^# HELP walletsaga_notify_lanes_busy .*max\(\)`, out, "a gauge of this process is not fleet-wide")
+}
