@@ -256,6 +256,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 	lanes, err := notify.NewLanes(store, notify.LaneConfig{
 		Workers: cfg.Workers, Owner: laneOwner(cfg.Instance), Lease: cfg.LaneLease, SendTimeout: cfg.SendTimeout, Poll: cfg.LanePoll,
 		Policy: cfg.Retry, Breaker: breaker, Sender: sender, DeadLettered: publisher.Wake, Logger: log,
+		ObserveSent: metrics.NewCommitToSMS(reg),
 	})
 	if err != nil {
 		return err
