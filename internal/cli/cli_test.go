@@ -18,8 +18,8 @@ import (
 	"github.com/walletsaga/walletsaga/internal/cli"
 	notifyapi "github.com/walletsaga/walletsaga/internal/notify/httpapi"
 	"github.com/walletsaga/walletsaga/internal/provider"
-	walletapi "github.com/walletsaga/walletsaga/internal/wallet/httpapi"
 	"github.com/walletsaga/walletsaga/internal/reqid"
+	walletapi "github.com/walletsaga/walletsaga/internal/wallet/httpapi"
 )
 
 func TestJSONLoggerWritesOneObjectPerLineWithTheRequestID(t *testing.T) {
