@@ -172,7 +172,7 @@ func TestHelpExitsZeroAndListsTheCommands(t *testing.T) {
 	t.Parallel()
 	var out, errOut bytes.Buffer
 	require.NoError(t, run(context.Background(), []string{"--help"}, func(string) string { return "" }, &out, &errOut))
-	for _, want := range []string{"Usage: notifier [command] [flags]", "run", "sms-log", "--database-url", "SMS_WEBHOOK_TOKEN"} {
+	for _, want := range []string{"Usage: notifier [command] [flags]", "run", "sms-log", "--notify-database-url", "SMS_WEBHOOK_TOKEN"} {
 		require.Contains(t, errOut.String(), want)
 	}
 }

@@ -91,7 +91,7 @@ func migrate(ctx context.Context, cfg config, log *slog.Logger) error {
 		return err
 	}
 	defer pool.Close()
-	v, err := migrations.Migrate(ctx, pool, log)
+	v, err := migrations.Wallet.Migrate(ctx, pool, log)
 	if err != nil {
 		return err
 	}
