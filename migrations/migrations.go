@@ -145,20 +145,7 @@ func (s Sequence) adoptLegacy(ctx context.Context, pool *pgxpool.Pool, log *slog
 	}
 	var applied []int64
 	if !ours && combined {
-		rows, err := tx.QueryContext(ctx, `SELECT DISTINCT version_id FROM public.goose_db_version
-			WHERE is_applied AND version_id = ANY($1) ORDER BY version_id`, legacyNotifyVersions)
-		if err != nil {
-			return fmt.Errorf("migrations %s: adopt: %w", s.Name, err)
-		}
-		for rows.Next() {
-			var v int64
-			if err := rows.Scan(&v); err != nil {
-				_ = rows.Close()
-				return fmt.Errorf("migrations %s: adopt: %w", s.Name, err)
-			}
-			applied = append(applied, v)
-		}
-		if err := rows.Err(); err != nil {
+		if applied, err = appliedOf(ctx, tx, legacyNotifyVersions); err != nil {
 			return fmt.Errorf("migrations %s: adopt: %w", s.Name, err)
 		}
 	}
@@ -184,4 +171,23 @@ func (s Sequence) adoptLegacy(ctx context.Context, pool *pgxpool.Pool, log *slog
 		log.Info("adopted the notifier's migrations from the combined version table", "versions", applied)
 	}
 	return nil
+}
+
+// appliedOf returns which of versions the combined version table records as applied.
+func appliedOf(ctx context.Context, tx *sql.Tx, versions []int64) ([]int64, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT DISTINCT version_id FROM public.goose_db_version
+		WHERE is_applied AND version_id = ANY($1) ORDER BY version_id`, versions)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close() //nolint:errcheck // rows.Err reports what matters
+	var applied []int64
+	for rows.Next() {
+		var v int64
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		applied = append(applied, v)
+	}
+	return applied, rows.Err()
 }
