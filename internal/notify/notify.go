@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // SMS is one text message to one user for one balance change.
@@ -30,6 +31,9 @@ type SMS struct {
 	IdempotencyKey string
 	// Late marks an operator replay of an SMS that was dead-lettered.
 	Late bool
+	// OccurredAt is when the wallet committed the balance change (the event's occurred_at):
+	// where the commit→SMS latency starts.
+	OccurredAt time.Time
 }
 
 // ProviderKey is the idempotency key of (user, seq)'s SMS at the provider:

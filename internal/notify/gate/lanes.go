@@ -50,6 +50,9 @@ type LaneConfig struct {
 	// Breaker holds sends back while the provider as a whole fails; nil: a default one.
 	Breaker *senders.Breaker
 	Sender  notify.Sender
+	// ObserveSent, when set, is told, for each SMS recorded as sent, how long after its
+	// event's commit (OccurredAt) the record came: the commit→SMS latency (metrics).
+	ObserveSent func(sinceCommit time.Duration)
 	// DeadLettered is called after dead letters were recorded (to wake the DLQ publisher).
 	DeadLettered func()
 	Logger       *slog.Logger
@@ -327,6 +330,7 @@ func plan(h head) (step, notify.SMS, string) {
 	if err != nil {
 		return stepDeadLetter, notify.SMS{}, "the stored event no longer renders: " + err.Error()
 	}
+	m.OccurredAt = ev.OccurredAt
 	return stepSend, m, ""
 }
 
@@ -418,6 +422,9 @@ func (l *Lanes) work(stop, ctx context.Context, c claim, leaseEnd time.Time) {
 			switch o.Verdict {
 			case Sent:
 				l.sent.Add(1)
+				if l.cfg.ObserveSent != nil && !o.OccurredAt.IsZero() {
+					l.cfg.ObserveSent(time.Since(o.OccurredAt))
+				}
 			case DeadLettered:
 				l.dead.Add(1)
 				if l.cfg.DeadLettered != nil {
@@ -452,6 +459,7 @@ func (l *Lanes) giveBack(ctx context.Context, c claim, requeue bool) {
 func (l *Lanes) deliver(ctx context.Context, h head, m notify.SMS) outcome {
 	m.IdempotencyKey = notify.ProviderKey(l.deployment, h.UserID, h.Seq)
 	o := outcome{UserID: h.UserID, Seq: h.Seq, Text: m.Text, Phone: m.Phone, Journal: l.journal}
+	o.OccurredAt = m.OccurredAt
 	done, counted, hold, err := l.cfg.Breaker.Allow(h.UserID)
 	if err != nil {
 		o.Verdict, o.Attempts, o.Delay, o.Reason = Postponed, h.Attempts, hold, "held back: the SMS provider breaker is open"
