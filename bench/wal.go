@@ -24,6 +24,23 @@ type WriteTx struct {
 // All is every write transaction counted.
 func (w WriteTx) All() int64 { return w.Saga + w.Relay + w.Notifier + w.Other }
 
+// keepWAL holds a temporary replication slot on a connection of its own, so that the WAL
+// written from now on stays until release, even across checkpoints, for writeTx to read.
+func (pr *productRun) keepWAL(ctx context.Context) (release func(), err error) {
+	conn, err := pr.db.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := conn.Exec(ctx, `SELECT pg_create_physical_replication_slot('bench_wal_' || pg_backend_pid(), true, true)`); err != nil {
+		conn.Release()
+		return nil, fmt.Errorf("replication slot: %w", err)
+	}
+	return func() {
+		_, _ = conn.Exec(context.WithoutCancel(ctx), `SELECT pg_drop_replication_slot('bench_wal_' || pg_backend_pid())`)
+		conn.Release()
+	}, nil
+}
+
 // writeTx reads the WAL between from and to (pg_lsn text) and classifies the committed
 // transactions of db's database by the relations their records touched.
 func writeTx(ctx context.Context, db *pgxpool.Pool, from, to string) (WriteTx, error) {
