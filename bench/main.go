@@ -55,6 +55,10 @@ type bench struct {
 	// stub is the payment gateway and merchant every walletsvc of the run calls (no
 	// latency); slowStub the same with -sim-latency, for the phases that ask for it.
 	stub, slowStub *providerStub
+	// wal holds the WAL from the first phase that records a span until inspectWAL, after
+	// the last part; productDB is the product phases' database.
+	wal       *walKeeper
+	productDB string
 	// rawTopic holds the raw broker run's backlog, which the notifier drains next.
 	rawTopic string
 }
@@ -101,6 +105,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	defer b.slowStub.close()
 
 	err = b.all(ctx)
+	if ierr := b.inspectWAL(ctx); ierr != nil {
+		err = errors.Join(err, fmt.Errorf("reading the WAL: %w", ierr))
+	}
 	b.res.Seconds = round2(time.Since(started).Seconds())
 	b.res.Machine.LoadEnd = loadAvg()
 	b.res.finish()
@@ -173,6 +180,7 @@ func (b *bench) profile(name string, f func() error) error {
 
 // cleanup stops every process the run started and drops its databases (unless -keep-dbs).
 func (b *bench) cleanup() {
+	b.releaseWAL()
 	for _, p := range b.meter.procs {
 		stopProc(p)
 	}

@@ -18,6 +18,10 @@ func (b *bench) product(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	b.productDB = u
+	if err := b.keepWAL(ctx); err != nil {
+		return err
+	}
 	topic, err := b.newTopic(ctx, "product", 8)
 	if err != nil {
 		return err
