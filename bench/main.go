@@ -59,6 +59,8 @@ type bench struct {
 	// the last part; productDB is the product phases' database.
 	wal       *walKeeper
 	productDB string
+	// stmts reads pg_stat_statements (statements.go).
+	stmts *statementMeter
 	// rawTopic holds the raw broker run's backlog, which the notifier drains next.
 	rawTopic string
 }
@@ -83,6 +85,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	defer b.admin.Close()
 	if err := b.admin.Ping(ctx); err != nil {
 		return fmt.Errorf("postgres at %s: %w (run make services)", cfg.DatabaseURL, err)
+	}
+	if cfg.Parts["product"] {
+		if err := checkStatementsLoaded(ctx, b.admin); err != nil {
+			return err
+		}
 	}
 	stack := getenv("WALLETSAGA_RUN_DIR") // where scripts/services.sh keeps the stack's state
 	if stack == "" {
@@ -181,6 +188,7 @@ func (b *bench) profile(name string, f func() error) error {
 // cleanup stops every process the run started and drops its databases (unless -keep-dbs).
 func (b *bench) cleanup() {
 	b.releaseWAL()
+	b.stmts.close()
 	for _, p := range b.meter.procs {
 		stopProc(p)
 	}

@@ -22,6 +22,10 @@ func (b *bench) product(ctx context.Context) error {
 	if err := b.keepWAL(ctx); err != nil {
 		return err
 	}
+	stmts, err := b.statements(ctx)
+	if err != nil {
+		return err
+	}
 	topic, err := b.newTopic(ctx, "product", 8)
 	if err != nil {
 		return err
@@ -47,7 +51,7 @@ func (b *bench) product(ctx context.Context) error {
 		return fmt.Errorf("creating users: %w", err)
 	}
 	b.log.Info("users created", "n", len(users), "took", time.Since(t0).Round(time.Millisecond))
-	pr := &productRun{tag: "bench-" + b.ts, wenv: wenv, api: api, db: db, users: users, meter: b.meter, drain: b.cfg.Drain}
+	pr := &productRun{tag: "bench-" + b.ts, wenv: wenv, api: api, db: db, dbURL: u, stmts: stmts, users: users, meter: b.meter, drain: b.cfg.Drain}
 	// Warm up (not reported): connections, statement caches, the consumer's queue locks.
 	pr.phase(ctx, "deposit", 8, 0, 2*time.Second)
 	for _, kind := range []string{"deposit", "purchase", "transfer"} {

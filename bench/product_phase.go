@@ -47,7 +47,10 @@ type Phase struct {
 	// (read-only transactions of anyone).
 	Writes *WriteTx `json:"write_tx,omitempty"`
 	WAL    *WALSpan `json:"wal,omitempty"`
-	Note   string   `json:"note,omitempty"`
+	// Statements is what the product's database executed over the same span, statement by
+	// statement (pg_stat_statements).
+	Statements *Statements `json:"statements,omitempty"`
+	Note       string      `json:"note,omitempty"`
 	// Setting names the run's special conditions ("sim latency 20ms", "durable"); "" for
 	// the default.
 	Setting string `json:"setting,omitempty"`
@@ -59,6 +62,8 @@ type productRun struct {
 	wenv  map[string]string // walletsvc's environment
 	api   apiClient
 	db    *pgxpool.Pool // the product's database
+	dbURL string
+	stmts *statementMeter
 	users []int64
 	meter *cpuMeter
 	next  atomic.Int64
@@ -103,7 +108,7 @@ func (pr *productRun) request(ctx context.Context, kind string, i int64) (ok boo
 func (pr *productRun) snapshot(ctx context.Context) (CPUSample, int64, string) {
 	var commits int64
 	var lsn string
-	_ = pr.db.QueryRow(ctx, `SELECT xact_commit, pg_current_wal_flush_lsn()::text FROM pg_stat_database WHERE datname = current_database()`).Scan(&commits, &lsn)
+	_ = pr.db.QueryRow(ctx, probe+`SELECT xact_commit, pg_current_wal_flush_lsn()::text FROM pg_stat_database WHERE datname = current_database()`).Scan(&commits, &lsn)
 	return pr.meter.sample(), commits, lsn
 }
 
@@ -114,7 +119,7 @@ func (pr *productRun) quiet(ctx context.Context, limit time.Duration) int64 {
 	deadline := time.Now().Add(limit)
 	var left int64
 	for ctx.Err() == nil {
-		_ = pr.db.QueryRow(ctx, `SELECT count(*) FROM wallet_events e
+		_ = pr.db.QueryRow(ctx, probe+`SELECT count(*) FROM wallet_events e
 			WHERE NOT EXISTS (SELECT 1 FROM notify.sms_log l WHERE l.user_id = e.user_id AND l.seq = e.seq AND NOT l.late)`).Scan(&left)
 		if left == 0 || time.Now().After(deadline) {
 			return left
@@ -127,6 +132,7 @@ func (pr *productRun) quiet(ctx context.Context, limit time.Duration) int64 {
 // phase runs kind for d: closed loop with clients, or open loop at openRate sagas/s.
 func (pr *productRun) phase(ctx context.Context, kind string, clients int, openRate float64, d time.Duration) Phase {
 	ph := Phase{Kind: kind, Clients: clients, OpenRate: round2(openRate), Seconds: d.Seconds()}
+	evicted, stmtErr := pr.stmts.reset(ctx, pr.dbURL)
 	cpu0, commits0, lsn0 := pr.snapshot(ctx)
 	var (
 		lat                                 recorder
@@ -192,7 +198,7 @@ func (pr *productRun) phase(ctx context.Context, kind string, clients int, openR
 	// Let the relay and the notifier catch up, then read the latencies of the window's events.
 	deadline := time.Now().Add(pr.drain)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
-		_ = pr.db.QueryRow(ctx, `SELECT count(*) FROM wallet_events e WHERE e.occurred_at >= $1 AND e.occurred_at < $2
+		_ = pr.db.QueryRow(ctx, probe+`SELECT count(*) FROM wallet_events e WHERE e.occurred_at >= $1 AND e.occurred_at < $2
 			AND NOT EXISTS (SELECT 1 FROM notify.sms_log l WHERE l.user_id = e.user_id AND l.seq = e.seq AND NOT l.late)`,
 			start, winEnd).Scan(&ph.Undelivered)
 		if ph.Undelivered == 0 {
@@ -205,7 +211,7 @@ func (pr *productRun) phase(ctx context.Context, kind string, clients int, openR
 	}
 	var e2e, pub, deliver [4]*float64
 	var sms int64
-	err := pr.db.QueryRow(ctx, `
+	err := pr.db.QueryRow(ctx, probe+`
 		WITH x AS (
 			SELECT extract(epoch FROM l.sent_at - e.occurred_at) * 1000 AS e2e,
 			       extract(epoch FROM e.published_at - e.occurred_at) * 1000 AS pub,
@@ -243,5 +249,11 @@ func (pr *productRun) phase(ctx context.Context, kind string, clients int, openR
 	ph.CPU, ph.DBCommits, ph.CPUSpan = cpu1.since(cpu0), commits1-commits0, round2(span.Seconds())
 	ph.OthersCPU = ph.CPU.others(span, runtime.NumCPU())
 	ph.WAL = &WALSpan{From: lsn0, To: lsn1}
+	if stmtErr == nil {
+		ph.Statements, stmtErr = pr.stmts.read(ctx, pr.dbURL, evicted)
+	}
+	if stmtErr != nil {
+		ph.Note += " statements: " + stmtErr.Error()
+	}
 	return ph
 }

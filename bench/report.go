@@ -92,6 +92,7 @@ func (r *Results) tables() []table {
 		}
 		ts = append(ts, t)
 	}
+	ts = append(ts, statementTables(r.profiles())...)
 	var extra [][]string
 	if len(r.PeakRSS) > 0 {
 		extra = append(extra, []string{"peak RSS (VmHWM) walletsvc", f1(r.PeakRSS["walletsvc"]) + " MiB"},
@@ -128,6 +129,73 @@ var definitions = []string{
 	"write tx/saga: committed transactions that wrote (got a transaction id), read from the WAL of the same span (pg_walinspect; the span is recorded during the phase and read after the run's last measured part, so that reading it perturbs no phase) and split by the tables each touched: saga = the wallet's and the saga engine's tables (the saga's own commits), relay = only wallet_events (marking published), notifier = the notify schema; ÷ completed sagas. read tx/saga (db) = DB commits − all write transactions: read-only transactions of everyone on the database (the API's reads, the relay's and the notifier's polls, this bench's probes).",
 	"others CPU: share of the machine's CPU capacity over the same span used by processes outside the stack (other sessions' builds and tests, kernel threads): the noise on this run; Postgres work of other databases on the same cluster is counted under postgres, not here.",
 	"peak RSS: VmHWM of /proc/PID/status at the end of the product phases.",
+	"statements: pg_stat_statements of the phase's database over the same span (reset at the phase's start): each normalized statement's calls and total execution time (from start to end inside the server, so lock waits and CPU queueing count; planning not included; BEGIN and COMMIT are statements too) ÷ completed sagas, costliest first; share = of the time the database spent executing the product's statements; the bench's own probes, marked by a comment, are left out; [tables] = the tables the statement names. The verdict names the costliest.",
+}
+
+// profiled is a phase's statement profile, as the statement tables show it.
+type profiled struct {
+	label     string
+	completed int64
+	st        *Statements
+}
+
+// label names a product phase: kind × clients (or its open-loop rate), and its setting.
+func (p Phase) label() string {
+	l := p.Kind + " × " + strconv.Itoa(p.Clients)
+	if p.OpenRate > 0 {
+		l = p.Kind + " open " + f1(p.OpenRate) + "/s"
+	}
+	if p.Setting != "" {
+		l += " (" + p.Setting + ")"
+	}
+	return l
+}
+
+// profiles are the phases with a statement profile, in the order they ran.
+func (r *Results) profiles() []profiled {
+	var out []profiled
+	rows := append([]Phase(nil), r.Phases...)
+	if r.HalfLoad != nil {
+		rows = append(rows, *r.HalfLoad)
+	}
+	for _, p := range rows {
+		if p.Statements != nil {
+			out = append(out, profiled{label: p.label(), completed: p.Completed, st: p.Statements})
+		}
+	}
+	return out
+}
+
+// topStatements is how many statements per phase the statement table shows (the JSON has
+// them all).
+const topStatements = 5
+
+// statementTables are the costliest statements of each profiled phase, per saga, and the
+// verdict of each.
+func statementTables(ps []profiled) []table {
+	if len(ps) == 0 {
+		return nil
+	}
+	top := table{title: fmt.Sprintf("Where the database time goes: the %d costliest statements of each phase (pg_stat_statements, per completed saga; the bench's own probes left out)", topStatements),
+		head: []string{"phase", "#", "calls/saga", "exec ms/saga", "share", "µs/call", "statement"}}
+	verdicts := table{title: "Verdict per phase", head: []string{"phase", "verdict"}}
+	for _, p := range ps {
+		list, total := p.st.perSaga(p.completed)
+		for i, c := range list[:min(len(list), topStatements)] {
+			top.rows = append(top.rows, []string{p.label, strconv.Itoa(i + 1), strconv.FormatFloat(c.CallsPerSaga, 'f', 2, 64),
+				strconv.FormatFloat(c.MSPerSaga, 'f', 3, 64), f0(c.Share*100) + "%", f1(c.ExecMS * 1000 / float64(c.Calls)), describe(c.Query, 80)})
+		}
+		if len(list) > topStatements {
+			rest, calls := 0.0, 0.0
+			for _, c := range list[topStatements:] {
+				rest, calls = rest+c.MSPerSaga, calls+c.CallsPerSaga
+			}
+			top.rows = append(top.rows, []string{p.label, "", strconv.FormatFloat(calls, 'f', 2, 64), strconv.FormatFloat(rest, 'f', 3, 64),
+				f0(rest/max(total, 1e-9)*100) + "%", "", fmt.Sprintf("the %d others", len(list)-topStatements)})
+		}
+		verdicts.rows = append(verdicts.rows, []string{p.label, p.st.verdict(p.completed)})
+	}
+	return []table{top, verdicts}
 }
 
 func settingName(s string) string {
@@ -187,7 +255,7 @@ func (b *bench) write() error {
 	for _, t := range r.tables() {
 		fmt.Fprintf(&sb, "## %s\n\n| %s |\n|%s\n", t.title, strings.Join(t.head, " | "), strings.Repeat("---|", len(t.head)))
 		for _, row := range t.rows {
-			fmt.Fprintf(&sb, "| %s |\n", strings.Join(row, " | "))
+			fmt.Fprintf(&sb, "| %s |\n", strings.Join(mdCells(row), " | "))
 		}
 		sb.WriteString("\n")
 	}
@@ -217,4 +285,13 @@ func (b *bench) write() error {
 	}
 	fmt.Fprintf(os.Stderr, "bench: wrote %s.json and %s.md\n", base, base)
 	return nil
+}
+
+// mdCells escapes the cells of a Markdown table row: a statement's text may hold a pipe.
+func mdCells(row []string) []string {
+	out := make([]string, len(row))
+	for i, c := range row {
+		out[i] = strings.ReplaceAll(c, "|", `\|`)
+	}
+	return out
 }
