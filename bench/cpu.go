@@ -12,7 +12,7 @@ import (
 // cpuMeter reads the CPU time of every process of the stack at once.
 type cpuMeter struct {
 	postmaster, broker int
-	procs              map[string]*proc
+	procs              map[string]process
 }
 
 // CPUSample is CPU time per process, in seconds.

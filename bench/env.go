@@ -133,6 +133,13 @@ func (b *bench) stopProc(name string) {
 // proc is one of the product's binaries, running.
 type proc = procs.Proc
 
+// process is a program the run started and meters: one of the product's binaries (proc), or
+// the DTM server (dtmServer).
+type process interface {
+	Pid() int
+	Stop(timeout time.Duration) error
+}
+
 // startProc runs bin with env added to the bench's environment, output to logPath, and waits
 // until /readyz answers 200 (database and broker reachable).
 func startProc(ctx context.Context, name, bin, logPath string, env map[string]string) (*proc, error) {
@@ -140,14 +147,14 @@ func startProc(ctx context.Context, name, bin, logPath string, env map[string]st
 }
 
 // stopProc sends SIGTERM and waits (SIGKILL after 20s).
-func stopProc(p *proc) {
+func stopProc(p process) {
 	if p != nil {
 		_ = p.Stop(20 * time.Second)
 	}
 }
 
 // peakRSSMiB is VmHWM from /proc/PID/status: the process's peak resident set so far.
-func peakRSSMiB(p *proc) float64 {
+func peakRSSMiB(p process) float64 {
 	kb := procStatusKB(p.Pid(), "VmHWM")
 	return round2(float64(kb) / 1024)
 }

@@ -8,7 +8,8 @@
 // bench/results/.
 //
 // One file per part, in the order the parts run (see parts): ceiling_postgres.go,
-// ceiling_rocketmq.go, product.go (with product_phase.go and durable.go), notify_drain.go,
+// ceiling_rocketmq.go, product.go (with product_phase.go and durable.go), dtm.go (with
+// dtm_server.go: the peer, DTM, in the same run), notify_drain.go,
 // notify_slow.go, lane_isolation.go, lane_outage.go, lane_backlog.go; and the concerns they
 // share: config.go, env.go (databases, topics, processes), cpu.go, machine.go, wal.go,
 // results.go (ratios and targets) and report.go (tables, JSON and Markdown).
@@ -59,6 +60,7 @@ type bench struct {
 	// the last part; productDB is the product phases' database.
 	wal       *walKeeper
 	productDB string
+	dtmDB     string // DTM's store
 	// stmts reads pg_stat_statements (statements.go).
 	stmts *statementMeter
 	// rawTopic holds the raw broker run's backlog, which the notifier drains next.
@@ -86,7 +88,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err := b.admin.Ping(ctx); err != nil {
 		return fmt.Errorf("postgres at %s: %w (run make services)", cfg.DatabaseURL, err)
 	}
-	if cfg.Parts["product"] {
+	if cfg.Parts["product"] || cfg.Parts["dtm"] {
 		if err := checkStatementsLoaded(ctx, b.admin); err != nil {
 			return err
 		}
@@ -98,7 +100,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	b.meter = &cpuMeter{
 		postmaster: pidFromFile(filepath.Join(stack, "pg/data/postmaster.pid")),
 		broker:     pidFromFile(filepath.Join(stack, "rocketmq/broker.pid")),
-		procs:      map[string]*proc{},
+		procs:      map[string]process{},
 	}
 	b.res = &Results{Started: started, Machine: describeMachine(ctx, b.admin, cfg.Repo), Settings: settingsOf(cfg)}
 	defer b.cleanup()
@@ -137,6 +139,7 @@ func (b *bench) parts() []part {
 		{"pg", "postgres ceiling", b.postgresCeiling},
 		{"mq", "broker ceiling", b.brokerCeiling},
 		{"product", "product", b.product},
+		{"dtm", "DTM", b.dtm},
 		{"notify", "notifier drain", b.notifyDrain},
 		{"slow", "slow provider", b.slowProvider},
 		{"isolation", "isolation", b.isolation},

@@ -92,11 +92,31 @@ func (r *Results) tables() []table {
 		}
 		ts = append(ts, t)
 	}
+	if m := r.DTM; m != nil {
+		t := table{title: fmt.Sprintf("Peer: DTM %s, sagas of two branches (no-op HTTP action + compensation served by the bench) submitted through dtmcli with WaitResult (closed loop); DTM's store in a Postgres database of its own; %d action and %d compensation calls answered",
+			m.Version, m.ActionCalls, m.CompensateCalls),
+			head: []string{"clients", "sagas/s", "ok", "err", "p50", "p95", "p99 ms", "CPU ms/saga dtm", "postgres", "bench", "DB commits/saga", "write tx/saga", "others CPU"}}
+		for _, p := range m.Phases {
+			commits, writes := "-", "-"
+			if p.Completed > 0 {
+				commits = f1(float64(p.DBCommits) / float64(p.Completed))
+				if p.Writes != nil {
+					writes = strconv.FormatFloat(float64(p.Writes.All())/float64(p.Completed), 'f', 2, 64)
+				}
+			}
+			t.rows = append(t.rows, []string{strconv.Itoa(p.Clients), f1(p.SagasPerS), d(p.Completed), d(p.Errors), f1(p.Latency.P50), f1(p.Latency.P95), f1(p.Latency.P99),
+				perOp(p.CPU["dtm"], p.Completed), perOp(p.CPU["postgres"], p.Completed), perOp(p.CPU["bench"], p.Completed), commits, writes, f0(p.OthersCPU*100) + "%"})
+		}
+		ts = append(ts, t)
+	}
 	ts = append(ts, statementTables(r.profiles())...)
 	var extra [][]string
 	if len(r.PeakRSS) > 0 {
 		extra = append(extra, []string{"peak RSS (VmHWM) walletsvc", f1(r.PeakRSS["walletsvc"]) + " MiB"},
 			[]string{"peak RSS (VmHWM) notifier", f1(r.PeakRSS["notifier"]) + " MiB"})
+	}
+	if m := r.DTM; m != nil && m.PeakRSSMiB > 0 {
+		extra = append(extra, []string{"peak RSS (VmHWM) DTM server", f1(m.PeakRSSMiB) + " MiB"})
 	}
 	if n := r.NotifyDrain; n != nil {
 		extra = append(extra, []string{"notifier draining the raw backlog (log sender, 8 queues)",
@@ -129,7 +149,8 @@ var definitions = []string{
 	"write tx/saga: committed transactions that wrote (got a transaction id), read from the WAL of the same span (pg_walinspect; the span is recorded during the phase and read after the run's last measured part, so that reading it perturbs no phase) and split by the tables each touched: saga = the wallet's and the saga engine's tables (the saga's own commits), relay = only wallet_events (marking published), notifier = the notify schema; ÷ completed sagas. read tx/saga (db) = DB commits − all write transactions: read-only transactions of everyone on the database (the API's reads, the relay's and the notifier's polls, this bench's probes).",
 	"others CPU: share of the machine's CPU capacity over the same span used by processes outside the stack (other sessions' builds and tests, kernel threads): the noise on this run; Postgres work of other databases on the same cluster is counted under postgres, not here.",
 	"peak RSS: VmHWM of /proc/PID/status at the end of the product phases.",
-	"statements: pg_stat_statements of the phase's database over the same span (reset at the phase's start): each normalized statement's calls and total execution time (from start to end inside the server, so lock waits and CPU queueing count; planning not included; BEGIN and COMMIT are statements too) ÷ completed sagas, costliest first; share = of the time the database spent executing the product's statements; the bench's own probes, marked by a comment, are left out; [tables] = the tables the statement names. The verdict names the costliest.",
+	"DTM: the peer of the same run, DTM's server built from its module's source, with its defaults but for its ports and its log level (warn, as the product's binaries run here), its store on a database of its own of the same cluster; each client submits a saga of two branches (an action and a compensation each, no-op HTTP handlers of this load generator) through dtmcli with WaitResult (answered once the saga has ended) and a global id of its own, then the next. sagas/s, latency, CPU ms/saga (dtm = DTM's server process; postgres and bench as above, bench serving the branches), DB commits/saga and write tx/saga (every write transaction of DTM's database, from the WAL) are measured as for the product, the span ending when DTM has recorded the phase's branch outcomes (it writes them in batches after answering).",
+	"statements: pg_stat_statements of the phase's database over the same span (reset at the phase's start): each normalized statement's calls and total execution time (from start to end inside the server, so lock waits and CPU queueing count; planning not included; BEGIN and COMMIT are statements too) ÷ completed sagas, costliest first; share = of the time the database spent executing statements; the bench's own probes, marked by a comment, are left out; [tables] = the tables the statement names. The verdict names the costliest.",
 }
 
 // profiled is a phase's statement profile, as the statement tables show it.
@@ -161,6 +182,13 @@ func (r *Results) profiles() []profiled {
 	for _, p := range rows {
 		if p.Statements != nil {
 			out = append(out, profiled{label: p.label(), completed: p.Completed, st: p.Statements})
+		}
+	}
+	if r.DTM != nil {
+		for _, p := range r.DTM.Phases {
+			if p.Statements != nil {
+				out = append(out, profiled{label: p.label(), completed: p.Completed, st: p.Statements})
+			}
 		}
 	}
 	return out

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -23,6 +24,7 @@ type Results struct {
 
 	Phases   []Phase            `json:"product_phases"`
 	HalfLoad *Phase             `json:"half_load,omitempty"`
+	DTM      *DTM               `json:"dtm,omitempty"`
 	PeakRSS  map[string]float64 `json:"peak_rss_mib,omitempty"`
 
 	NotifyDrain *NotifyDrain  `json:"notifier_drain,omitempty"`
@@ -94,6 +96,15 @@ func (r *Results) finish() {
 				"the same minimum (%s, %.1f/s) ÷ pgbench's best TPC-B-like tps (%.1f)", minKind, minRate, bestPgbench)})
 		}
 	}
+	if rt, ok := dtmRatio(best, r.DTM); ok {
+		// Beside wallet_vs_postgres, the headline.
+		at := 0
+		if len(r.Ratios) > 0 && r.Ratios[0].Name == "wallet_vs_postgres" {
+			at = 1
+		}
+		r.Ratios = slices.Insert(r.Ratios, at, rt)
+		r.Targets = append(r.Targets, Target{What: "ratio wallet_vs_dtm (min over kinds)", Want: "≥ 1.00", Got: rt.Value, Reached: rt.Value >= 1})
+	}
 	if durable := r.bestByKind("durable"); durableRaw > 0 && len(durable) > 0 {
 		minRate := -1.0
 		for _, p := range durable {
@@ -141,6 +152,38 @@ func (r *Results) finish() {
 			Want: "< 100 ms", Got: h.E2E.P99, Reached: h.E2E.P99 > 0 && h.E2E.P99 < 100 && h.Undelivered == 0})
 	}
 	r.laneTargets()
+}
+
+// dtmRatio is wallet_vs_dtm: the minimum over kinds of each kind's best completed sagas/s ÷
+// DTM's best sagas/s in the same run; not ok without both.
+func dtmRatio(best map[string]Phase, m *DTM) (Ratio, bool) {
+	if m == nil || len(best) == 0 {
+		return Ratio{}, false
+	}
+	var top DTMPhase
+	for _, p := range m.Phases {
+		if p.SagasPerS > top.SagasPerS {
+			top = p
+		}
+	}
+	if top.SagasPerS <= 0 {
+		return Ratio{}, false
+	}
+	minKind, minRate := "", 0.0
+	var per []string
+	for _, k := range []string{"deposit", "purchase", "transfer"} {
+		p, ok := best[k]
+		if !ok {
+			continue
+		}
+		if minKind == "" || p.SagasPerS < minRate {
+			minKind, minRate = k, p.SagasPerS
+		}
+		per = append(per, fmt.Sprintf("%s %.2f (%.1f/s at %d clients)", k, p.SagasPerS/top.SagasPerS, p.SagasPerS, p.Clients))
+	}
+	return Ratio{Name: "wallet_vs_dtm", Value: round2(minRate / top.SagasPerS), Definition: fmt.Sprintf(
+		"the MINIMUM over kinds of each kind's best completed sagas/s ÷ DTM %s's best completed sagas/s in the same run (%d clients: %.1f/s; sagas of two no-op HTTP branches through dtmcli with WaitResult, DTM's store on the same cluster); the minimum is %s; per kind: %s",
+		m.Version, top.Clients, top.SagasPerS, minKind, strings.Join(per, ", "))}, true
 }
 
 // bestByKind returns, per kind, the closed-loop phase with the most completed sagas/s among

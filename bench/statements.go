@@ -158,11 +158,11 @@ type StatementCost struct {
 	Statement
 	CallsPerSaga float64
 	MSPerSaga    float64
-	Share        float64 // of the product's statement time (probes left out)
+	Share        float64 // of the statements' time (the bench's probes left out)
 }
 
-// perSaga returns the product's statements (probes left out) with their cost per saga, and
-// the product's total statement time per saga; nothing if no saga completed.
+// perSaga returns the statements (the bench's probes left out) with their cost per saga, and
+// their total execution time per saga; nothing if no saga completed.
 func (s *Statements) perSaga(completed int64) (list []StatementCost, totalMS float64) {
 	if s == nil || completed <= 0 {
 		return nil, 0
@@ -194,7 +194,7 @@ func (s *Statements) verdict(completed int64) string {
 		return "no statement profile"
 	}
 	c := list[0] // read orders by total time
-	v := fmt.Sprintf("costliest statement: %s — %.3f ms/saga, %.0f%% of the %.3f ms/saga the database spent executing the product's statements (%.2f calls/saga, %.1f µs/call)",
+	v := fmt.Sprintf("costliest statement: %s — %.3f ms/saga, %.0f%% of the %.3f ms/saga the database spent executing statements, the bench's probes left out (%.2f calls/saga, %.1f µs/call)",
 		describe(c.Query, 90), c.MSPerSaga, c.Share*100, total, c.CallsPerSaga, c.ExecMS*1000/float64(c.Calls))
 	if s.Evicted > 0 {
 		v += fmt.Sprintf("; pg_stat_statements evicted %d entries meanwhile, so rare statements may be missing", s.Evicted)
@@ -203,7 +203,7 @@ func (s *Statements) verdict(completed int64) string {
 }
 
 var (
-	tableRe = regexp.MustCompile(`(?i)\b(FROM|INTO|UPDATE|JOIN)\s+([a-z_][a-z0-9_]*(?:\.[a-z_][a-z0-9_]*)?)`)
+	tableRe = regexp.MustCompile(`(?i)\b(FROM|INTO|UPDATE|JOIN)\s+("?[a-z_][a-z0-9_]*"?(?:\."?[a-z_][a-z0-9_]*"?)?)`)
 	cteRe   = regexp.MustCompile(`(?i)(?:\bWITH|,)\s+([a-z_][a-z0-9_]*)\s+AS\s+(?:NOT\s+)?(?:MATERIALIZED\s+)?\(`)
 )
 
@@ -216,12 +216,12 @@ func tablesOf(q string) []string {
 	}
 	var out []string
 	for _, m := range tableRe.FindAllStringSubmatchIndex(q, -1) {
-		name := strings.ToLower(q[m[4]:m[5]])
+		name := strings.ToLower(strings.ReplaceAll(q[m[4]:m[5]], `"`, ""))
 		fromFunction := strings.EqualFold(q[m[2]:m[3]], "FROM") || strings.EqualFold(q[m[2]:m[3]], "JOIN")
 		if fromFunction && strings.HasPrefix(strings.TrimSpace(q[m[5]:]), "(") {
 			continue // FROM unnest(…): a function
 		}
-		if ctes[name] || slices.Contains(out, name) {
+		if ctes[name] || name == "set" || slices.Contains(out, name) { // ON CONFLICT … DO UPDATE SET
 			continue
 		}
 		out = append(out, name)

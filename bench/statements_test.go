@@ -46,7 +46,7 @@ func TestVerdictNamesTheCostliestProductStatement(t *testing.T) {
 		{Query: "COMMIT", Calls: 100, ExecMS: 10},
 	}}
 	v := st.verdict(100)
-	require.Contains(t, v, "costliest statement: INSERT INTO ledger_entries VALUES ($1) [ledger_entries] — 0.300 ms/saga, 75% of the 0.400 ms/saga")
+	require.Contains(t, v, "costliest statement: INSERT INTO ledger_entries VALUES ($1) [ledger_entries] — 0.300 ms/saga, 75% of the 0.400 ms/saga the database spent executing statements")
 	require.Contains(t, v, "1.00 calls/saga, 300.0 µs/call")
 	require.NotContains(t, v, "evicted")
 
@@ -76,5 +76,7 @@ func TestTablesOfNamesTablesButNotCTEsOrFunctions(t *testing.T) {
 		"INSERT INTO wallet_events (user_id) SELECT user_id FROM w JOIN notify.progress p ON true, unnest($2::bigint[]) FROM unnest($3::text[])"
 	require.Equal(t, []string{"wallets", "ledger_entries", "wallet_events", "notify.progress"}, tablesOf(q))
 	require.Empty(t, tablesOf("COMMIT"))
+	require.Equal(t, []string{"trans_branch_op"}, tablesOf(`INSERT INTO "trans_branch_op" ("gid") VALUES ($1) ON CONFLICT ("gid") DO UPDATE SET "status"=excluded."status"`))
+	require.Equal(t, []string{"public.kv"}, tablesOf(`SELECT * FROM "public"."kv"`))
 	require.Equal(t, "SELECT a FR… [t]", describe("SELECT a FROM t", 12))
 }

@@ -85,6 +85,11 @@ func (b *bench) inspectWAL(ctx context.Context) error {
 	if b.res.HalfLoad != nil {
 		todo = append(todo, b.res.HalfLoad.walInspection(b.productDB))
 	}
+	if b.res.DTM != nil {
+		for i := range b.res.DTM.Phases {
+			todo = append(todo, b.res.DTM.Phases[i].walInspection(b.dtmDB))
+		}
+	}
 	todo = slices.DeleteFunc(todo, func(w walInspection) bool { return w.span == nil })
 	if len(todo) == 0 {
 		return nil
