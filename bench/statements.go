@@ -146,11 +146,14 @@ func (m *statementMeter) read(ctx context.Context, dbURL string, evicted int64) 
 	return st, nil
 }
 
-// normalizeQuery collapses a statement's whitespace (pg_stat_statements already stands $n
-// for its constants) and drops the bench's probe mark.
+// commentRe matches SQL comments; pg_stat_statements keeps them in a statement's text but
+// stands $n for every constant, so no string literal can hold one.
+var commentRe = regexp.MustCompile(`(?s)--[^\n]*|/\*.*?\*/`)
+
+// normalizeQuery drops a statement's comments (the bench's probe mark among them) and
+// collapses its whitespace; pg_stat_statements already stands $n for its constants.
 func normalizeQuery(q string) string {
-	q = strings.TrimPrefix(strings.TrimSpace(q), strings.TrimSpace(probe))
-	return strings.Join(strings.Fields(q), " ")
+	return strings.Join(strings.Fields(commentRe.ReplaceAllString(q, " ")), " ")
 }
 
 // StatementCost is one statement's cost per completed saga.
@@ -207,6 +210,15 @@ var (
 	cteRe   = regexp.MustCompile(`(?i)(?:\bWITH|,)\s+([a-z_][a-z0-9_]*)\s+AS\s+(?:NOT\s+)?(?:MATERIALIZED\s+)?\(`)
 )
 
+// notTable are the words after which FROM names no table, and the words after UPDATE that
+// are none (DO UPDATE SET, FOR UPDATE SKIP LOCKED, FOR UPDATE OF t, FOR UPDATE NOWAIT).
+var notTable = map[string]bool{
+	"set": true, "skip": true, "of": true, "nowait": true,
+	"epoch": true, "year": true, "month": true, "day": true, "hour": true, "minute": true, "second": true,
+	"milliseconds": true, "microseconds": true, "dow": true, "doy": true, "week": true,
+	"distinct": true, "both": true, "leading": true, "trailing": true,
+}
+
 // tablesOf lists the tables a statement reads or writes, in order of first mention: its
 // common table expressions and set-returning functions left out.
 func tablesOf(q string) []string {
@@ -216,12 +228,18 @@ func tablesOf(q string) []string {
 	}
 	var out []string
 	for _, m := range tableRe.FindAllStringSubmatchIndex(q, -1) {
+		if before := strings.Fields(q[:m[0]]); len(before) > 0 {
+			w := before[len(before)-1]
+			if w = strings.ToLower(w[strings.LastIndex(w, "(")+1:]); notTable[w] || strings.HasPrefix(w, "$") {
+				continue // extract(epoch FROM x), IS DISTINCT FROM x, trim(both FROM x)
+			}
+		}
 		name := strings.ToLower(strings.ReplaceAll(q[m[4]:m[5]], `"`, ""))
 		fromFunction := strings.EqualFold(q[m[2]:m[3]], "FROM") || strings.EqualFold(q[m[2]:m[3]], "JOIN")
 		if fromFunction && strings.HasPrefix(strings.TrimSpace(q[m[5]:]), "(") {
 			continue // FROM unnest(…): a function
 		}
-		if ctes[name] || name == "set" || slices.Contains(out, name) { // ON CONFLICT … DO UPDATE SET
+		if ctes[name] || notTable[name] || slices.Contains(out, name) {
 			continue
 		}
 		out = append(out, name)

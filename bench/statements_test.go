@@ -12,6 +12,7 @@ func TestNormalizeQueryCollapsesWhitespaceAndDropsTheProbeMark(t *testing.T) {
 		{"SELECT  a\n\t FROM t\n WHERE id = $1 ", "SELECT a FROM t WHERE id = $1"},
 		{probe + "SELECT count(*)\n FROM x", "SELECT count(*) FROM x"},
 		{"COMMIT", "COMMIT"},
+		{"SELECT a -- the a of t\n FROM t /* one\nrow */ WHERE b", "SELECT a FROM t WHERE b"},
 	} {
 		require.Equal(t, c.want, normalizeQuery(c.in), c.in)
 	}
@@ -78,5 +79,8 @@ func TestTablesOfNamesTablesButNotCTEsOrFunctions(t *testing.T) {
 	require.Empty(t, tablesOf("COMMIT"))
 	require.Equal(t, []string{"trans_branch_op"}, tablesOf(`INSERT INTO "trans_branch_op" ("gid") VALUES ($1) ON CONFLICT ("gid") DO UPDATE SET "status"=excluded."status"`))
 	require.Equal(t, []string{"public.kv"}, tablesOf(`SELECT * FROM "public"."kv"`))
+	require.Equal(t, []string{"wallet_events", "notify.sms_log"}, tablesOf(
+		`SELECT extract(epoch FROM l.sent_at - e.occurred_at), extract($3 FROM l.x), a IS DISTINCT FROM b FROM wallet_events e JOIN notify.sms_log l ON true`))
+	require.Equal(t, []string{"sagas"}, tablesOf(`SELECT id FROM sagas WHERE true FOR UPDATE SKIP LOCKED`))
 	require.Equal(t, "SELECT a FR… [t]", describe("SELECT a FROM t", 12))
 }
