@@ -61,16 +61,12 @@ const dtmRequestTimeout = 30 * time.Second
 func (b *bench) dtm(ctx context.Context) error {
 	done := b.step("DTM " + dtmVersion)
 	defer done()
-	build, err := buildDTM(ctx, b.cfg.RunDir, b.log)
-	if err != nil {
-		return err
-	}
 	u, err := b.newDB(ctx, "dtm")
 	if err != nil {
 		return err
 	}
 	b.dtmDB = u
-	schema, err := os.ReadFile(build.schema)
+	schema, err := os.ReadFile(b.dtmBuild.schema)
 	if err != nil {
 		return err
 	}
@@ -94,7 +90,7 @@ func (b *bench) dtm(ctx context.Context) error {
 		return err
 	}
 	defer branches.close()
-	srv, err := startDTM(ctx, build.bin, u, filepath.Join(b.cfg.RunDir, b.ts+"-dtm.log"))
+	srv, err := startDTM(ctx, b.dtmBuild.bin, u, filepath.Join(b.cfg.RunDir, b.ts+"-dtm.log"))
 	if err != nil {
 		return err
 	}

@@ -60,7 +60,8 @@ type bench struct {
 	// the last part; productDB is the product phases' database.
 	wal       *walKeeper
 	productDB string
-	dtmDB     string // DTM's store
+	dtmDB     string   // DTM's store
+	dtmBuild  dtmBuild // DTM's server, built before the first part
 	// stmts reads pg_stat_statements (statements.go).
 	stmts *statementMeter
 	// rawTopic holds the raw broker run's backlog, which the notifier drains next.
@@ -88,10 +89,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err := b.admin.Ping(ctx); err != nil {
 		return fmt.Errorf("postgres at %s: %w (run make services)", cfg.DatabaseURL, err)
 	}
-	if cfg.Parts["product"] || cfg.Parts["dtm"] {
-		if err := checkStatementsLoaded(ctx, b.admin); err != nil {
-			return err
-		}
+	if err := b.prepare(ctx); err != nil {
+		return err
 	}
 	stack := getenv("WALLETSAGA_RUN_DIR") // where scripts/services.sh keeps the stack's state
 	if stack == "" {
@@ -125,6 +124,24 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = errors.Join(err, werr)
 	}
 	return err
+}
+
+// prepare checks and builds, before any part, what the selected parts need: a run that cannot
+// do one of them stops before it measured anything, and a build does not heat the machine
+// between two parts.
+func (b *bench) prepare(ctx context.Context) error {
+	if b.cfg.Parts["product"] || b.cfg.Parts["dtm"] {
+		if err := checkStatementsLoaded(ctx, b.admin); err != nil {
+			return err
+		}
+	}
+	if b.cfg.Parts["dtm"] {
+		var err error
+		if b.dtmBuild, err = buildDTM(ctx, b.cfg.RunDir, b.log); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // part is one of the bench's parts, named as -parts names it.
