@@ -247,7 +247,7 @@ func printTable(w io.Writer, r *Results) {
 		tw.Flush()
 	}
 	fmt.Fprintln(w)
-	if len(r.Phases) > 0 {
+	if len(r.Phases) > 0 || r.DTM != nil {
 		for _, d := range definitions {
 			fmt.Fprintln(w, "  "+d)
 		}
@@ -287,7 +287,7 @@ func (b *bench) write() error {
 		}
 		sb.WriteString("\n")
 	}
-	if len(r.Phases) > 0 {
+	if len(r.Phases) > 0 || r.DTM != nil {
 		sb.WriteString("Columns:\n\n")
 		for _, d := range definitions {
 			fmt.Fprintf(&sb, "- %s\n", d)
