@@ -104,6 +104,7 @@ func (b *bench) dtm(ctx context.Context) error {
 	l.phase(ctx, 8, 2*time.Second)
 	a0, c0 := branches.actions.Load(), branches.compensations.Load()
 	r := &DTM{Version: dtmVersion}
+	b.res.DTM = r // a run cut short reports the phases that ran
 	for _, c := range b.cfg.Clients {
 		ph := l.phase(ctx, c, b.cfg.Phase)
 		b.log.Info("dtm", "clients", c, "sagas/s", ph.SagasPerS, "p99_ms", ph.Latency.P99, "errors", ph.Errors)
@@ -114,7 +115,6 @@ func (b *bench) dtm(ctx context.Context) error {
 	}
 	r.ActionCalls, r.CompensateCalls = branches.actions.Load()-a0, branches.compensations.Load()-c0
 	r.PeakRSSMiB = peakRSSMiB(srv)
-	b.res.DTM = r
 	return nil
 }
 
