@@ -76,6 +76,9 @@ type StepTuning struct {
 	BackoffBase, BackoffMax time.Duration
 }
 
+// Kinds returns the saga kinds this package registers (the wallet's sagas).
+func Kinds() []string { return []string{KindDeposit, KindPurchase, KindTransfer} }
+
 // Definitions returns the deposit, purchase and transfer saga definitions, calling gw and m
 // for their remote steps.
 func Definitions(gw PaymentGateway, m Merchant, t StepTuning) []saga.Definition {

@@ -323,7 +323,7 @@ func (s *Service) GetSaga(ctx context.Context, id int64) (Operation, error) {
 	if err != nil {
 		return Operation{}, fmt.Errorf("wallet: get saga %d: %w", id, err)
 	}
-	return withSnapshot(op, snap), nil
+	return op.operation(snap), nil
 }
 
 // WaitSaga waits until saga id is terminal or ctx ends, and returns it as it then stands
@@ -344,7 +344,7 @@ func (s *Service) WaitSaga(ctx context.Context, id int64) (Operation, error) {
 		if err != nil {
 			return Operation{}, err
 		}
-		return withSnapshot(op, snap), nil
+		return op.operation(snap), nil
 	case ctx.Err() == nil:
 		return Operation{}, fmt.Errorf("wallet: wait for saga %d: %w", id, err)
 	}
@@ -354,16 +354,18 @@ func (s *Service) WaitSaga(ctx context.Context, id int64) (Operation, error) {
 	return s.GetSaga(rctx, id)
 }
 
-func withSnapshot(op Operation, snap saga.Snapshot) Operation {
-	op.State = snap.State
-	op.Error = snap.Error
-	op.Steps = snap.Steps
-	op.UpdatedAt = snap.UpdatedAt
-	return op
-}
+// userChunk is how many of a user's operations ListSagas reads at a time when it filters
+// them by state.
+const userChunk = 200
 
 // ListSagas returns a page of the wallet's sagas, newest first. Errors: Invalid (bad
 // filter), NotFound (no such user).
+//
+// The sagas' states are the engine's (saga.Engine.List), the rest is the wallet's own rows:
+// without a user, the engine lists the newest sagas of the wallet's kinds in the state asked
+// for, and their rows are read by id; with a user, the wallet reads the user's rows, newest
+// first, and the engine keeps those in the state asked for, a chunk at a time until the page
+// is full.
 func (s *Service) ListSagas(ctx context.Context, f SagaFilter) (SagaPage, error) {
 	switch {
 	case f.Limit == 0:
@@ -382,19 +384,90 @@ func (s *Service) ListSagas(ctx context.Context, f SagaFilter) (SagaPage, error)
 		if _, err := s.GetUser(ctx, f.UserID); err != nil {
 			return SagaPage{}, err
 		}
+		chunk := f.Limit + 1
+		if f.State != "" {
+			chunk = max(chunk, userChunk)
+		}
+		return s.listUserSagas(ctx, f, chunk)
 	}
-	want := f.Limit
-	f.Limit++ // one more tells whether there is a next page
-	ops, err := listOperations(ctx, s.pool, f)
-	if err != nil {
-		return SagaPage{}, err
+	// One more than the page tells whether there is a next page. A saga without the
+	// wallet's row (started on the engine by someone else) is not the wallet's: skipped.
+	var found []Operation
+	for before := f.Cursor; len(found) <= f.Limit; {
+		snaps, err := s.engine.List(ctx, saga.ListFilter{Kinds: Kinds(), State: f.State, Before: before, Limit: f.Limit + 1})
+		if err != nil {
+			return SagaPage{}, fmt.Errorf("wallet: list sagas: %w", err)
+		}
+		if len(snaps) == 0 {
+			break
+		}
+		ids := make([]int64, len(snaps))
+		for i, snap := range snaps {
+			ids[i] = snap.ID
+		}
+		rows, err := getOperations(ctx, s.pool, ids)
+		if err != nil {
+			return SagaPage{}, err
+		}
+		for _, snap := range snaps {
+			if row, ok := rows[snap.ID]; ok {
+				found = append(found, row.operation(snap))
+			}
+		}
+		if len(snaps) <= f.Limit {
+			break
+		}
+		before = snaps[len(snaps)-1].ID
 	}
-	page := SagaPage{Items: ops}
-	if len(ops) > want {
-		page.Items = ops[:want]
-		page.NextCursor = ops[want-1].ID
+	return pageOf(found, f.Limit), nil
+}
+
+// pageOf cuts found, newest first, to a page of limit (found holds one more when there is a
+// next page).
+func pageOf(found []Operation, limit int) SagaPage {
+	page := SagaPage{Items: found}
+	if len(found) > limit {
+		page.Items = found[:limit]
+		page.NextCursor = found[limit-1].ID
 	}
-	return page, nil
+	return page
+}
+
+// listUserSagas is ListSagas for one user's sagas, reading chunk of the user's operations
+// at a time.
+func (s *Service) listUserSagas(ctx context.Context, f SagaFilter, chunk int) (SagaPage, error) {
+	var found []Operation
+	for before := f.Cursor; len(found) <= f.Limit; {
+		rows, err := listUserOperations(ctx, s.pool, f.UserID, before, chunk)
+		if err != nil {
+			return SagaPage{}, err
+		}
+		if len(rows) == 0 {
+			break
+		}
+		ids := make([]int64, len(rows))
+		for i, r := range rows {
+			ids[i] = r.SagaID
+		}
+		snaps, err := s.engine.List(ctx, saga.ListFilter{IDs: ids, State: f.State, Limit: len(ids)})
+		if err != nil {
+			return SagaPage{}, fmt.Errorf("wallet: list sagas: %w", err)
+		}
+		byID := make(map[int64]saga.Snapshot, len(snaps))
+		for _, snap := range snaps {
+			byID[snap.ID] = snap
+		}
+		for _, r := range rows {
+			if snap, ok := byID[r.SagaID]; ok {
+				found = append(found, r.operation(snap))
+			}
+		}
+		if len(rows) < chunk {
+			break
+		}
+		before = rows[len(rows)-1].SagaID
+	}
+	return pageOf(found, f.Limit), nil
 }
 
 func validState(st saga.State) bool {
