@@ -2,7 +2,9 @@ package wallet_test
 
 import (
 	"context"
+	"maps"
 	"regexp"
+	"slices"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -44,4 +46,25 @@ func TestTheDatabaseChecksAllowExactlyTheKinds(t *testing.T) {
 	}
 	require.ElementsMatch(t, events, checkValues(t, pool, "wallet_events", "wallet_events_kind_check"))
 	require.ElementsMatch(t, wallet.Kinds(), checkValues(t, pool, "wallet_operations", "wallet_operations_kind_check"))
+}
+
+// Every kind of balance change is emitted by exactly one saga kind, and every saga kind emits
+// only kinds walletevent knows: an event kind no saga emits is dead weight in every list
+// that must name it, and one emitted by two sagas would tell one of them's users the other's
+// SMS text ("Refund … for a cancelled purchase" after a withdrawal).
+func TestEachEventKindBelongsToOneSagaKind(t *testing.T) {
+	t.Parallel()
+	emitters := map[walletevent.Kind][]string{}
+	byKind := wallet.EventKinds()
+	require.ElementsMatch(t, wallet.Kinds(), slices.Collect(maps.Keys(byKind)))
+	for sagaKind, events := range byKind {
+		require.NotEmpty(t, events, "%s emits no balance event", sagaKind)
+		for _, ev := range events {
+			require.True(t, ev.Valid(), "%s emits %q, which walletevent does not know", sagaKind, ev)
+			emitters[ev] = append(emitters[ev], sagaKind)
+		}
+	}
+	for _, ev := range walletevent.Kinds() {
+		require.Len(t, emitters[ev], 1, "event kind %q is emitted by %v", ev, emitters[ev])
+	}
 }
