@@ -28,6 +28,9 @@ var templates = map[string]map[walletevent.Kind]string{
 		walletevent.TransferOut: "You sent %s to another user. Balance: %s.",
 		walletevent.TransferIn:  "You received %s from another user. Balance: %s.",
 		walletevent.Reversal:    "Your transfer of %s did not go through and was returned. Balance: %s.",
+
+		walletevent.Withdrawal:       "You withdrew %s to your bank account. Balance: %s.",
+		walletevent.WithdrawalRefund: "Your withdrawal of %s did not go through and was refunded. Balance: %s.",
 	},
 	LocaleZhCN: {
 		walletevent.Deposit:     "您已充值 %s，余额 %s。",
@@ -36,6 +39,9 @@ var templates = map[string]map[walletevent.Kind]string{
 		walletevent.TransferOut: "您已转出 %s，余额 %s。",
 		walletevent.TransferIn:  "您收到转账 %s，余额 %s。",
 		walletevent.Reversal:    "您的转账 %s 未成功，已退回，余额 %s。",
+
+		walletevent.Withdrawal:       "您已提现 %s 至银行账户，余额 %s。",
+		walletevent.WithdrawalRefund: "您的提现 %s 未成功，已退回，余额 %s。",
 	},
 }
 

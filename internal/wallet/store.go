@@ -232,6 +232,7 @@ type operationRow struct {
 	Merchant       string
 	Reference      string
 	Source         string
+	Destination    string
 	// Credited is the wallet the saga credits (a deposit's user, a transfer's payee; 0 for
 	// none): its first commit refuses an amount that wallet cannot take.
 	Credited int64
@@ -248,12 +249,12 @@ const constraintOperationAmount = "wallet_operations_amount_check"
 // fails whole, before anything else took effect.
 func queueOperation(b *pgx.Batch, op operationRow) {
 	b.Queue(`
-INSERT INTO wallet_operations (saga_id, kind, user_id, counterparty_id, amount, currency, merchant, reference, source)
+INSERT INTO wallet_operations (saga_id, kind, user_id, counterparty_id, amount, currency, merchant, reference, source, destination)
 SELECT $1, $2, $3, NULLIF($4, 0),
     CASE WHEN w.balance IS NULL OR w.balance <= 9223372036854775807 - $5::bigint THEN $5::bigint ELSE 0 END,
-    $6, NULLIF($7, ''), NULLIF($8, ''), NULLIF($9, '')
+    $6, NULLIF($7, ''), NULLIF($8, ''), NULLIF($9, ''), NULLIF($11, '')
 FROM (SELECT 1) one LEFT JOIN wallets w ON w.user_id = $10`,
-		op.SagaID, op.Kind, op.UserID, op.CounterpartyID, int64(op.Amount), op.Currency, op.Merchant, op.Reference, op.Source, op.Credited)
+		op.SagaID, op.Kind, op.UserID, op.CounterpartyID, int64(op.Amount), op.Currency, op.Merchant, op.Reference, op.Source, op.Credited, op.Destination)
 }
 
 // operation is the wallet's view of a saga: this row with the engine's snapshot.
@@ -261,7 +262,7 @@ func (op operationRow) operation(snap saga.Snapshot) Operation {
 	return Operation{
 		ID: op.SagaID, Kind: op.Kind, State: snap.State, UserID: op.UserID, CounterpartyID: op.CounterpartyID,
 		Amount: op.Amount, Currency: op.Currency, Merchant: op.Merchant, Reference: op.Reference, Source: op.Source,
-		Steps: snap.Steps, Error: snap.Error, CreatedAt: snap.CreatedAt, UpdatedAt: snap.UpdatedAt,
+		Destination: op.Destination, Steps: snap.Steps, Error: snap.Error, CreatedAt: snap.CreatedAt, UpdatedAt: snap.UpdatedAt,
 	}
 }
 
@@ -314,12 +315,12 @@ func startError(err error) error {
 }
 
 const operationColumns = `saga_id, kind, user_id, COALESCE(counterparty_id, 0), amount, currency,
-       COALESCE(merchant, ''), COALESCE(reference, ''), COALESCE(source, '')`
+       COALESCE(merchant, ''), COALESCE(reference, ''), COALESCE(source, ''), COALESCE(destination, '')`
 
 func scanOperationRow(row pgx.Row) (operationRow, error) {
 	var op operationRow
 	err := row.Scan(&op.SagaID, &op.Kind, &op.UserID, &op.CounterpartyID, &op.Amount, &op.Currency,
-		&op.Merchant, &op.Reference, &op.Source)
+		&op.Merchant, &op.Reference, &op.Source, &op.Destination)
 	return op, err
 }
 

@@ -82,6 +82,7 @@ type Operation struct {
 	Merchant       string
 	Reference      string
 	Source         string
+	Destination    string // withdrawals: the bank account
 	Steps          []saga.StepRecord
 	Error          *saga.ErrorInfo
 	CreatedAt      time.Time

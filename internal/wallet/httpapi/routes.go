@@ -49,6 +49,7 @@ func Register(e *echo.Echo, svc *wallet.Service, opts Options) {
 		{http.MethodGet, "/v1/users/:id/events", listEvents(svc), []echo.MiddlewareFunc{service}},
 		{http.MethodPost, "/v1/users/:id/deposits", deposit(svc), []echo.MiddlewareFunc{service}},
 		{http.MethodPost, "/v1/users/:id/purchases", purchase(svc), []echo.MiddlewareFunc{service}},
+		{http.MethodPost, "/v1/users/:id/withdrawals", withdraw(svc), []echo.MiddlewareFunc{service}},
 		{http.MethodPost, "/v1/transfers", transfer(svc), []echo.MiddlewareFunc{service}},
 		{http.MethodGet, "/v1/sagas", listSagas(svc), []echo.MiddlewareFunc{service}},
 		{http.MethodGet, "/v1/sagas/:id", getSaga(svc), []echo.MiddlewareFunc{service}},
