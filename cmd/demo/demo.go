@@ -147,8 +147,13 @@ func play(ctx context.Context, cfg config, out io.Writer) error {
 		map[string]any{"amount": 3000, "merchant": "grumpy-shop", "reference": "reject-" + run}, "compensated"); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "A → B: transfer 25.00\n\n")
+	fmt.Fprintf(out, "A → B: transfer 25.00\n")
 	if err := c.step(ctx, "/v1/transfers", fmt.Sprintf("demo-%s-transfer", run), map[string]any{"from": a.ID, "to": b.ID, "amount": 2500}, "completed"); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "A: withdraw 20.00 to her bank account\n\n")
+	if err := c.step(ctx, fmt.Sprintf("/v1/users/%d/withdrawals", a.ID), fmt.Sprintf("demo-%s-a-withdraw", run),
+		map[string]any{"amount": 2000, "destination": "demo bank 6222 0000 0001"}, "completed"); err != nil {
 		return err
 	}
 
@@ -158,7 +163,7 @@ func play(ctx context.Context, cfg config, out io.Writer) error {
 		aStatuses = append(aStatuses, "sent", "sent")
 	}
 	want := map[int64]expectation{
-		a.ID: {kinds: append(aKinds, "transfer_out"), statuses: append(aStatuses, "sent"), balance: 50000 - 2500},
+		a.ID: {kinds: append(aKinds, "transfer_out", "withdrawal"), statuses: append(aStatuses, "sent", "sent"), balance: 50000 - 2500 - 2000},
 		b.ID: {kinds: []string{"deposit", "deposit", "deposit", "purchase", "refund", "transfer_in"},
 			statuses: []string{"sent", "dead_lettered", "sent", "sent", "sent", "sent"}, balance: 15404 + 2500},
 	}
