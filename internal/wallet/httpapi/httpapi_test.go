@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -328,4 +329,35 @@ func TestWithdrawalsThroughHTTP(t *testing.T) {
 	require.Equal(t, []string{"deposit", "withdrawal", "withdrawal", "withdrawal_refund"}, kinds)
 	res = s.do(t, "GET", fmt.Sprintf("/v1/users/%d/wallet", u), "")
 	require.Equal(t, float64(7000), res.body["balance"])
+}
+
+// The bad-input corpus sends bad requests to every route that takes input: a route added
+// without its cases fails here. (Only GET /openapi.yaml takes none.)
+func TestTheBadInputCorpusCoversEveryRoute(t *testing.T) {
+	t.Parallel()
+	// Never connected: the routes are only listed.
+	pool, err := pgxpool.New(context.Background(), "postgres://nobody@127.0.0.1:1/none")
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	prov := simtest.Start(t, nil, providersim.Options{})
+	svc, err := wallet.NewService(pool, saga.New(pool, saga.Options{Logger: log}), prov.Gateway, prov.Merchant, wallet.Options{Logger: log})
+	require.NoError(t, err)
+	e := httpx.New(httpx.Options{Logger: log})
+	httpapi.Register(e, svc, httpapi.Options{ServiceToken: serviceToken, AdminToken: adminToken, Logger: log})
+	cases := badinput.Cases(badinput.Fixture{User: 1, Other: 2, AdminToken: adminToken, NeedsAttention: 3})
+	param := regexp.MustCompile(`:[a-z_]+`)
+	for _, r := range e.Routes() {
+		if r.Path == "/openapi.yaml" {
+			continue
+		}
+		re := regexp.MustCompile("^" + param.ReplaceAllString(regexp.QuoteMeta(r.Path), `[^/]+`) + `(\?.*)?$`)
+		n := 0
+		for _, c := range cases {
+			if c.Method == r.Method && re.MatchString(c.Path) {
+				n++
+			}
+		}
+		require.Positivef(t, n, "no bad-input case for %s %s (internal/wallet/httpapi/badinput)", r.Method, r.Path)
+	}
 }
