@@ -19,7 +19,7 @@ TEST_FILTER := grep -Ev '^=== (RUN|PAUSE|CONT|NAME)' || true
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
 
-tools: ## install what the tests need beyond Go (headless Chromium; schemathesis, pinned, into .run/tools/)
+tools: ## install what the tests need beyond Go (headless Chromium and promtool from Debian; schemathesis, pinned, into .run/tools/)
 	@scripts/tools.sh
 
 services: ## start Postgres, the RocketMQ name server and broker on loopback (idempotent)

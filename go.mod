@@ -3,9 +3,11 @@ module github.com/walletsaga/walletsaga
 go 1.26.8
 
 require (
+	github.com/MicahParks/jwkset v0.11.5
 	github.com/apache/rocketmq-client-go/v2 v2.1.3-0.20251226070945-2173d070fd1b
 	github.com/compose-spec/compose-go/v2 v2.10.0
 	github.com/getkin/kin-openapi v0.153.0
+	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/jackc/pgerrcode v0.0.0-20250907135507-afb5586c32a6
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/jackc/puddle/v2 v2.2.3

@@ -340,7 +340,7 @@ func (r *chaosRun) do(ctx context.Context) (audit.Result, []string, error) {
 	}
 	quietStart := time.Now()
 	for {
-		quiet, left, err := audit.Quiet(ctx, db)
+		quiet, left, err := audit.Quiet(ctx, audit.Same(db))
 		if err == nil && quiet {
 			break
 		}
@@ -357,7 +357,7 @@ func (r *chaosRun) do(ctx context.Context) (audit.Result, []string, error) {
 	r.printf("chaos: quiet %s after the load\n", time.Since(quietStart).Round(100*time.Millisecond))
 
 	r.reportImpacts(ctx)
-	res, err := audit.Check(ctx, db, audit.Options{ExpectDeadLetter: failPhone.MatchString})
+	res, err := audit.Check(ctx, audit.Same(db), audit.Options{ExpectDeadLetter: failPhone.MatchString})
 	if err != nil {
 		return audit.Result{}, nil, fmt.Errorf("audit: %w", err)
 	}

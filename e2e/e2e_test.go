@@ -97,6 +97,31 @@ func TestOrderedSMSForFiftyUsers(t *testing.T) {
 	require.Equal(t, 2000, s.count(`SELECT count(*) FROM providersim.charges`), "each deposit charged once")
 }
 
+// TestTheNotifierRunsOnADatabaseOfItsOwn: the notifier's tables live in a database of their
+// own (NOTIFY_DATABASE_URL), which it migrates with its own sequence; walletsvc's database
+// holds no notifier table and the notifier's no wallet table; every SMS arrives in order once
+// (the audit reads each side from its own database).
+func TestTheNotifierRunsOnADatabaseOfItsOwn(t *testing.T) {
+	t.Parallel()
+	s := newStackApart(t)
+	w := s.start("walletsvc", nil)
+	s.start("notifier", nil)
+	a := api{t: t, base: func() string { return w.url }}
+	users := createUsers(a, 10, okPhone)
+	drive(a, users, 10, nil)
+	waitFor(t, 120*time.Second, "every SMS", s.smsDone)
+	r := s.audit()
+	logResult(t, s, "10 users × 10 deposits, the notifier on a database of its own", r, "")
+	require.Equal(t, 100, r.Events)
+	require.Equal(t, 100, r.SMS)
+	require.Zero(t, r.Lost+r.Duplicated+r.OutOfOrder+r.DeadLettered)
+	var walletHasNotify, notifyHasWallet bool
+	require.NoError(t, s.pool.QueryRow(context.Background(), `SELECT to_regclass('notify.notifications') IS NOT NULL`).Scan(&walletHasNotify))
+	require.NoError(t, s.notify.QueryRow(context.Background(), `SELECT to_regclass('public.wallet_events') IS NOT NULL`).Scan(&notifyHasWallet))
+	require.False(t, notifyHasWallet, "the notifier created no wallet table in its database")
+	require.False(t, walletHasNotify, "walletsvc created no notifier table in its database")
+}
+
 // TestNotifierKilledMidStream: kill -9 of the notifier while SMS flow, then a restart:
 // no SMS lost or repeated, order kept. The notifier runs with a stable CONSUMER_INSTANCE, so
 // the restarted one is the broker's lock owner already and takes its queues back at once

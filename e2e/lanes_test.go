@@ -200,6 +200,11 @@ func TestWhereANewGroupStarts(t *testing.T) {
 	require.Len(t, gate.Baselines, 1)
 	require.Equal(t, early, gate.Baselines[0].UserID)
 	require.Equal(t, first, gate.Baselines[0].Seq)
+	// Each SMS sent is observed once, from its event's commit, in the latency the alerting
+	// rules hold to their objective.
+	waitFor(t, 10*time.Second, "the commit→SMS latency of each SMS", func() bool {
+		return strings.Contains(metricsText(t, last), fmt.Sprintf("walletsaga_notify_commit_to_sms_seconds_count %d\n", next-first+1))
+	})
 	last.stop(t)
 
 	firstN := s.start("notifier", map[string]string{"CONSUME_FROM": "first", "GAP_ALERT_AFTER": "1s",

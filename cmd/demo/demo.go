@@ -198,7 +198,7 @@ func play(ctx context.Context, cfg config, out io.Writer) error {
 	fmt.Fprintf(out, "Open the live SMS page:   %s\n", page)
 	fmt.Fprintf(out, "SMS log API:              curl -H 'Authorization: Bearer %s' %s/v1/users/%d/sms\n", readToken, c.notifier, b.ID)
 	fmt.Fprintf(out, "Dead letters:             curl -H 'Authorization: Bearer %s' %s/v1/dead-letters\n", readToken, c.notifier)
-	fmt.Fprintf(out, "SMS log on the terminal:  go run ./cmd/notifier sms-log --user %d --follow\n", a.ID)
+	fmt.Fprintf(out, "SMS log on the terminal:  WALLETSAGA_ENV=dev go run ./cmd/notifier sms-log --user %d --follow\n", a.ID)
 	fmt.Fprintf(out, "Wallet API:               curl -H 'Authorization: Bearer %s' %s/v1/users/%d/wallet\n\n", token, c.wallet, a.ID)
 	if len(problems) > 0 {
 		fmt.Fprintf(out, "NOT AS EXPECTED:\n  %s\n", strings.Join(problems, "\n  "))

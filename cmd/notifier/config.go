@@ -80,6 +80,7 @@ const (
 // commands are the notifier's subcommands, for -h.
 var commands = [][2]string{
 	{"run", "consume balance events and send each user's SMS in order (the default)"},
+	{"migrate", "apply the notifier's database migrations (schema notify) and exit"},
 	{"sms-log", "print one user's SMS log (--user N [--follow])"},
 }
 
@@ -94,9 +95,10 @@ func parseConfig(sub string, args []string, getenv func(string) string, stderr i
 	f := cli.NewFlags("notifier "+sub, mode, getenv, stderr, commands...)
 	serving := sub == "run"
 	if !serving {
-		f.OnlyRequire("DATABASE_URL")
+		f.OnlyRequire("NOTIFY_DATABASE_URL")
 	}
-	f.DevString(&c.DatabaseURL, "DATABASE_URL", devDatabaseURL, "PostgreSQL URL")
+	f.DevStringOr(&c.DatabaseURL, "NOTIFY_DATABASE_URL", "DATABASE_URL", devDatabaseURL,
+		"PostgreSQL URL of the notifier's database (schema notify; it may be the wallet's database or one of its own, on any cluster)")
 	f.DevString(&c.Namesrv, "ROCKETMQ_NAMESRV", devNamesrv, "RocketMQ name server addresses, comma-separated")
 	f.String(&c.Topic, "WALLET_EVENTS_TOPIC", "wallet-events", "topic of balance events")
 	f.String(&c.ConsumerGroup, "CONSUMER_GROUP", "wallet-notifier", "RocketMQ consumer group")
@@ -160,7 +162,7 @@ func parseConfig(sub string, args []string, getenv func(string) string, stderr i
 
 // validate adds c's problems to p; what only delivery needs matters only when serving.
 func (c config) validate(p *cli.Problems, serving bool) {
-	p.CheckPostgresURL("DATABASE_URL", c.DatabaseURL)
+	p.CheckPostgresURL("NOTIFY_DATABASE_URL", c.DatabaseURL)
 	p.CheckHostPort("ROCKETMQ_NAMESRV", c.Namesrv, true)
 	p.CheckName("WALLET_EVENTS_TOPIC", c.Topic)
 	p.CheckName("CONSUMER_GROUP", c.ConsumerGroup)

@@ -38,14 +38,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		extra  func(*flag.FlagSet)
 	)
 	switch sub {
-	case "run":
+	case "run", "migrate":
 	case "sms-log":
 		extra = func(fs *flag.FlagSet) {
 			fs.Int64Var(&userID, "user", 0, "user id whose SMS log to print (required)")
 			fs.BoolVar(&follow, "follow", false, "keep printing new SMS until interrupted")
 		}
 	default:
-		return fmt.Errorf("unknown command %q (run, sms-log)", sub)
+		return fmt.Errorf("unknown command %q (run, migrate, sms-log; -h lists them)", sub)
 	}
 	cfg, rest, err := parseConfig(sub, args, getenv, stderr, extra)
 	if errors.Is(err, flag.ErrHelp) {
@@ -66,6 +66,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	ordering.RouteClientLogs(log)
+	if sub == "migrate" {
+		return migrate(ctx, cfg, log)
+	}
 	if sub == "sms-log" {
 		if userID <= 0 {
 			return errors.New("sms-log: --user must be a positive user id")
@@ -151,8 +154,12 @@ func migrate(ctx context.Context, cfg config, log *slog.Logger) error {
 		return err
 	}
 	defer pool.Close()
-	_, err = migrations.Migrate(ctx, pool, log)
-	return err
+	v, err := migrations.Notify.Migrate(ctx, pool, log)
+	if err != nil {
+		return err
+	}
+	log.Info("notifier schema migrated", "version", v)
+	return nil
 }
 
 // suffixed returns name+suffix, or "" for "" (a new name per process).
@@ -256,6 +263,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 	lanes, err := notify.NewLanes(store, notify.LaneConfig{
 		Workers: cfg.Workers, Owner: laneOwner(cfg.Instance), Lease: cfg.LaneLease, SendTimeout: cfg.SendTimeout, Poll: cfg.LanePoll,
 		Policy: cfg.Retry, Breaker: breaker, Sender: sender, DeadLettered: publisher.Wake, Logger: log,
+		ObserveSent: metrics.NewCommitToSMS(reg),
 	})
 	if err != nil {
 		return err

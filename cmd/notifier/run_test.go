@@ -100,6 +100,7 @@ func TestRunAnswersProbesAndStopsGracefully(t *testing.T) {
 		`walletsaga_notify_inbox_messages_total{result="received"} 0`, "walletsaga_notify_breaker_state 0",
 		"walletsaga_notify_inbox_pending 0", "walletsaga_notify_gap_alerts 0", "walletsaga_notify_dlq_unpublished 0",
 		"walletsaga_sms_send_duration_seconds_bucket", "walletsaga_dlq_depth 0",
+		"walletsaga_notify_commit_to_sms_seconds_count 0",
 	} {
 		require.Contains(t, string(metricsText), name)
 	}
@@ -171,7 +172,7 @@ func TestHelpExitsZeroAndListsTheCommands(t *testing.T) {
 	t.Parallel()
 	var out, errOut bytes.Buffer
 	require.NoError(t, run(context.Background(), []string{"--help"}, func(string) string { return "" }, &out, &errOut))
-	for _, want := range []string{"Usage: notifier [command] [flags]", "run", "sms-log", "--database-url", "SMS_WEBHOOK_TOKEN"} {
+	for _, want := range []string{"Usage: notifier [command] [flags]", "run", "sms-log", "--notify-database-url", "SMS_WEBHOOK_TOKEN"} {
 		require.Contains(t, errOut.String(), want)
 	}
 }

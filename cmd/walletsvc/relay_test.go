@@ -47,12 +47,12 @@ func newRelayStack(t *testing.T, queues int, hash ordering.KeyHash) *relayStack 
 	s := &relayStack{t: t, pool: pool, broker: b, topic: rmqtest.Unique("relay-events"), got: &arrivals{seqs: map[int64][]int64{}, queues: map[int64]map[string]bool{}},
 		outbox: outboxAdapter{wallet.NewOutboxStore(pool, 7421, 50*time.Millisecond)}}
 	b.CreateTopic(t, s.topic, queues)
-	p, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: []string{b.Namesrv}, Group: rmqtest.Unique("relay-producer"), Hash: hash})
+	p, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: []string{b.Namesrv}, Group: rmqtest.Unique("relay-producer"), Hash: hash, Credentials: b.Credentials})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.Shutdown() })
 	s.producer = p
 	c, err := ordering.NewOrderlyConsumer(ordering.ConsumerConfig{Namesrv: []string{b.Namesrv}, Group: rmqtest.Unique("relay-consumer"),
-		Topic: s.topic, FromFirstOffset: true}, s.got.handle)
+		Topic: s.topic, FromFirstOffset: true, Credentials: b.Credentials}, s.got.handle)
 	require.NoError(t, err)
 	require.NoError(t, c.Start())
 	t.Cleanup(func() {

@@ -4,6 +4,17 @@
 // Prometheus: they expose small observer interfaces and function fields, wired here.
 //
 // Every metric name starts with walletsaga_. No metric has a per-user label.
+//
+// Fleet-wide gauges: the collectors that count rows of the shared database at scrape time
+// (sagas by state, the outbox backlog, the notifier's inbox, gaps and dead letters) run in
+// every replica, so each replica reports the same fleet-wide value, and their Help says to
+// take max() across replicas, never sum(). None is gated on a lock: a gauge served only by
+// the relay's lock holder would vanish exactly when no replica holds the lock (every relay
+// down, or the lock lost with its connection), which is when the outbox backlog matters
+// most, and would leave a gap at each hand-over; nothing holds a lock over the sagas or the
+// notifier's tables to gate those on. The price is one query per replica per scrape; all
+// but walletsaga_sagas read partial indexes of the rows they count, whereas that one counts
+// the whole sagas table (over its (kind, state) index), and grows with it.
 package metrics
 
 import (
@@ -21,6 +32,9 @@ import (
 	"github.com/walletsaga/walletsaga/internal/saga"
 	"github.com/walletsaga/walletsaga/internal/wallet"
 )
+
+// fleetWide ends the Help of a gauge counted in the shared database at scrape time.
+const fleetWide = " Counted in Postgres at scrape time by every replica, which all report the same fleet-wide value: take max() across replicas, not sum()."
 
 // ScrapeTimeout bounds the database queries of one scrape.
 const ScrapeTimeout = 3 * time.Second
@@ -99,7 +113,7 @@ func NewSaga(reg prometheus.Registerer, counts func(context.Context) ([]saga.Kin
 			Help: "Time one attempt of a saga step or compensation took, by saga kind, step and phase.",
 		}, []string{"kind", "step", "phase"}),
 	}
-	desc := prometheus.NewDesc("walletsaga_sagas", "Sagas by kind and state (counted in Postgres at scrape time).", []string{"kind", "state"}, nil)
+	desc := prometheus.NewDesc("walletsaga_sagas", "Sagas by kind and state."+fleetWide, []string{"kind", "state"}, nil)
 	reg.MustRegister(m.attempts, m.duration, scrape{descs: []*prometheus.Desc{desc}, collect: func(ctx context.Context, ch chan<- prometheus.Metric) error {
 		rows, err := counts(ctx)
 		if err != nil {
@@ -132,8 +146,8 @@ func (m *Saga) ObserveStep(kind, step, phase string, outcome saga.OutcomeKind, t
 // NewOutbox registers the outbox backlog gauges (queried at scrape time); backlog is
 // OutboxStore.Backlog.
 func NewOutbox(reg prometheus.Registerer, backlog func(context.Context) (wallet.Backlog, error)) {
-	n := prometheus.NewDesc("walletsaga_outbox_unpublished", "Outbox events not yet published to RocketMQ.", nil, nil)
-	age := prometheus.NewDesc("walletsaga_outbox_oldest_unpublished_age_seconds", "Age of the oldest unpublished outbox event (0 when none).", nil, nil)
+	n := prometheus.NewDesc("walletsaga_outbox_unpublished", "Outbox events not yet published to RocketMQ."+fleetWide, nil, nil)
+	age := prometheus.NewDesc("walletsaga_outbox_oldest_unpublished_age_seconds", "Age of the oldest unpublished outbox event (0 when none)."+fleetWide, nil, nil)
 	reg.MustRegister(scrape{descs: []*prometheus.Desc{n, age}, collect: func(ctx context.Context, ch chan<- prometheus.Metric) error {
 		b, err := backlog(ctx)
 		if err != nil {
@@ -238,11 +252,11 @@ func NewNotifier(reg prometheus.Registerer, n Notifier) {
 		func() float64 { return breakerStates[n.Breaker().State] })
 	counter("walletsaga_notify_breaker_opened_total", "Times the SMS provider breaker opened in this process.", nil, func() int64 { return n.Breaker().Opened })
 
-	pending := prometheus.NewDesc("walletsaga_notify_inbox_pending", "SMS in the inbox not finished yet (all replicas).", nil, nil)
-	due := prometheus.NewDesc("walletsaga_notify_due_users", "Users whose next SMS is due for a lane now.", nil, nil)
-	alerts := prometheus.NewDesc("walletsaga_notify_gap_alerts", "Users whose next SMS has not arrived, while later ones wait, for longer than GAP_ALERT_AFTER.", nil, nil)
-	oldest := prometheus.NewDesc("walletsaga_notify_oldest_gap_seconds", "Age of the oldest gap: a user's next SMS missing while later ones wait (0 when none).", nil, nil)
-	unpublished := prometheus.NewDesc("walletsaga_notify_dlq_unpublished", "Dead letters recorded but not yet published to the DLQ topic.", nil, nil)
+	pending := prometheus.NewDesc("walletsaga_notify_inbox_pending", "SMS in the inbox not finished yet."+fleetWide, nil, nil)
+	due := prometheus.NewDesc("walletsaga_notify_due_users", "Users whose next SMS is due for a lane now."+fleetWide, nil, nil)
+	alerts := prometheus.NewDesc("walletsaga_notify_gap_alerts", "Users whose next SMS has not arrived, while later ones wait, for longer than GAP_ALERT_AFTER."+fleetWide, nil, nil)
+	oldest := prometheus.NewDesc("walletsaga_notify_oldest_gap_seconds", "Age of the oldest gap: a user's next SMS missing while later ones wait (0 when none)."+fleetWide, nil, nil)
+	unpublished := prometheus.NewDesc("walletsaga_notify_dlq_unpublished", "Dead letters recorded but not yet published to the DLQ topic."+fleetWide, nil, nil)
 	reg.MustRegister(scrape{descs: []*prometheus.Desc{pending, due, alerts, oldest, unpublished}, collect: func(ctx context.Context, ch chan<- prometheus.Metric) error {
 		v, err := n.View(ctx)
 		if err != nil {
@@ -270,10 +284,32 @@ func NewSMS(reg prometheus.Registerer) func(time.Duration, error) {
 	return func(took time.Duration, err error) { h.WithLabelValues(result(err)).Observe(took.Seconds()) }
 }
 
+// commitToSMSBuckets fit a commit→SMS objective around 1 s: fine below it (where a healthy
+// stack's SMS go, in tens to hundreds of milliseconds), with 1 s itself a boundary so the
+// objective is exact, then coarse up to the retry window (SMS_DEAD_LETTER_AFTER, 15m).
+var commitToSMSBuckets = []float64{0.025, 0.05, 0.1, 0.25, 0.5, 0.75, 1, 1.5, 2.5, 5, 10, 30, 60, 300, 900}
+
+// NewCommitToSMS registers walletsaga_notify_commit_to_sms_seconds, the latency users feel:
+// from the wallet's commit of a balance change (the event's occurred_at) to the lane's
+// record of its SMS as sent. The returned function is notify.LaneConfig's ObserveSent.
+func NewCommitToSMS(reg prometheus.Registerer) func(time.Duration) {
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "walletsaga_notify_commit_to_sms_seconds", Buckets: commitToSMSBuckets,
+		Help: "Time from the wallet's commit of a balance change (the event's occurred_at) to this process's record of its SMS as sent; " +
+			"retries included, dead letters and replays not. Each SMS is observed once, by the replica that sent it: sum() across replicas.",
+	})
+	reg.MustRegister(h)
+	return func(d time.Duration) {
+		// occurred_at is the wallet database's clock and the record this process's: a skew
+		// between them must not make a latency negative.
+		h.Observe(max(d, 0).Seconds())
+	}
+}
+
 // NewDLQ registers the DLQ depth gauge: dead letters not yet replayed, counted in Postgres at
 // scrape time; depth is notify.Store.DLQDepth.
 func NewDLQ(reg prometheus.Registerer, depth func(context.Context) (int64, error)) {
-	d := prometheus.NewDesc("walletsaga_dlq_depth", "Dead-lettered SMS no operator has replayed yet.", nil, nil)
+	d := prometheus.NewDesc("walletsaga_dlq_depth", "Dead-lettered SMS no operator has replayed yet."+fleetWide, nil, nil)
 	reg.MustRegister(scrape{descs: []*prometheus.Desc{d}, collect: func(ctx context.Context, ch chan<- prometheus.Metric) error {
 		n, err := depth(ctx)
 		if err != nil {

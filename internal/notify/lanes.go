@@ -49,6 +49,9 @@ type LaneConfig struct {
 	// Breaker holds sends back while the provider as a whole fails; nil: a default one.
 	Breaker *Breaker
 	Sender  Sender
+	// ObserveSent, when set, is told, for each SMS recorded as sent, how long after its
+	// event's commit (OccurredAt) the record came: the commit→SMS latency (metrics).
+	ObserveSent func(sinceCommit time.Duration)
 	// DeadLettered is called after dead letters were recorded (to wake the DLQ publisher).
 	DeadLettered func()
 	Logger       *slog.Logger
@@ -325,6 +328,7 @@ func plan(h head) (step, SMS, string) {
 	if err != nil {
 		return stepDeadLetter, SMS{}, "the stored event no longer renders: " + err.Error()
 	}
+	m.OccurredAt = ev.OccurredAt
 	return stepSend, m, ""
 }
 
@@ -404,6 +408,9 @@ func (l *Lanes) work(stop, ctx context.Context, c claim, leaseEnd time.Time) {
 			switch o.Verdict {
 			case Sent:
 				l.sent.Add(1)
+				if l.cfg.ObserveSent != nil && !o.OccurredAt.IsZero() {
+					l.cfg.ObserveSent(time.Since(o.OccurredAt))
+				}
 			case DeadLettered:
 				l.dead.Add(1)
 				if l.cfg.DeadLettered != nil {
@@ -438,6 +445,7 @@ func (l *Lanes) giveBack(ctx context.Context, c claim, requeue bool) {
 func (l *Lanes) deliver(ctx context.Context, h head, m SMS) outcome {
 	m.IdempotencyKey = ProviderKey(l.deployment, h.UserID, h.Seq)
 	o := outcome{UserID: h.UserID, Seq: h.Seq, Text: m.Text, Phone: m.Phone, Journal: l.journal}
+	o.OccurredAt = m.OccurredAt
 	done, counted, hold, err := l.cfg.Breaker.Allow(h.UserID)
 	if err != nil {
 		o.Verdict, o.Attempts, o.Delay, o.Reason = Postponed, h.Attempts, hold, "held back: the SMS provider breaker is open"

@@ -10,6 +10,7 @@ package notify
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // SMS is one text message to one user for one balance change.
@@ -26,6 +27,9 @@ type SMS struct {
 	IdempotencyKey string
 	// Late marks an operator replay of an SMS that was dead-lettered.
 	Late bool
+	// OccurredAt is when the wallet committed the balance change (the event's occurred_at):
+	// where the commit→SMS latency starts.
+	OccurredAt time.Time
 }
 
 // ErrPermanent marks a send failure that retrying cannot fix (a provider's 4xx): the SMS is

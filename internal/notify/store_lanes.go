@@ -274,6 +274,10 @@ const verdictAdvance Verdict = "advance"
 
 // outcome is what a lane records for one user's head.
 type outcome struct {
+	// OccurredAt is when the wallet committed the event, for the commit→SMS observer (not
+	// stored).
+	OccurredAt time.Time
+
 	UserID   int64
 	Seq      int64
 	Verdict  Verdict

@@ -146,8 +146,11 @@ type transferRequest struct {
 
 // --- handlers ---
 
-func createUser(svc *wallet.Service) echo.HandlerFunc {
-	return func(c echo.Context) error {
+func createUser(svc *wallet.Service) userHandler {
+	return func(c echo.Context, who caller) error {
+		if err := authorize(who, access{kind: mayCreateUser}); err != nil {
+			return err
+		}
 		var req createUserRequest
 		if err := httpx.DecodeJSON(c, &req); err != nil {
 			return err
@@ -167,9 +170,9 @@ func createUser(svc *wallet.Service) echo.HandlerFunc {
 	}
 }
 
-func getWallet(svc *wallet.Service) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		id, err := pathID(c, "user id")
+func getWallet(svc *wallet.Service) userHandler {
+	return func(c echo.Context, who caller) error {
+		id, err := pathUser(c, who)
 		if err != nil {
 			return err
 		}
@@ -181,9 +184,9 @@ func getWallet(svc *wallet.Service) echo.HandlerFunc {
 	}
 }
 
-func listEvents(svc *wallet.Service) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		id, err := pathID(c, "user id")
+func listEvents(svc *wallet.Service) userHandler {
+	return func(c echo.Context, who caller) error {
+		id, err := pathUser(c, who)
 		if err != nil {
 			return err
 		}
@@ -211,9 +214,9 @@ func listEvents(svc *wallet.Service) echo.HandlerFunc {
 	}
 }
 
-func deposit(svc *wallet.Service) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		id, err := pathID(c, "user id")
+func deposit(svc *wallet.Service) userHandler {
+	return func(c echo.Context, who caller) error {
+		id, err := pathUser(c, who)
 		if err != nil {
 			return err
 		}
@@ -238,9 +241,9 @@ func deposit(svc *wallet.Service) echo.HandlerFunc {
 	}
 }
 
-func purchase(svc *wallet.Service) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		id, err := pathID(c, "user id")
+func purchase(svc *wallet.Service) userHandler {
+	return func(c echo.Context, who caller) error {
+		id, err := pathUser(c, who)
 		if err != nil {
 			return err
 		}
@@ -263,9 +266,9 @@ func purchase(svc *wallet.Service) echo.HandlerFunc {
 	}
 }
 
-func withdraw(svc *wallet.Service) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		id, err := pathID(c, "user id")
+func withdraw(svc *wallet.Service) userHandler {
+	return func(c echo.Context, who caller) error {
+		id, err := pathUser(c, who)
 		if err != nil {
 			return err
 		}
@@ -288,8 +291,8 @@ func withdraw(svc *wallet.Service) echo.HandlerFunc {
 	}
 }
 
-func transfer(svc *wallet.Service) echo.HandlerFunc {
-	return func(c echo.Context) error {
+func transfer(svc *wallet.Service) userHandler {
+	return func(c echo.Context, who caller) error {
 		wait, key, err := operationParams(c)
 		if err != nil {
 			return err
@@ -308,6 +311,9 @@ func transfer(svc *wallet.Service) echo.HandlerFunc {
 		}
 		amount, err := wallet.ParseAmount("amount", string(req.Amount))
 		if err != nil {
+			return err
+		}
+		if err := authorize(who, access{kind: mayPay, user: from}); err != nil {
 			return err
 		}
 		if from == to {
@@ -347,8 +353,8 @@ func answerOperation(c echo.Context, svc *wallet.Service, op wallet.Operation, w
 	return c.JSON(status, toSagaBody(op, true))
 }
 
-func getSaga(svc *wallet.Service) echo.HandlerFunc {
-	return func(c echo.Context) error {
+func getSaga(svc *wallet.Service) userHandler {
+	return func(c echo.Context, who caller) error {
 		id, err := pathID(c, "saga id")
 		if err != nil {
 			return err
@@ -357,17 +363,24 @@ func getSaga(svc *wallet.Service) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
+		if err := authorize(who, access{kind: mayReadSaga, user: op.UserID, counterparty: op.CounterpartyID, saga: op.ID}); err != nil {
+			return err
+		}
 		return c.JSON(http.StatusOK, toSagaBody(op, true))
 	}
 }
 
-func listSagas(svc *wallet.Service) echo.HandlerFunc {
-	return func(c echo.Context) error {
+func listSagas(svc *wallet.Service) userHandler {
+	return func(c echo.Context, who caller) error {
 		var f wallet.SagaFilter
 		var err error
 		if f.UserID, err = queryInt(c, "user_id", 1); err != nil {
 			return err
 		}
+		if err := authorize(who, access{kind: mayListSagas, user: f.UserID}); err != nil {
+			return err
+		}
+		f.UserID = sagaListUser(who, f.UserID)
 		limit, err := queryInt(c, "limit", 1)
 		if err != nil {
 			return err
@@ -407,6 +420,19 @@ func pathID(c echo.Context, what string) (int64, error) {
 	id, ok := httpx.Digits(raw)
 	if !ok || id <= 0 {
 		return 0, apperr.New(apperr.Invalid, "%s must be a positive 64-bit integer, got %q", what, raw)
+	}
+	return id, nil
+}
+
+// pathUser parses the :id path parameter of a user's route and authorizes who to act for
+// that user.
+func pathUser(c echo.Context, who caller) (int64, error) {
+	id, err := pathID(c, "user id")
+	if err != nil {
+		return 0, err
+	}
+	if err := authorize(who, access{kind: mayActFor, user: id}); err != nil {
+		return 0, err
 	}
 	return id, nil
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/labstack/echo/v4"
 	"github.com/stretchr/testify/require"
 
 	"github.com/walletsaga/walletsaga/internal/httpx"
@@ -37,11 +38,18 @@ type server struct {
 	url  string
 	pool *pgxpool.Pool
 	ctx  context.Context
+	echo *echo.Echo
 }
 
 // newServer serves the wallet API on a database of its own; requests run their sagas inline
 // (or in the background without ?wait=true), and runSagas also runs recovery.
 func newServer(t *testing.T, runSagas bool) *server {
+	t.Helper()
+	return newServerWith(t, runSagas, httpapi.Options{ServiceToken: serviceToken, AdminToken: adminToken})
+}
+
+// newServerWith is newServer with opts (its logger is set here).
+func newServerWith(t *testing.T, runSagas bool, opts httpapi.Options) *server {
 	t.Helper()
 	pool, _ := testdb.New(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -51,7 +59,8 @@ func newServer(t *testing.T, runSagas bool) *server {
 		wallet.Options{Logger: log, Steps: wallet.StepTuning{BackoffBase: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond}})
 	require.NoError(t, err)
 	e := httpx.New(httpx.Options{Logger: log})
-	httpapi.Register(e, svc, httpapi.Options{ServiceToken: serviceToken, AdminToken: adminToken, Logger: log})
+	opts.Logger = log
+	httpapi.Register(e, svc, opts)
 	ts := httptest.NewServer(e)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	var wg sync.WaitGroup
@@ -64,7 +73,7 @@ func newServer(t *testing.T, runSagas bool) *server {
 		cancel()
 		wg.Wait()
 	})
-	return &server{url: ts.URL, pool: pool, ctx: ctx}
+	return &server{url: ts.URL, pool: pool, ctx: ctx, echo: e}
 }
 
 type response struct {

@@ -1,7 +1,7 @@
 -- +goose Up
 -- Operability: operators may resolve a saga that needs attention (a terminal state
--- of its own), every operator action on walletsvc is audited, and the notifier's metrics
--- queries (head-of-line wait, DLQ depth) get indexes so a scrape stays cheap.
+-- of its own), and every operator action on walletsvc is audited. (The notifier's indexes of
+-- the same change are the notifier's own migration 00005.)
 
 ALTER TABLE sagas DROP CONSTRAINT sagas_state_check;
 ALTER TABLE sagas ADD CONSTRAINT sagas_state_check
@@ -20,14 +20,7 @@ CREATE TABLE audit (
 );
 CREATE INDEX audit_saga_idx ON audit (saga_id, id);
 
--- The users held by a missing predecessor (head-of-line wait metric, GET /v1/gate).
-CREATE INDEX progress_waiting ON notify.progress (waiting_since) WHERE waiting_seq IS NOT NULL;
--- Replays per (user, seq): DLQ depth counts dead letters without one.
-CREATE INDEX audit_user_seq ON notify.audit (user_id, seq, action);
-
 -- +goose Down
-DROP INDEX notify.audit_user_seq;
-DROP INDEX notify.progress_waiting;
 DROP TABLE audit;
 UPDATE sagas SET state = 'needs_attention' WHERE state = 'resolved';
 ALTER TABLE sagas DROP CONSTRAINT sagas_state_check;
