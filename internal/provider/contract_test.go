@@ -125,9 +125,11 @@ func TestAdaptersOnTheSimulator(t *testing.T) {
 		var own int
 		require.NoError(t, pool.QueryRow(t.Context(), `SELECT max(version_id) FROM providersim.goose_db_version`).Scan(&own))
 		require.Equal(t, 2, own, "the simulator's versions are in its own table")
+		// The wallet's sequence has no version 1 (it starts at 2): a version 1 in its table
+		// would be the simulator's first, recorded in the product's table.
 		var product int
-		require.NoError(t, pool.QueryRow(t.Context(), `SELECT count(*) FROM goose_db_version WHERE version_id = 1 AND is_applied`).Scan(&product))
-		require.Equal(t, 1, product, "the product's version table holds the product's migrations only")
+		require.NoError(t, pool.QueryRow(t.Context(), `SELECT count(*) FROM goose_db_version WHERE version_id = 1`).Scan(&product))
+		require.Zero(t, product, "the product's version table holds the product's migrations only")
 		contractSuite(t, providersim.NewPostgresStore(pool))
 	})
 }

@@ -32,6 +32,37 @@ type RawMQ struct {
 	StartupSecs float64 `json:"consumer_startup_s"`
 }
 
+// brokerCeiling sends the raw backlog and drains it with a no-op handler; the topic stays, for
+// the notifier's drain (notify_drain.go).
+func (b *bench) brokerCeiling(ctx context.Context) error {
+	done := b.step("raw RocketMQ ceiling")
+	defer done()
+	topic, err := b.newTopic(ctx, "raw", 8)
+	if err != nil {
+		return err
+	}
+	b.rawTopic = topic
+	ns := []string{b.cfg.Namesrv}
+	return b.profile("raw-rocketmq", func() error {
+		cpu0 := b.meter.sample()
+		r, err := produceBacklog(ctx, ns, b.cfg.RMQ, "bench-raw-producer-"+b.ts, topic, b.cfg.MQUsers, b.cfg.MQSenders, 0, b.cfg.MQSend, b.log)
+		if err != nil {
+			return err
+		}
+		r.Queues = 8
+		b.res.RawMQSendCPU = b.meter.sample().since(cpu0)
+		b.log.Info("raw send", "sent", r.Sent, "msg/s", r.SendRate, "p99_ms", r.SendLatency.P99)
+		cpu1 := b.meter.sample()
+		n, startup, busy, err := drainRaw(ctx, ns, b.cfg.RMQ, "bench-raw-consumer-"+b.ts, topic, r.Sent, 60*time.Second, b.log)
+		b.res.RawMQConsumeCPU = b.meter.sample().since(cpu1)
+		r.Consumed, r.StartupSecs, r.ConsumeSecs = n, round2(startup.Seconds()), round2(busy.Seconds())
+		r.ConsumeRate = rate(n, busy)
+		b.res.RawMQ = &r
+		b.log.Info("raw consume", "consumed", n, "msg/s", r.ConsumeRate)
+		return err
+	})
+}
+
 // syntheticEvent is a wallet event as the relay would publish it for (user, seq).
 func syntheticEvent(user, seq int64, id int64) (ordering.Message, error) {
 	ev := walletevent.Event{

@@ -38,6 +38,41 @@ type PGBench struct {
 	AvgMS   float64 `json:"latency_avg_ms"`
 }
 
+// postgresCeiling runs the raw wallet-step transaction at each client count, then pgbench.
+func (b *bench) postgresCeiling(ctx context.Context) error {
+	done := b.step("raw Postgres ceiling")
+	defer done()
+	u, err := b.newDB(ctx, "raw")
+	if err != nil {
+		return err
+	}
+	err = b.profile("raw-postgres", func() error {
+		cpu0, t0 := b.meter.sample(), time.Now()
+		r, err := rawPostgres(ctx, u, b.cfg.Clients, b.cfg.CeilingPhase, b.cfg.RawAccounts)
+		b.res.RawPGCPU = b.meter.sample().since(cpu0)
+		b.res.RawPGOthers = b.res.RawPGCPU.others(time.Since(t0), b.res.Machine.CPUs)
+		b.res.RawPG = r
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	for _, r := range b.res.RawPG {
+		b.log.Info("raw postgres", "clients", r.Clients, "tx/s", r.TPS, "p99_ms", r.Latency.P99)
+	}
+	bin := findPgbench()
+	if bin == "" {
+		b.res.Notes = append(b.res.Notes, "pgbench not found: its TPC-B-like line is missing")
+		return nil
+	}
+	pu, err := b.newDB(ctx, "pgbench")
+	if err != nil {
+		return err
+	}
+	b.res.PGBench, err = runPgbench(ctx, bin, pu, b.cfg.PgbenchScale, 2, b.cfg.PgbenchClients, b.cfg.CeilingPhase, func(f string, a ...any) { b.log.Info(fmt.Sprintf(f, a...)) })
+	return err
+}
+
 // The raw workload's tables mirror wallets, ledger_entries and wallet_events: the same
 // keys, foreign keys and the outbox's unique (user, seq) and partial unpublished index.
 const rawSchema = `
