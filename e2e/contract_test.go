@@ -134,8 +134,8 @@ max-examples = 15
 expected-statuses = ["2xx", "401", "403", "404", "409"]
 `
 
-// walletsvcUnprocessable lets positive_data_acceptance take 422 on deposit, purchase and
-// transfer, and nowhere else, because there it is the documented answer to a well-formed
+// walletsvcUnprocessable lets positive_data_acceptance take 422 on the operations that start
+// a saga (deposit, purchase, withdraw, transfer), and nowhere else, because there it is the documented answer to a well-formed
 // request that the wallet's state refuses, which no schema can state. Above all: schemathesis
 // draws Idempotency-Key values from a small pool ("0", "!", …) and sends them again with other
 // bodies, and a key reused by the same user with another request is 422, as the IETF httpapi
@@ -146,7 +146,7 @@ expected-statuses = ["2xx", "401", "403", "404", "409"]
 // oneself and wallets in different currencies. Every other check runs on them unchanged.
 const walletsvcUnprocessable = `
 [[operations]]
-include-operation-id = ["deposit", "purchase", "transfer"]
+include-operation-id = ["deposit", "purchase", "withdraw", "transfer"]
 checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422"]
 `
 

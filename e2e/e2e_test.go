@@ -338,5 +338,6 @@ func TestDemoTellsTheStory(t *testing.T) {
 	require.NoError(t, err, "demo output:\n%s", out)
 	require.Contains(t, string(out), "DEAD-LETTERED  You topped up 4.04 CNY.")
 	require.Contains(t, string(out), "Refund of 30.00 CNY for a cancelled purchase.")
-	require.Contains(t, string(out), "OK: A got 21 SMS in order")
+	require.Contains(t, string(out), "You withdrew 20.00 CNY to your bank account. Balance: 455.00 CNY.")
+	require.Contains(t, string(out), "OK: A got 22 SMS in order")
 }

@@ -5,7 +5,9 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
@@ -288,4 +290,48 @@ func newest(t *testing.T, seq migrations.Sequence) int64 {
 	t.Helper()
 	vs := versions(t, seq)
 	return vs[len(vs)-1]
+}
+
+// TestWithdrawalsMigrationReverses: 00013 lets the outbox and the operations take the
+// withdrawal kinds and a destination, and its Down takes them back while no withdrawal
+// exists; with one recorded, Down refuses (it would drop the bank account and leave rows the
+// old CHECKs refuse) and changes nothing.
+func TestWithdrawalsMigrationReverses(t *testing.T) {
+	t.Parallel()
+	pool, _ := testdb.New(t)
+	ctx := context.Background()
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close() //nolint:errcheck // a view of pool
+	p, err := migrations.Wallet.Provider(db)
+	require.NoError(t, err)
+	var user int64
+	require.NoError(t, pool.QueryRow(ctx, `WITH u AS (INSERT INTO users (name, phone) VALUES ('Withdrawer', '+8613800138000') RETURNING id)
+		INSERT INTO wallets (user_id) SELECT id FROM u RETURNING user_id`).Scan(&user))
+	withdraw := func(sagaID int64) error {
+		_, err := pool.Exec(ctx, `
+			WITH s AS (INSERT INTO sagas (id, kind, state) VALUES ($2, 'withdrawal', 'completed') RETURNING id),
+			o AS (INSERT INTO wallet_operations (saga_id, kind, user_id, amount, currency, destination)
+				SELECT id, 'withdrawal', $1, 100, 'CNY', 'bank' FROM s)
+			INSERT INTO wallet_events (user_id, seq, kind, amount, currency, balance_after, saga_id, phone, locale)
+			SELECT $1, $2, 'withdrawal_refund', 100, 'CNY', 100, id, '+8613800138000', 'en' FROM s`, user, sagaID)
+		return err
+	}
+
+	_, err = p.DownTo(ctx, 12)
+	require.NoError(t, err, "no withdrawal yet")
+	_, err = pool.Exec(ctx, `INSERT INTO wallet_events (user_id, seq, kind, amount, currency, balance_after, saga_id, phone, locale)
+		VALUES ($1, 1, 'withdrawal', -100, 'CNY', 0, 1, '+8613800138000', 'en')`, user)
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, err, &pgErr, "before 00013 the outbox refuses the withdrawal kinds")
+	require.Equal(t, pgerrcode.CheckViolation, pgErr.Code)
+	_, err = p.Up(ctx)
+	require.NoError(t, err)
+	require.NoError(t, withdraw(2))
+
+	_, err = p.DownTo(ctx, 12)
+	require.ErrorContains(t, err, "withdrawals exist")
+	requireNewest(t, p)
+	var destination string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT destination FROM wallet_operations WHERE saga_id = 2`).Scan(&destination))
+	require.Equal(t, "bank", destination, "the refused Down changed nothing")
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/walletsaga/walletsaga/internal/notify/senders"
 	"github.com/walletsaga/walletsaga/internal/openapicheck"
 	"github.com/walletsaga/walletsaga/internal/testdb"
+	"github.com/walletsaga/walletsaga/internal/walletevent"
 )
 
 var update = flag.Bool("update", false, "rewrite the OpenAPI document's generated lines (the free-text pattern)")
@@ -40,4 +41,17 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 	openapicheck.RequireServed(t, e, httpapi.OpenAPI, "internal/notify/httpapi/openapi.yaml")
 	openapicheck.RequireTextPattern(t, filepath.Join("..", "..", "internal/notify/httpapi/openapi.yaml"), httpapi.OpenAPI, freetext.Pattern(), *update)
 	require.Len(t, openapicheck.Routes(e.Routes()), 15)
+}
+
+// The document's SMS kinds are walletevent's (the one list of them), in its order, and ""
+// for an SMS not rendered.
+func TestOpenAPIKindsAreTheWalletEvents(t *testing.T) {
+	t.Parallel()
+	var want []string
+	for _, k := range walletevent.Kinds() {
+		want = append(want, string(k))
+	}
+	got, err := openapicheck.Enum(httpapi.OpenAPI, "components", "schemas", "Kind")
+	require.NoError(t, err)
+	require.Equal(t, append(want, ""), got, "internal/notify/httpapi/openapi.yaml: Kind")
 }

@@ -69,6 +69,7 @@ func bodyCases(f Fixture) []Case {
 		{Name: "unknown field", Method: "POST", Path: "/v1/users", Body: `{"name":"a","phone":"+8613800138000","admin":true}`, Status: 400, Code: "invalid", Msg: "unknown field"},
 		{Name: "deposit unknown field", Method: "POST", Path: dep, Body: `{"amount":100,"currency":"USD"}`, Status: 400, Code: "invalid", Msg: "unknown field"},
 		{Name: "purchase unknown field", Method: "POST", Path: fmt.Sprintf("/v1/users/%d/purchases", f.User), Body: `{"amount":1,"merchant":"m","reference":"r","discount":100}`, Status: 400, Code: "invalid", Msg: `unknown field "discount"`},
+		{Name: "withdrawal unknown field", Method: "POST", Path: fmt.Sprintf("/v1/users/%d/withdrawals", f.User), Body: `{"amount":1,"destination":"bank","iban":"DE00"}`, Status: 400, Code: "invalid", Msg: `unknown field "iban"`},
 		{Name: "transfer unknown field", Method: "POST", Path: "/v1/transfers", Body: fmt.Sprintf(`{"from":%d,"to":%d,"amount":1,"fee":0}`, f.User, f.Other), Status: 400, Code: "invalid", Msg: `unknown field "fee"`},
 		{Name: "two objects", Method: "POST", Path: "/v1/users", Body: `{"name":"a","phone":"+8613800138000"}{}`, Status: 400, Code: "invalid", Msg: "single JSON object"},
 		{Name: "empty body", Method: "POST", Path: "/v1/users", Status: 400, Code: "invalid", Msg: "empty"},
@@ -98,6 +99,7 @@ func bodyCases(f Fixture) []Case {
 func amountCases(f Fixture) []Case {
 	dep := fmt.Sprintf("/v1/users/%d/deposits", f.User)
 	pur := fmt.Sprintf("/v1/users/%d/purchases", f.User)
+	wd := fmt.Sprintf("/v1/users/%d/withdrawals", f.User)
 	tr := func(amount string) string {
 		return fmt.Sprintf(`{"from":%d,"to":%d,"amount":%s}`, f.User, f.Other, amount)
 	}
@@ -119,6 +121,9 @@ func amountCases(f Fixture) []Case {
 		{Name: "amount object", Method: "POST", Path: dep, Body: `{"amount":{"value":100}}`, Status: 400, Code: "invalid", Msg: "JSON integer"},
 		{Name: "amount hex", Method: "POST", Path: dep, Body: `{"amount":0x10}`, Status: 400, Code: "invalid", Msg: "invalid JSON"},
 		{Name: "amount NaN", Method: "POST", Path: dep, Body: `{"amount":NaN}`, Status: 400, Code: "invalid", Msg: "invalid JSON"},
+		{Name: "withdrawal amount negative", Method: "POST", Path: wd, Body: `{"amount":-100,"destination":"bank"}`, Status: 400, Code: "invalid", Msg: "must be positive"},
+		{Name: "withdrawal amount string", Method: "POST", Path: wd, Body: `{"amount":"100","destination":"bank"}`, Status: 400, Code: "invalid", Msg: "not a string"},
+		{Name: "withdrawal amount above limit", Method: "POST", Path: wd, Body: `{"amount":10000000001,"destination":"bank"}`, Status: 400, Code: "invalid", Msg: "at most 10000000000"},
 		{Name: "purchase amount negative", Method: "POST", Path: pur, Body: `{"amount":-100,"merchant":"m","reference":"r"}`, Status: 400, Code: "invalid", Msg: "must be positive"},
 		{Name: "transfer amount fraction", Method: "POST", Path: "/v1/transfers", Body: tr("0.5"), Status: 400, Code: "invalid", Msg: "minor units"},
 		{Name: "transfer amount zero", Method: "POST", Path: "/v1/transfers", Body: tr("0"), Status: 400, Code: "invalid", Msg: "positive"},
@@ -142,6 +147,8 @@ func idCases(f Fixture) []Case {
 		{Name: "events unknown user", Method: "GET", Path: "/v1/users/999999/events", Status: 404, Code: "not_found", Msg: "not found"},
 		{Name: "deposit unknown user", Method: "POST", Path: "/v1/users/999999/deposits", Body: `{"amount":100}`, Status: 404, Code: "not_found", Msg: "user 999999"},
 		{Name: "purchase unknown user", Method: "POST", Path: "/v1/users/999999/purchases", Body: `{"amount":100,"merchant":"m","reference":"r"}`, Status: 404, Code: "not_found", Msg: "user 999999"},
+		{Name: "withdrawal unknown user", Method: "POST", Path: "/v1/users/999999/withdrawals", Body: `{"amount":100,"destination":"bank"}`, Status: 404, Code: "not_found", Msg: "user 999999"},
+		{Name: "withdrawal id with SQL", Method: "POST", Path: "/v1/users/1;DROP%20TABLE%20wallets/withdrawals", Body: `{"amount":100,"destination":"bank"}`, Status: 400, Code: "invalid", Msg: "positive 64-bit integer"},
 		{Name: "saga id not a number", Method: "GET", Path: "/v1/sagas/x", Status: 400, Code: "invalid", Msg: "saga id"},
 		{Name: "saga id with SQL", Method: "GET", Path: "/v1/sagas/1%20OR%201=1", Status: 400, Code: "invalid", Msg: "saga id"},
 		{Name: "saga unknown", Method: "GET", Path: "/v1/sagas/424242", Status: 404, Code: "not_found", Msg: "saga 424242"},
@@ -164,6 +171,7 @@ func queryCases(f Fixture) []Case {
 		{Name: "deposit bad wait", Method: "POST", Path: fmt.Sprintf("/v1/users/%d/deposits?wait=maybe", f.User), Body: `{"amount":100}`, Status: 400, Code: "invalid", Msg: "wait"},
 		{Name: "deposit wait spelled 1", Method: "POST", Path: fmt.Sprintf("/v1/users/%d/deposits?wait=1", f.User), Body: `{"amount":100}`, Status: 400, Code: "invalid", Msg: "wait must be true or false"},
 		{Name: "deposit wait empty", Method: "POST", Path: fmt.Sprintf("/v1/users/%d/deposits?wait=", f.User), Body: `{"amount":100}`, Status: 400, Code: "invalid", Msg: "wait must be true or false"},
+		{Name: "withdrawal bad wait", Method: "POST", Path: fmt.Sprintf("/v1/users/%d/withdrawals?wait=yes", f.User), Body: `{"amount":100,"destination":"bank"}`, Status: 400, Code: "invalid", Msg: "wait must be true or false"},
 		{Name: "sagas state empty", Method: "GET", Path: "/v1/sagas?state=", Status: 400, Code: "invalid", Msg: "state must not be empty"},
 		{Name: "sagas limit empty", Method: "GET", Path: "/v1/sagas?limit=", Status: 400, Code: "invalid", Msg: "limit"},
 		{Name: "sagas bad state", Method: "GET", Path: "/v1/sagas?state=done", Status: 400, Code: "invalid", Msg: "state must be one of"},
@@ -185,7 +193,7 @@ func queryCases(f Fixture) []Case {
 	}
 }
 
-// textCases: names, merchants, references and sources that are not free text (see
+// textCases: names, merchants, references, sources and destinations that are not free text (see
 // internal/freetext): NUL and other control characters, unassigned code points, invalid
 // UTF-8 (raw bytes, lone surrogates, U+FFFD), white space at either end, over-long values,
 // injection strings carrying any of these. Raw invalid bytes are refused
@@ -198,6 +206,7 @@ func textCases(f Fixture) []Case {
 		return `{"amount":100,"merchant":"` + merchant + `","reference":"` + reference + `"}`
 	}
 	dep := fmt.Sprintf("/v1/users/%d/deposits", f.User)
+	wd := fmt.Sprintf("/v1/users/%d/withdrawals", f.User)
 	return []Case{
 		{Name: "name missing", Method: "POST", Path: "/v1/users", Body: `{"phone":"+8613800138000"}`, Status: 400, Code: "invalid", Msg: "name is required"},
 		{Name: "name wrong type", Method: "POST", Path: "/v1/users", Body: `{"name":1,"phone":"+8613800138000"}`, Status: 400, Code: "invalid", Msg: `"name"`},
@@ -232,6 +241,13 @@ func textCases(f Fixture) []Case {
 		{Name: "reference with lone surrogate", Method: "POST", Path: pur, Body: purchase("m", `\udc00order`), Status: 400, Code: "invalid", Msg: "reference must be valid UTF-8"},
 		{Name: "reference with an unassigned code point", Method: "POST", Path: pur, Body: purchase("m", `invoice\ud83f\udfff`), Status: 400, Code: "invalid", Msg: "U+1FFFF (unassigned)"},
 		{Name: "source with NUL", Method: "POST", Path: dep, Body: `{"amount":100,"source":"card\u0000"}`, Status: 400, Code: "invalid", Msg: "source must not contain control characters"},
+		{Name: "withdrawal no destination", Method: "POST", Path: wd, Body: `{"amount":100}`, Status: 400, Code: "invalid", Msg: "destination is required"},
+		{Name: "withdrawal destination empty", Method: "POST", Path: wd, Body: `{"amount":100,"destination":""}`, Status: 400, Code: "invalid", Msg: "destination is required"},
+		{Name: "withdrawal destination a number", Method: "POST", Path: wd, Body: `{"amount":100,"destination":6222}`, Status: 400, Code: "invalid", Msg: `"destination"`},
+		{Name: "destination with NUL", Method: "POST", Path: wd, Body: `{"amount":100,"destination":"bank\u0000"}`, Status: 400, Code: "invalid", Msg: "destination must not contain control characters"},
+		{Name: "destination with SQL and newline", Method: "POST", Path: wd, Body: `{"amount":100,"destination":"x');\nDELETE FROM wallets;--"}`, Status: 400, Code: "invalid", Msg: "U+000A"},
+		{Name: "destination ending in a space", Method: "POST", Path: wd, Body: `{"amount":100,"destination":"bank "}`, Status: 400, Code: "invalid", Msg: "must not start or end with spaces"},
+		{Name: "destination of 101 characters", Method: "POST", Path: wd, Body: `{"amount":100,"destination":"` + strings.Repeat("銀", 101) + `"}`, Status: 400, Code: "invalid", Msg: "at most 100 characters, got 101"},
 		{Name: "source with tab", Method: "POST", Path: dep, Body: `{"amount":100,"source":"card\tdeclined"}`, Status: 400, Code: "invalid", Msg: "U+0009"},
 	}
 }
@@ -269,6 +285,8 @@ func keyCases(f Fixture) []Case {
 		c("idempotency key with tab", "a\tb"),
 		c("idempotency key not ASCII", "ключ-🙂"),
 		c("idempotency key with SQL", "k'); DELETE FROM idempotency_keys;--"),
+		{Name: "withdrawal idempotency key with space", Method: "POST", Path: fmt.Sprintf("/v1/users/%d/withdrawals", f.User), Body: `{"amount":100,"destination":"bank"}`,
+			Header: []string{"Idempotency-Key", "w d"}, Status: 400, Code: "invalid", Msg: "Idempotency-Key"},
 	}
 }
 

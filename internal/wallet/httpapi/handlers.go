@@ -66,6 +66,7 @@ type sagaBody struct {
 	Source         string     `json:"source,omitempty"`
 	Merchant       string     `json:"merchant,omitempty"`
 	Reference      string     `json:"reference,omitempty"`
+	Destination    string     `json:"destination,omitempty"`
 	Steps          []stepBody `json:"steps,omitempty"`
 	Error          *errorBody `json:"error"`
 	CreatedAt      time.Time  `json:"created_at"`
@@ -98,7 +99,7 @@ func toSagaBody(op wallet.Operation, withSteps bool) sagaBody {
 	b := sagaBody{
 		ID: op.ID, Kind: op.Kind, State: string(op.State), UserID: op.UserID, CounterpartyID: op.CounterpartyID,
 		Amount: int64(op.Amount), Currency: op.Currency, Source: op.Source, Merchant: op.Merchant, Reference: op.Reference,
-		Error: toErrorBody(op.Error), CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt,
+		Destination: op.Destination, Error: toErrorBody(op.Error), CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt,
 	}
 	if withSteps {
 		b.Steps = make([]stepBody, 0, len(op.Steps))
@@ -130,6 +131,11 @@ type purchaseRequest struct {
 	Amount    json.RawMessage `json:"amount"`
 	Merchant  string          `json:"merchant"`
 	Reference string          `json:"reference"`
+}
+
+type withdrawalRequest struct {
+	Amount      json.RawMessage `json:"amount"`
+	Destination string          `json:"destination"`
 }
 
 type transferRequest struct {
@@ -255,6 +261,31 @@ func purchase(svc *wallet.Service) userHandler {
 		}
 		op, err := svc.Purchase(c.Request().Context(), wallet.PurchaseRequest{
 			UserID: id, Amount: amount, Merchant: req.Merchant, Reference: req.Reference, IdempotencyKey: key, Background: !wait,
+		})
+		return answerOperation(c, svc, op, wait, err)
+	}
+}
+
+func withdraw(svc *wallet.Service) userHandler {
+	return func(c echo.Context, who caller) error {
+		id, err := pathUser(c, who)
+		if err != nil {
+			return err
+		}
+		wait, key, err := operationParams(c)
+		if err != nil {
+			return err
+		}
+		var req withdrawalRequest
+		if err := httpx.DecodeJSON(c, &req); err != nil {
+			return err
+		}
+		amount, err := wallet.ParseAmount("amount", string(req.Amount))
+		if err != nil {
+			return err
+		}
+		op, err := svc.Withdraw(c.Request().Context(), wallet.WithdrawalRequest{
+			UserID: id, Amount: amount, Destination: req.Destination, IdempotencyKey: key, Background: !wait,
 		})
 		return answerOperation(c, svc, op, wait, err)
 	}

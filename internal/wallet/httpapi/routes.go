@@ -59,6 +59,7 @@ func Register(e *echo.Echo, svc *wallet.Service, opts Options) {
 		{http.MethodGet, "/v1/users/:id/events", users.route(listEvents(svc))},
 		{http.MethodPost, "/v1/users/:id/deposits", users.route(deposit(svc))},
 		{http.MethodPost, "/v1/users/:id/purchases", users.route(purchase(svc))},
+		{http.MethodPost, "/v1/users/:id/withdrawals", users.route(withdraw(svc))},
 		{http.MethodPost, "/v1/transfers", users.route(transfer(svc))},
 		{http.MethodGet, "/v1/sagas", users.route(listSagas(svc))},
 		{http.MethodGet, "/v1/sagas/:id", users.route(getSaga(svc))},

@@ -210,6 +210,7 @@ func TestEveryUserFacingRouteChecksTheUser(t *testing.T) {
 		{"GET /v1/users/{id}/events", "/v1/users/" + us + "/events", ""},
 		{"POST /v1/users/{id}/deposits", "/v1/users/" + us + "/deposits?wait=true", `{"amount":100}`},
 		{"POST /v1/users/{id}/purchases", "/v1/users/" + us + "/purchases?wait=true", `{"amount":100,"merchant":"coffee","reference":"r-1"}`},
+		{"POST /v1/users/{id}/withdrawals", "/v1/users/" + us + "/withdrawals?wait=true", `{"amount":100,"destination":"bank"}`},
 		{"POST /v1/transfers", "/v1/transfers?wait=true", fmt.Sprintf(`{"from":%d,"to":%d,"amount":100}`, u, v)},
 		{"GET /v1/sagas", "/v1/sagas?user_id=" + us, ""},
 		{"GET /v1/sagas/{id}", "/v1/sagas/" + saga, ""},
