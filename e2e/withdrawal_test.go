@@ -9,7 +9,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/walletsaga/walletsaga/internal/notify"
+	"github.com/walletsaga/walletsaga/internal/notify/gate"
+	"github.com/walletsaga/walletsaga/internal/notify/smslog"
+	"github.com/walletsaga/walletsaga/internal/testutil/wait"
 )
 
 // TestWithdrawalSMSArriveInOrder: through the binaries (walletsvc, the provider simulator,
@@ -32,7 +34,7 @@ func TestWithdrawalSMSArriveInOrder(t *testing.T) {
 	require.Equal(t, 1, s.count(`SELECT count(*) FROM providersim.payouts WHERE status = 'paid'`), "one payout paid")
 	require.Equal(t, 1, s.count(`SELECT count(*) FROM providersim.payouts WHERE status = 'rejected'`), "one refused")
 
-	waitFor(t, 60*time.Second, "every SMS", s.smsDone)
+	wait.Until(t, 60*time.Second, "every SMS", s.smsDone)
 	r := s.audit()
 	require.Equal(t, 4, r.Events)
 	require.Equal(t, 4, r.SMS)
@@ -43,7 +45,7 @@ func TestWithdrawalSMSArriveInOrder(t *testing.T) {
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	var log struct {
-		Items []notify.SMSItem `json:"items"`
+		Items []smslog.SMSItem `json:"items"`
 	}
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&log))
 	want := []struct{ kind, text string }{
@@ -58,7 +60,7 @@ func TestWithdrawalSMSArriveInOrder(t *testing.T) {
 		require.Equal(t, int64(i+1), it.Seq)
 		require.Equal(t, want[i].kind, it.Kind, "seq %d", it.Seq)
 		require.Equal(t, want[i].text, it.Text, "seq %d", it.Seq)
-		require.Equal(t, notify.StatusSent, it.Status, "seq %d", it.Seq)
+		require.Equal(t, gate.StatusSent, it.Status, "seq %d", it.Seq)
 		require.NotNil(t, it.SentAt, "seq %d", it.Seq)
 		require.False(t, it.SentAt.Before(last), "seq %d was sent before seq %d", it.Seq, it.Seq-1)
 		last = *it.SentAt
