@@ -64,9 +64,11 @@ const DefaultWebhookTimeout = 5 * time.Second
 // WebhookSender POSTs each SMS as JSON {user_id, seq, phone, text, late} to URL with the
 // header Idempotency-Key set to the SMS's key (its ProviderKey, kept by an operator's
 // replay, which sets late). The provider must deduplicate on that key and answer 409 to a
-// key it accepted before: "already accepted with this key". A 2xx is success; 409 is notify.ErrAlreadyDelivered; 5xx, 408, 429, timeouts
-// and connection errors wrap notify.ErrProviderUnavailable (retried, and counted by the provider
-// breaker); any other 4xx wraps notify.ErrPermanent.
+// key it accepted before: "already accepted with this key". A 2xx is success; 409 is
+// notify.ErrAlreadyDelivered; 5xx, 408, 429, timeouts, connection errors, and 401 and 403 wrap
+// notify.ErrProviderUnavailable (retried, and counted by the provider breaker: a refused token
+// is the provider refusing every SMS until an operator fixes the credentials, which must delay
+// SMS, never dead-letter them); any other 4xx wraps notify.ErrPermanent.
 type WebhookSender struct {
 	URL     string
 	Timeout time.Duration // per request; DefaultWebhookTimeout when zero
@@ -148,7 +150,8 @@ func (s *WebhookSender) Send(ctx context.Context, m notify.SMS) error {
 	switch {
 	case resp.StatusCode == http.StatusConflict:
 		return fmt.Errorf("%s: %w", msg, notify.ErrAlreadyDelivered)
-	case resp.StatusCode == http.StatusRequestTimeout, resp.StatusCode == http.StatusTooManyRequests, resp.StatusCode >= 500:
+	case resp.StatusCode == http.StatusRequestTimeout, resp.StatusCode == http.StatusTooManyRequests, resp.StatusCode >= 500,
+		resp.StatusCode == http.StatusUnauthorized, resp.StatusCode == http.StatusForbidden:
 		return fmt.Errorf("%s: %w", msg, notify.ErrProviderUnavailable)
 	case resp.StatusCode >= 400:
 		return fmt.Errorf("%s: %w", msg, notify.ErrPermanent)

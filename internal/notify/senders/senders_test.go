@@ -72,6 +72,8 @@ func TestWebhookSender(t *testing.T) {
 		{"503 provider-wide", http.StatusServiceUnavailable, notify.ErrProviderUnavailable},
 		{"408 provider-wide", http.StatusRequestTimeout, notify.ErrProviderUnavailable},
 		{"429 provider-wide", http.StatusTooManyRequests, notify.ErrProviderUnavailable},
+		{"401 provider-wide: our token refused", http.StatusUnauthorized, notify.ErrProviderUnavailable},
+		{"403 provider-wide: our token refused", http.StatusForbidden, notify.ErrProviderUnavailable},
 		{"400 permanent", http.StatusBadRequest, notify.ErrPermanent},
 		{"422 permanent", http.StatusUnprocessableEntity, notify.ErrPermanent},
 	}
