@@ -143,18 +143,23 @@ func TestServeMigratesAnswersProbesAndStopsGracefully(t *testing.T) {
 	require.Contains(t, p.Output(), "topic="+topic)
 	require.Contains(t, p.Output(), "payment_gateway="+prov.URL)
 
-	resp, err := http.Get(p.URL + "/readyz")
-	require.NoError(t, err)
+	// Ready from the start (Postgres is enough); the broker's state comes from a watch
+	// whose first check runs in the background, so poll until it has reported.
 	var body struct {
 		Status string            `json:"status"`
 		Checks map[string]string `json:"checks"`
 	}
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
-	resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode, "%+v", body)
+	wait.Until(t, 10*time.Second, "readyz to report the broker", func() bool {
+		resp, err := http.Get(p.URL + "/readyz")
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%+v", body)
+		return body.Checks["rocketmq"] == "ok"
+	})
 	require.Equal(t, map[string]string{"postgres": "ok", "rocketmq": "ok"}, body.Checks)
 
-	resp, err = http.Get(p.URL + "/v1/sagas")
+	resp, err := http.Get(p.URL + "/v1/sagas")
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "the wallet API needs the service token")
