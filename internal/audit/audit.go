@@ -41,10 +41,11 @@ func (r Result) Failed() bool {
 
 // Options say which dead letters a run provoked.
 type Options struct {
-	// ExpectDeadLetter reports whether a dead letter for an SMS to phone is one the run
-	// provoked (a phone configured to fail): those count as DeadLettered, any other as
-	// Lost. Nil expects every dead letter, and the caller checks DeadLettered itself.
-	ExpectDeadLetter func(phone string) bool
+	// ExpectDeadLetter reports whether a dead letter for user's SMS seq to phone is one the
+	// run provoked (a phone configured to fail, a provider that refused that SMS for good):
+	// those count as DeadLettered, any other as Lost. Nil expects every dead letter, and the
+	// caller checks DeadLettered itself.
+	ExpectDeadLetter func(user, seq int64, phone string) bool
 }
 
 // Check audits the database of db. It does not wait: call it once Quiet says the pipeline
@@ -131,7 +132,7 @@ func Check(ctx context.Context, db *pgxpool.Pool, o Options) (Result, error) {
 		}
 		r.Events++
 		switch {
-		case sms == 0 && status == "dead_lettered" && (o.ExpectDeadLetter == nil || o.ExpectDeadLetter(phone)):
+		case sms == 0 && status == "dead_lettered" && (o.ExpectDeadLetter == nil || o.ExpectDeadLetter(user, seq, phone)):
 			r.DeadLettered++
 		case sms == 0 && status == "dead_lettered":
 			note(&r.Lost, "user %d seq %d dead-lettered, but its phone %s is not one configured to fail", user, seq, phone)
