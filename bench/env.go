@@ -7,12 +7,9 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/apache/rocketmq-client-go/v2/admin"
@@ -23,7 +20,16 @@ import (
 	"github.com/walletsaga/walletsaga/internal/procs"
 )
 
-// --- databases ---
+// newDB creates a database of the run (dropped at the end unless -keep-dbs) and returns its URL.
+func (b *bench) newDB(ctx context.Context, suffix string) (string, error) {
+	name := "bench_" + strings.ToLower(b.ts) + "_" + suffix
+	u, err := createDB(ctx, b.admin, b.cfg.DatabaseURL, name)
+	if err != nil {
+		return "", err
+	}
+	b.dbs = append(b.dbs, name)
+	return u, nil
+}
 
 // withDB returns base with its database name replaced by name.
 func withDB(base, name string) (string, error) {
@@ -48,7 +54,11 @@ func dropDB(ctx context.Context, admin *pgxpool.Pool, name string) error {
 	return err
 }
 
-// --- topics ---
+// newTopic creates a topic of the run with queues queues.
+func (b *bench) newTopic(ctx context.Context, suffix string, queues int) (string, error) {
+	topic := "bench-" + strconv.FormatInt(b.tag, 36) + "-" + suffix
+	return topic, createTopic(ctx, b.cfg.Namesrv, b.cfg.BrokerAddr, b.cfg.RMQ, topic, queues)
+}
 
 // createTopic creates topic with queues read/write queues on brokerAddr, signed with creds,
 // and waits until the name server routes it with that many.
@@ -80,10 +90,55 @@ func createTopic(ctx context.Context, namesrv, brokerAddr string, creds ordering
 	return err
 }
 
-// --- processes ---
+// productEnv is the environment of a walletsvc and a notifier of the run on dbURL and topic.
+func (b *bench) productEnv(dbURL, topic string) (wallet, notifier map[string]string) {
+	common := map[string]string{
+		"WALLETSAGA_ENV": "dev", "DATABASE_URL": dbURL, "ROCKETMQ_NAMESRV": b.cfg.Namesrv, "WALLET_EVENTS_TOPIC": topic,
+		"ROCKETMQ_ACCESS_KEY": b.cfg.RMQ.AccessKey, "ROCKETMQ_SECRET_KEY": b.cfg.RMQ.SecretKey,
+		"LOG_LEVEL": "warn", "MIGRATE_ON_START": "true",
+	}
+	wallet = map[string]string{"PRODUCER_GROUP": "bench-relay-" + b.ts, "SERVICE_TOKEN": serviceToken,
+		"PAYMENT_GATEWAY_URL": b.stub.URL, "MERCHANT_URL": b.stub.URL}
+	if b.cfg.SagaWorkers > 0 {
+		wallet["SAGA_WORKERS"] = strconv.Itoa(b.cfg.SagaWorkers)
+	}
+	notifier = map[string]string{
+		"CONSUMER_GROUP": "bench-notifier-" + b.ts + "-" + topic, "SMS_SENDER": "log",
+		"SMS_FAIL_PHONE_PATTERN": "off", "SMS_FAIL_AMOUNT": "0", "READ_TOKEN": readToken,
+	}
+	for k, v := range common {
+		wallet[k], notifier[k] = v, v
+	}
+	return wallet, notifier
+}
+
+// start runs one of the product's binaries from -bin under name, metered from now on.
+func (b *bench) start(ctx context.Context, name, bin string, env map[string]string) (*proc, error) {
+	p, err := startProc(ctx, name, filepath.Join(b.cfg.BinDir, bin), filepath.Join(b.cfg.RunDir, b.ts+"-"+name+".log"), env)
+	if err != nil {
+		return nil, err
+	}
+	b.meter.procs[name] = p
+	return p, nil
+}
+
+// stopProc stops the process started under name, if it runs.
+func (b *bench) stopProc(name string) {
+	if p := b.meter.procs[name]; p != nil {
+		stopProc(p)
+		delete(b.meter.procs, name)
+	}
+}
 
 // proc is one of the product's binaries, running.
 type proc = procs.Proc
+
+// process is a program the run started and meters: one of the product's binaries (proc), or
+// the DTM server (dtmServer).
+type process interface {
+	Pid() int
+	Stop(timeout time.Duration) error
+}
 
 // startProc runs bin with env added to the bench's environment, output to logPath, and waits
 // until /readyz answers 200 (database and broker reachable).
@@ -92,14 +147,14 @@ func startProc(ctx context.Context, name, bin, logPath string, env map[string]st
 }
 
 // stopProc sends SIGTERM and waits (SIGKILL after 20s).
-func stopProc(p *proc) {
+func stopProc(p process) {
 	if p != nil {
 		_ = p.Stop(20 * time.Second)
 	}
 }
 
 // peakRSSMiB is VmHWM from /proc/PID/status: the process's peak resident set so far.
-func peakRSSMiB(p *proc) float64 {
+func peakRSSMiB(p process) float64 {
 	kb := procStatusKB(p.Pid(), "VmHWM")
 	return round2(float64(kb) / 1024)
 }
@@ -121,242 +176,4 @@ func procStatusKB(pid int, field string) int64 {
 		}
 	}
 	return 0
-}
-
-// --- CPU accounting ---
-
-// clockTick is USER_HZ, 100 on every Linux the project runs on.
-const clockTick = 100
-
-// cpuOf returns the CPU time (user+system) of pid, plus that of its reaped children when
-// withChildren (Postgres backends that exited are reaped by the postmaster).
-func cpuOf(pid int, withChildren bool) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// Fields after the command name, which is in parentheses and may hold spaces.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(s[i+1:])
-	// f[0] is field 3 (state); utime is field 14 → f[11], stime f[12], cutime f[13], cstime f[14].
-	if len(f) < 15 {
-		return 0
-	}
-	var ticks int64
-	idx := []int{11, 12}
-	if withChildren {
-		idx = append(idx, 13, 14)
-	}
-	for _, k := range idx {
-		n, _ := strconv.ParseInt(f[k], 10, 64)
-		ticks += n
-	}
-	return time.Duration(ticks) * time.Second / clockTick
-}
-
-func ppidOf(pid int) int {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	f := strings.Fields(s[i+1:])
-	if len(f) < 2 {
-		return 0
-	}
-	n, _ := strconv.Atoi(f[1])
-	return n
-}
-
-// clusterCPU is the CPU time of a whole Postgres cluster: the postmaster, its reaped
-// children, and its live children.
-func clusterCPU(postmaster int) time.Duration {
-	if postmaster <= 0 {
-		return 0
-	}
-	total := cpuOf(postmaster, true)
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if ppidOf(pid) == postmaster {
-			total += cpuOf(pid, false)
-		}
-	}
-	return total
-}
-
-// machineBusy is the CPU time all processors spent outside idle and iowait since boot.
-func machineBusy() time.Duration {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return 0
-	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	f := strings.Fields(line)
-	if len(f) < 9 || f[0] != "cpu" {
-		return 0
-	}
-	var ticks int64
-	for i, v := range f[1:9] {
-		if i == 3 || i == 4 { // idle, iowait
-			continue
-		}
-		n, _ := strconv.ParseInt(v, 10, 64)
-		ticks += n
-	}
-	return time.Duration(ticks) * time.Second / clockTick
-}
-
-// others returns the share (0–1) of the machine's capacity over span that went to processes
-// other than those measured (other sessions' builds and tests, the kernel's own threads).
-func (s CPUSample) others(span time.Duration, cpus int) float64 {
-	if span <= 0 || cpus <= 0 {
-		return 0
-	}
-	rest := s["machine"]
-	for k, v := range s {
-		if k != "machine" {
-			rest -= v
-		}
-	}
-	return round2(max(rest, 0) / (span.Seconds() * float64(cpus)))
-}
-
-// selfCPU is this process's CPU time.
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-func pidFromFile(path string) int {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0
-	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	n, _ := strconv.Atoi(strings.TrimSpace(line))
-	return n
-}
-
-// cpuMeter reads the CPU time of every process of the stack at once.
-type cpuMeter struct {
-	postmaster, broker int
-	procs              map[string]*proc
-}
-
-// CPUSample is CPU time per process, in seconds.
-type CPUSample map[string]float64
-
-func (m *cpuMeter) sample() CPUSample {
-	s := CPUSample{"bench": selfCPU().Seconds(), "machine": machineBusy().Seconds()}
-	if m.postmaster > 0 {
-		s["postgres"] = clusterCPU(m.postmaster).Seconds()
-	}
-	if m.broker > 0 {
-		s["broker"] = cpuOf(m.broker, false).Seconds()
-	}
-	for name, p := range m.procs {
-		if p != nil {
-			s[name] = cpuOf(p.Pid(), false).Seconds()
-		}
-	}
-	return s
-}
-
-// since returns the CPU seconds spent per process between before and s.
-func (s CPUSample) since(before CPUSample) CPUSample {
-	out := CPUSample{}
-	for k, v := range s {
-		if b, ok := before[k]; ok {
-			out[k] = round2(v - b)
-		}
-	}
-	return out
-}
-
-// --- machine ---
-
-// Machine describes where the bench ran.
-type Machine struct {
-	CPUs     int    `json:"cpus"`
-	CPUModel string `json:"cpu_model"`
-	MemGiB   string `json:"mem_gib"`
-	Kernel   string `json:"kernel"`
-	Go       string `json:"go"`
-	Java     string `json:"java"`
-	Postgres string `json:"postgres"`
-	RocketMQ string `json:"rocketmq"`
-	LoadAvg  string `json:"loadavg_at_start"`
-	LoadEnd  string `json:"loadavg_at_end"`
-}
-
-func describeMachine(ctx context.Context, admin *pgxpool.Pool, repo string) Machine {
-	m := Machine{CPUs: runtime.NumCPU(), Go: runtime.Version()}
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-				m.CPUModel = strings.TrimSpace(v)
-				break
-			}
-		}
-	}
-	if kb := memTotalKB(); kb > 0 {
-		m.MemGiB = strconv.FormatFloat(float64(kb)/1024/1024, 'f', 1, 64)
-	}
-	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
-		m.Kernel = strings.TrimSpace(string(b))
-	}
-	m.LoadAvg = loadAvg()
-	if out, err := exec.CommandContext(ctx, "java", "-version").CombinedOutput(); err == nil {
-		m.Java, _, _ = strings.Cut(strings.TrimSpace(string(out)), "\n")
-	}
-	_ = admin.QueryRow(ctx, "SELECT current_setting('server_version')").Scan(&m.Postgres)
-	m.RocketMQ = rocketMQVersion(filepath.Join(repo, "deploy/rocketmq/pom.xml"))
-	return m
-}
-
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return ""
-	}
-	return strings.Join(strings.Fields(string(b))[:3], " ")
-}
-
-func memTotalKB() int64 {
-	b, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "MemTotal:"); ok {
-			n, _ := strconv.ParseInt(strings.Fields(rest)[0], 10, 64)
-			return n
-		}
-	}
-	return 0
-}
-
-func rocketMQVersion(pom string) string {
-	b, err := os.ReadFile(pom)
-	if err != nil {
-		return ""
-	}
-	_, rest, ok := bytes.Cut(b, []byte("<rocketmq.version>"))
-	if !ok {
-		return ""
-	}
-	v, _, _ := bytes.Cut(rest, []byte("<"))
-	return string(v)
 }

@@ -1,369 +1,128 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"runtime"
-	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// Phase is one load phase against the running product.
-type Phase struct {
-	Kind      string  `json:"kind"`    // deposit | purchase | transfer
-	Clients   int     `json:"clients"` // closed loop: concurrent clients, each waiting for its saga
-	OpenRate  float64 `json:"open_rate_per_s,omitempty"`
-	Seconds   float64 `json:"seconds"`
-	Completed int64   `json:"completed"`
-	// Failed: terminal but not completed (e.g. insufficient funds); Timeouts: 202 after the
-	// API's wait limit; Errors: transport errors and other statuses.
-	Failed    int64   `json:"failed"`
-	Timeouts  int64   `json:"timeouts"`
-	Errors    int64   `json:"errors"`
-	SagasPerS float64 `json:"sagas_per_s"`
-	API       Latency `json:"api_latency"`
-	// Events written in the phase window, and their SMS latencies from the outbox row's
-	// occurred_at (its transaction's now()) to the SMS log row's sent_at; split at the
-	// relay's published_at.
-	Events       int64   `json:"events"`
-	Undelivered  int64   `json:"undelivered_after_wait"`
-	E2E          Latency `json:"commit_to_sms"`
-	ToPublished  Latency `json:"commit_to_published"`
-	PublishToSMS Latency `json:"published_to_sms"`
-	SMSPerS      float64 `json:"sms_per_s"`
-	// Resources between the phase's start and the end of its SMS drain.
-	CPU       CPUSample `json:"cpu_s"`
-	CPUSpan   float64   `json:"cpu_span_s"`
-	OthersCPU float64   `json:"others_cpu_share"` // of the machine, by processes outside the stack
-	DBCommits int64     `json:"db_commits"`
-	// Writes are the write transactions (those that got a transaction id and committed) of
-	// the product's database over the same span, read from the WAL and split by the tables
-	// each touched; Reads = DBCommits − all of them (read-only transactions of anyone).
-	Writes *WriteTx `json:"write_tx,omitempty"`
-	Note   string   `json:"note,omitempty"`
-	// Setting names the run's special conditions ("sim latency 20ms", "durable"); "" for
-	// the default.
-	Setting string `json:"setting,omitempty"`
-}
-
-type apiClient struct {
-	base, token string
-	hc          *http.Client
-}
-
-// serviceToken is the bearer token the bench gives walletsvc (SERVICE_TOKEN) and sends on
-// every request; a walletsvc without API authentication ignores both.
-const serviceToken = "walletsaga-bench-service-token"
-
-// readToken is the READ_TOKEN of the bench's notifiers: GET /v1/gate needs it.
-const readToken = "walletsaga-bench-read-token"
-
-func newAPIClient(base string) apiClient {
-	tr := &http.Transport{MaxIdleConns: 1024, MaxIdleConnsPerHost: 1024, IdleConnTimeout: time.Minute}
-	return apiClient{base: base, token: serviceToken, hc: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
-}
-
-type opAnswer struct {
-	ID    int64  `json:"id"`
-	State string `json:"state"`
-}
-
-// post sends body as JSON to path, with an Idempotency-Key header unless key is "".
-func (a apiClient) post(ctx context.Context, path, key string, body any, out any) (int, error) {
-	b, err := json.Marshal(body)
+// product runs walletsvc and the notifier on a database and topic of their own and measures
+// each kind at each client count (closed loop), then half load (open loop), then, if asked,
+// with a slow gateway and merchant and with durable settings.
+func (b *bench) product(ctx context.Context) error {
+	done := b.step("product")
+	defer done()
+	u, err := b.newDB(ctx, "product")
 	if err != nil {
-		return 0, err
+		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.base+path, bytes.NewReader(b))
+	b.productDB = u
+	if err := b.keepWAL(ctx); err != nil {
+		return err
+	}
+	stmts, err := b.statements(ctx)
 	if err != nil {
-		return 0, err
+		return err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+a.token)
-	if key != "" {
-		req.Header.Set("Idempotency-Key", key)
-	}
-	resp, err := a.hc.Do(req)
+	topic, err := b.newTopic(ctx, "product", 8)
 	if err != nil {
-		return 0, err
+		return err
 	}
-	defer resp.Body.Close()
-	rb, err := io.ReadAll(resp.Body)
+	wenv, nenv := b.productEnv(u, topic)
+	ws, err := b.start(ctx, "walletsvc", "walletsvc", wenv)
 	if err != nil {
-		return resp.StatusCode, err
+		return err
 	}
-	if out != nil && resp.StatusCode < 300 {
-		if err := json.Unmarshal(rb, out); err != nil {
-			return resp.StatusCode, fmt.Errorf("decoding %s answer: %w", path, err)
-		}
+	ns, err := b.start(ctx, "notifier", "notifier", nenv)
+	if err != nil {
+		return err
 	}
-	if resp.StatusCode >= 300 && resp.StatusCode != http.StatusAccepted {
-		return resp.StatusCode, fmt.Errorf("POST %s: %d %s", path, resp.StatusCode, bytes.TrimSpace(rb))
+	db, err := pgxpool.New(ctx, u)
+	if err != nil {
+		return err
 	}
-	return resp.StatusCode, nil
-}
-
-// createUsers creates n users with c concurrent clients.
-func createUsers(ctx context.Context, a apiClient, n, c int, runTag int64) ([]int64, error) {
-	ids := make([]int64, n)
-	var next atomic.Int64
-	var firstErr error
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for range c {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= n || ctx.Err() != nil {
-					return
-				}
-				var out struct {
-					ID int64 `json:"id"`
-				}
-				// Unique E.164 numbers per run; none ends in 0000 (a demo failure switch).
-				phone := fmt.Sprintf("+86%03d%08d", runTag%1000, i*7+1)
-				_, err := a.post(ctx, "/v1/users", "", map[string]any{"name": "bench " + strconv.Itoa(i), "phone": phone, "locale": "en"}, &out)
-				if err != nil {
-					mu.Lock()
-					if firstErr == nil {
-						firstErr = err
-					}
-					mu.Unlock()
-					return
-				}
-				ids[i] = out.ID
+	defer db.Close()
+	api := newAPIClient(ws.URL)
+	t0 := time.Now()
+	users, err := createUsers(ctx, api, b.cfg.Users, 16, b.tag)
+	if err != nil {
+		return fmt.Errorf("creating users: %w", err)
+	}
+	b.log.Info("users created", "n", len(users), "took", time.Since(t0).Round(time.Millisecond))
+	pr := &productRun{tag: "bench-" + b.ts, wenv: wenv, api: api, db: db, dbURL: u, stmts: stmts, users: users, meter: b.meter, drain: b.cfg.Drain}
+	// Warm up (not reported): connections, statement caches, the consumer's queue locks.
+	pr.phase(ctx, "deposit", 8, 0, 2*time.Second)
+	for _, kind := range []string{"deposit", "purchase", "transfer"} {
+		for _, c := range b.cfg.Clients {
+			ph := pr.phase(ctx, kind, c, 0, b.cfg.Phase)
+			b.log.Info("phase", "kind", kind, "clients", c, "sagas/s", ph.SagasPerS, "api_p99_ms", ph.API.P99,
+				"e2e_p99_ms", ph.E2E.P99, "failed", ph.Failed, "errors", ph.Errors, "timeouts", ph.Timeouts)
+			if ph.Note != "" {
+				b.res.Notes = append(b.res.Notes, fmt.Sprintf("%s × %d: %s", kind, c, ph.Note))
 			}
-		})
-	}
-	wg.Wait()
-	return ids, firstErr
-}
-
-// productRun drives the running walletsvc and measures what reaches the SMS log.
-type productRun struct {
-	tag   string            // makes the run's Idempotency-Keys unique
-	wenv  map[string]string // walletsvc's environment
-	api   apiClient
-	db    *pgxpool.Pool // the product's database
-	users []int64
-	meter *cpuMeter
-	next  atomic.Int64
-	drain time.Duration
-}
-
-// request sends operation number i of kind with ?wait=true and classifies the answer.
-func (pr *productRun) request(ctx context.Context, kind string, i int64) (ok bool, class string, err error) {
-	n := int64(len(pr.users))
-	u := pr.users[i%n]
-	var (
-		path string
-		body any
-	)
-	switch kind {
-	case "deposit":
-		path, body = "/v1/users/"+strconv.FormatInt(u, 10)+"/deposits?wait=true", map[string]any{"amount": 10000}
-	case "purchase":
-		path, body = "/v1/users/"+strconv.FormatInt(u, 10)+"/purchases?wait=true",
-			map[string]any{"amount": 100, "merchant": "bench-shop", "reference": "bench-" + strconv.FormatInt(i, 10)}
-	case "transfer":
-		path, body = "/v1/transfers?wait=true", map[string]any{"from": u, "to": pr.users[(i+n/2)%n], "amount": 100}
-	}
-	var out opAnswer
-	// Every operation carries an Idempotency-Key, as a careful client's does: the key's
-	// claim is part of the saga's first commit.
-	code, err := pr.api.post(ctx, path, pr.tag+"-"+kind+"-"+strconv.FormatInt(i, 10), body, &out)
-	switch {
-	case err != nil:
-		return false, "error", err
-	case code == http.StatusAccepted:
-		return false, "timeout", nil
-	case out.State == "completed":
-		return true, "", nil
-	default:
-		return false, "failed", fmt.Errorf("saga %d ended %s", out.ID, out.State)
-	}
-}
-
-// snapshot reads the CPU of the stack, the database's commit count and the WAL position
-// (flushed: the WAL reader reads no further).
-func (pr *productRun) snapshot(ctx context.Context) (CPUSample, int64, string) {
-	var commits int64
-	var lsn string
-	_ = pr.db.QueryRow(ctx, `SELECT xact_commit, pg_current_wal_flush_lsn()::text FROM pg_stat_database WHERE datname = current_database()`).Scan(&commits, &lsn)
-	return pr.meter.sample(), commits, lsn
-}
-
-// keepWAL holds a temporary replication slot on a connection of its own, so that the WAL
-// written from now on stays until release, even across checkpoints, for writeTx to read.
-func (pr *productRun) keepWAL(ctx context.Context) (release func(), err error) {
-	conn, err := pr.db.Acquire(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := conn.Exec(ctx, `SELECT pg_create_physical_replication_slot('bench_wal_' || pg_backend_pid(), true, true)`); err != nil {
-		conn.Release()
-		return nil, fmt.Errorf("replication slot: %w", err)
-	}
-	return func() {
-		_, _ = conn.Exec(context.WithoutCancel(ctx), `SELECT pg_drop_replication_slot('bench_wal_' || pg_backend_pid())`)
-		conn.Release()
-	}, nil
-}
-
-// quiet waits, up to limit, until every event of the database has its SMS: a phase measured
-// right after another would otherwise share the machine with the previous one's backlog.
-// It reports how many were still undelivered.
-func (pr *productRun) quiet(ctx context.Context, limit time.Duration) int64 {
-	deadline := time.Now().Add(limit)
-	var left int64
-	for ctx.Err() == nil {
-		_ = pr.db.QueryRow(ctx, `SELECT count(*) FROM wallet_events e
-			WHERE NOT EXISTS (SELECT 1 FROM notify.sms_log l WHERE l.user_id = e.user_id AND l.seq = e.seq AND NOT l.late)`).Scan(&left)
-		if left == 0 || time.Now().After(deadline) {
-			return left
+			b.res.Phases = append(b.res.Phases, ph)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
 		}
-		time.Sleep(time.Second)
 	}
-	return left
-}
+	// Half of the maximum load: deposits, open loop at half the best deposit rate.
+	best := 0.0
+	for _, ph := range b.res.Phases {
+		if ph.Kind == "deposit" {
+			best = max(best, ph.SagasPerS)
+		}
+	}
+	if best > 0 {
+		// Half load is measured on a quiet stack: the notifier may still be working off the
+		// SMS backlog of the saturated phases.
+		if left := pr.quiet(ctx, 3*time.Minute); left > 0 {
+			b.res.Notes = append(b.res.Notes, fmt.Sprintf("half load: started with %d SMS of earlier phases still undelivered after 3 minutes", left))
+		}
+		ph := pr.phase(ctx, "deposit", 0, best/2, b.cfg.Phase)
+		b.log.Info("half load", "rate", ph.OpenRate, "sagas/s", ph.SagasPerS, "e2e_p99_ms", ph.E2E.P99)
+		if ph.Note != "" {
+			b.res.Notes = append(b.res.Notes, "half load: "+ph.Note)
+		}
+		b.res.HalfLoad = &ph
+	}
+	b.res.PeakRSS = map[string]float64{"walletsvc": peakRSSMiB(ws), "notifier": peakRSSMiB(ns)}
 
-// phase runs kind for d: closed loop with clients, or open loop at openRate sagas/s.
-func (pr *productRun) phase(ctx context.Context, kind string, clients int, openRate float64, d time.Duration) Phase {
-	ph := Phase{Kind: kind, Clients: clients, OpenRate: round2(openRate), Seconds: d.Seconds()}
-	releaseWAL, walErr := pr.keepWAL(ctx)
-	if walErr == nil {
-		defer releaseWAL()
-	}
-	cpu0, commits0, lsn0 := pr.snapshot(ctx)
-	var (
-		lat                                 recorder
-		completed, failed, timeouts, errors atomic.Int64
-	)
-	var firstErr error
-	var errMu sync.Mutex
-	one := func(t0 time.Time) {
-		ok, class, err := pr.request(ctx, kind, pr.next.Add(1))
-		lat.add(time.Since(t0))
+	// The remote parties at a realistic latency: walletsvc again, pointed at the slow stub.
+	if b.cfg.SimLatency > 0 {
+		b.stopProc("walletsvc")
+		wenv["PAYMENT_GATEWAY_URL"], wenv["MERCHANT_URL"] = b.slowStub.URL, b.slowStub.URL
+		slow, err := b.start(ctx, "walletsvc", "walletsvc", wenv)
 		if err != nil {
-			errMu.Lock()
-			if firstErr == nil {
-				firstErr = err
-			}
-			errMu.Unlock()
+			return err
 		}
-		switch {
-		case ok:
-			completed.Add(1)
-		case class == "failed":
-			failed.Add(1)
-		case class == "timeout":
-			timeouts.Add(1)
-		default:
-			errors.Add(1)
-		}
-	}
-	start := time.Now()
-	end := start.Add(d)
-	var wg sync.WaitGroup
-	if openRate > 0 {
-		// Open loop: a request every 1/openRate, whatever the answers; latency counts from
-		// the scheduled start (no coordinated omission). At most 1024 in flight.
-		sem := make(chan struct{}, 1024)
-		interval := time.Duration(float64(time.Second) / openRate)
-		for at := start; at.Before(end) && ctx.Err() == nil; at = at.Add(interval) {
-			time.Sleep(time.Until(at))
-			sem <- struct{}{}
-			wg.Go(func() { defer func() { <-sem }(); one(at) })
-		}
-		ph.Clients = 0
-	} else {
-		for range clients {
-			wg.Go(func() {
-				for ctx.Err() == nil && time.Now().Before(end) {
-					one(time.Now())
+		pr.api = newAPIClient(slow.URL)
+		setting := "sim latency " + b.cfg.SimLatency.String()
+		for _, kind := range []string{"deposit", "purchase"} {
+			for _, c := range b.cfg.LatencyClients {
+				ph := pr.phase(ctx, kind, c, 0, b.cfg.Phase)
+				ph.Setting = setting
+				b.log.Info("phase", "setting", setting, "kind", kind, "clients", c, "sagas/s", ph.SagasPerS, "api_p99_ms", ph.API.P99)
+				b.res.Phases = append(b.res.Phases, ph)
+				if ctx.Err() != nil {
+					return ctx.Err()
 				}
-			})
-		}
-	}
-	wg.Wait()
-	el := time.Since(start)
-	ph.Seconds = round2(el.Seconds())
-	ph.Completed, ph.Failed, ph.Timeouts, ph.Errors = completed.Load(), failed.Load(), timeouts.Load(), errors.Load()
-	ph.SagasPerS = rate(ph.Completed, el)
-	ph.API = lat.latency()
-	if firstErr != nil {
-		ph.Note = "first error: " + firstErr.Error() + "; "
-	}
-	winEnd := time.Now()
-
-	// Let the relay and the notifier catch up, then read the latencies of the window's events.
-	deadline := time.Now().Add(pr.drain)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		_ = pr.db.QueryRow(ctx, `SELECT count(*) FROM wallet_events e WHERE e.occurred_at >= $1 AND e.occurred_at < $2
-			AND NOT EXISTS (SELECT 1 FROM notify.sms_log l WHERE l.user_id = e.user_id AND l.seq = e.seq AND NOT l.late)`,
-			start, winEnd).Scan(&ph.Undelivered)
-		if ph.Undelivered == 0 {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	if ph.Undelivered > 0 {
-		ph.Note += fmt.Sprintf("%d events without SMS after %s", ph.Undelivered, pr.drain)
-	}
-	var e2e, pub, deliver [4]*float64
-	var sms int64
-	err := pr.db.QueryRow(ctx, `
-		WITH x AS (
-			SELECT extract(epoch FROM l.sent_at - e.occurred_at) * 1000 AS e2e,
-			       extract(epoch FROM e.published_at - e.occurred_at) * 1000 AS pub,
-			       extract(epoch FROM l.sent_at - e.published_at) * 1000 AS dlv
-			FROM wallet_events e LEFT JOIN notify.sms_log l ON l.user_id = e.user_id AND l.seq = e.seq AND NOT l.late
-			WHERE e.occurred_at >= $1 AND e.occurred_at < $2)
-		SELECT count(*),
-		  percentile_disc(0.5) WITHIN GROUP (ORDER BY e2e), percentile_disc(0.95) WITHIN GROUP (ORDER BY e2e),
-		  percentile_disc(0.99) WITHIN GROUP (ORDER BY e2e), max(e2e),
-		  percentile_disc(0.5) WITHIN GROUP (ORDER BY pub), percentile_disc(0.95) WITHIN GROUP (ORDER BY pub),
-		  percentile_disc(0.99) WITHIN GROUP (ORDER BY pub), max(pub),
-		  percentile_disc(0.5) WITHIN GROUP (ORDER BY dlv), percentile_disc(0.95) WITHIN GROUP (ORDER BY dlv),
-		  percentile_disc(0.99) WITHIN GROUP (ORDER BY dlv), max(dlv),
-		  (SELECT count(*) FROM notify.sms_log WHERE sent_at >= $1 AND sent_at < $2 AND NOT late)
-		FROM x`, start, winEnd).Scan(&ph.Events,
-		&e2e[0], &e2e[1], &e2e[2], &e2e[3], &pub[0], &pub[1], &pub[2], &pub[3], &deliver[0], &deliver[1], &deliver[2], &deliver[3], &sms)
-	if err != nil {
-		ph.Note += " latency query: " + err.Error()
-	}
-	toLat := func(v [4]*float64, n int64) Latency {
-		f := func(p *float64) float64 {
-			if p == nil {
-				return 0
 			}
-			return round2(*p)
 		}
-		return Latency{N: int(n), P50: f(v[0]), P95: f(v[1]), P99: f(v[2]), Max: f(v[3])}
+		wenv["PAYMENT_GATEWAY_URL"], wenv["MERCHANT_URL"] = b.stub.URL, b.stub.URL
+		b.stopProc("walletsvc")
+		if _, err := b.start(ctx, "walletsvc", "walletsvc", wenv); err != nil {
+			return err
+		}
 	}
-	ph.E2E = toLat(e2e, ph.Events-ph.Undelivered)
-	ph.ToPublished = toLat(pub, ph.Events)
-	ph.PublishToSMS = toLat(deliver, ph.Events-ph.Undelivered)
-	ph.SMSPerS = rate(sms, winEnd.Sub(start))
-	cpu1, commits1, lsn1 := pr.snapshot(ctx)
-	span := time.Since(start)
-	ph.CPU, ph.DBCommits, ph.CPUSpan = cpu1.since(cpu0), commits1-commits0, round2(span.Seconds())
-	ph.OthersCPU = ph.CPU.others(span, runtime.NumCPU())
-	switch w, err := writeTx(ctx, pr.db, lsn0, lsn1); {
-	case walErr != nil:
-		ph.Note += " write transactions: " + walErr.Error()
-	case err != nil:
-		ph.Note += " write transactions: " + err.Error()
-	default:
-		ph.Writes = &w
+	if b.cfg.Durable {
+		if err := b.durable(ctx, pr); err != nil {
+			return fmt.Errorf("durable settings: %w", err)
+		}
 	}
-	return ph
+	b.stopProc("walletsvc")
+	b.stopProc("notifier")
+	return nil
 }

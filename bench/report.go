@@ -12,158 +12,6 @@ import (
 	"time"
 )
 
-// Results is everything one run measured; it is written as JSON as is.
-type Results struct {
-	Started  time.Time      `json:"started"`
-	Seconds  float64        `json:"seconds"`
-	Machine  Machine        `json:"machine"`
-	Settings map[string]any `json:"settings"`
-
-	RawPG           []RawPG   `json:"raw_postgres"`
-	RawPGCPU        CPUSample `json:"raw_postgres_cpu_s,omitempty"`
-	RawPGOthers     float64   `json:"raw_postgres_others_cpu_share"`
-	PGBench         []PGBench `json:"pgbench,omitempty"`
-	RawMQ           *RawMQ    `json:"raw_rocketmq,omitempty"`
-	RawMQSendCPU    CPUSample `json:"raw_rocketmq_send_cpu_s,omitempty"`
-	RawMQConsumeCPU CPUSample `json:"raw_rocketmq_consume_cpu_s,omitempty"`
-
-	Phases   []Phase            `json:"product_phases"`
-	HalfLoad *Phase             `json:"half_load,omitempty"`
-	PeakRSS  map[string]float64 `json:"peak_rss_mib,omitempty"`
-
-	NotifyDrain *NotifyDrain  `json:"notifier_drain,omitempty"`
-	Slow        *SlowProvider `json:"slow_provider,omitempty"`
-	Lanes       *LaneBench    `json:"lanes,omitempty"`
-
-	Ratios   []Ratio  `json:"ratios"`
-	Targets  []Target `json:"targets"`
-	Profiles []string `json:"cpu_profiles,omitempty"`
-	Notes    []string `json:"notes,omitempty"`
-}
-
-// Ratio is one of the two headline ratios.
-type Ratio struct {
-	Name       string  `json:"name"`
-	Value      float64 `json:"value"`
-	Definition string  `json:"definition"`
-}
-
-// Target is one of the bench's targets (its report's "Targets" table) and whether this run
-// reached it.
-type Target struct {
-	What    string  `json:"what"`
-	Want    string  `json:"want"`
-	Got     float64 `json:"got"`
-	Reached bool    `json:"reached"`
-}
-
-// finish computes the ratios and checks the targets.
-func (r *Results) finish() {
-	bestRaw, bestRawC := 0.0, 0
-	durableRaw := 0.0
-	for _, p := range r.RawPG {
-		switch {
-		case p.Setting == "durable":
-			durableRaw = max(durableRaw, p.TPS)
-		case p.TPS > bestRaw:
-			bestRaw, bestRawC = p.TPS, p.Clients
-		}
-	}
-	bestPgbench := 0.0
-	for _, p := range r.PGBench {
-		bestPgbench = max(bestPgbench, p.TPS)
-	}
-	best := r.bestByKind("")
-	if bestRaw > 0 && len(best) > 0 {
-		minKind, minRate := "", 0.0
-		var per []string
-		for _, k := range []string{"deposit", "purchase", "transfer"} {
-			p, ok := best[k]
-			if !ok {
-				continue
-			}
-			if minKind == "" || p.SagasPerS < minRate {
-				minKind, minRate = k, p.SagasPerS
-			}
-			v := round2(p.SagasPerS / bestRaw)
-			per = append(per, fmt.Sprintf("%s %.2f (%.1f/s at %d clients)", k, v, p.SagasPerS, p.Clients))
-			r.Ratios = append(r.Ratios, Ratio{Name: "wallet_vs_postgres_" + k, Value: v, Definition: fmt.Sprintf(
-				"best completed %s sagas/s at any client count (%d clients: %.1f/s) ÷ best raw wallet-step tx/s (%d clients: %.1f/s)", k, p.Clients, p.SagasPerS, bestRawC, bestRaw)})
-		}
-		v := round2(minRate / bestRaw)
-		r.Ratios = append([]Ratio{{Name: "wallet_vs_postgres", Value: v, Definition: fmt.Sprintf(
-			"the MINIMUM over kinds of each kind's best completed sagas/s (each request with ?wait=true and an Idempotency-Key) ÷ best raw wallet-step transactions/s of the same run (%d clients: %.1f/s; pgx: UPDATE one row + INSERT two rows + COMMIT, same cluster); the minimum is %s; per kind: %s",
-			bestRawC, bestRaw, minKind, strings.Join(per, ", "))}}, r.Ratios...)
-		r.Targets = append(r.Targets, Target{What: "ratio wallet_vs_postgres (min over kinds)", Want: "≥ 0.50", Got: v, Reached: v >= 0.5})
-		if bestPgbench > 0 {
-			r.Ratios = append(r.Ratios, Ratio{Name: "wallet_vs_pgbench", Value: round2(minRate / bestPgbench), Definition: fmt.Sprintf(
-				"the same minimum (%s, %.1f/s) ÷ pgbench's best TPC-B-like tps (%.1f)", minKind, minRate, bestPgbench)})
-		}
-	}
-	if durable := r.bestByKind("durable"); durableRaw > 0 && len(durable) > 0 {
-		minRate := -1.0
-		for _, p := range durable {
-			if minRate < 0 || p.SagasPerS < minRate {
-				minRate = p.SagasPerS
-			}
-		}
-		r.Ratios = append(r.Ratios, Ratio{Name: "wallet_vs_postgres_durable", Value: round2(minRate / durableRaw), Definition: fmt.Sprintf(
-			"with fsync and synchronous_commit on: the minimum over deposit and purchase of completed sagas/s (%.1f) ÷ the raw wallet-step tx/s with the same settings (%.1f)", minRate, durableRaw)})
-	}
-	for _, k := range []string{"deposit", "purchase"} {
-		if p, ok := best[k]; ok {
-			r.Targets = append(r.Targets, Target{What: k + " sagas/s (best)", Want: "> 1100", Got: p.SagasPerS, Reached: p.SagasPerS > 1100})
-		}
-	}
-	for _, k := range []string{"deposit", "purchase", "transfer"} {
-		p, ok := best[k]
-		if !ok || p.Writes == nil || p.Completed == 0 {
-			continue
-		}
-		want := 2.0
-		if k == "transfer" {
-			want = 1
-		}
-		w := round2(float64(p.Writes.Saga) / float64(p.Completed))
-		r.Targets = append(r.Targets, Target{What: k + " write transactions per saga (wallet and saga tables)", Want: fmt.Sprintf("≤ %.0f", want), Got: w, Reached: w <= want+0.05})
-		if c := p.CPU["walletsvc"]; c > 0 {
-			ms := round2(c * 1000 / float64(p.Completed))
-			r.Targets = append(r.Targets, Target{What: k + " walletsvc CPU ms per saga (best phase)", Want: "≤ 0.50", Got: ms, Reached: ms <= 0.5})
-		}
-	}
-	if n, m := r.NotifyDrain, r.RawMQ; n != nil && m != nil && m.ConsumeRate > 0 && m.SendRate > 0 {
-		ceiling := min(m.SendRate, m.ConsumeRate)
-		v := round2(n.SMSPerS / ceiling)
-		r.Ratios = append(r.Ratios, Ratio{Name: "notify_vs_broker", Value: v, Definition: fmt.Sprintf(
-			"notifier SMS/s draining the raw run's backlog (same topic: 8 queues, %d users, %d messages; log sender, fresh database: %.1f/s) ÷ the broker's ordered ceiling = min(raw ordered SendSync msg/s with %d senders, raw orderly consumption msg/s of that backlog by the same consumer harness with a no-op handler) = min(%.1f, %.1f)",
-			m.Users, m.Sent, n.SMSPerS, m.Senders, m.SendRate, m.ConsumeRate)})
-		r.Targets = append(r.Targets, Target{What: "ratio notify_vs_broker", Want: "≥ 0.70", Got: v, Reached: v >= 0.7})
-		r.Notes = append(r.Notes, fmt.Sprintf("against orderly consumption alone (%.1f msg/s) the notifier reaches %.3f", m.ConsumeRate, n.SMSPerS/m.ConsumeRate))
-	}
-	if h := r.HalfLoad; h != nil {
-		r.Targets = append(r.Targets, Target{What: fmt.Sprintf("API p99 at half max load (deposits, open loop %.1f/s)", h.OpenRate),
-			Want: "< 20 ms", Got: h.API.P99, Reached: h.API.P99 > 0 && h.API.P99 < 20})
-		r.Targets = append(r.Targets, Target{What: fmt.Sprintf("p99 commit→SMS at half max load (deposits, open loop %.1f/s)", h.OpenRate),
-			Want: "< 100 ms", Got: h.E2E.P99, Reached: h.E2E.P99 > 0 && h.E2E.P99 < 100 && h.Undelivered == 0})
-	}
-	r.laneTargets()
-}
-
-// bestByKind returns, per kind, the closed-loop phase with the most completed sagas/s among
-// the phases of one setting ("" = the default).
-func (r *Results) bestByKind(setting string) map[string]Phase {
-	best := map[string]Phase{}
-	for _, p := range r.Phases {
-		if p.Setting != setting || p.OpenRate > 0 {
-			continue
-		}
-		if b, ok := best[p.Kind]; !ok || p.SagasPerS > b.SagasPerS {
-			best[p.Kind] = p
-		}
-	}
-	return best
-}
-
 // table is rendered both as aligned text and as Markdown.
 type table struct {
 	title string
@@ -172,8 +20,10 @@ type table struct {
 }
 
 func f1(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
+
 func f0(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) }
-func d(v int64) string    { return strconv.FormatInt(v, 10) }
+
+func d(v int64) string { return strconv.FormatInt(v, 10) }
 
 func perOp(cpuS float64, n int64) string {
 	if n == 0 {
@@ -242,10 +92,31 @@ func (r *Results) tables() []table {
 		}
 		ts = append(ts, t)
 	}
+	if m := r.DTM; m != nil {
+		t := table{title: fmt.Sprintf("Peer: DTM %s, sagas of two branches (no-op HTTP action + compensation served by the bench) submitted through dtmcli with WaitResult (closed loop); DTM's store in a Postgres database of its own; %d action and %d compensation calls answered",
+			m.Version, m.ActionCalls, m.CompensateCalls),
+			head: []string{"clients", "sagas/s", "ok", "err", "p50", "p95", "p99 ms", "CPU ms/saga dtm", "postgres", "bench", "DB commits/saga", "write tx/saga", "others CPU"}}
+		for _, p := range m.Phases {
+			commits, writes := "-", "-"
+			if p.Completed > 0 {
+				commits = f1(float64(p.DBCommits) / float64(p.Completed))
+				if p.Writes != nil {
+					writes = strconv.FormatFloat(float64(p.Writes.All())/float64(p.Completed), 'f', 2, 64)
+				}
+			}
+			t.rows = append(t.rows, []string{strconv.Itoa(p.Clients), f1(p.SagasPerS), d(p.Completed), d(p.Errors), f1(p.Latency.P50), f1(p.Latency.P95), f1(p.Latency.P99),
+				perOp(p.CPU["dtm"], p.Completed), perOp(p.CPU["postgres"], p.Completed), perOp(p.CPU["bench"], p.Completed), commits, writes, f0(p.OthersCPU*100) + "%"})
+		}
+		ts = append(ts, t)
+	}
+	ts = append(ts, statementTables(r.profiles())...)
 	var extra [][]string
 	if len(r.PeakRSS) > 0 {
 		extra = append(extra, []string{"peak RSS (VmHWM) walletsvc", f1(r.PeakRSS["walletsvc"]) + " MiB"},
 			[]string{"peak RSS (VmHWM) notifier", f1(r.PeakRSS["notifier"]) + " MiB"})
+	}
+	if m := r.DTM; m != nil && m.PeakRSSMiB > 0 {
+		extra = append(extra, []string{"peak RSS (VmHWM) DTM server", f1(m.PeakRSSMiB) + " MiB"})
 	}
 	if n := r.NotifyDrain; n != nil {
 		extra = append(extra, []string{"notifier draining the raw backlog (log sender, 8 queues)",
@@ -275,9 +146,84 @@ var definitions = []string{
 	"SMS/s: SMS log rows written during the phase ÷ its length.",
 	"CPU ms/saga: CPU time (/proc/PID/stat utime+stime) of each process from the phase's start to the end of its SMS drain ÷ completed sagas; postgres = the whole cluster (postmaster, live and exited backends); broker = the RocketMQ broker JVM; bench = this load generator, with the payment gateway and merchant stub it serves (the simulator's handler on its memory store, so the product's database holds nothing of theirs).",
 	"DB commits/saga: pg_stat_database.xact_commit of the product's database over the same span ÷ completed sagas: every transaction of walletsvc (API, saga engine, relay) and of the notifier (each autocommit statement counts as one); backends flush these counters up to ~1 s late.",
-	"write tx/saga: committed transactions that wrote (got a transaction id), read from the WAL of the same span (pg_walinspect) and split by the tables each touched: saga = the wallet's and the saga engine's tables (the saga's own commits), relay = only wallet_events (marking published), notifier = the notify schema; ÷ completed sagas. read tx/saga (db) = DB commits − all write transactions: read-only transactions of everyone on the database (the API's reads, the relay's and the notifier's polls, this bench's probes).",
+	"write tx/saga: committed transactions that wrote (got a transaction id), read from the WAL of the same span (pg_walinspect; the span is recorded during the phase and read after the run's last measured part, so that reading it perturbs no phase) and split by the tables each touched: saga = the wallet's and the saga engine's tables (the saga's own commits), relay = only wallet_events (marking published), notifier = the notify schema; ÷ completed sagas. read tx/saga (db) = DB commits − all write transactions: read-only transactions of everyone on the database (the API's reads, the relay's and the notifier's polls, this bench's probes).",
 	"others CPU: share of the machine's CPU capacity over the same span used by processes outside the stack (other sessions' builds and tests, kernel threads): the noise on this run; Postgres work of other databases on the same cluster is counted under postgres, not here.",
 	"peak RSS: VmHWM of /proc/PID/status at the end of the product phases.",
+	"DTM: the peer of the same run, DTM's server built from its module's source, with its defaults but for its ports and its log level (warn, as the product's binaries run here), its store on a database of its own of the same cluster; each client submits a saga of two branches (an action and a compensation each, no-op HTTP handlers of this load generator) through dtmcli with WaitResult (answered once the saga has ended) and a global id of its own, then the next. sagas/s, latency, CPU ms/saga (dtm = DTM's server process; postgres and bench as above, bench serving the branches), DB commits/saga and write tx/saga (every write transaction of DTM's database, from the WAL) are measured as for the product, the span ending when DTM has recorded the phase's branch outcomes (it writes them in batches after answering).",
+	"statements: pg_stat_statements of the phase's database over the same span (reset at the phase's start): each normalized statement's calls and total execution time (from start to end inside the server, so lock waits and CPU queueing count; planning not included; BEGIN and COMMIT are statements too) ÷ completed sagas, costliest first; share = of the time the database spent executing statements; the bench's own probes, marked by a comment, are left out; [tables] = the tables the statement names. The verdict names the costliest.",
+}
+
+// profiled is a phase's statement profile, as the statement tables show it.
+type profiled struct {
+	label     string
+	completed int64
+	st        *Statements
+}
+
+// label names a product phase: kind × clients (or its open-loop rate), and its setting.
+func (p Phase) label() string {
+	l := p.Kind + " × " + strconv.Itoa(p.Clients)
+	if p.OpenRate > 0 {
+		l = p.Kind + " open " + f1(p.OpenRate) + "/s"
+	}
+	if p.Setting != "" {
+		l += " (" + p.Setting + ")"
+	}
+	return l
+}
+
+// profiles are the phases with a statement profile, in the order they ran.
+func (r *Results) profiles() []profiled {
+	var out []profiled
+	rows := append([]Phase(nil), r.Phases...)
+	if r.HalfLoad != nil {
+		rows = append(rows, *r.HalfLoad)
+	}
+	for _, p := range rows {
+		if p.Statements != nil {
+			out = append(out, profiled{label: p.label(), completed: p.Completed, st: p.Statements})
+		}
+	}
+	if r.DTM != nil {
+		for _, p := range r.DTM.Phases {
+			if p.Statements != nil {
+				out = append(out, profiled{label: p.label(), completed: p.Completed, st: p.Statements})
+			}
+		}
+	}
+	return out
+}
+
+// topStatements is how many statements per phase the statement table shows (the JSON has
+// them all).
+const topStatements = 5
+
+// statementTables are the costliest statements of each profiled phase, per saga, and the
+// verdict of each.
+func statementTables(ps []profiled) []table {
+	if len(ps) == 0 {
+		return nil
+	}
+	top := table{title: fmt.Sprintf("Where the database time goes: the %d costliest statements of each phase (pg_stat_statements, per completed saga; the bench's own probes left out)", topStatements),
+		head: []string{"phase", "#", "calls/saga", "exec ms/saga", "share", "µs/call", "statement"}}
+	verdicts := table{title: "Verdict per phase", head: []string{"phase", "verdict"}}
+	for _, p := range ps {
+		list, total := p.st.perSaga(p.completed)
+		for i, c := range list[:min(len(list), topStatements)] {
+			top.rows = append(top.rows, []string{p.label, strconv.Itoa(i + 1), strconv.FormatFloat(c.CallsPerSaga, 'f', 2, 64),
+				strconv.FormatFloat(c.MSPerSaga, 'f', 3, 64), f0(c.Share*100) + "%", f1(c.ExecMS * 1000 / float64(c.Calls)), describe(c.Query, 80)})
+		}
+		if len(list) > topStatements {
+			rest, calls := 0.0, 0.0
+			for _, c := range list[topStatements:] {
+				rest, calls = rest+c.MSPerSaga, calls+c.CallsPerSaga
+			}
+			top.rows = append(top.rows, []string{p.label, "", strconv.FormatFloat(calls, 'f', 2, 64), strconv.FormatFloat(rest, 'f', 3, 64),
+				f0(rest/max(total, 1e-9)*100) + "%", "", fmt.Sprintf("the %d others", len(list)-topStatements)})
+		}
+		verdicts.rows = append(verdicts.rows, []string{p.label, p.st.verdict(p.completed)})
+	}
+	return []table{top, verdicts}
 }
 
 func settingName(s string) string {
@@ -301,7 +247,7 @@ func printTable(w io.Writer, r *Results) {
 		tw.Flush()
 	}
 	fmt.Fprintln(w)
-	if len(r.Phases) > 0 {
+	if len(r.Phases) > 0 || r.DTM != nil {
 		for _, d := range definitions {
 			fmt.Fprintln(w, "  "+d)
 		}
@@ -337,11 +283,11 @@ func (b *bench) write() error {
 	for _, t := range r.tables() {
 		fmt.Fprintf(&sb, "## %s\n\n| %s |\n|%s\n", t.title, strings.Join(t.head, " | "), strings.Repeat("---|", len(t.head)))
 		for _, row := range t.rows {
-			fmt.Fprintf(&sb, "| %s |\n", strings.Join(row, " | "))
+			fmt.Fprintf(&sb, "| %s |\n", strings.Join(mdCells(row), " | "))
 		}
 		sb.WriteString("\n")
 	}
-	if len(r.Phases) > 0 {
+	if len(r.Phases) > 0 || r.DTM != nil {
 		sb.WriteString("Columns:\n\n")
 		for _, d := range definitions {
 			fmt.Fprintf(&sb, "- %s\n", d)
@@ -367,4 +313,13 @@ func (b *bench) write() error {
 	}
 	fmt.Fprintf(os.Stderr, "bench: wrote %s.json and %s.md\n", base, base)
 	return nil
+}
+
+// mdCells escapes the cells of a Markdown table row: a statement's text may hold a pipe.
+func mdCells(row []string) []string {
+	out := make([]string, len(row))
+	for i, c := range row {
+		out[i] = strings.ReplaceAll(c, "|", `\|`)
+	}
+	return out
 }

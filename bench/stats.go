@@ -53,6 +53,8 @@ func ms(d time.Duration) float64 { return math.Round(float64(d)/1e4) / 100 }
 
 func round2(f float64) float64 { return math.Round(f*100) / 100 }
 
+func round3(f float64) float64 { return math.Round(f*1000) / 1000 }
+
 func rate(n int64, d time.Duration) float64 {
 	if d <= 0 {
 		return 0

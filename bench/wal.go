@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -23,6 +25,109 @@ type WriteTx struct {
 
 // All is every write transaction counted.
 func (w WriteTx) All() int64 { return w.Saga + w.Relay + w.Notifier + w.Other }
+
+// WALSpan is the WAL a phase wrote, [From, To) as pg_lsn text, recorded during the phase and
+// read after every measured part (inspectWAL), so that reading it perturbs no measurement.
+type WALSpan struct {
+	From string `json:"from"`
+	To   string `json:"to"`
+}
+
+// walKeeper holds a temporary physical replication slot on an admin connection of its own:
+// the WAL written from its creation on stays, across checkpoints, until release.
+type walKeeper struct {
+	conn *pgxpool.Conn
+}
+
+// keepWAL makes sure the run holds its slot from now on (the first call creates it).
+func (b *bench) keepWAL(ctx context.Context) error {
+	if b.wal != nil {
+		return nil
+	}
+	conn, err := b.admin.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := conn.Exec(ctx, `SELECT pg_create_physical_replication_slot('bench_wal_' || pg_backend_pid(), true, true)`); err != nil {
+		conn.Release()
+		return fmt.Errorf("replication slot: %w", err)
+	}
+	b.wal = &walKeeper{conn: conn}
+	return nil
+}
+
+// releaseWAL drops the slot, if the run holds one.
+func (b *bench) releaseWAL() {
+	if b.wal == nil {
+		return
+	}
+	_, _ = b.wal.conn.Exec(context.Background(), `SELECT pg_drop_replication_slot('bench_wal_' || pg_backend_pid())`)
+	b.wal.conn.Release()
+	b.wal = nil
+}
+
+// walInspection is one span to read at the end of the run: the database whose transactions
+// count, and where the answer goes.
+type walInspection struct {
+	db   string // URL
+	span *WALSpan
+	set  func(WriteTx, error)
+}
+
+// inspectWAL reads, after every measured part, the write transactions of each span the
+// phases recorded, then releases the slot.
+func (b *bench) inspectWAL(ctx context.Context) error {
+	defer b.releaseWAL()
+	var todo []walInspection
+	for i := range b.res.Phases {
+		todo = append(todo, b.res.Phases[i].walInspection(b.productDB))
+	}
+	if b.res.HalfLoad != nil {
+		todo = append(todo, b.res.HalfLoad.walInspection(b.productDB))
+	}
+	if b.res.DTM != nil {
+		for i := range b.res.DTM.Phases {
+			todo = append(todo, b.res.DTM.Phases[i].walInspection(b.dtmDB))
+		}
+	}
+	todo = slices.DeleteFunc(todo, func(w walInspection) bool { return w.span == nil })
+	if len(todo) == 0 {
+		return nil
+	}
+	done := b.step(fmt.Sprintf("reading the WAL of %d phases (pg_walinspect)", len(todo)))
+	defer done()
+	t0 := time.Now()
+	pools := map[string]*pgxpool.Pool{}
+	defer func() {
+		for _, p := range pools {
+			p.Close()
+		}
+	}()
+	for _, w := range todo {
+		db, ok := pools[w.db]
+		if !ok {
+			var err error
+			if db, err = pgxpool.New(ctx, w.db); err != nil {
+				return err
+			}
+			pools[w.db] = db
+		}
+		w.set(writeTx(ctx, db, w.span.From, w.span.To))
+	}
+	b.res.Notes = append(b.res.Notes, fmt.Sprintf("the WAL of %d phases was read after the last measured part, in %.1f s", len(todo), time.Since(t0).Seconds()))
+	return nil
+}
+
+// walInspection is the phase's span, whose answer fills Writes (or the note).
+func (ph *Phase) walInspection(db string) walInspection {
+	return walInspection{db: db, span: ph.WAL, set: func(w WriteTx, err error) {
+		if err != nil {
+			ph.Note += " write transactions: " + err.Error()
+			return
+		}
+		ph.Writes = &w
+	}}
+}
 
 // writeTx reads the WAL between from and to (pg_lsn text) and classifies the committed
 // transactions of db's database by the relations their records touched.

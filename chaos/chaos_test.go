@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -260,40 +259,42 @@ func TestCountCutOffReadsThePostgresLog(t *testing.T) {
 }
 
 // A garbled error body is what the fault promises: kilobytes of multi-byte text, a NUL, cut
-// inside a character; and the provider garbles each SMS as its key decides: one in
-// garbleEvery refused for good every time, garbleRetried in garbleEvery failed garbleTimes
-// times and then answered as usual.
+// inside a character; and the provider garbles each SMS as its key decides, only while the
+// fault is on: one in garbleEvery refused for good every time, garbleRetried in garbleEvery
+// failed garbleTimes times and then answered as usual.
 func TestTheProviderGarblesAsItsKeysDecide(t *testing.T) {
 	t.Parallel()
 	require.Greater(t, len(garbledBody), 4000)
-	require.Contains(t, string(garbledBody), "\x00")
-	require.False(t, utf8.Valid(garbledBody), "cut inside a character")
-	require.Less(t, bytes.IndexByte(garbledBody, 0), 512, "the NUL is within what a reader keeps of a reply")
-	p := &smsProvider{garbled: map[string]int{}, refused: map[[2]int64]bool{}, retried: map[[2]int64]bool{}}
+	require.Contains(t, garbledBody, "\x00")
+	require.False(t, utf8.ValidString(garbledBody), "cut inside a character")
+	require.Less(t, strings.IndexByte(garbledBody, 0), 512, "the NUL is within what a reader keeps of a reply")
+	g := newGarbler()
+	require.Zero(t, g.status("deployment:7:1", 7, 1, true), "off, it garbles nothing")
+	g.on.Store(true)
 	statuses := map[int]int{}
 	for seq := int64(1); seq <= 2000; seq++ {
 		key := fmt.Sprintf("deployment:7:%d", seq)
-		first := p.garbleStatus(key, 7, seq, false)
+		first := g.status(key, 7, seq, false)
 		statuses[first]++
 		switch first {
 		case http.StatusBadRequest:
-			require.Equal(t, http.StatusBadRequest, p.garbleStatus(key, 7, seq, false), "refused for good")
-			require.True(t, p.refusedSMS(7, seq))
+			require.Equal(t, http.StatusBadRequest, g.status(key, 7, seq, false), "refused for good")
+			require.True(t, g.refusedSMS(7, seq))
 		case http.StatusInternalServerError:
 			for range garbleTimes - 1 {
-				require.Equal(t, http.StatusInternalServerError, p.garbleStatus(key, 7, seq, false))
+				require.Equal(t, http.StatusInternalServerError, g.status(key, 7, seq, false))
 			}
-			require.Zero(t, p.garbleStatus(key, 7, seq, false), "answered as usual after %d failures", garbleTimes)
-			require.False(t, p.refusedSMS(7, seq))
+			require.Zero(t, g.status(key, 7, seq, false), "answered as usual after %d failures", garbleTimes)
+			require.False(t, g.refusedSMS(7, seq))
 		default:
 			require.Zero(t, first)
-			require.False(t, p.refusedSMS(7, seq))
+			require.False(t, g.refusedSMS(7, seq))
 		}
-		require.Equal(t, http.StatusServiceUnavailable, p.garbleStatus(key, 8, seq, true), "a phone configured to fail gets a garbled 503")
+		require.Equal(t, http.StatusServiceUnavailable, g.status(key, 8, seq, true), "a phone configured to fail gets a garbled 503")
 	}
 	require.InDelta(t, 2000/garbleEvery, statuses[http.StatusBadRequest], 40)
 	require.InDelta(t, 2000*garbleRetried/garbleEvery, statuses[http.StatusInternalServerError], 80)
-	refused, retried := p.garbledSMS()
+	refused, retried := g.garbledSMS()
 	require.Len(t, refused, statuses[http.StatusBadRequest])
 	require.Len(t, retried, statuses[http.StatusInternalServerError])
 }

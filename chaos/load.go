@@ -148,9 +148,10 @@ func (s *loadStats) fail(err string) {
 }
 
 // drive runs the mixed load until ctx ends: workers share a rate of operations per second;
-// each picks deposits (45%), purchases (35%, a fifth of them with a reference the merchant
-// rejects, some larger than the balance) or transfers (20%) between random users. Each
-// worker's choices come from the seed.
+// each picks deposits (45%), purchases (30%, a fifth of them with a reference the merchant
+// rejects, some larger than the balance), withdrawals (5%, a fifth of them to an account the
+// gateway refuses, whose refunds are SMS of their own; some beyond the balance) or transfers
+// (20%) between random users. Each worker's choices come from the seed.
 func drive(ctx context.Context, c *client, users []user, seed int64, workers int, rate float64) *loadStats {
 	st := &loadStats{ops: map[string]int{}}
 	tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
@@ -210,12 +211,18 @@ func pick(r *rand.Rand, users []user, seed int64, w, n int) operation {
 	switch x := r.IntN(100); {
 	case x < 45:
 		return operation{"deposit", path + "/deposits", key, map[string]any{"amount": 500 + r.IntN(49500)}}
-	case x < 80:
+	case x < 75:
 		ref, kind := fmt.Sprintf("order-%d-%d", w, n), "purchase"
 		if r.IntN(5) == 0 {
 			ref, kind = fmt.Sprintf("reject-%d-%d", w, n), "purchase_rejected"
 		}
 		return operation{kind, path + "/purchases", key, map[string]any{"amount": 100 + r.IntN(19900), "merchant": "chaos-shop", "reference": ref}}
+	case x < 80:
+		dest, kind := fmt.Sprintf("bank-%d-%d", w, n), "withdrawal"
+		if r.IntN(5) == 0 {
+			dest, kind = fmt.Sprintf("reject-%d-%d", w, n), "withdrawal_refused"
+		}
+		return operation{kind, path + "/withdrawals", key, map[string]any{"amount": 100 + r.IntN(9900), "destination": dest}}
 	default:
 		to := users[r.IntN(len(users))]
 		for to.id == u.id {

@@ -55,6 +55,7 @@ import (
 	"github.com/walletsaga/walletsaga/internal/audit"
 	"github.com/walletsaga/walletsaga/internal/procs"
 	"github.com/walletsaga/walletsaga/internal/providersim"
+	"github.com/walletsaga/walletsaga/internal/testutil/smsprovider"
 )
 
 func main() {
@@ -203,7 +204,9 @@ type chaosRun struct {
 	names []string // of the slots, walletsvc-1… then notifier-1…
 	slots map[string]*slot
 	db    *pgxpool.Pool
-	sms   *smsProvider
+	sms   *smsprovider.Provider
+	// garble decides which SMS the provider answers garbled errors while it is on.
+	garble *garbler
 	// provider is the payment gateway and merchant simulator's process.
 	provider *procs.Proc
 	start    time.Time // of the load
@@ -315,10 +318,9 @@ func (r *chaosRun) do(ctx context.Context) (audit.Result, []string, error) {
 	}
 	defer db.Close()
 	r.db = db
-	if r.sms, err = startSMSProvider(ctx, db, failPhone); err != nil {
-		return audit.Result{}, nil, err
-	}
-	defer r.sms.close()
+	r.garble = newGarbler()
+	r.sms = startSMSProvider(db, failPhone, r.garble)
+	defer r.sms.Close()
 	// The payment gateway and the merchant: the simulator, a process of its own that the run
 	// never kills (it is the remote party, not the product), keeping what it holds in memory.
 	r.provider, err = procs.Start(ctx, procs.Spec{Name: "providersim", Bin: filepath.Join(cfg.BinDir, "providersim"),
@@ -384,7 +386,7 @@ func (r *chaosRun) do(ctx context.Context) (audit.Result, []string, error) {
 	}
 	quietStart := time.Now()
 	for {
-		quiet, left, err := audit.Quiet(ctx, db)
+		quiet, left, err := audit.Quiet(ctx, audit.Same(db))
 		if err == nil && quiet {
 			break
 		}
@@ -403,8 +405,8 @@ func (r *chaosRun) do(ctx context.Context) (audit.Result, []string, error) {
 	r.reportImpacts(ctx)
 	// Dead letters are expected for the phones configured to fail, and for the SMS the
 	// provider refused for good while it garbled its errors.
-	res, err := audit.Check(ctx, db, audit.Options{ExpectDeadLetter: func(user, seq int64, phone string) bool {
-		return failPhone.MatchString(phone) || r.sms.refusedSMS(user, seq)
+	res, err := audit.Check(ctx, audit.Same(db), audit.Options{ExpectDeadLetter: func(user, seq int64, phone string) bool {
+		return failPhone.MatchString(phone) || r.garble.refusedSMS(user, seq)
 	}})
 	if err != nil {
 		return audit.Result{}, nil, fmt.Errorf("audit: %w", err)
@@ -469,7 +471,7 @@ func (r *chaosRun) startSlots(ctx context.Context, dbURL string) error {
 	walletEnv := map[string]string{"SERVICE_TOKEN": serviceToken, "PRODUCER_GROUP": "wallet-relay",
 		"PAYMENT_GATEWAY_URL": r.provider.URL, "MERCHANT_URL": r.provider.URL, "PROVIDER_TIMEOUT": "5s"}
 	notifierEnv := map[string]string{
-		"CONSUMER_GROUP": cfg.Group, "SMS_SENDER": "webhook", "SMS_WEBHOOK_URL": r.sms.url, "SMS_TIMEOUT": "2s",
+		"CONSUMER_GROUP": cfg.Group, "SMS_SENDER": "webhook", "SMS_WEBHOOK_URL": r.sms.URL(), "SMS_TIMEOUT": "2s",
 		"SMS_FAIL_PHONE_PATTERN": "off", "SMS_FAIL_AMOUNT": "0",
 		// The failing phones' SMS are dead-lettered after 6 quick attempts (within 3 s), so
 		// the run can quiet down and audit them; a healthy SMS spends an attempt or two in a
@@ -570,16 +572,16 @@ func (r *chaosRun) inject(ctx context.Context, f Fault) {
 	case Reshard:
 		e.err = r.svc.run(ctx, "topic", r.cfg.Topic, fmt.Sprint(f.Queues))
 	case ProviderDown, ProviderHang:
-		mode := providerDown
+		set := r.sms.SetOutage
 		if f.Kind == ProviderHang {
-			mode = providerHanging
+			set = r.sms.SetHanging
 		}
-		r.sms.mode.Store(mode)
+		set(true)
 		select {
 		case <-ctx.Done():
 		case <-time.After(f.Down):
 		}
-		r.sms.mode.Store(providerUp)
+		set(false)
 	case GatewayOutage:
 		e.err = r.gatewayOutage(ctx, f)
 	case FreezeBroker:
@@ -595,7 +597,7 @@ func (r *chaosRun) inject(ctx context.Context, f Fault) {
 		// a few seconds before the freeze (and until the notifier holds a lease), the
 		// notifier has sends in flight and users leased when it stops, whose outcomes it
 		// then holds while a replica takes the users over.
-		r.sms.latency.Store(int64(slowProvider))
+		r.sms.SetDelay(slowProvider)
 		sleep(ctx, slowBeforeFreeze)
 		for deadline := time.Now().Add(slowAtMost - slowBeforeFreeze); time.Now().Before(deadline) && ctx.Err() == nil; {
 			if leased, err := r.leasedUsers(ctx, f.Slot); err == nil && len(leased) > 0 {
@@ -607,19 +609,19 @@ func (r *chaosRun) inject(ctx context.Context, f Fault) {
 		e.logFrom = fileSize(s.logPath)
 		var frozen bool
 		frozen, e.err = s.freeze(ctx, f.Down, func() {
-			r.sms.latency.Store(0)
+			r.sms.SetDelay(0)
 			e.start = time.Now()
 			var err error
 			if e.leased, err = r.leasedUsers(ctx, f.Slot); err != nil {
 				r.log.Warn("reading the frozen notifier's leases", "err", err)
 			}
 		})
-		r.sms.latency.Store(0)
+		r.sms.SetDelay(0)
 		e.skipped = !frozen && e.err == nil
 	case ProviderGarble:
-		r.sms.garble.Store(true)
+		r.garble.on.Store(true)
 		sleep(ctx, f.Down)
-		r.sms.garble.Store(false)
+		r.garble.on.Store(false)
 	case PGLock:
 		e.held, e.err = holdLocks(ctx, r.db, f.Down)
 	}
@@ -860,7 +862,9 @@ func (r *chaosRun) reportFreezeAndLock(ctx context.Context, e executed) {
 			return
 		}
 		fenced, short := r.countLanesAfterFreeze(e)
-		conflicts := r.sms.conflictsBetween(e.start, e.end.Add(laneLease))
+		conflicts := len(r.sms.Calls(func(c smsprovider.Call) bool {
+			return c.Status == http.StatusConflict && !c.At.Before(e.start) && !c.At.After(e.end.Add(laneLease))
+		}))
 		r.printf("      %d users leased by %s when it stopped (lease %s): the SMS it was sending of %d of them recorded by a replica before it resumed, %.1f–%.1fs after it stopped\n",
 			t.Leased, e.Slot, laneLease, t.BeforeResume, t.First.Seconds(), t.Last.Seconds())
 		r.printf("      after it resumed: %d outcomes not recorded (the fence had moved), %d users given back unsent (lease too short); %d SMS answered 409 (already delivered) from its stop to %s after it resumed\n",
@@ -868,7 +872,7 @@ func (r *chaosRun) reportFreezeAndLock(ctx context.Context, e executed) {
 		r.summary = append(r.summary, fmt.Sprintf("freeze of %s for %.0fs: %d of its %d leased users taken over by a replica before it resumed; then %d outcomes refused by the fence, %d sends refused by the lease check",
 			e.Slot, e.Down.Seconds(), t.BeforeResume, t.Leased, fenced, short))
 	case ProviderGarble:
-		refused, retried := r.sms.garbledSMS()
+		refused, retried := r.garble.garbledSMS()
 		g, err := MeasureGarble(ctx, r.db, refused, retried)
 		if err != nil {
 			r.printf("      %v\n", err)

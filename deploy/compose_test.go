@@ -56,17 +56,18 @@ func env(t *testing.T, name string) map[string]string {
 // The stack: what runs, what runs once, and who waits for whom.
 var (
 	longRunning = []string{"postgres", "namesrv", "broker", "providersim", "walletsvc", "notifier"}
-	oneShot     = []string{"topics", "migrate", "demo"}
+	oneShot     = []string{"topics", "migrate", "notifier-migrate", "demo"}
 	// Services built from ./Dockerfile rather than pulled.
-	built = []string{"migrate", "providersim", "walletsvc", "notifier", "demo"}
+	built = []string{"migrate", "notifier-migrate", "providersim", "walletsvc", "notifier", "demo"}
 
 	wantDeps = map[string]map[string]string{
-		"postgres":    {},
-		"namesrv":     {},
-		"broker":      {"namesrv": types.ServiceConditionHealthy},
-		"topics":      {"broker": types.ServiceConditionHealthy},
-		"migrate":     {"postgres": types.ServiceConditionHealthy},
-		"providersim": {"postgres": types.ServiceConditionHealthy},
+		"postgres":         {},
+		"namesrv":          {},
+		"broker":           {"namesrv": types.ServiceConditionHealthy},
+		"topics":           {"broker": types.ServiceConditionHealthy},
+		"migrate":          {"postgres": types.ServiceConditionHealthy},
+		"notifier-migrate": {"postgres": types.ServiceConditionHealthy},
+		"providersim":      {"postgres": types.ServiceConditionHealthy},
 		"walletsvc": {
 			"postgres":    types.ServiceConditionHealthy,
 			"migrate":     types.ServiceConditionCompletedSuccessfully,
@@ -74,9 +75,9 @@ var (
 			"providersim": types.ServiceConditionHealthy,
 		},
 		"notifier": {
-			"postgres": types.ServiceConditionHealthy,
-			"migrate":  types.ServiceConditionCompletedSuccessfully,
-			"topics":   types.ServiceConditionCompletedSuccessfully,
+			"postgres":         types.ServiceConditionHealthy,
+			"notifier-migrate": types.ServiceConditionCompletedSuccessfully,
+			"topics":           types.ServiceConditionCompletedSuccessfully,
 		},
 		"demo": {
 			"walletsvc": types.ServiceConditionHealthy,
@@ -301,7 +302,7 @@ func TestComposeAppServices(t *testing.T) {
 		assert.Empty(t, svc.Entrypoint, "%s: the image has no entrypoint; the command is the binary", name)
 		assert.Contains(t, binaries, svc.Command[0], "%s runs a binary the Dockerfile does not put in the image", name)
 	}
-	for _, name := range []string{"migrate", "walletsvc", "notifier", "providersim"} {
+	for _, name := range []string{"migrate", "notifier-migrate", "walletsvc", "notifier", "providersim"} {
 		e := env(t, name)
 		u, err := url.Parse(e["DATABASE_URL"])
 		if assert.NoError(t, err, "%s: DATABASE_URL", name) {
@@ -316,6 +317,7 @@ func TestComposeAppServices(t *testing.T) {
 		assert.Equal(t, "namesrv:"+onlyTarget(t, "namesrv"), e["ROCKETMQ_NAMESRV"], "%s", name)
 	}
 	assert.Equal(t, []string{"/walletsvc", "migrate"}, []string(service(t, "migrate").Command))
+	assert.Equal(t, []string{"/notifier", "migrate"}, []string(service(t, "notifier-migrate").Command), "each service migrates its own schema")
 }
 
 // The payment gateway and the merchant are the simulator, in dev mode (it refuses to start

@@ -1,5 +1,6 @@
 // Package deploy holds what runs the stack outside `make services`: the broker configuration
 // of the Docker Compose stack (rocketmq/broker.conf; docker-compose.yml and Dockerfile live at
 // the repository root) and LoadCompose, which the tests use to read docker-compose.yml the way
-// `docker compose` does, since no Docker engine runs where the tests do.
+// `docker compose` does, since no Docker engine runs where the tests do; and the Prometheus
+// alerting and recording rules (prometheus/rules.yml), which its tests check with promtool.
 package deploy

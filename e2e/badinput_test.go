@@ -15,8 +15,9 @@ import (
 
 	"github.com/walletsaga/walletsaga/internal/pg"
 	"github.com/walletsaga/walletsaga/internal/providersim"
+	"github.com/walletsaga/walletsaga/internal/testutil/badinput"
+	"github.com/walletsaga/walletsaga/internal/testutil/wait"
 	"github.com/walletsaga/walletsaga/internal/wallet"
-	"github.com/walletsaga/walletsaga/internal/wallet/httpapi/badinput"
 )
 
 // e2eAdminToken is the ADMIN_TOKEN both binaries get here: at least 16 characters and not
@@ -236,7 +237,7 @@ SELECT $2, 1, 'deposit', $3, 'CNY', $3, $1, phone, locale FROM users WHERE id = 
 // before the corpus be compared with one taken after.
 func (s *stack) settle(timeout time.Duration) {
 	s.t.Helper()
-	waitFor(s.t, timeout, "sagas, relay and notifier to settle", func() bool {
+	wait.Until(s.t, timeout, "sagas, relay and notifier to settle", func() bool {
 		return s.count(`SELECT (SELECT count(*) FROM sagas WHERE state IN ('running', 'compensating') OR lease_owner IS NOT NULL)
 			+ (SELECT count(*) FROM wallet_events WHERE published_at IS NULL)`) == 0 && s.smsDone()
 	})

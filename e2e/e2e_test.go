@@ -17,6 +17,7 @@ import (
 	"github.com/walletsaga/walletsaga/internal/audit"
 	"github.com/walletsaga/walletsaga/internal/ordering"
 	"github.com/walletsaga/walletsaga/internal/rmqtest"
+	"github.com/walletsaga/walletsaga/internal/testutil/wait"
 	"github.com/walletsaga/walletsaga/internal/walletevent"
 )
 
@@ -78,23 +79,48 @@ func TestOrderedSMSForFiftyUsers(t *testing.T) {
 	var sent atomic.Int64
 	done := make(chan struct{})
 	go func() { defer close(done); drive(a, users, 40, &sent) }()
-	waitFor(t, 120*time.Second, "a quarter of the deposits", func() bool { return sent.Load() >= 500 })
+	wait.Until(t, 120*time.Second, "a quarter of the deposits", func() bool { return sent.Load() >= 500 })
 	w.kill()
 	w2 := s.start("walletsvc", nil)
 	base.Store(w2.url)
 	<-done
 	start := time.Now()
 	// Sagas the killed runner held resume once its lease (30s) expires.
-	resumed := waitFor(t, 120*time.Second, "every saga terminal", func() bool {
+	resumed := wait.Until(t, 120*time.Second, "every saga terminal", func() bool {
 		return s.count(`SELECT count(*) FROM sagas WHERE state IN ('running','compensating')`) == 0
 	})
-	waitFor(t, 180*time.Second, "every SMS", s.smsDone)
+	wait.Until(t, 180*time.Second, "every SMS", s.smsDone)
 	r := s.audit()
 	logResult(t, s, "50 users × 40 deposits, walletsvc killed -9 at 500", r, fmt.Sprintf("sagas_terminal_after=%s drain_after_last_request=%s", resumed.Round(time.Millisecond), time.Since(start).Round(time.Millisecond)))
 	require.Equal(t, 2000, r.Events)
 	require.Equal(t, 2000, r.SMS)
 	require.Zero(t, r.Lost+r.Duplicated+r.OutOfOrder+r.DeadLettered)
 	require.Equal(t, 2000, s.count(`SELECT count(*) FROM providersim.charges`), "each deposit charged once")
+}
+
+// TestTheNotifierRunsOnADatabaseOfItsOwn: the notifier's tables live in a database of their
+// own (NOTIFY_DATABASE_URL), which it migrates with its own sequence; walletsvc's database
+// holds no notifier table and the notifier's no wallet table; every SMS arrives in order once
+// (the audit reads each side from its own database).
+func TestTheNotifierRunsOnADatabaseOfItsOwn(t *testing.T) {
+	t.Parallel()
+	s := newStackApart(t)
+	w := s.start("walletsvc", nil)
+	s.start("notifier", nil)
+	a := api{t: t, base: func() string { return w.url }}
+	users := createUsers(a, 10, okPhone)
+	drive(a, users, 10, nil)
+	wait.Until(t, 120*time.Second, "every SMS", s.smsDone)
+	r := s.audit()
+	logResult(t, s, "10 users × 10 deposits, the notifier on a database of its own", r, "")
+	require.Equal(t, 100, r.Events)
+	require.Equal(t, 100, r.SMS)
+	require.Zero(t, r.Lost+r.Duplicated+r.OutOfOrder+r.DeadLettered)
+	var walletHasNotify, notifyHasWallet bool
+	require.NoError(t, s.pool.QueryRow(context.Background(), `SELECT to_regclass('notify.notifications') IS NOT NULL`).Scan(&walletHasNotify))
+	require.NoError(t, s.notify.QueryRow(context.Background(), `SELECT to_regclass('public.wallet_events') IS NOT NULL`).Scan(&notifyHasWallet))
+	require.False(t, notifyHasWallet, "the notifier created no wallet table in its database")
+	require.False(t, walletHasNotify, "walletsvc created no notifier table in its database")
 }
 
 // TestNotifierKilledMidStream: kill -9 of the notifier while SMS flow, then a restart:
@@ -121,12 +147,12 @@ func TestNotifierKilledMidStream(t *testing.T) {
 	users := createUsers(a, 20, okPhone)
 	done := make(chan struct{})
 	go func() { defer close(done); drive(a, users, 30, nil) }()
-	waitFor(t, 120*time.Second, "200 SMS", func() bool { return s.count(`SELECT count(*) FROM notify.sms_log`) >= 200 })
+	wait.Until(t, 120*time.Second, "200 SMS", func() bool { return s.count(`SELECT count(*) FROM notify.sms_log`) >= 200 })
 	n.kill()
 	killedAt := s.count(`SELECT count(*) FROM notify.sms_log`)
 	s.start("notifier", named)
 	<-done
-	waitFor(t, 180*time.Second, "every SMS", s.smsDone)
+	wait.Until(t, 180*time.Second, "every SMS", s.smsDone)
 	r := s.audit()
 	logResult(t, s, "notifier killed -9", r, fmt.Sprintf("sms_at_kill=%d", killedAt))
 	require.Equal(t, 600, r.SMS)
@@ -168,10 +194,10 @@ func TestPoisonedUserIsDeadLetteredAndOthersProceed(t *testing.T) {
 	a.depositWait(healthy, 5000, "h3")
 	enqueued := time.Now()
 	a.deposit(neighbour, 700, "n1")
-	heldUp := waitFor(t, 60*time.Second, "the neighbour's SMS", func() bool {
+	heldUp := wait.Until(t, 60*time.Second, "the neighbour's SMS", func() bool {
 		return s.count(`SELECT count(*) FROM notify.sms_log WHERE user_id = $1`, neighbour) == 1
 	})
-	waitFor(t, 60*time.Second, "every SMS", s.smsDone)
+	wait.Until(t, 60*time.Second, "every SMS", s.smsDone)
 	r := s.audit()
 	require.Equal(t, 3, r.DeadLettered)
 	require.Zero(t, r.Lost+r.Duplicated+r.OutOfOrder, "every other SMS delivered once, in order")
@@ -228,7 +254,7 @@ func TestDuplicatesGapsAndBadMessages(t *testing.T) {
 	}
 	send(1, ev(1, 100, 100))
 	send(3, ev(3, 300, 600))
-	waitFor(t, 30*time.Second, "the user to wait on the gap at seq 2", func() bool {
+	wait.Until(t, 30*time.Second, "the user to wait on the gap at seq 2", func() bool {
 		return s.count(`SELECT count(*) FROM notify.progress WHERE user_id = $1 AND gap_since IS NOT NULL AND last_seq = 1`, user) == 1
 	})
 	require.Equal(t, 1, s.count(`SELECT count(*) FROM notify.sms_log WHERE user_id = $1`, user), "seq 3 is not sent before seq 2")
@@ -237,7 +263,7 @@ func TestDuplicatesGapsAndBadMessages(t *testing.T) {
 	send(3, ev(3, 300, 600))
 	send(0, []byte(`{"v":1,"user_id":"not a number"}`))
 	send(4, ev(4, 400, 1000))
-	waitFor(t, 60*time.Second, "seq 4", func() bool {
+	wait.Until(t, 60*time.Second, "seq 4", func() bool {
 		return s.count(`SELECT count(*) FROM notify.sms_log WHERE user_id = $1 AND seq = 4`, user) == 1
 	})
 	var seqs []int64
@@ -277,16 +303,16 @@ func TestTwoNotifiersRebalance(t *testing.T) {
 			time.Sleep(2 * time.Second)
 		}
 	}()
-	waitFor(t, 60*time.Second, "100 SMS", func() bool { return s.count(`SELECT count(*) FROM notify.sms_log`) >= 100 })
+	wait.Until(t, 60*time.Second, "100 SMS", func() bool { return s.count(`SELECT count(*) FROM notify.sms_log`) >= 100 })
 	joined := time.Now()
 	n2 := s.start("notifier", map[string]string{"LOG_LEVEL": "info"})
 	stopProgress := s.logProgress(5*time.Second, n1, n2)
 	defer stopProgress()
-	waitFor(t, 120*time.Second, "300 SMS", func() bool { return s.count(`SELECT count(*) FROM notify.sms_log`) >= 300 })
+	wait.Until(t, 120*time.Second, "300 SMS", func() bool { return s.count(`SELECT count(*) FROM notify.sms_log`) >= 300 })
 	left := time.Now()
 	n1.stop(t)
 	<-done
-	waitFor(t, 180*time.Second, "every SMS", s.smsDone)
+	wait.Until(t, 180*time.Second, "every SMS", s.smsDone)
 	r := s.audit()
 	var maxGap float64
 	require.NoError(t, s.pool.QueryRow(context.Background(), `SELECT COALESCE(max(gap), 0) FROM (
@@ -312,5 +338,6 @@ func TestDemoTellsTheStory(t *testing.T) {
 	require.NoError(t, err, "demo output:\n%s", out)
 	require.Contains(t, string(out), "DEAD-LETTERED  You topped up 4.04 CNY.")
 	require.Contains(t, string(out), "Refund of 30.00 CNY for a cancelled purchase.")
-	require.Contains(t, string(out), "OK: A got 21 SMS in order")
+	require.Contains(t, string(out), "You withdrew 20.00 CNY to your bank account. Balance: 455.00 CNY.")
+	require.Contains(t, string(out), "OK: A got 22 SMS in order")
 }

@@ -13,17 +13,28 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"sync"
+
 	"github.com/walletsaga/walletsaga/internal/notify"
 	"github.com/walletsaga/walletsaga/internal/ordering"
 	"github.com/walletsaga/walletsaga/internal/rmqtest"
+	"github.com/walletsaga/walletsaga/internal/testutil/smsprovider"
+	"github.com/walletsaga/walletsaga/internal/testutil/wait"
 	"github.com/walletsaga/walletsaga/internal/walletevent"
 )
 
+// newProvider starts the SMS provider the notifier's webhook sender calls, for the test.
+func newProvider(t *testing.T) *smsprovider.Provider {
+	p := smsprovider.Start()
+	t.Cleanup(p.Close)
+	return p
+}
+
 // webhookEnv runs the notifier against p with short retries; deadLetterAfter is the window
 // before which no SMS is dead-lettered, whatever its attempts.
-func webhookEnv(p *provider, deadLetterAfter string) map[string]string {
+func webhookEnv(p *smsprovider.Provider, deadLetterAfter string) map[string]string {
 	return map[string]string{
-		"SMS_SENDER": "webhook", "SMS_WEBHOOK_URL": p.url(), "SMS_TIMEOUT": "1s",
+		"SMS_SENDER": "webhook", "SMS_WEBHOOK_URL": p.URL(), "SMS_TIMEOUT": "1s",
 		"SMS_MAX_ATTEMPTS": "3", "SMS_RETRY_BASE": "200ms", "SMS_RETRY_MAX": "1s",
 		"SMS_DEAD_LETTER_AFTER":  deadLetterAfter,
 		"SMS_FAIL_PHONE_PATTERN": "off", "SMS_FAIL_AMOUNT": "0",
@@ -32,10 +43,10 @@ func webhookEnv(p *provider, deadLetterAfter string) map[string]string {
 
 // requireAcceptedInOrder checks that the provider accepted each user's SMS once, in seq order,
 // and that it accepted want in all.
-func requireAcceptedInOrder(t *testing.T, p *provider, want int) {
+func requireAcceptedInOrder(t *testing.T, p *smsprovider.Provider, want int) {
 	t.Helper()
 	total := 0
-	for user, seqs := range p.acceptedSeqs() {
+	for user, seqs := range p.Delivered() {
 		for i, seq := range seqs {
 			require.Equal(t, int64(i+1), seq, "user %d: the provider accepted seqs %v", user, seqs)
 		}
@@ -58,20 +69,20 @@ func TestProviderOutageDelaysButNeverDeadLetters(t *testing.T) {
 	a := api{t: t, base: func() string { return w.url }}
 	users := createUsers(a, 20, okPhone)
 
-	p.setOutage(true)
+	p.SetOutage(true)
 	driveRound(a, users, 2, nil, "outage")
-	waitFor(t, 60*time.Second, "every event published", func() bool {
+	wait.Until(t, 60*time.Second, "every event published", func() bool {
 		return s.count(`SELECT count(*) FROM wallet_events WHERE published_at IS NULL`) == 0
 	})
-	waitFor(t, 60*time.Second, "the provider to be called", func() bool { return len(p.callsOf(nil)) > 0 })
+	wait.Until(t, 60*time.Second, "the provider to be called", func() bool { return len(p.Calls(nil)) > 0 })
 	time.Sleep(10 * time.Second) // the outage itself: what the test is about, not a wait for a condition
-	failedDuring := len(p.callsOf(nil))
-	p.setOutage(false)
-	waitFor(t, 60*time.Second, "every SMS", s.smsDone)
+	failedDuring := len(p.Calls(nil))
+	p.SetOutage(false)
+	wait.Until(t, 60*time.Second, "every SMS", s.smsDone)
 
 	r := s.audit()
 	t.Logf("10 s provider outage on broker %s: events=%d dead_lettered=%d provider_calls_during_outage=%d provider_accepted_after=%d",
-		s.broker.BrokerAddr, r.Events, r.DeadLettered, failedDuring, len(p.callsOf(func(c smsCall) bool { return c.Status == 200 })))
+		s.broker.BrokerAddr, r.Events, r.DeadLettered, failedDuring, len(p.Calls(func(c smsprovider.Call) bool { return c.Status == 200 })))
 	require.Zero(t, r.DeadLettered, "a provider outage must delay SMS, never dead-letter them")
 	requireAcceptedInOrder(t, p, 40)
 	require.Less(t, failedDuring, 40*3, "the breaker should have stopped the calls during the outage")
@@ -92,7 +103,12 @@ func TestFailingUserNeverHoldsOthers(t *testing.T) {
 	n := s.start("notifier", webhookEnv(p, "10m"))
 	a := api{t: t, base: func() string { return w.url }}
 	const poisonedPhone = "+8613700000001"
-	p.setHang(poisonedPhone, 3*time.Second)
+	p.SetFault(func(c smsprovider.Call) smsprovider.Fault {
+		if c.Phone == poisonedPhone {
+			return smsprovider.Fault{Hang: 3 * time.Second}
+		}
+		return smsprovider.Fault{}
+	})
 	poisoned := a.createUser("poisoned", poisonedPhone)
 	var others []int64
 	neighbours := 0
@@ -106,11 +122,11 @@ func TestFailingUserNeverHoldsOthers(t *testing.T) {
 		}
 	}
 	driveRound(a, []int64{poisoned}, 3, nil, "poison")
-	waitFor(t, 60*time.Second, "the poisoned user's first attempt", func() bool {
-		return len(p.callsOf(func(c smsCall) bool { return c.Phone == poisonedPhone })) > 0
+	wait.Until(t, 60*time.Second, "the poisoned user's first attempt", func() bool {
+		return len(p.Calls(func(c smsprovider.Call) bool { return c.Phone == poisonedPhone })) > 0
 	})
 	driveRound(a, others, 3, nil, "others")
-	waitFor(t, 60*time.Second, "every other user's SMS", func() bool {
+	wait.Until(t, 60*time.Second, "every other user's SMS", func() bool {
 		return s.count(`SELECT count(*) FROM notify.notifications WHERE user_id <> $1 AND status = 'sent'`, poisoned) == 3*len(others)
 	})
 	var status string
@@ -122,7 +138,7 @@ func TestFailingUserNeverHoldsOthers(t *testing.T) {
 	require.Equal(t, "closed", gate.Breaker.State)
 	require.Zero(t, gate.Breaker.Opened, "one user's failures must not open the provider breaker")
 	t.Logf("poisoned user %d on queue %d with %d neighbours: %d attempts so far, others delivered meanwhile",
-		poisoned, queueOf(poisoned), neighbours, len(p.callsOf(func(c smsCall) bool { return c.Phone == poisonedPhone })))
+		poisoned, queueOf(poisoned), neighbours, len(p.Calls(func(c smsprovider.Call) bool { return c.Phone == poisonedPhone })))
 }
 
 // TestAnAcceptedSMSWhoseAnswerWasLostIsRecordedSent: the provider accepts an SMS but its
@@ -138,15 +154,23 @@ func TestAnAcceptedSMSWhoseAnswerWasLostIsRecordedSent(t *testing.T) {
 	user := a.createUser("lost answer", okPhone(1))
 	var dep string
 	require.NoError(t, s.pool.QueryRow(context.Background(), `SELECT id::text FROM notify.deployment`).Scan(&dep))
-	p.setLoseOnce(notify.ProviderKey(dep, user, 1))
+	lost := notify.ProviderKey(dep, user, 1)
+	var once sync.Once
+	p.SetFault(func(c smsprovider.Call) smsprovider.Fault {
+		f := smsprovider.Fault{}
+		if c.Key == lost {
+			once.Do(func() { f.LoseAnswer = true })
+		}
+		return f
+	})
 	a.depositWait(user, 1000, "d1")
 	a.depositWait(user, 2000, "d2")
-	waitFor(t, 60*time.Second, "every SMS", s.smsDone)
+	wait.Until(t, 60*time.Second, "every SMS", s.smsDone)
 	r := s.audit()
 	require.Zero(t, r.DeadLettered)
 	requireAcceptedInOrder(t, p, 2)
 	statuses := []int{}
-	for _, c := range p.callsOf(func(c smsCall) bool { return c.Seq == 1 }) {
+	for _, c := range p.Calls(func(c smsprovider.Call) bool { return c.Seq == 1 }) {
 		statuses = append(statuses, c.Status)
 	}
 	require.Equal(t, []int{500, 409}, statuses, "the lost answer, then the retry under the same key")
@@ -180,7 +204,7 @@ func TestWhereANewGroupStarts(t *testing.T) {
 	// The group's start offsets are taken when it first owns the queues: keep publishing the
 	// next seq until one arrives.
 	next := int64(4)
-	waitFor(t, 60*time.Second, "a message published after the group started", func() bool {
+	wait.Until(t, 60*time.Second, "a message published after the group started", func() bool {
 		if s.count(`SELECT count(*) FROM notify.sms_log WHERE user_id = $1`, early) > 0 {
 			return true
 		}
@@ -190,7 +214,7 @@ func TestWhereANewGroupStarts(t *testing.T) {
 	})
 	send(early, next)
 	var first int64
-	waitFor(t, 30*time.Second, "every SMS from the baseline on", func() bool {
+	wait.Until(t, 30*time.Second, "every SMS from the baseline on", func() bool {
 		_ = s.pool.QueryRow(context.Background(), `SELECT COALESCE(min(seq), 0) FROM notify.sms_log WHERE user_id = $1`, early).Scan(&first)
 		return first > 0 && s.count(`SELECT count(*) FROM notify.sms_log WHERE user_id = $1`, early) == int(next-first+1)
 	})
@@ -200,13 +224,18 @@ func TestWhereANewGroupStarts(t *testing.T) {
 	require.Len(t, gate.Baselines, 1)
 	require.Equal(t, early, gate.Baselines[0].UserID)
 	require.Equal(t, first, gate.Baselines[0].Seq)
+	// Each SMS sent is observed once, from its event's commit, in the latency the alerting
+	// rules hold to their objective.
+	wait.Until(t, 10*time.Second, "the commit→SMS latency of each SMS", func() bool {
+		return strings.Contains(metricsText(t, last), fmt.Sprintf("walletsaga_notify_commit_to_sms_seconds_count %d\n", next-first+1))
+	})
 	last.stop(t)
 
 	firstN := s.start("notifier", map[string]string{"CONSUME_FROM": "first", "GAP_ALERT_AFTER": "1s",
 		"CONSUMER_GROUP": rmqtest.Unique("e2e-from-first"), "ADMIN_TOKEN": "e2e-admin-token-0123456789"})
 	send(gapped, 2)
 	send(gapped, 3)
-	waitFor(t, 60*time.Second, "the gap alert", func() bool {
+	wait.Until(t, 60*time.Second, "the gap alert", func() bool {
 		g := gateView(t, firstN)
 		return len(g.Gaps) == 1 && g.Gaps[0].Alert
 	})
@@ -226,7 +255,7 @@ func TestWhereANewGroupStarts(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
-	waitFor(t, 30*time.Second, "the SMS after the skipped gap", func() bool {
+	wait.Until(t, 30*time.Second, "the SMS after the skipped gap", func() bool {
 		return s.count(`SELECT count(*) FROM notify.sms_log WHERE user_id = $1`, gapped) == 2
 	})
 	require.Empty(t, gateView(t, firstN).Gaps)

@@ -72,16 +72,35 @@ type stack struct {
 	provider *procs.Proc
 	broker   rmqtest.Broker
 	pool     *pgxpool.Pool
-	dbURL    string
-	topic    string
-	group    string
-	env      map[string]string
+	// notify is the notifier's database: pool's, unless the stack gave the notifier one of
+	// its own (newStackApart).
+	notify *pgxpool.Pool
+	dbURL  string
+	topic  string
+	group  string
+	env    map[string]string
 }
 
 func newStack(t *testing.T) *stack {
-	b := rmqtest.Require(t)
 	pool, dbURL := testdb.New(t)
-	s := &stack{t: t, broker: b, pool: pool, dbURL: dbURL, topic: rmqtest.Unique("e2e-events"), group: rmqtest.Unique("e2e-notifier")}
+	return newStackOn(t, pool, dbURL)
+}
+
+// newStackApart is newStack with the wallet and the notifier each on a database of its own,
+// empty until each service migrates its own schema there (DATABASE_URL, NOTIFY_DATABASE_URL),
+// as when the notifier's tables move to a cluster of their own.
+func newStackApart(t *testing.T) *stack {
+	pool, dbURL := testdb.NewEmpty(t)
+	s := newStackOn(t, pool, dbURL)
+	notify, notifyURL := testdb.NewEmpty(t)
+	s.notify = notify
+	s.env["NOTIFY_DATABASE_URL"] = notifyURL
+	return s
+}
+
+func newStackOn(t *testing.T, pool *pgxpool.Pool, dbURL string) *stack {
+	b := rmqtest.Require(t)
+	s := &stack{t: t, broker: b, pool: pool, notify: pool, dbURL: dbURL, topic: rmqtest.Unique("e2e-events"), group: rmqtest.Unique("e2e-notifier")}
 	b.CreateTopic(t, s.topic, stackQueues)
 	// The notifier publishes its dead letters to its group's DLQ topic, which (like any
 	// topic here) must exist first.
@@ -198,18 +217,8 @@ func (a api) depositWait(user, amount int64, key string) {
 	require.Equal(a.t, "completed", out["state"], "deposit %v", out)
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > timeout {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return time.Since(start)
-}
+// dbs are the stack's databases, the wallet's and the notifier's.
+func (s *stack) dbs() audit.DBs { return audit.DBs{Wallet: s.pool, Notify: s.notify} }
 
 func (s *stack) count(sql string, args ...any) int {
 	var n int
@@ -225,7 +234,7 @@ func (s *stack) count(sql string, args ...any) int {
 func (s *stack) audit() audit.Result {
 	t := s.t
 	t.Helper()
-	r, err := audit.Check(context.Background(), s.pool, audit.Options{})
+	r, err := audit.Check(context.Background(), s.dbs(), audit.Options{})
 	require.NoError(t, err)
 	require.Zero(t, r.SagasStuck+r.LedgerMismatch+r.Unpublished+r.WrongText+r.Phantom, "audit: %+v", r)
 	return r
@@ -234,7 +243,7 @@ func (s *stack) audit() audit.Result {
 // smsDone reports whether the pipeline is done: no saga running, every event published and
 // its SMS finished (sent or dead-lettered).
 func (s *stack) smsDone() bool {
-	quiet, _, err := audit.Quiet(context.Background(), s.pool)
+	quiet, _, err := audit.Quiet(context.Background(), s.dbs())
 	require.NoError(s.t, err)
 	return quiet
 }

@@ -1,7 +1,15 @@
-// Package migrations embeds the goose SQL migrations of both services and applies them.
+// Package migrations holds each service's database migrations and applies them: the
+// wallet's (schema public: users, wallets, ledger, sagas, outbox, idempotency keys, audit) and
+// the notifier's (schema notify: inbox, progress, wakes, SMS log, audit). Each is a goose
+// sequence of its own with its own version table, so each binary migrates only its own
+// schema, and the notifier's may live in a database of its own.
 //
-// Files are numbered in one strict sequence (goose refuses out-of-order versions): the
-// wallet and saga tables live in public, the notifier's in the notify schema. Migrate takes goose's Postgres advisory-lock session locker, so
+// Both sequences keep the version numbers they had when they were one (the wallet's 2, 3, 5,
+// 7, 10, 12, …; the notifier's 1, 4, 5, 6, 8, 9, 11, …), so a database migrated by the old
+// combined sequence needs nothing re-run: Migrate adopts the notifier's versions that the
+// combined version table records (see adoptLegacy). New migrations continue each sequence.
+//
+// Migrate takes goose's Postgres advisory-lock session locker (one lock per sequence), so
 // several replicas starting at once apply each migration exactly once.
 package migrations
 
@@ -12,48 +20,174 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"slices"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/database"
 	"github.com/pressly/goose/v3/lock"
 )
 
-//go:embed *.sql
+//go:embed wallet/*.sql notify/*.sql
 var files embed.FS
 
-// FS returns the embedded migration files.
-func FS() fs.FS { return files }
-
-// Migrate applies every pending migration to the database behind pool and returns the
-// resulting version. It holds a Postgres advisory lock while it works.
-func Migrate(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) (int64, error) {
-	db := stdlib.OpenDBFromPool(pool)
-	defer db.Close() //nolint:errcheck // a view of pool: closing it closes no connection of the pool's
-	return migrateDB(ctx, db, log)
+// Sequence is one service's migrations.
+type Sequence struct {
+	// Name is the service's ("wallet", "notify").
+	Name string
+	dir  string
+	// schema, when set, is created before goose runs: the version table lives in it.
+	schema string
+	table  string
+	lockID int64
 }
 
-func migrateDB(ctx context.Context, db *sql.DB, log *slog.Logger) (int64, error) {
-	locker, err := lock.NewPostgresSessionLocker()
+// The two sequences.
+var (
+	// Wallet is walletsvc's: schema public, version table public.goose_db_version (where the
+	// combined sequence kept its versions too).
+	Wallet = Sequence{Name: "wallet", dir: "wallet", table: "goose_db_version", lockID: 7421_0001}
+	// Notify is the notifier's: schema notify, version table notify.goose_db_version.
+	Notify = Sequence{Name: "notify", dir: "notify", schema: "notify", table: "notify.goose_db_version", lockID: 7421_0002}
+)
+
+// FS returns the sequence's migration files.
+func (s Sequence) FS() fs.FS {
+	sub, err := fs.Sub(files, s.dir)
 	if err != nil {
-		return 0, fmt.Errorf("migrations: locker: %w", err)
+		panic(err) // the directory is embedded: it exists
 	}
-	p, err := goose.NewProvider(goose.DialectPostgres, db, files, goose.WithSessionLocker(locker))
+	return sub
+}
+
+// Provider returns a goose provider of the sequence on db (for Migrate, and for tests that
+// step through versions). It does not take the advisory lock.
+func (s Sequence) Provider(db *sql.DB, opts ...goose.ProviderOption) (*goose.Provider, error) {
+	opts = append([]goose.ProviderOption{goose.WithTableName(s.table)}, opts...)
+	p, err := goose.NewProvider(goose.DialectPostgres, db, s.FS(), opts...)
 	if err != nil {
-		return 0, fmt.Errorf("migrations: %w", err)
+		return nil, fmt.Errorf("migrations %s: %w", s.Name, err)
+	}
+	return p, nil
+}
+
+// Migrate applies every pending migration of the sequence to the database behind pool and
+// returns the resulting version. It holds the sequence's advisory lock while it works.
+func (s Sequence) Migrate(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) (int64, error) {
+	if s.schema != "" {
+		if _, err := pool.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+pgx.Identifier{s.schema}.Sanitize()); err != nil {
+			return 0, fmt.Errorf("migrations %s: schema: %w", s.Name, err)
+		}
+	}
+	if s.Name == Notify.Name {
+		if err := s.adoptLegacy(ctx, pool, log); err != nil {
+			return 0, err
+		}
+	}
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close() //nolint:errcheck // a view of pool: closing it closes no connection of the pool's
+	locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(s.lockID))
+	if err != nil {
+		return 0, fmt.Errorf("migrations %s: locker: %w", s.Name, err)
+	}
+	p, err := s.Provider(db, goose.WithSessionLocker(locker))
+	if err != nil {
+		return 0, err
 	}
 	results, err := p.Up(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("migrations: up: %w", err)
+		return 0, fmt.Errorf("migrations %s: up: %w", s.Name, err)
 	}
 	for _, r := range results {
 		if log != nil {
-			log.Info("migration applied", "version", r.Source.Version, "file", r.Source.Path, "duration", r.Duration)
+			log.Info("migration applied", "sequence", s.Name, "version", r.Source.Version, "file", r.Source.Path, "duration", r.Duration)
 		}
 	}
 	v, err := p.GetDBVersion(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("migrations: version: %w", err)
+		return 0, fmt.Errorf("migrations %s: version: %w", s.Name, err)
 	}
 	return v, nil
+}
+
+// legacyNotifyVersions are the notifier's migrations the combined sequence applied, recorded
+// in public.goose_db_version; version 4 created the notifier's tables, so its presence there
+// marks a database migrated by the combined sequence.
+var legacyNotifyVersions = []int64{1, 4, 5, 6, 8, 9, 11}
+
+// adoptLegacy gives a database migrated by the combined sequence its notifier version table:
+// when notify.goose_db_version does not exist yet and public.goose_db_version records the
+// notifier's tables (version 4), it creates the table (goose's own store and DDL) and records
+// as applied the notifier's versions the combined table records, so goose re-runs none of
+// them. It runs in one transaction under an advisory lock, so replicas starting at once adopt
+// once.
+func (s Sequence) adoptLegacy(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) (err error) {
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close() //nolint:errcheck // a view of pool: closing it closes no connection of the pool's
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("migrations %s: adopt: %w", s.Name, err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, s.lockID); err != nil {
+		return fmt.Errorf("migrations %s: adopt: %w", s.Name, err)
+	}
+	var ours, combined bool
+	if err := tx.QueryRowContext(ctx, `SELECT to_regclass($1) IS NOT NULL, to_regclass('public.goose_db_version') IS NOT NULL`,
+		s.table).Scan(&ours, &combined); err != nil {
+		return fmt.Errorf("migrations %s: adopt: %w", s.Name, err)
+	}
+	var applied []int64
+	if !ours && combined {
+		if applied, err = appliedOf(ctx, tx, legacyNotifyVersions); err != nil {
+			return fmt.Errorf("migrations %s: adopt: %w", s.Name, err)
+		}
+	}
+	if !slices.Contains(applied, 4) {
+		return tx.Commit() // nothing to adopt: a database of our own, or one adopted already
+	}
+	store, err := database.NewStore(database.DialectPostgres, s.table)
+	if err != nil {
+		return err
+	}
+	if err := store.CreateVersionTable(ctx, tx); err != nil {
+		return fmt.Errorf("migrations %s: adopt: %w", s.Name, err)
+	}
+	for _, v := range append([]int64{0}, applied...) {
+		if err := store.Insert(ctx, tx, database.InsertRequest{Version: v}); err != nil {
+			return fmt.Errorf("migrations %s: adopt version %d: %w", s.Name, v, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("migrations %s: adopt: %w", s.Name, err)
+	}
+	if log != nil {
+		log.Info("adopted the notifier's migrations from the combined version table", "versions", applied)
+	}
+	return nil
+}
+
+// appliedOf returns which of versions the combined version table records as applied.
+func appliedOf(ctx context.Context, tx *sql.Tx, versions []int64) ([]int64, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT DISTINCT version_id FROM public.goose_db_version
+		WHERE is_applied AND version_id = ANY($1) ORDER BY version_id`, versions)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close() //nolint:errcheck // rows.Err reports what matters
+	var applied []int64
+	for rows.Next() {
+		var v int64
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		applied = append(applied, v)
+	}
+	return applied, rows.Err()
 }

@@ -5,6 +5,10 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 	"github.com/stretchr/testify/require"
@@ -24,7 +28,7 @@ func TestWakeLogMigrationKeepsUsersWithNewsDue(t *testing.T) {
 	ctx := context.Background()
 	db := stdlib.OpenDBFromPool(pool)
 	defer db.Close() //nolint:errcheck // a view of pool
-	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS())
+	p, err := migrations.Notify.Provider(db)
 	require.NoError(t, err)
 	_, err = p.DownTo(ctx, 8)
 	require.NoError(t, err)
@@ -63,7 +67,7 @@ func TestSimulatorTablesAreDropped(t *testing.T) {
 	ctx := context.Background()
 	db := stdlib.OpenDBFromPool(pool)
 	defer db.Close() //nolint:errcheck // a view of pool
-	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS())
+	p, err := migrations.Wallet.Provider(db)
 	require.NoError(t, err)
 	tables := func() []string {
 		var names []string
@@ -91,7 +95,7 @@ func TestOutboxQueuesMigrationBackfillsAndReverses(t *testing.T) {
 	ctx := context.Background()
 	db := stdlib.OpenDBFromPool(pool)
 	defer db.Close() //nolint:errcheck // a view of pool
-	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS())
+	p, err := migrations.Wallet.Provider(db)
 	require.NoError(t, err)
 	_, err = p.DownTo(ctx, 9)
 	require.NoError(t, err)
@@ -152,7 +156,7 @@ func TestFenceMigrationFencesEveryUserAndCreatesOneDeployment(t *testing.T) {
 	ctx := context.Background()
 	db := stdlib.OpenDBFromPool(pool)
 	defer db.Close() //nolint:errcheck // a view of pool
-	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS())
+	p, err := migrations.Notify.Provider(db)
 	require.NoError(t, err)
 	_, err = p.DownTo(ctx, 10)
 	require.NoError(t, err)
@@ -188,4 +192,146 @@ func TestFenceMigrationFencesEveryUserAndCreatesOneDeployment(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT id::text FROM notify.deployment`).Scan(&second))
 	require.NotEqual(t, first, second)
 	requireNewest(t, p)
+}
+
+// TestEachServiceMigratesOnlyItsOwnSchema: on an empty database each sequence creates only its
+// own tables, in either order, so the notifier's may live in a database of its own; and the
+// two version tables are separate.
+func TestEachServiceMigratesOnlyItsOwnSchema(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tables := func(pool *pgxpool.Pool) (public, notify int) {
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE schemaname = 'public'), count(*) FILTER (WHERE schemaname = 'notify')
+			FROM pg_tables WHERE tablename <> 'goose_db_version'`).Scan(&public, &notify))
+		return public, notify
+	}
+	notifyDB, _ := testdb.NewEmpty(t)
+	v, err := migrations.Notify.Migrate(ctx, notifyDB, nil)
+	require.NoError(t, err)
+	require.Equal(t, newest(t, migrations.Notify), v)
+	public, notify := tables(notifyDB)
+	require.Zero(t, public, "the notifier creates no wallet table")
+	require.Positive(t, notify)
+
+	walletDB, _ := testdb.NewEmpty(t)
+	v, err = migrations.Wallet.Migrate(ctx, walletDB, nil)
+	require.NoError(t, err)
+	require.Equal(t, newest(t, migrations.Wallet), v)
+	public, notify = tables(walletDB)
+	require.Positive(t, public)
+	require.Zero(t, notify, "walletsvc creates no notifier table")
+
+	// Both in one database, the notifier first this time; then again, which changes nothing.
+	both, _ := testdb.NewEmpty(t)
+	for range 2 {
+		for _, seq := range []migrations.Sequence{migrations.Notify, migrations.Wallet} {
+			_, err := seq.Migrate(ctx, both, nil)
+			require.NoError(t, err, seq.Name)
+		}
+	}
+	var walletVersions, notifyVersions []int64
+	require.NoError(t, both.QueryRow(ctx, `SELECT array_agg(version_id ORDER BY version_id) FROM public.goose_db_version WHERE version_id > 0`).Scan(&walletVersions))
+	require.NoError(t, both.QueryRow(ctx, `SELECT array_agg(version_id ORDER BY version_id) FROM notify.goose_db_version WHERE version_id > 0`).Scan(&notifyVersions))
+	require.Equal(t, versions(t, migrations.Wallet), walletVersions)
+	require.Equal(t, versions(t, migrations.Notify), notifyVersions)
+}
+
+// TestADatabaseOfTheCombinedSequenceIsAdopted: a database migrated when both services shared
+// one sequence (one version table, public.goose_db_version, recording every version) is
+// taken over by the two sequences without re-running anything: the notifier's versions are
+// adopted into notify.goose_db_version, once, even with several replicas starting at once.
+func TestADatabaseOfTheCombinedSequenceIsAdopted(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, _ := testdb.New(t)
+	// What the combined sequence left: every version in public.goose_db_version, no notifier
+	// version table.
+	_, err := pool.Exec(ctx, `
+		INSERT INTO public.goose_db_version (version_id, is_applied) SELECT version_id, true FROM notify.goose_db_version WHERE version_id > 0;
+		DROP TABLE notify.goose_db_version`)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `INSERT INTO notify.progress (user_id, last_seq) VALUES (7, 3)`)
+	require.NoError(t, err)
+
+	errs := make(chan error, 3)
+	for range 3 {
+		go func() {
+			_, err := migrations.Notify.Migrate(ctx, pool, nil)
+			errs <- err
+		}()
+	}
+	for range 3 {
+		require.NoError(t, <-errs, "nothing is re-run (a re-run CREATE TABLE would fail)")
+	}
+	var adopted []int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT array_agg(version_id ORDER BY version_id) FROM notify.goose_db_version WHERE version_id > 0`).Scan(&adopted))
+	require.Equal(t, versions(t, migrations.Notify), adopted, "each version once")
+	var last int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT last_seq FROM notify.progress WHERE user_id = 7`).Scan(&last))
+	require.EqualValues(t, 3, last, "the notifier's data is untouched")
+	_, err = migrations.Wallet.Migrate(ctx, pool, nil)
+	require.NoError(t, err, "the wallet's sequence ignores the notifier's versions in its table")
+}
+
+func versions(t *testing.T, seq migrations.Sequence) []int64 {
+	t.Helper()
+	db := stdlib.OpenDB(pgx.ConnConfig{})
+	defer db.Close() //nolint:errcheck // never connected
+	p, err := seq.Provider(db)
+	require.NoError(t, err)
+	var out []int64
+	for _, src := range p.ListSources() {
+		out = append(out, src.Version)
+	}
+	return out
+}
+
+func newest(t *testing.T, seq migrations.Sequence) int64 {
+	t.Helper()
+	vs := versions(t, seq)
+	return vs[len(vs)-1]
+}
+
+// TestWithdrawalsMigrationReverses: 00013 lets the outbox and the operations take the
+// withdrawal kinds and a destination, and its Down takes them back while no withdrawal
+// exists; with one recorded, Down refuses (it would drop the bank account and leave rows the
+// old CHECKs refuse) and changes nothing.
+func TestWithdrawalsMigrationReverses(t *testing.T) {
+	t.Parallel()
+	pool, _ := testdb.New(t)
+	ctx := context.Background()
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close() //nolint:errcheck // a view of pool
+	p, err := migrations.Wallet.Provider(db)
+	require.NoError(t, err)
+	var user int64
+	require.NoError(t, pool.QueryRow(ctx, `WITH u AS (INSERT INTO users (name, phone) VALUES ('Withdrawer', '+8613800138000') RETURNING id)
+		INSERT INTO wallets (user_id) SELECT id FROM u RETURNING user_id`).Scan(&user))
+	withdraw := func(sagaID int64) error {
+		_, err := pool.Exec(ctx, `
+			WITH s AS (INSERT INTO sagas (id, kind, state) VALUES ($2, 'withdrawal', 'completed') RETURNING id),
+			o AS (INSERT INTO wallet_operations (saga_id, kind, user_id, amount, currency, destination)
+				SELECT id, 'withdrawal', $1, 100, 'CNY', 'bank' FROM s)
+			INSERT INTO wallet_events (user_id, seq, kind, amount, currency, balance_after, saga_id, phone, locale)
+			SELECT $1, $2, 'withdrawal_refund', 100, 'CNY', 100, id, '+8613800138000', 'en' FROM s`, user, sagaID)
+		return err
+	}
+
+	_, err = p.DownTo(ctx, 12)
+	require.NoError(t, err, "no withdrawal yet")
+	_, err = pool.Exec(ctx, `INSERT INTO wallet_events (user_id, seq, kind, amount, currency, balance_after, saga_id, phone, locale)
+		VALUES ($1, 1, 'withdrawal', -100, 'CNY', 0, 1, '+8613800138000', 'en')`, user)
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, err, &pgErr, "before 00013 the outbox refuses the withdrawal kinds")
+	require.Equal(t, pgerrcode.CheckViolation, pgErr.Code)
+	_, err = p.Up(ctx)
+	require.NoError(t, err)
+	require.NoError(t, withdraw(2))
+
+	_, err = p.DownTo(ctx, 12)
+	require.ErrorContains(t, err, "withdrawals exist")
+	requireNewest(t, p)
+	var destination string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT destination FROM wallet_operations WHERE saga_id = 2`).Scan(&destination))
+	require.Equal(t, "bank", destination, "the refused Down changed nothing")
 }

@@ -142,11 +142,22 @@ pg_prepare_dir() {
 
 pg_running() { pg_as "$PG_BIN/pg_ctl" -D "$PG_DATA" status >/dev/null 2>&1; }
 
+# pg_stat_statements counts every statement's calls and time; make bench reads it per phase
+# (where the database time goes), and it can only be loaded at the server's start. A cluster
+# made before this setting gets it appended here: a stopped one loads it when it starts below,
+# a running one at its next restart (scripts/services.sh restart-pg), until when make bench
+# refuses to run and says so.
+PG_PRELOAD="shared_preload_libraries = 'pg_stat_statements'"
+pg_preload() {
+	grep -qxF "$PG_PRELOAD" "$PG_DATA/postgresql.conf" || printf '%s\n' "$PG_PRELOAD" >>"$PG_DATA/postgresql.conf"
+}
+
 pg_up() {
 	PG_BIN="$(pg_bindir)" || { pg_install; PG_BIN="$(pg_bindir)" || die "PostgreSQL installed but initdb still not found"; }
 	pg_prepare_dir
 	if [ -f "$PG_DATA/PG_VERSION" ] && pg_running; then
 		say "postgres already running on 127.0.0.1:$PG_PORT ($PG_DATA)"
+		pg_preload
 	else
 		if port_busy "$PG_PORT"; then
 			die "port $PG_PORT is taken (pid $(port_pid "$PG_PORT")) but not by this repo's cluster; stop it or set PG_PORT"
@@ -175,6 +186,7 @@ pg_up() {
 				log_min_messages = warning
 			EOF
 		fi
+		pg_preload
 		say "starting postgres on 127.0.0.1:$PG_PORT"
 		local t0=$SECONDS
 		pg_as "$PG_BIN/pg_ctl" -D "$PG_DATA" -l "$PG_LOG" -w -t "$START_TIMEOUT" start >/dev/null ||
@@ -189,6 +201,9 @@ pg_up() {
 	if ! "${psql[@]}" -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname='$PG_DB'" | grep -q 1; then
 		"${psql[@]}" -d postgres -c "CREATE DATABASE $PG_DB OWNER $PG_USER"
 		say "created database $PG_DB"
+	fi
+	if ! "${psql[@]}" -d postgres -tAc "SHOW shared_preload_libraries" | grep -q pg_stat_statements; then
+		say "postgres loads pg_stat_statements (make bench needs it) at its next restart: scripts/services.sh restart-pg"
 	fi
 }
 

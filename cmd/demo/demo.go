@@ -11,6 +11,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/walletsaga/walletsaga/internal/walletevent"
 )
 
 // client talks to the two services.
@@ -103,7 +105,7 @@ func (c *client) step(ctx context.Context, path, key string, body map[string]any
 
 // expectation is what a user's SMS log must be at the end.
 type expectation struct {
-	kinds    []string
+	kinds    []walletevent.Kind
 	statuses []string
 	balance  int64
 }
@@ -147,19 +149,27 @@ func play(ctx context.Context, cfg config, out io.Writer) error {
 		map[string]any{"amount": 3000, "merchant": "grumpy-shop", "reference": "reject-" + run}, "compensated"); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "A → B: transfer 25.00\n\n")
+	fmt.Fprintf(out, "A → B: transfer 25.00\n")
 	if err := c.step(ctx, "/v1/transfers", fmt.Sprintf("demo-%s-transfer", run), map[string]any{"from": a.ID, "to": b.ID, "amount": 2500}, "completed"); err != nil {
 		return err
 	}
+	fmt.Fprintf(out, "A: withdraw 20.00 to her bank account\n\n")
+	if err := c.step(ctx, fmt.Sprintf("/v1/users/%d/withdrawals", a.ID), fmt.Sprintf("demo-%s-a-withdraw", run),
+		map[string]any{"amount": 2000, "destination": "demo bank 6222 0000 0001"}, "completed"); err != nil {
+		return err
+	}
 
-	var aKinds, aStatuses []string
+	// The kinds are walletevent's own names, so a renamed kind fails to build here rather
+	// than fail the story.
+	var aKinds []walletevent.Kind
+	var aStatuses []string
 	for i := 0; i < 10; i++ {
-		aKinds = append(aKinds, "deposit", "purchase")
+		aKinds = append(aKinds, walletevent.Deposit, walletevent.Purchase)
 		aStatuses = append(aStatuses, "sent", "sent")
 	}
 	want := map[int64]expectation{
-		a.ID: {kinds: append(aKinds, "transfer_out"), statuses: append(aStatuses, "sent"), balance: 50000 - 2500},
-		b.ID: {kinds: []string{"deposit", "deposit", "deposit", "purchase", "refund", "transfer_in"},
+		a.ID: {kinds: append(aKinds, walletevent.TransferOut, walletevent.Withdrawal), statuses: append(aStatuses, "sent", "sent"), balance: 50000 - 2500 - 2000},
+		b.ID: {kinds: []walletevent.Kind{walletevent.Deposit, walletevent.Deposit, walletevent.Deposit, walletevent.Purchase, walletevent.Refund, walletevent.TransferIn},
 			statuses: []string{"sent", "dead_lettered", "sent", "sent", "sent", "sent"}, balance: 15404 + 2500},
 	}
 	var problems []string
@@ -188,7 +198,7 @@ func play(ctx context.Context, cfg config, out io.Writer) error {
 	fmt.Fprintf(out, "Open the live SMS page:   %s\n", page)
 	fmt.Fprintf(out, "SMS log API:              curl -H 'Authorization: Bearer %s' %s/v1/users/%d/sms\n", readToken, c.notifier, b.ID)
 	fmt.Fprintf(out, "Dead letters:             curl -H 'Authorization: Bearer %s' %s/v1/dead-letters\n", readToken, c.notifier)
-	fmt.Fprintf(out, "SMS log on the terminal:  go run ./cmd/notifier sms-log --user %d --follow\n", a.ID)
+	fmt.Fprintf(out, "SMS log on the terminal:  WALLETSAGA_ENV=dev go run ./cmd/notifier sms-log --user %d --follow\n", a.ID)
 	fmt.Fprintf(out, "Wallet API:               curl -H 'Authorization: Bearer %s' %s/v1/users/%d/wallet\n\n", token, c.wallet, a.ID)
 	if len(problems) > 0 {
 		fmt.Fprintf(out, "NOT AS EXPECTED:\n  %s\n", strings.Join(problems, "\n  "))
@@ -249,7 +259,7 @@ func check(u user, items []smsItem, w wallet, want expectation) []string {
 		if it.Seq != int64(i+1) {
 			p = append(p, fmt.Sprintf("%s: entry %d has seq %d", u.Name, i+1, it.Seq))
 		}
-		if it.Kind != want.kinds[i] || it.Status != want.statuses[i] {
+		if it.Kind != string(want.kinds[i]) || it.Status != want.statuses[i] {
 			p = append(p, fmt.Sprintf("%s: seq %d is %s/%s, want %s/%s", u.Name, it.Seq, it.Kind, it.Status, want.kinds[i], want.statuses[i]))
 		}
 	}

@@ -5,7 +5,7 @@
 //   - user B deposits 100.00, then 4.04 (an amount whose SMS is set to fail: it is
 //     dead-lettered after its retries), then 50.00, whose SMS still arrives;
 //   - user B buys something the merchant rejects: the refund arrives as its own SMS;
-//   - A transfers 25.00 to B.
+//   - A transfers 25.00 to B, then withdraws 20.00 to her bank account.
 //
 // With DEMO_EXIT=1 it exits 0 only when both SMS logs are exactly as expected.
 package main

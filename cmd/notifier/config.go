@@ -7,7 +7,8 @@ import (
 	"time"
 
 	"github.com/walletsaga/walletsaga/internal/cli"
-	"github.com/walletsaga/walletsaga/internal/notify"
+	"github.com/walletsaga/walletsaga/internal/notify/gate"
+	"github.com/walletsaga/walletsaga/internal/notify/senders"
 )
 
 // config is the notifier's whole configuration, parsed once from flags and environment.
@@ -33,7 +34,7 @@ type config struct {
 	FailPhone       *regexp.Regexp
 	FailAmount      int64
 	Workers         int
-	Retry           notify.RetryPolicy
+	Retry           gate.RetryPolicy
 	BreakerFailures int
 	BreakerOpen     time.Duration
 	BreakerOpenMax  time.Duration
@@ -80,6 +81,7 @@ const (
 // commands are the notifier's subcommands, for -h.
 var commands = [][2]string{
 	{"run", "consume balance events and send each user's SMS in order (the default)"},
+	{"migrate", "apply the notifier's database migrations (schema notify) and exit"},
 	{"sms-log", "print one user's SMS log (--user N [--follow])"},
 }
 
@@ -94,9 +96,10 @@ func parseConfig(sub string, args []string, getenv func(string) string, stderr i
 	f := cli.NewFlags("notifier "+sub, mode, getenv, stderr, commands...)
 	serving := sub == "run"
 	if !serving {
-		f.OnlyRequire("DATABASE_URL")
+		f.OnlyRequire("NOTIFY_DATABASE_URL")
 	}
-	f.DevString(&c.DatabaseURL, "DATABASE_URL", devDatabaseURL, "PostgreSQL URL")
+	f.DevStringOr(&c.DatabaseURL, "NOTIFY_DATABASE_URL", "DATABASE_URL", devDatabaseURL,
+		"PostgreSQL URL of the notifier's database (schema notify; it may be the wallet's database or one of its own, on any cluster)")
 	f.DevString(&c.Namesrv, "ROCKETMQ_NAMESRV", devNamesrv, "RocketMQ name server addresses, comma-separated")
 	f.String(&c.Topic, "WALLET_EVENTS_TOPIC", "wallet-events", "topic of balance events")
 	f.String(&c.ConsumerGroup, "CONSUMER_GROUP", "wallet-notifier", "RocketMQ consumer group")
@@ -110,18 +113,19 @@ func parseConfig(sub string, args []string, getenv func(string) string, stderr i
 	f.String(&c.Sender, "SMS_SENDER", map[cli.Mode]string{cli.Dev: "log", cli.Production: "webhook"}[mode], "SMS sender: webhook (POSTs each SMS to SMS_WEBHOOK_URL, the provider) or, in dev only, log (writes the SMS log table and stdout, sends nothing)")
 	f.String(&c.WebhookURL, "SMS_WEBHOOK_URL", "", "URL the webhook sender POSTs to")
 	f.Secret(&c.WebhookToken, "SMS_WEBHOOK_TOKEN", "", "bearer token the webhook sender presents to the SMS provider (required in production)")
-	f.Duration(&c.SendTimeout, "SMS_TIMEOUT", notify.DefaultWebhookTimeout, "timeout of one webhook call")
+	f.Duration(&c.SendTimeout, "SMS_TIMEOUT", senders.DefaultWebhookTimeout, "timeout of one webhook call")
 	f.String(&c.failPhone, "SMS_FAIL_PHONE_PATTERN", "off", `dev only, for demos and tests: SMS to phones matching this regexp always fail (off, the default, disables; the demo uses 0000$)`)
 	f.Int(&c.failAmount, "SMS_FAIL_AMOUNT", 0, "dev only, for demos and tests: SMS for events of this amount (minor units, either sign) always fail (0, the default, disables; the demo uses 404)")
-	f.Int(&c.Workers, "SMS_WORKERS", notify.DefaultWorkers, "delivery workers: how many users are sent to at once (each user's SMS go one after the other, in order)")
-	dp := notify.DefaultRetryPolicy
+	f.Int(&c.Workers, "SMS_WORKERS", gate.DefaultWorkers, "delivery workers: how many users are sent to at once (each user's SMS go one after the other, in order)")
+	dp := gate.DefaultRetryPolicy
 	f.Duration(&c.Retry.Base, "SMS_RETRY_BASE", dp.Base, "wait after an SMS's first failed attempt; doubles with each further failure (with jitter)")
 	f.Duration(&c.Retry.Max, "SMS_RETRY_MAX", dp.Max, "longest wait between two attempts of one SMS")
 	f.Int(&c.Retry.MaxAttempts, "SMS_MAX_ATTEMPTS", dp.MaxAttempts, "attempts an SMS gets before it may be dead-lettered (SMS_DEAD_LETTER_AFTER must have passed too)")
 	f.Duration(&c.Retry.DeadLetterAfter, "SMS_DEAD_LETTER_AFTER", dp.DeadLetterAfter, "time since an SMS's first attempt before it may be dead-lettered (SMS_MAX_ATTEMPTS must be spent too); a 4xx other than 408/409/429 dead-letters at once")
-	f.Int(&c.BreakerFailures, "SMS_BREAKER_FAILURES", 5, "provider-wide failures in a row (5xx, timeouts, refused connections), each for a different user, that open the provider breaker")
-	f.Duration(&c.BreakerOpen, "SMS_BREAKER_OPEN", time.Second, "how long the open breaker holds SMS back before a probe; doubles after each failed probe")
-	f.Duration(&c.BreakerOpenMax, "SMS_BREAKER_OPEN_MAX", 3*time.Second, "longest pause of the open breaker between probes")
+	db := senders.DefaultBreakerConfig
+	f.Int(&c.BreakerFailures, "SMS_BREAKER_FAILURES", db.Failures, "provider-wide failures in a row (5xx, timeouts, refused connections), each for a different user, that open the provider breaker")
+	f.Duration(&c.BreakerOpen, "SMS_BREAKER_OPEN", db.Open, "how long the open breaker holds SMS back before a probe; doubles after each failed probe")
+	f.Duration(&c.BreakerOpenMax, "SMS_BREAKER_OPEN_MAX", db.OpenMax, "longest pause of the open breaker between probes")
 	f.Duration(&c.LaneLease, "LANE_LEASE", 30*time.Second, "how long a delivery worker holds a user without recording anything; a notifier that dies leaves its users to the others after that (one restarted under the same CONSUMER_INSTANCE takes them back at once)")
 	f.Duration(&c.LanePoll, "LANE_POLL", 500*time.Millisecond, "how often idle workers look for due SMS (retries coming due, SMS another replica received)")
 	f.String(&c.ConsumeFrom, "CONSUME_FROM", "first", "where a NEW consumer group starts: first (every message the topic still holds) or last (only what is published from now; a user first seen at seq n > 1 starts at n, recorded as a baseline in GET /v1/gate)")
@@ -149,7 +153,7 @@ func parseConfig(sub string, args []string, getenv func(string) string, stderr i
 		// The dev user's documented secret, never another user's.
 		c.RocketMQSecretKey = DevRocketMQSecret
 	}
-	re, err := notify.ParsePhonePattern(c.failPhone)
+	re, err := senders.ParsePhonePattern(c.failPhone)
 	if err != nil {
 		p.Addf("SMS_FAIL_PHONE_PATTERN", "%v", err)
 	}
@@ -160,7 +164,7 @@ func parseConfig(sub string, args []string, getenv func(string) string, stderr i
 
 // validate adds c's problems to p; what only delivery needs matters only when serving.
 func (c config) validate(p *cli.Problems, serving bool) {
-	p.CheckPostgresURL("DATABASE_URL", c.DatabaseURL)
+	p.CheckPostgresURL("NOTIFY_DATABASE_URL", c.DatabaseURL)
 	p.CheckHostPort("ROCKETMQ_NAMESRV", c.Namesrv, true)
 	p.CheckName("WALLET_EVENTS_TOPIC", c.Topic)
 	p.CheckName("CONSUMER_GROUP", c.ConsumerGroup)

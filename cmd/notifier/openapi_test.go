@@ -12,10 +12,14 @@ import (
 
 	"github.com/walletsaga/walletsaga/internal/freetext"
 	"github.com/walletsaga/walletsaga/internal/metrics"
-	"github.com/walletsaga/walletsaga/internal/notify"
+	"github.com/walletsaga/walletsaga/internal/notify/deadletters"
+	"github.com/walletsaga/walletsaga/internal/notify/gate"
 	"github.com/walletsaga/walletsaga/internal/notify/httpapi"
+	"github.com/walletsaga/walletsaga/internal/notify/inbox"
+	"github.com/walletsaga/walletsaga/internal/notify/senders"
 	"github.com/walletsaga/walletsaga/internal/openapicheck"
 	"github.com/walletsaga/walletsaga/internal/testdb"
+	"github.com/walletsaga/walletsaga/internal/walletevent"
 )
 
 var update = flag.Bool("update", false, "rewrite the OpenAPI document's generated lines (the free-text pattern)")
@@ -27,13 +31,27 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 	t.Parallel()
 	pool, _ := testdb.New(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	store := notify.NewStore(pool)
-	lanes, err := notify.NewLanes(store, notify.LaneConfig{Owner: "openapi-test", Policy: notify.DefaultRetryPolicy, Sender: notify.NewLogSender(nil), Logger: log})
+	g, bad := gate.NewStore(pool), inbox.NewStore(pool)
+	lanes, err := gate.NewLanes(g, gate.LaneConfig{Owner: "openapi-test", Policy: gate.DefaultRetryPolicy, Sender: senders.NewLogSender(nil), Logger: log})
 	require.NoError(t, err)
-	gate := &httpapi.Gate{Lanes: lanes, Inbox: notify.NewInbox(store, false, nil, log), GapAlertAfter: time.Minute}
-	e := newServer(config{}, log, pool, gate, notify.NewLogSender(nil), metrics.NewRegistry())
+	view := &httpapi.Gate{Store: g, Lanes: lanes, Inbox: inbox.NewInbox(bad, g, false, nil, log),
+		DLQBacklog: deadletters.NewPublisher(g, bad, nil, 0, log).Backlog, GapAlertAfter: time.Minute}
+	e := newServer(config{}, log, pool, view, deadletters.NewOperator(pool, g, senders.NewLogSender(nil)), metrics.NewRegistry())
 
 	openapicheck.RequireServed(t, e, httpapi.OpenAPI, "internal/notify/httpapi/openapi.yaml")
 	openapicheck.RequireTextPattern(t, filepath.Join("..", "..", "internal/notify/httpapi/openapi.yaml"), httpapi.OpenAPI, freetext.Pattern(), *update)
 	require.Len(t, openapicheck.Routes(e.Routes()), 15)
+}
+
+// The document's SMS kinds are walletevent's (the one list of them), in its order, and ""
+// for an SMS not rendered.
+func TestOpenAPIKindsAreTheWalletEvents(t *testing.T) {
+	t.Parallel()
+	var want []string
+	for _, k := range walletevent.Kinds() {
+		want = append(want, string(k))
+	}
+	got, err := openapicheck.Enum(httpapi.OpenAPI, "components", "schemas", "Kind")
+	require.NoError(t, err)
+	require.Equal(t, append(want, ""), got, "internal/notify/httpapi/openapi.yaml: Kind")
 }

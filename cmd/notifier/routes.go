@@ -9,20 +9,21 @@ import (
 
 	"github.com/walletsaga/walletsaga/internal/httpx"
 	"github.com/walletsaga/walletsaga/internal/metrics"
-	"github.com/walletsaga/walletsaga/internal/notify"
+	"github.com/walletsaga/walletsaga/internal/notify/deadletters"
 	"github.com/walletsaga/walletsaga/internal/notify/httpapi"
+	"github.com/walletsaga/walletsaga/internal/notify/smslog"
 )
 
 // newServer builds the notifier's HTTP server: probes, /metrics, and the API of
 // internal/notify/httpapi (SMS log, gate, operator actions, page, /openapi.yaml). This is
 // every route; cmd/notifier's OpenAPI test checks the document against it.
 func newServer(cfg config, log *slog.Logger, pool *pgxpool.Pool, gate *httpapi.Gate,
-	sender notify.Sender, reg *prometheus.Registry, checks ...httpx.Check,
+	operator *deadletters.Operator, reg *prometheus.Registry, checks ...httpx.Check,
 ) *echo.Echo {
 	e := httpx.New(httpx.Options{Logger: log})
 	httpx.Probes(e, checks...)
 	httpx.Handler(e, "/metrics", metrics.Handler(reg, log))
-	httpapi.Register(e, httpapi.Deps{Store: notify.NewStore(pool), Sender: sender, Gate: gate, AdminToken: cfg.AdminToken,
+	httpapi.Register(e, httpapi.Deps{Log: smslog.NewStore(pool), Operator: operator, Gate: gate, AdminToken: cfg.AdminToken,
 		ReadToken: cfg.ReadToken, Logger: log})
 	return e
 }

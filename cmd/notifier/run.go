@@ -19,7 +19,13 @@ import (
 	"github.com/walletsaga/walletsaga/internal/httpx"
 	"github.com/walletsaga/walletsaga/internal/metrics"
 	"github.com/walletsaga/walletsaga/internal/notify"
+	"github.com/walletsaga/walletsaga/internal/notify/deadletters"
+	"github.com/walletsaga/walletsaga/internal/notify/gate"
 	"github.com/walletsaga/walletsaga/internal/notify/httpapi"
+	"github.com/walletsaga/walletsaga/internal/notify/inbox"
+	"github.com/walletsaga/walletsaga/internal/notify/instance"
+	"github.com/walletsaga/walletsaga/internal/notify/senders"
+	"github.com/walletsaga/walletsaga/internal/notify/smslog"
 	"github.com/walletsaga/walletsaga/internal/ordering"
 	"github.com/walletsaga/walletsaga/internal/pg"
 	"github.com/walletsaga/walletsaga/migrations"
@@ -38,14 +44,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		extra  func(*flag.FlagSet)
 	)
 	switch sub {
-	case "run":
+	case "run", "migrate":
 	case "sms-log":
 		extra = func(fs *flag.FlagSet) {
 			fs.Int64Var(&userID, "user", 0, "user id whose SMS log to print (required)")
 			fs.BoolVar(&follow, "follow", false, "keep printing new SMS until interrupted")
 		}
 	default:
-		return fmt.Errorf("unknown command %q (run, sms-log)", sub)
+		return fmt.Errorf("unknown command %q (run, migrate, sms-log; -h lists them)", sub)
 	}
 	cfg, rest, err := parseConfig(sub, args, getenv, stderr, extra)
 	if errors.Is(err, flag.ErrHelp) {
@@ -66,6 +72,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	ordering.RouteClientLogs(log)
+	if sub == "migrate" {
+		return migrate(ctx, cfg, log)
+	}
 	if sub == "sms-log" {
 		if userID <= 0 {
 			return errors.New("sms-log: --user must be a positive user id")
@@ -75,7 +84,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return err
 		}
 		defer pool.Close()
-		err = notify.PrintSMSLog(ctx, notify.NewStore(pool), userID, follow, stdout)
+		err = smslog.PrintSMSLog(ctx, smslog.NewStore(pool), userID, follow, stdout)
 		if errors.Is(err, context.Canceled) {
 			return nil
 		}
@@ -88,22 +97,22 @@ func newSender(cfg config, stdout io.Writer) (notify.Sender, error) {
 	var s notify.Sender
 	switch cfg.Sender {
 	case "webhook":
-		client := notify.NewWebhookClient(cfg.Workers)
+		client := senders.NewWebhookClient(cfg.Workers)
 		if cfg.WebhookToken != "" {
 			client.Transport = bearer{token: cfg.WebhookToken, next: client.Transport}
 		}
-		w, err := notify.NewWebhookSender(cfg.WebhookURL, cfg.SendTimeout, client)
+		w, err := senders.NewWebhookSender(cfg.WebhookURL, cfg.SendTimeout, client)
 		if err != nil {
 			return nil, fmt.Errorf("SMS_WEBHOOK_URL: %w", err)
 		}
 		s = w
 	default:
-		s = notify.NewLogSender(stdout)
+		s = senders.NewLogSender(stdout)
 	}
 	if cfg.FailPhone == nil && cfg.FailAmount == 0 {
 		return s, nil
 	}
-	return &notify.FailureSwitch{Inner: s, PhonePattern: cfg.FailPhone, FailAmount: cfg.FailAmount}, nil
+	return &senders.FailureSwitch{Inner: s, PhonePattern: cfg.FailPhone, FailAmount: cfg.FailAmount}, nil
 }
 
 // bearer presents the SMS provider's token on every request of the webhook client.
@@ -151,8 +160,12 @@ func migrate(ctx context.Context, cfg config, log *slog.Logger) error {
 		return err
 	}
 	defer pool.Close()
-	_, err = migrations.Migrate(ctx, pool, log)
-	return err
+	v, err := migrations.Notify.Migrate(ctx, pool, log)
+	if err != nil {
+		return err
+	}
+	log.Info("notifier schema migrated", "version", v)
+	return nil
 }
 
 // suffixed returns name+suffix, or "" for "" (a new name per process).
@@ -189,7 +202,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 	}
 	defer pool.Close()
 	if cfg.Instance != "" {
-		claim, err := notify.ClaimInstance(ctx, pool, cfg.ConsumerGroup, cfg.Instance, log)
+		claim, err := instance.Take(ctx, pool, cfg.ConsumerGroup, cfg.Instance, log)
 		if err != nil {
 			return fmt.Errorf("CONSUMER_INSTANCE: %w", err)
 		}
@@ -230,8 +243,8 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 	}
 	reg := metrics.NewRegistry()
 	metrics.NewBroker(reg, broker.Reachable)
-	sender = notify.ObservedSender{Inner: sender, Observe: metrics.NewSMS(reg)}
-	store := notify.NewStore(pool)
+	sender = senders.ObservedSender{Inner: sender, Observe: metrics.NewSMS(reg)}
+	gates, bad := gate.NewStore(pool), inbox.NewStore(pool)
 
 	dlqProducer, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: namesrv, Group: cfg.ConsumerGroup + "-dlq-publisher",
 		Instance: suffixed(cfg.Instance, "-dlq-publisher"), Credentials: creds, Logger: log})
@@ -240,7 +253,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 	}
 	defer dlqProducer.Shutdown() //nolint:errcheck // on the way out: an unpublished dead letter stays recorded in Postgres
 	dlq := ordering.NewDeadLetterPublisher(dlqProducer, cfg.ConsumerGroup)
-	publisher := notify.NewDLQPublisher(store, dlq, 0, log)
+	publisher := deadletters.NewPublisher(gates, bad, dlq, 0, log)
 	dlqRoute := ordering.NewRouteCheck(namesrv, dlq.Topic(), creds)
 	rctx, cancelRoute := context.WithTimeout(ctx, 3*time.Second)
 	err = dlqRoute.Check(rctx)
@@ -251,16 +264,17 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 			dlq.Topic()+"' -r 1 -w 1)", "topic", dlq.Topic(), "err", err)
 	}
 	_ = dlqRoute.Close()
-	breaker := notify.NewBreaker(notify.BreakerConfig{Failures: cfg.BreakerFailures, Open: cfg.BreakerOpen, OpenMax: cfg.BreakerOpenMax,
+	breaker := senders.NewBreaker(senders.BreakerConfig{Failures: cfg.BreakerFailures, Open: cfg.BreakerOpen, OpenMax: cfg.BreakerOpenMax,
 		OnChange: func(from, to string) { log.Warn("SMS provider breaker", "from", from, "to", to) }})
-	lanes, err := notify.NewLanes(store, notify.LaneConfig{
+	lanes, err := gate.NewLanes(gates, gate.LaneConfig{
 		Workers: cfg.Workers, Owner: laneOwner(cfg.Instance), Lease: cfg.LaneLease, SendTimeout: cfg.SendTimeout, Poll: cfg.LanePoll,
 		Policy: cfg.Retry, Breaker: breaker, Sender: sender, DeadLettered: publisher.Wake, Logger: log,
+		ObserveSent: metrics.NewCommitToSMS(reg),
 	})
 	if err != nil {
 		return err
 	}
-	inbox := notify.NewInbox(store, cfg.ConsumeFrom == "last", func(r notify.Received) {
+	in := inbox.NewInbox(bad, gates, cfg.ConsumeFrom == "last", func(r inbox.Received) {
 		if r.Inserted > 0 {
 			lanes.Wake()
 		}
@@ -273,25 +287,27 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 		BatchSize: cfg.ConsumeBatch, Buffer: cfg.ConsumeBuffer,
 		HandlerTimeout: cfg.HandlerTimeout, SuspendDelay: cfg.SuspendDelay,
 		FromFirstOffset: cfg.ConsumeFrom == "first", Instance: cfg.Instance, Credentials: creds, Logger: log,
-	}, inbox.Handle)
+	}, consume(in.Handle))
 	if err != nil {
 		return err
 	}
 	var watcher *ordering.DLQWatcher
 	if cfg.Reconcile {
-		reconciler := notify.NewReconciler(store, lanes.Wake, log)
-		watcher, err = ordering.NewDLQWatcher(ordering.DLQWatcherConfig{Namesrv: namesrv, Group: cfg.ConsumerGroup, Instance: suffixed(cfg.Instance, "-dlq"), Credentials: creds, Logger: log}, reconciler.Handle)
+		reconciler := deadletters.NewReconciler(gates, bad, lanes.Wake, log)
+		watcher, err = ordering.NewDLQWatcher(ordering.DLQWatcherConfig{Namesrv: namesrv, Group: cfg.ConsumerGroup, Instance: suffixed(cfg.Instance, "-dlq"), Credentials: creds, Logger: log}, reconcile(reconciler.Handle))
 		if err != nil {
 			return err
 		}
 	}
 
 	metrics.NewNotifier(reg, metrics.Notifier{
-		Lanes: lanes.Stats, Inbox: inbox.Stats, Busy: lanes.Busy, Breaker: breaker.State,
-		View: func(ctx context.Context) (notify.LaneView, error) { return store.View(ctx, 0, cfg.GapAlertAfter) },
+		Lanes: lanes.Stats, Inbox: in.Stats, Busy: lanes.Busy, Breaker: breaker.State,
+		View:       func(ctx context.Context) (gate.View, error) { return gates.View(ctx, 0, cfg.GapAlertAfter) },
+		DLQBacklog: publisher.Backlog,
 	})
-	metrics.NewDLQ(reg, store.DLQDepth)
-	e := newServer(cfg, log, pool, &httpapi.Gate{Lanes: lanes, Inbox: inbox, GapAlertAfter: cfg.GapAlertAfter}, sender, reg,
+	metrics.NewDLQ(reg, smslog.NewStore(pool).DLQDepth)
+	view := &httpapi.Gate{Store: gates, Lanes: lanes, Inbox: in, DLQBacklog: publisher.Backlog, GapAlertAfter: cfg.GapAlertAfter}
+	e := newServer(cfg, log, pool, view, deadletters.NewOperator(pool, gates, sender), reg,
 		httpx.Check{Name: "postgres", Fn: pool.Ping},
 		httpx.Check{Name: "rocketmq", Fn: broker.Check, Degraded: "no new balance events are received; the SMS already in the inbox are delivered and the read API serves"},
 		httpx.Check{Name: "consumer", Fn: func(context.Context) error { return consumer.Err() }, Degraded: "not consuming yet; it keeps trying to start"},
@@ -357,7 +373,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 		return err
 	}
 	err = errors.Join(err, <-stopped)
-	ls, is := lanes.Stats(), inbox.Stats()
+	ls, is := lanes.Stats(), in.Stats()
 	log.Info("notifier stopped", "received", is.Received, "duplicates", is.Ignored, "bad", is.Bad, "sent", ls.Sent,
 		"retries", ls.Retried, "postponed", ls.Postponed, "dead_lettered", ls.DeadLettered, "dlq_published", publisher.Published())
 	return err

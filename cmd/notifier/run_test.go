@@ -18,12 +18,15 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/walletsaga/walletsaga/internal/notify"
-	"github.com/walletsaga/walletsaga/internal/notify/notifytest"
+	"github.com/walletsaga/walletsaga/internal/notify/gate"
+	"github.com/walletsaga/walletsaga/internal/notify/inbox"
+	"github.com/walletsaga/walletsaga/internal/notify/senders"
 	"github.com/walletsaga/walletsaga/internal/ordering"
 	"github.com/walletsaga/walletsaga/internal/procs"
 	"github.com/walletsaga/walletsaga/internal/rmqtest"
 	"github.com/walletsaga/walletsaga/internal/testdb"
+	"github.com/walletsaga/walletsaga/internal/testutil/notifytest"
+	"github.com/walletsaga/walletsaga/internal/testutil/wait"
 	"github.com/walletsaga/walletsaga/internal/walletevent"
 )
 
@@ -42,8 +45,10 @@ func TestDefaultsMatchTheDevStack(t *testing.T) {
 	require.Equal(t, "127.0.0.1:8081", cfg.HTTPAddr)
 	require.Equal(t, "wallet-notifier", cfg.ConsumerGroup)
 	require.Equal(t, "wallet-events", cfg.Topic)
-	require.Equal(t, notify.DefaultRetryPolicy, cfg.Retry, "the production retry policy: 1 s to 5 min, 8 attempts and 15 min before a dead letter")
+	require.Equal(t, gate.DefaultRetryPolicy, cfg.Retry, "the production retry policy: 1 s to 5 min, 8 attempts and 15 min before a dead letter")
 	require.Equal(t, 256, cfg.Workers)
+	require.Equal(t, senders.DefaultBreakerConfig, senders.BreakerConfig{Failures: cfg.BreakerFailures, Open: cfg.BreakerOpen, OpenMax: cfg.BreakerOpenMax},
+		"the breaker's settings default to the breaker's own defaults")
 	require.Equal(t, "first", cfg.ConsumeFrom)
 	require.Nil(t, cfg.FailPhone, "no SMS fails on purpose unless configured")
 	require.Zero(t, cfg.FailAmount, "no SMS fails on purpose unless configured")
@@ -100,6 +105,7 @@ func TestRunAnswersProbesAndStopsGracefully(t *testing.T) {
 		`walletsaga_notify_inbox_messages_total{result="received"} 0`, "walletsaga_notify_breaker_state 0",
 		"walletsaga_notify_inbox_pending 0", "walletsaga_notify_gap_alerts 0", "walletsaga_notify_dlq_unpublished 0",
 		"walletsaga_sms_send_duration_seconds_bucket", "walletsaga_dlq_depth 0",
+		"walletsaga_notify_commit_to_sms_seconds_count 0",
 	} {
 		require.Contains(t, string(metricsText), name)
 	}
@@ -171,7 +177,7 @@ func TestHelpExitsZeroAndListsTheCommands(t *testing.T) {
 	t.Parallel()
 	var out, errOut bytes.Buffer
 	require.NoError(t, run(context.Background(), []string{"--help"}, func(string) string { return "" }, &out, &errOut))
-	for _, want := range []string{"Usage: notifier [command] [flags]", "run", "sms-log", "--database-url", "SMS_WEBHOOK_TOKEN"} {
+	for _, want := range []string{"Usage: notifier [command] [flags]", "run", "sms-log", "--notify-database-url", "SMS_WEBHOOK_TOKEN"} {
 		require.Contains(t, errOut.String(), want)
 	}
 }
@@ -189,10 +195,10 @@ func TestStartsWithoutTheBrokerAndConsumesOnceItIsBack(t *testing.T) {
 
 	// What an earlier run consumed and did not deliver yet: user 7's first SMS.
 	ctx := context.Background()
-	_, err := notify.NewStore(pool).Receive(ctx, []notify.Inbound{decoded(t, notifytest.Event(7, 1, walletevent.Deposit, 1000))}, false)
+	_, err := gate.NewStore(pool).Arrive(ctx, pool, []gate.Arrival{decoded(t, notifytest.Event(7, 1, walletevent.Deposit, 1000))}, false)
 	require.NoError(t, err)
 
-	namesrv := newGate(t, b.Namesrv) // closed: every connection is refused until it opens
+	namesrv := newDoor(t, b.Namesrv) // closed: every connection is refused until it opens
 	const readToken = "read-token-0123456789"
 	p := procs.StartFuncTest(t, "notifier", run, nil, devEnv(map[string]string{
 		"DATABASE_URL": dbURL, "ROCKETMQ_NAMESRV": namesrv.addr, "WALLET_EVENTS_TOPIC": topic, "CONSUMER_GROUP": group,
@@ -224,8 +230,8 @@ func TestStartsWithoutTheBrokerAndConsumesOnceItIsBack(t *testing.T) {
 		}
 		return out
 	}
-	require.Eventually(t, func() bool { return slices.Equal(sms(), []string{"1:sent"}) }, 30*time.Second, 50*time.Millisecond,
-		"the inbox drains and the read API serves while the broker is away")
+	wait.Until(t, 30*time.Second, "the inbox to drain and the read API to serve while the broker is away",
+		func() bool { return slices.Equal(sms(), []string{"1:sent"}) })
 	require.Contains(t, metricsOf(t, p.URL), "walletsaga_notify_consumer_running 0")
 
 	namesrv.open()
@@ -236,19 +242,21 @@ func TestStartsWithoutTheBrokerAndConsumesOnceItIsBack(t *testing.T) {
 	require.NoError(t, err)
 	_, err = producer.SendOrderly(ctx, ordering.Message{Topic: topic, ShardingKey: "7", Tag: "deposit", Body: body})
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return slices.Equal(sms(), []string{"1:sent", "2:sent"}) }, 90*time.Second, 100*time.Millisecond,
-		"once the broker is reachable the consumer starts and the next SMS goes out")
+	wait.Until(t, 90*time.Second, "the consumer to start once the broker is reachable, and the next SMS to go out",
+		func() bool { return slices.Equal(sms(), []string{"1:sent", "2:sent"}) })
 	require.Contains(t, metricsOf(t, p.URL), "walletsaga_notify_consumer_running 1")
 	getJSON(t, p.URL+"/readyz", "", http.StatusOK, &ready)
 	require.Equal(t, "ok", ready.Checks["consumer"])
 }
 
-// decoded is ev as the consumer hands it to the inbox.
-func decoded(t *testing.T, ev walletevent.Event) notify.Inbound {
+// decoded is ev as the inbox hands it to the gate.
+func decoded(t *testing.T, ev walletevent.Event) gate.Arrival {
 	t.Helper()
 	body, err := walletevent.Encode(ev)
 	require.NoError(t, err)
-	return notify.Decode(ordering.Delivery{MsgID: fmt.Sprintf("test-%d-%d", ev.UserID, ev.Seq), Body: body})
+	d := inbox.Decode(inbox.Message{MsgID: fmt.Sprintf("test-%d-%d", ev.UserID, ev.Seq), Queue: "broker-a/0", Body: body})
+	require.Empty(t, d.Bad)
+	return d.Arrival
 }
 
 func getJSON(t *testing.T, url, token string, status int, v any) {
@@ -275,9 +283,9 @@ func metricsOf(t *testing.T, base string) string {
 	return string(b)
 }
 
-// gate is a TCP forwarder to target that refuses every connection (closes it at once) until
+// door is a TCP forwarder to target that refuses every connection (closes it at once) until
 // it is opened: a name server that cannot be reached, then can.
-type gate struct {
+type door struct {
 	addr   string
 	target string
 	isOpen atomic.Bool
@@ -286,11 +294,11 @@ type gate struct {
 	conns []net.Conn
 }
 
-func newGate(t *testing.T, target string) *gate {
+func newDoor(t *testing.T, target string) *door {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	g := &gate{addr: ln.Addr().String(), target: target}
+	g := &door{addr: ln.Addr().String(), target: target}
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for {
@@ -318,9 +326,9 @@ func newGate(t *testing.T, target string) *gate {
 	return g
 }
 
-func (g *gate) open() { g.isOpen.Store(true) }
+func (g *door) open() { g.isOpen.Store(true) }
 
-func (g *gate) forward(c net.Conn) {
+func (g *door) forward(c net.Conn) {
 	defer c.Close() //nolint:errcheck // a test forwarder: nothing to do about a failed close
 	up, err := net.Dial("tcp", g.target)
 	if err != nil {

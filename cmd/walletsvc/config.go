@@ -2,9 +2,11 @@ package main
 
 import (
 	"io"
+	"os"
 	"time"
 
 	"github.com/walletsaga/walletsaga/internal/cli"
+	"github.com/walletsaga/walletsaga/internal/jwtauth"
 )
 
 // config is walletsvc's whole configuration, parsed once from flags and environment.
@@ -26,8 +28,15 @@ type config struct {
 	RelayBatch      int
 	RelayLockKey    int
 	QueueHash       string
-	// ServiceToken is the bearer token the user-facing wallet API requires.
+	// ServiceToken is the bearer token of a backend trusted to act for every user (a
+	// backend-for-frontend), or, under ServiceTokenScope create-user, only to create users.
 	ServiceToken string
+	// ServiceTokenScope is what the service token may do: ScopeAll or ScopeCreateUser.
+	ServiceTokenScope string
+	// JWT are the user token settings (AUTH_JWT_*); UserTokens is the verifier built from
+	// them, nil when they are not configured.
+	JWT        jwtConfig
+	UserTokens *jwtauth.Verifier
 	// AdminToken is the bearer token of the operator endpoints (empty: disabled).
 	AdminToken string
 	// UnsafeDurability is the operator's reason to run on a Postgres that can lose commits
@@ -48,6 +57,30 @@ type config struct {
 	StatementTimeout time.Duration
 	IdleInTxTimeout  time.Duration
 }
+
+// jwtConfig are the settings of user tokens: JSON Web Tokens an identity provider signs,
+// each naming one user (see internal/jwtauth).
+type jwtConfig struct {
+	Issuer     string
+	Audience   string
+	KeysFile   string
+	HMACSecret string
+	Leeway     time.Duration
+	UserClaim  string
+}
+
+// enabled reports whether user tokens are configured: a key to verify them with is given.
+func (j jwtConfig) enabled() bool { return j.KeysFile != "" || j.HMACSecret != "" }
+
+// The values of SERVICE_TOKEN_SCOPE.
+const (
+	// ScopeAll: the service token acts for every user on every user-facing route (the
+	// default without user tokens, where it is the only credential).
+	ScopeAll = "all"
+	// ScopeCreateUser: the service token only creates users; every other user-facing route
+	// needs the user's own token (the default with user tokens).
+	ScopeCreateUser = "create-user"
+)
 
 // DevServiceToken is SERVICE_TOKEN's default in dev (WALLETSAGA_ENV=dev), documented for the
 // dev stack and the demo; production refuses it.
@@ -117,7 +150,14 @@ func parseConfig(sub string, args []string, getenv func(string) string, stderr i
 	f.DevOptional(&c.RocketMQAccessKey, "ROCKETMQ_ACCESS_KEY", DevRocketMQUser, "RocketMQ user this process signs its requests as (the broker's access control; empty in production: unsigned, for a broker without access control)")
 	f.Secret(&c.RocketMQSecretKey, "ROCKETMQ_SECRET_KEY", "", "secret key (password) of ROCKETMQ_ACCESS_KEY (in dev, for the dev user: its documented secret)")
 	f.String(&c.UnsafeDurability, "ALLOW_UNSAFE_DURABILITY", "", "the reason to run on a Postgres whose commits can vanish in a crash (fsync off, synchronous_commit off or local); empty: production refuses such a server")
-	f.Secret(&c.ServiceToken, "SERVICE_TOKEN", DevServiceToken, "bearer token of the wallet API's user-facing endpoints")
+	f.Secret(&c.ServiceToken, "SERVICE_TOKEN", DevServiceToken, "bearer token of a backend trusted to act for every user on the wallet API (see SERVICE_TOKEN_SCOPE)")
+	f.String(&c.ServiceTokenScope, "SERVICE_TOKEN_SCOPE", "", "what the service token may do: all (act for every user) or create-user (only create users; users act with their own tokens); default: all without AUTH_JWT_*, create-user with them")
+	f.String(&c.JWT.Issuer, "AUTH_JWT_ISSUER", "", "user tokens: the iss every token must carry (required with a key)")
+	f.String(&c.JWT.Audience, "AUTH_JWT_AUDIENCE", "", "user tokens: a value every token's aud must contain (required with a key)")
+	f.String(&c.JWT.KeysFile, "AUTH_JWT_KEYS_FILE", "", "user tokens: file of the issuer's public keys, PEM (PUBLIC KEY, CERTIFICATE) or a JWK Set (empty: none)")
+	f.Secret(&c.JWT.HMACSecret, "AUTH_JWT_HMAC_SECRET", "", "user tokens: HMAC secret (HS256/384/512, at least 32 bytes) shared with one issuer you run (empty: none)")
+	f.Duration(&c.JWT.Leeway, "AUTH_JWT_LEEWAY", 30*time.Second, "user tokens: clock skew allowed on exp, nbf and iat (0–2m)")
+	f.String(&c.JWT.UserClaim, "AUTH_JWT_USER_CLAIM", "sub", "user tokens: the claim holding the wallet user id")
 	f.Secret(&c.AdminToken, "ADMIN_TOKEN", "", "bearer token of the operator endpoints (empty: they are disabled)")
 	f.String(&c.QueueHash, "QUEUE_HASH", "java", "how a user id picks its broker queue: java (the Java client's SelectMessageQueueByHash, as a Java producer of the topic does) or fnv (the Go client's own hash selector)")
 	if err := f.Parse(args); err != nil {
@@ -129,6 +169,10 @@ func parseConfig(sub string, args []string, getenv func(string) string, stderr i
 		c.RocketMQSecretKey = DevRocketMQSecret
 	}
 	c.validate(p, serving)
+	if serving {
+		// Like the tokens, only serving needs them: migrate runs where no keys file may be.
+		c.userTokens(p)
+	}
 	return c, f.FlagSet().Args(), f.Err()
 }
 
@@ -199,4 +243,73 @@ func (c config) validate(p *cli.Problems, serving bool) {
 		p.Addf("ROCKETMQ_SECRET_KEY", "is a secret the repository documents for its dev stack; production needs one of its own")
 	}
 	p.CheckOverride("ALLOW_UNSAFE_DURABILITY", c.UnsafeDurability)
+}
+
+// userTokens validates the user token settings and, when they are configured and sound,
+// builds c.UserTokens; it settles SERVICE_TOKEN_SCOPE's default.
+func (c *config) userTokens(p *cli.Problems) {
+	j := c.JWT
+	if c.ServiceTokenScope == "" {
+		c.ServiceTokenScope = ScopeAll
+		if j.enabled() {
+			c.ServiceTokenScope = ScopeCreateUser
+		}
+	}
+	switch {
+	case c.ServiceTokenScope != ScopeAll && c.ServiceTokenScope != ScopeCreateUser:
+		p.Addf("SERVICE_TOKEN_SCOPE", "must be %s or %s, got %q", ScopeAll, ScopeCreateUser, c.ServiceTokenScope)
+	case c.ServiceTokenScope == ScopeCreateUser && !j.enabled():
+		p.Addf("SERVICE_TOKEN_SCOPE", "%s needs user tokens (AUTH_JWT_KEYS_FILE or AUTH_JWT_HMAC_SECRET): without them no one could act for a user", ScopeCreateUser)
+	}
+	if !j.enabled() {
+		for _, s := range [][2]string{{"AUTH_JWT_ISSUER", j.Issuer}, {"AUTH_JWT_AUDIENCE", j.Audience}} {
+			if s[1] != "" {
+				p.Addf(s[0], "is set, but no key to verify user tokens with is: set AUTH_JWT_KEYS_FILE or AUTH_JWT_HMAC_SECRET (or leave it out)")
+			}
+		}
+		return
+	}
+	before := len(*p)
+	if j.Issuer == "" {
+		p.Addf("AUTH_JWT_ISSUER", "required with user tokens: the iss every token must carry")
+	}
+	if j.Audience == "" {
+		p.Addf("AUTH_JWT_AUDIENCE", "required with user tokens: the aud that says a token is meant for this service")
+	}
+	if j.UserClaim == "" {
+		p.Addf("AUTH_JWT_USER_CLAIM", "must name a claim (sub by default)")
+	}
+	if j.Leeway < 0 || j.Leeway > jwtauth.MaxLeeway {
+		p.Addf("AUTH_JWT_LEEWAY", "must be 0–%s, got %s", jwtauth.MaxLeeway, j.Leeway)
+	}
+	if j.HMACSecret != "" {
+		switch {
+		case len(j.HMACSecret) < jwtauth.MinHMACSecretLen:
+			p.Addf("AUTH_JWT_HMAC_SECRET", "must be at least %d bytes (256 bits), got %d", jwtauth.MinHMACSecretLen, len(j.HMACSecret))
+		case c.Mode == cli.Production && cli.IsDevToken(j.HMACSecret):
+			p.Addf("AUTH_JWT_HMAC_SECRET", "is a secret the repository documents; production needs one of its own")
+		case j.HMACSecret == c.ServiceToken || j.HMACSecret == c.AdminToken:
+			p.Addf("AUTH_JWT_HMAC_SECRET", "must differ from SERVICE_TOKEN and ADMIN_TOKEN")
+		}
+	}
+	var keys []byte
+	if j.KeysFile != "" {
+		var err error
+		if keys, err = os.ReadFile(j.KeysFile); err != nil {
+			p.Addf("AUTH_JWT_KEYS_FILE", "%v", err)
+		} else if _, err := jwtauth.ParseKeys(keys); err != nil {
+			p.Addf("AUTH_JWT_KEYS_FILE", "%s: %v", j.KeysFile, err)
+		}
+	}
+	if len(*p) > before {
+		return
+	}
+	v, err := jwtauth.New(jwtauth.Settings{
+		Issuer: j.Issuer, Audience: j.Audience, HMACSecret: []byte(j.HMACSecret), Keys: keys, Leeway: j.Leeway, UserClaim: j.UserClaim,
+	})
+	if err != nil {
+		p.Addf("AUTH_JWT", "%v", err)
+		return
+	}
+	c.UserTokens = v
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/walletsaga/walletsaga/internal/testdb"
 	"github.com/walletsaga/walletsaga/internal/wallet"
 	"github.com/walletsaga/walletsaga/internal/wallet/httpapi"
+	"github.com/walletsaga/walletsaga/internal/walletevent"
 )
 
 var update = flag.Bool("update", false, "rewrite the OpenAPI document's generated lines (the free-text pattern)")
@@ -37,5 +38,21 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 
 	openapicheck.RequireServed(t, e, httpapi.OpenAPI, "internal/wallet/httpapi/openapi.yaml")
 	openapicheck.RequireTextPattern(t, filepath.Join("..", "..", "internal/wallet/httpapi/openapi.yaml"), httpapi.OpenAPI, freetext.Pattern(), *update)
-	require.Len(t, openapicheck.Routes(e.Routes()), 15)
+	require.Len(t, openapicheck.Routes(e.Routes()), 16)
+}
+
+// The document lists the kinds the code knows, in the code's order: an event's kind is one
+// of walletevent's (the one list of them), a saga's one of the wallet's registered kinds.
+func TestOpenAPIKindsAreTheCodes(t *testing.T) {
+	t.Parallel()
+	var events []string
+	for _, k := range walletevent.Kinds() {
+		events = append(events, string(k))
+	}
+	got, err := openapicheck.Enum(httpapi.OpenAPI, "components", "schemas", "Event", "properties", "kind")
+	require.NoError(t, err)
+	require.Equal(t, events, got, "internal/wallet/httpapi/openapi.yaml: Event.kind")
+	got, err = openapicheck.Enum(httpapi.OpenAPI, "components", "schemas", "Saga", "properties", "kind")
+	require.NoError(t, err)
+	require.Equal(t, wallet.Kinds(), got, "internal/wallet/httpapi/openapi.yaml: Saga.kind")
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/walletsaga/walletsaga/internal/ordering"
 	"github.com/walletsaga/walletsaga/internal/rmqtest"
 	"github.com/walletsaga/walletsaga/internal/testdb"
+	"github.com/walletsaga/walletsaga/internal/testutil/wait"
 	"github.com/walletsaga/walletsaga/internal/wallet"
 	"github.com/walletsaga/walletsaga/internal/walletevent"
 )
@@ -47,12 +48,12 @@ func newRelayStack(t *testing.T, queues int, hash ordering.KeyHash) *relayStack 
 	s := &relayStack{t: t, pool: pool, broker: b, topic: rmqtest.Unique("relay-events"), got: &arrivals{seqs: map[int64][]int64{}, queues: map[int64]map[string]bool{}},
 		outbox: outboxAdapter{wallet.NewOutboxStore(pool, 7421, 50*time.Millisecond)}}
 	b.CreateTopic(t, s.topic, queues)
-	p, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: []string{b.Namesrv}, Group: rmqtest.Unique("relay-producer"), Hash: hash})
+	p, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: []string{b.Namesrv}, Group: rmqtest.Unique("relay-producer"), Hash: hash, Credentials: b.Credentials})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.Shutdown() })
 	s.producer = p
 	c, err := ordering.NewOrderlyConsumer(ordering.ConsumerConfig{Namesrv: []string{b.Namesrv}, Group: rmqtest.Unique("relay-consumer"),
-		Topic: s.topic, FromFirstOffset: true}, s.got.handle)
+		Topic: s.topic, FromFirstOffset: true, Credentials: b.Credentials}, s.got.handle)
 	require.NoError(t, err)
 	require.NoError(t, c.Start())
 	t.Cleanup(func() {
@@ -240,18 +241,6 @@ func (h *hangingSender) SendBatch(ctx context.Context, q ordering.Queue, msgs []
 	return h.OrderedProducer.SendBatch(ctx, q, msgs)
 }
 
-func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > timeout {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return time.Since(start)
-}
-
 // TestAHungQueueDoesNotDelayTheOthers: one of the topic's four queues stops answering (its
 // sends hang). The users hashed to the other queues get their events published and marked
 // within a second or two, again and again while it hangs, and the hung queue's users' events
@@ -284,15 +273,15 @@ func TestAHungQueueDoesNotDelayTheOthers(t *testing.T) {
 		want[u] = 3
 	}
 	r, _ := s.relay(sender, ordering.RelayConfig{StuckAfter: time.Second})
-	first := waitUntil(t, 10*time.Second, "the other queues' events marked", func() bool { return s.unpublished(others) == 0 })
+	first := wait.Until(t, 10*time.Second, "the other queues' events marked", func() bool { return s.unpublished(others) == 0 })
 	// More events while the queue still hangs: the others keep flowing.
 	for _, u := range users {
 		s.write(u, 2)
 		want[u] = 5
 	}
-	second := waitUntil(t, 10*time.Second, "their next events marked", func() bool { return s.unpublished(others) == 0 })
+	second := wait.Until(t, 10*time.Second, "their next events marked", func() bool { return s.unpublished(others) == 0 })
 	require.Equal(t, 5*len(stuck), s.unpublished(stuck), "the hung queue's users wait, nothing skipped")
-	waitUntil(t, 10*time.Second, "the hung queue reported stuck", func() bool {
+	wait.Until(t, 10*time.Second, "the hung queue reported stuck", func() bool {
 		for _, q := range r.Stats().Queues {
 			if q.Queue == hung {
 				return q.State == ordering.QueueStuck && q.Lag > time.Second
@@ -301,8 +290,8 @@ func TestAHungQueueDoesNotDelayTheOthers(t *testing.T) {
 		return false
 	})
 	close(sender.release)
-	drained := waitUntil(t, 30*time.Second, "everything marked", func() bool { return s.unpublished(users) == 0 })
-	waitUntil(t, 60*time.Second, "everything at the consumer", func() bool { return s.got.complete(want) })
+	drained := wait.Until(t, 30*time.Second, "everything marked", func() bool { return s.unpublished(users) == 0 })
+	wait.Until(t, 60*time.Second, "everything at the consumer", func() bool { return s.got.complete(want) })
 	s.got.requireInOrder(t, want, route)
 	t.Logf("queue %s of 4 hung on broker %s: the other %d users' 120 events were marked in %s, their next 80 in %s, while %d users' events waited; released, all drained in %s, in order, each user on Java's queue",
 		hung, s.broker.BrokerAddr, len(others), first.Round(time.Millisecond), second.Round(time.Millisecond), len(stuck), drained.Round(time.Millisecond))
@@ -330,13 +319,13 @@ func TestRelayPublishesInOrderAndSurvivesRestart(t *testing.T) {
 			s.writeAll(users, 2)
 		}
 	}()
-	waitUntil(t, 60*time.Second, "the first relay to publish 500", func() bool { return r1.Stats().Published >= 500 })
+	wait.Until(t, 60*time.Second, "the first relay to publish 500", func() bool { return r1.Stats().Published >= 500 })
 	stop1()
 	firstPublished := r1.Stats().Published
 	r2, stop2 := s.relay(s.producer, ordering.RelayConfig{Batch: 64, MaxPerSend: 16})
 	<-writing
-	waitUntil(t, 90*time.Second, "the outbox to drain", func() bool { return s.unpublished(users) == 0 })
-	waitUntil(t, 90*time.Second, "every event at the consumer", func() bool { return s.got.complete(want) })
+	wait.Until(t, 90*time.Second, "the outbox to drain", func() bool { return s.unpublished(users) == 0 })
+	wait.Until(t, 90*time.Second, "every event at the consumer", func() bool { return s.got.complete(want) })
 	stop2()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -361,8 +350,8 @@ func TestTheFNVHashPublishesWhereTheGoClientWould(t *testing.T) {
 		want[u] = 4
 	}
 	s.relay(s.producer, ordering.RelayConfig{})
-	waitUntil(t, 30*time.Second, "the outbox to drain", func() bool { return s.unpublished(users) == 0 })
-	waitUntil(t, 60*time.Second, "every event at the consumer", func() bool { return s.got.complete(want) })
+	wait.Until(t, 30*time.Second, "the outbox to drain", func() bool { return s.unpublished(users) == 0 })
+	wait.Until(t, 60*time.Second, "every event at the consumer", func() bool { return s.got.complete(want) })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	route, err := s.producer.Route(ctx, s.topic)
@@ -384,19 +373,19 @@ func TestTheRelayFollowsAddedQueues(t *testing.T) {
 		want[u] = 2
 	}
 	r, _ := s.relay(s.producer, ordering.RelayConfig{RoutePoll: 200 * time.Millisecond})
-	waitUntil(t, 30*time.Second, "the first events marked", func() bool { return s.unpublished(users) == 0 })
+	wait.Until(t, 30*time.Second, "the first events marked", func() bool { return s.unpublished(users) == 0 })
 	s.broker.CreateTopic(t, s.topic, 4)
 	grown := time.Now()
 	s.writeAll(users, 1)
 	s.writeAll(users, 1)
-	waitUntil(t, 30*time.Second, "the relay on the new route", func() bool { return len(r.Stats().Queues) == 4 })
+	wait.Until(t, 30*time.Second, "the relay on the new route", func() bool { return len(r.Stats().Queues) == 4 })
 	s.writeAll(users, 1)
 	s.writeAll(users, 1)
 	for _, u := range users {
 		want[u] = 6
 	}
-	waitUntil(t, 60*time.Second, "the outbox to drain", func() bool { return s.unpublished(users) == 0 })
-	waitUntil(t, 60*time.Second, "every event at the consumer", func() bool { return s.got.complete(want) })
+	wait.Until(t, 60*time.Second, "the outbox to drain", func() bool { return s.unpublished(users) == 0 })
+	wait.Until(t, 60*time.Second, "every event at the consumer", func() bool { return s.got.complete(want) })
 	s.got.requireInOrder(t, want, ordering.Route{})
 	added := 0
 	s.got.mu.Lock()

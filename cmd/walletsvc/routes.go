@@ -19,6 +19,14 @@ func newServer(cfg config, log *slog.Logger, svc *wallet.Service, reg *prometheu
 	e := httpx.New(httpx.Options{Logger: log})
 	httpx.Probes(e, checks...)
 	httpx.Handler(e, "/metrics", metrics.Handler(reg, log))
-	httpapi.Register(e, svc, httpapi.Options{ServiceToken: cfg.ServiceToken, AdminToken: cfg.AdminToken, Logger: log})
+	opts := httpapi.Options{
+		ServiceToken: cfg.ServiceToken, ServiceTokenCreatesUsersOnly: cfg.ServiceTokenScope == ScopeCreateUser,
+		AdminToken: cfg.AdminToken, Logger: log,
+	}
+	if cfg.UserTokens != nil {
+		// Not a nil *Verifier in the interface: without user tokens the field stays nil.
+		opts.UserTokens = cfg.UserTokens
+	}
+	httpapi.Register(e, svc, opts)
 	return e
 }

@@ -91,7 +91,7 @@ func migrate(ctx context.Context, cfg config, log *slog.Logger) error {
 		return err
 	}
 	defer pool.Close()
-	v, err := migrations.Migrate(ctx, pool, log)
+	v, err := migrations.Wallet.Migrate(ctx, pool, log)
 	if err != nil {
 		return err
 	}
@@ -131,6 +131,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	if cfg.AdminToken == "" {
 		log.Info("ADMIN_TOKEN is not set: the operator endpoints (saga retry/resolve) are disabled")
 	}
+	logAuth(cfg, log)
 	reg := metrics.NewRegistry()
 	metrics.NewBroker(reg, broker.Reachable)
 	// The engine observes into the saga metrics, which count through the engine; its commits
@@ -207,4 +208,21 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 	log.Info("walletsvc stopped")
 	return err
+}
+
+// logAuth says at start who may call the wallet API with what.
+func logAuth(cfg config, log *slog.Logger) {
+	if cfg.UserTokens == nil {
+		log.Info("user tokens are not configured: the service token acts for every user, so whoever holds it (a backend-for-frontend) must itself establish who its users are")
+		return
+	}
+	log.Info("user tokens accepted: each acts for the user it names", "issuer", cfg.JWT.Issuer, "audience", cfg.JWT.Audience,
+		"user_claim", cfg.JWT.UserClaim, "algorithms", strings.Join(cfg.UserTokens.Algorithms(), ","), "keys", len(cfg.UserTokens.Keys()),
+		"service_token_scope", cfg.ServiceTokenScope)
+	if cfg.ServiceTokenScope == ScopeAll {
+		log.Warn("SERVICE_TOKEN_SCOPE=all: beside user tokens, the service token still acts for every user; whoever holds it can move any user's money")
+	}
+	if cfg.JWT.HMACSecret != "" {
+		log.Warn("AUTH_JWT_HMAC_SECRET is set: whoever holds it can sign a token for any user; an identity provider outside this deployment should sign with a private key and give walletsvc its public key (AUTH_JWT_KEYS_FILE)")
+	}
 }

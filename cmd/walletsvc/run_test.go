@@ -24,6 +24,7 @@ import (
 	"github.com/walletsaga/walletsaga/internal/providersim/simtest"
 	"github.com/walletsaga/walletsaga/internal/rmqtest"
 	"github.com/walletsaga/walletsaga/internal/testdb"
+	"github.com/walletsaga/walletsaga/internal/testutil/wait"
 )
 
 func TestConfigValidationNamesTheField(t *testing.T) {
@@ -178,7 +179,7 @@ func TestServeMigratesAnswersProbesAndStopsGracefully(t *testing.T) {
 		require.Contains(t, string(metricsText), name)
 	}
 	// Once the relay leads and has read the topic's route, each of its 8 queues is listed.
-	waitUntil(t, 30*time.Second, "the relay's queues in /metrics", func() bool {
+	wait.Until(t, 30*time.Second, "the relay's queues in /metrics", func() bool {
 		resp, err := http.Get(p.URL + "/metrics")
 		require.NoError(t, err)
 		defer resp.Body.Close()

@@ -1,5 +1,5 @@
-// Package audit checks, over a whole database that walletsvc and the notifier shared, what
-// the product promises users (the invariants of docs/ARCHITECTURE.md) once the pipeline is
+// Package audit checks, over the wallet's and the notifier's databases (one database or two),
+// what the product promises users (the invariants of docs/ARCHITECTURE.md) once the pipeline is
 // quiet: every saga ended, every wallet's balance is its ledger's sum and never negative,
 // every outbox row was published, and each user's SMS log is their balance events in seq
 // order, each once, each stating the balance after it. The e2e tests and the chaos run both
@@ -9,10 +9,21 @@ package audit
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
+
+// DBs are the two services' databases: Wallet holds the wallet's schema (public), Notify the
+// notifier's (notify). They may be one pool. Nothing joins across them: each side is read
+// from its own database and the two are compared here.
+type DBs struct {
+	Wallet, Notify *pgxpool.Pool
+}
+
+// Same returns DBs of one database holding both schemas.
+func Same(db *pgxpool.Pool) DBs { return DBs{Wallet: db, Notify: db} }
 
 // Result is what an audit found. Every count but Users, Events, SMS and DeadLettered is a
 // defect.
@@ -48,14 +59,14 @@ type Options struct {
 	ExpectDeadLetter func(user, seq int64, phone string) bool
 }
 
-// Check audits the database of db. It does not wait: call it once Quiet says the pipeline
-// has nothing left to do.
+// Check audits the databases. It does not wait: call it once Quiet says the pipeline has
+// nothing left to do.
 //
 // An SMS counts once per (user, seq), not counting an operator's replays (marked late); it is
 // in order when, per user, the SMS log's rows were written (ids) in seq order; its text ends
 // with the event's balance after it and currency ("… Balance: 154.04 CNY." or
 // "…，余额 154.04 CNY。").
-func Check(ctx context.Context, db *pgxpool.Pool, o Options) (Result, error) {
+func Check(ctx context.Context, dbs DBs, o Options) (Result, error) {
 	var r Result
 	noteN := func(n *int, k int, format string, args ...any) {
 		*n += k
@@ -64,24 +75,13 @@ func Check(ctx context.Context, db *pgxpool.Pool, o Options) (Result, error) {
 		}
 	}
 	note := func(n *int, format string, args ...any) { noteN(n, 1, format, args...) }
-	for _, q := range []struct {
-		dst *int
-		sql string
-	}{
-		{&r.Users, `SELECT count(*) FROM users`},
-		{&r.SMS, `SELECT count(*) FROM notify.sms_log WHERE NOT late`},
-		{&r.Unpublished, `SELECT count(*) FROM wallet_events WHERE published_at IS NULL`},
-		{&r.Phantom, `SELECT count(*) FROM notify.sms_log l WHERE NOT EXISTS (SELECT 1 FROM wallet_events e WHERE e.user_id = l.user_id AND e.seq = l.seq)`},
-		{&r.WrongText, `SELECT count(*) FROM notify.sms_log l JOIN wallet_events e ON e.user_id = l.user_id AND e.seq = l.seq
-			CROSS JOIN LATERAL (SELECT to_char(e.balance_after / 100.0, 'FM9999999999999999990.00') || ' ' || e.currency AS s) b
-			WHERE NOT l.late AND right(l.text, length(b.s) + 1) NOT IN (b.s || '.', b.s || '。')`},
-	} {
-		if err := db.QueryRow(ctx, q.sql).Scan(q.dst); err != nil {
-			return r, err
-		}
-	}
 
-	rows, err := db.Query(ctx, `SELECT id, state, COALESCE(error_code, '') FROM sagas
+	// The wallet's side.
+	if err := dbs.Wallet.QueryRow(ctx, `SELECT (SELECT count(*) FROM users), (SELECT count(*) FROM wallet_events WHERE published_at IS NULL)`).
+		Scan(&r.Users, &r.Unpublished); err != nil {
+		return r, err
+	}
+	rows, err := dbs.Wallet.Query(ctx, `SELECT id, state, COALESCE(error_code, '') FROM sagas
 		WHERE state NOT IN ('completed', 'compensated', 'failed') ORDER BY id`)
 	if err != nil {
 		return r, err
@@ -97,8 +97,7 @@ func Check(ctx context.Context, db *pgxpool.Pool, o Options) (Result, error) {
 	}); err != nil {
 		return r, err
 	}
-
-	rows, err = db.Query(ctx, `SELECT w.user_id, w.balance, COALESCE((SELECT sum(amount) FROM ledger_entries l WHERE l.user_id = w.user_id), 0)
+	rows, err = dbs.Wallet.Query(ctx, `SELECT w.user_id, w.balance, COALESCE((SELECT sum(amount) FROM ledger_entries l WHERE l.user_id = w.user_id), 0)
 		FROM wallets w ORDER BY w.user_id`)
 	if err != nil {
 		return r, err
@@ -115,58 +114,99 @@ func Check(ctx context.Context, db *pgxpool.Pool, o Options) (Result, error) {
 	}); err != nil {
 		return r, err
 	}
-
-	rows, err = db.Query(ctx, `SELECT e.user_id, e.seq, e.phone, COALESCE(n.status, ''),
-		(SELECT count(*) FROM notify.sms_log l WHERE l.user_id = e.user_id AND l.seq = e.seq AND NOT l.late)
-		FROM wallet_events e LEFT JOIN notify.notifications n ON n.user_id = e.user_id AND n.seq = e.seq
-		ORDER BY e.user_id, e.seq`)
+	type event struct {
+		phone   string
+		balance string // "154.04 CNY"
+	}
+	events := map[key]event{}
+	var order []key
+	rows, err = dbs.Wallet.Query(ctx, `SELECT user_id, seq, phone,
+		to_char(balance_after / 100.0, 'FM9999999999999999990.00') || ' ' || currency
+		FROM wallet_events ORDER BY user_id, seq`)
 	if err != nil {
 		return r, err
 	}
 	if err := forEach(rows, func(row pgx.CollectableRow) error {
-		var user, seq int64
-		var phone, status string
-		var sms int
-		if err := row.Scan(&user, &seq, &phone, &status, &sms); err != nil {
+		var k key
+		var e event
+		if err := row.Scan(&k.user, &k.seq, &e.phone, &e.balance); err != nil {
 			return err
 		}
+		events[k] = e
+		order = append(order, k)
+		return nil
+	}); err != nil {
+		return r, err
+	}
+
+	// The notifier's side: the gate's records and the SMS log, in the order it was written.
+	status := map[key]string{}
+	rows, err = dbs.Notify.Query(ctx, `SELECT user_id, seq, status FROM notify.notifications`)
+	if err != nil {
+		return r, err
+	}
+	if err := forEach(rows, func(row pgx.CollectableRow) error {
+		var k key
+		var st string
+		if err := row.Scan(&k.user, &k.seq, &st); err != nil {
+			return err
+		}
+		status[k] = st
+		return nil
+	}); err != nil {
+		return r, err
+	}
+	sms := map[key]int{}
+	last := map[int64]int64{} // user -> the seq of the SMS written last
+	rows, err = dbs.Notify.Query(ctx, `SELECT user_id, seq, text FROM notify.sms_log WHERE NOT late ORDER BY id`)
+	if err != nil {
+		return r, err
+	}
+	if err := forEach(rows, func(row pgx.CollectableRow) error {
+		var k key
+		var text string
+		if err := row.Scan(&k.user, &k.seq, &text); err != nil {
+			return err
+		}
+		r.SMS++
+		sms[k]++
+		if prev, ok := last[k.user]; ok && k.seq < prev {
+			note(&r.OutOfOrder, "user %d: SMS for seq %d written after seq %d", k.user, k.seq, prev)
+		}
+		last[k.user] = k.seq
+		e, ok := events[k]
+		switch {
+		case !ok:
+			r.Phantom++
+		case !strings.HasSuffix(text, e.balance+".") && !strings.HasSuffix(text, e.balance+"。"):
+			r.WrongText++
+		}
+		return nil
+	}); err != nil {
+		return r, err
+	}
+
+	for _, k := range order {
+		e, st, n := events[k], status[k], sms[k]
 		r.Events++
 		switch {
-		case sms == 0 && status == "dead_lettered" && (o.ExpectDeadLetter == nil || o.ExpectDeadLetter(user, seq, phone)):
+		case n == 0 && st == "dead_lettered" && (o.ExpectDeadLetter == nil || o.ExpectDeadLetter(k.user, k.seq, e.phone)):
 			r.DeadLettered++
-		case sms == 0 && status == "dead_lettered":
-			note(&r.Lost, "user %d seq %d dead-lettered, but its phone %s is not one configured to fail", user, seq, phone)
-		case sms == 0:
-			note(&r.Lost, "user %d seq %d: no SMS (notification %q)", user, seq, status)
-		case sms > 1:
-			noteN(&r.Duplicated, sms-1, "user %d seq %d: %d SMS", user, seq, sms)
-		case status != "sent":
-			note(&r.Lost, "user %d seq %d: an SMS, but the gate recorded %q", user, seq, status)
+		case n == 0 && st == "dead_lettered":
+			note(&r.Lost, "user %d seq %d dead-lettered, but its phone %s is not one configured to fail", k.user, k.seq, e.phone)
+		case n == 0:
+			note(&r.Lost, "user %d seq %d: no SMS (notification %q)", k.user, k.seq, st)
+		case n > 1:
+			noteN(&r.Duplicated, n-1, "user %d seq %d: %d SMS", k.user, k.seq, n)
+		case st != "sent":
+			note(&r.Lost, "user %d seq %d: an SMS, but the gate recorded %q", k.user, k.seq, st)
 		}
-		return nil
-	}); err != nil {
-		return r, err
-	}
-
-	// Order: per user, in the order the SMS were written (id), seq only increases.
-	rows, err = db.Query(ctx, `SELECT user_id, seq, prev FROM (
-		SELECT user_id, seq, lag(seq) OVER (PARTITION BY user_id ORDER BY id) AS prev FROM notify.sms_log WHERE NOT late) s
-		WHERE seq < prev ORDER BY user_id`)
-	if err != nil {
-		return r, err
-	}
-	if err := forEach(rows, func(row pgx.CollectableRow) error {
-		var user, seq, prev int64
-		if err := row.Scan(&user, &seq, &prev); err != nil {
-			return err
-		}
-		note(&r.OutOfOrder, "user %d: SMS for seq %d written after seq %d", user, seq, prev)
-		return nil
-	}); err != nil {
-		return r, err
 	}
 	return r, nil
 }
+
+// key is one balance event: (user, seq).
+type key struct{ user, seq int64 }
 
 func forEach(rows pgx.Rows, f func(pgx.CollectableRow) error) error {
 	_, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (struct{}, error) { return struct{}{}, f(row) })
@@ -176,17 +216,29 @@ func forEach(rows pgx.Rows, f func(pgx.CollectableRow) error) error {
 // Quiet reports whether the pipeline has nothing left to do: no saga running, no outbox row
 // unpublished, no event without a finished notification (sent or dead-lettered). It also
 // says what is left.
-func Quiet(ctx context.Context, db *pgxpool.Pool) (bool, string, error) {
-	var running, unpublished, unfinished, pending int
-	err := db.QueryRow(ctx, `SELECT
+func Quiet(ctx context.Context, dbs DBs) (bool, string, error) {
+	var running, unpublished, pending int
+	var users, seqs []int64
+	err := dbs.Wallet.QueryRow(ctx, `SELECT
 		(SELECT count(*) FROM sagas WHERE state IN ('running', 'compensating')),
 		(SELECT count(*) FROM wallet_events WHERE published_at IS NULL),
-		(SELECT count(*) FROM wallet_events e WHERE NOT EXISTS (SELECT 1 FROM notify.notifications n
-			WHERE n.user_id = e.user_id AND n.seq = e.seq AND n.status IN ('sent', 'dead_lettered'))),
-		(SELECT count(*) FROM notify.notifications WHERE status = 'pending')`).Scan(&running, &unpublished, &unfinished, &pending)
+		(SELECT COALESCE(array_agg(user_id ORDER BY user_id), '{}') FROM wallets WHERE event_seq > 0),
+		(SELECT COALESCE(array_agg(event_seq ORDER BY user_id), '{}') FROM wallets WHERE event_seq > 0)`).
+		Scan(&running, &unpublished, &users, &seqs)
+	if err != nil {
+		return false, "", err
+	}
+	// Every event of a user is finished when the user's finished SMS count its events: the
+	// gate finishes a user's seqs in order, each once.
+	var unfinished int64
+	err = dbs.Notify.QueryRow(ctx, `SELECT
+		COALESCE((SELECT sum(u.events - COALESCE((SELECT count(*) FROM notify.notifications n
+			WHERE n.user_id = u.user_id AND n.seq <= u.events AND n.status IN ('sent', 'dead_lettered')), 0))
+			FROM unnest($1::bigint[], $2::bigint[]) AS u(user_id, events)), 0),
+		(SELECT count(*) FROM notify.notifications WHERE status = 'pending')`, users, seqs).Scan(&unfinished, &pending)
 	if err != nil {
 		return false, "", err
 	}
 	left := fmt.Sprintf("sagas_running=%d unpublished=%d sms_unfinished=%d inbox_pending=%d", running, unpublished, unfinished, pending)
-	return running+unpublished+unfinished == 0, left, nil
+	return running+unpublished == 0 && unfinished == 0, left, nil
 }

@@ -28,10 +28,10 @@ func TestAuditCountsEachDefect(t *testing.T) {
 	failing := regexp.MustCompile(`0000$`)
 	fail := audit.Options{ExpectDeadLetter: func(_, _ int64, phone string) bool { return failing.MatchString(phone) }}
 
-	quiet, _, err := audit.Quiet(ctx, pool)
+	quiet, _, err := audit.Quiet(ctx, audit.Same(pool))
 	require.NoError(t, err)
 	require.True(t, quiet, "an empty database is quiet")
-	clean, err := audit.Check(ctx, pool, fail)
+	clean, err := audit.Check(ctx, audit.Same(pool), fail)
 	require.NoError(t, err)
 	require.False(t, clean.Failed(), "%+v", clean)
 
@@ -59,7 +59,7 @@ func TestAuditCountsEachDefect(t *testing.T) {
 		(3, 2, '+8613800000003', 'You topped up 1.00 CNY. Balance: 2.00 CNY.', false),
 		(3, 9, '+8613800000003', 'You topped up 1.00 CNY. Balance: 9.00 CNY.', false)`)
 
-	r, err := audit.Check(ctx, pool, fail)
+	r, err := audit.Check(ctx, audit.Same(pool), fail)
 	require.NoError(t, err)
 	details := r.Details
 	r.Details = nil
@@ -79,7 +79,7 @@ func TestAuditCountsEachDefect(t *testing.T) {
 	require.Len(t, details, 7, "an example of each defect found row by row (all but the counted ones: unpublished, wrong text, phantom): %v", details)
 
 	// Without an expectation every dead letter is counted as such, for the caller to check.
-	all, err := audit.Check(ctx, pool, audit.Options{})
+	all, err := audit.Check(ctx, audit.Same(pool), audit.Options{})
 	require.NoError(t, err)
 	require.Equal(t, 3, all.DeadLettered, "user 2's two and user 1's seq 4")
 	require.Equal(t, 1, all.Lost, "user 1 seq 5 has nothing")
@@ -89,12 +89,12 @@ func TestAuditCountsEachDefect(t *testing.T) {
 	refused := audit.Options{ExpectDeadLetter: func(user, seq int64, phone string) bool {
 		return failing.MatchString(phone) || (user == 1 && seq == 4)
 	}}
-	one, err := audit.Check(ctx, pool, refused)
+	one, err := audit.Check(ctx, audit.Same(pool), refused)
 	require.NoError(t, err)
 	require.Equal(t, 3, one.DeadLettered, "user 2's two and user 1's seq 4")
 	require.Equal(t, 1, one.Lost, "user 1 seq 5 has nothing")
 
-	quiet, left, err := audit.Quiet(ctx, pool)
+	quiet, left, err := audit.Quiet(ctx, audit.Same(pool))
 	require.NoError(t, err)
 	require.False(t, quiet)
 	require.Equal(t, "sagas_running=1 unpublished=1 sms_unfinished=1 inbox_pending=0", left)

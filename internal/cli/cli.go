@@ -154,6 +154,22 @@ func (f *Flags) DevString(p *string, env, devDef, usage string) {
 	})
 }
 
+// DevStringOr is DevString for a setting that falls back to another variable before its
+// default: the notifier's NOTIFY_DATABASE_URL falls back to DATABASE_URL, the database it
+// shares with the wallet unless given one of its own.
+func (f *Flags) DevStringOr(p *string, env, fallback, devDef, usage string) {
+	def := f.getenv(fallback)
+	if def == "" && f.mode == Dev {
+		def = devDef
+	}
+	f.String(p, env, def, usage+"; default "+fallback+", then "+describeDevDefault(devDef))
+	f.after = append(f.after, func() {
+		if *p == "" && f.requires(env) {
+			f.problems.Addf(env, "required (set --%s, %s or %s)", FlagName(env), env, fallback)
+		}
+	})
+}
+
 // DevOptional binds a string setting whose default devDef holds only in dev; in production
 // it may stay empty.
 func (f *Flags) DevOptional(p *string, env, devDef, usage string) {

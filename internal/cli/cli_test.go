@@ -16,7 +16,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/walletsaga/walletsaga/internal/cli"
+	notifyapi "github.com/walletsaga/walletsaga/internal/notify/httpapi"
+	"github.com/walletsaga/walletsaga/internal/provider"
 	"github.com/walletsaga/walletsaga/internal/reqid"
+	walletapi "github.com/walletsaga/walletsaga/internal/wallet/httpapi"
 )
 
 func TestJSONLoggerWritesOneObjectPerLineWithTheRequestID(t *testing.T) {
@@ -242,4 +245,19 @@ func TestWriteAddrFileWritesTheBoundAddress(t *testing.T) {
 
 	require.NoError(t, cli.WriteAddrFile("", ln.Addr()), "no path, nothing written")
 	require.Error(t, cli.WriteAddrFile(filepath.Join(t.TempDir(), "missing", "addr"), ln.Addr()))
+}
+
+// No document a binary serves names a token: /openapi.yaml is open to anyone who can reach
+// the port, so a token written there would be published with it.
+func TestNoServedDocumentNamesAToken(t *testing.T) {
+	t.Parallel()
+	re := regexp.MustCompile(`walletsaga-[a-z0-9-]+`)
+	for name, doc := range map[string][]byte{
+		"wallet": walletapi.OpenAPI, "notifier": notifyapi.OpenAPI, "provider": provider.OpenAPI(),
+	} {
+		for _, m := range re.FindAllString(string(doc), -1) {
+			require.False(t, cli.IsDevToken(m), "the %s document names the token %s", name, m)
+		}
+		require.NotContains(t, string(doc), "token-", "the %s document seems to name a token", name)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -13,36 +14,59 @@ import (
 )
 
 // CheckBearer accepts "Authorization: Bearer <token>" when <token> is one of tokens (empty
-// ones ignored), compared in constant time (over digests, so the length does not leak
-// either). A missing or malformed header is Unauthorized (401, with WWW-Authenticate naming
-// realm); a wrong token is Forbidden (403). No token at all means the endpoints it guards are
-// disabled: Forbidden, with disabled as the message.
+// ones ignored; see TokenIs). A missing or malformed header is Unauthorized (401, with
+// WWW-Authenticate naming realm; see BearerToken); a wrong token is Forbidden (403). No token
+// at all means the endpoints it guards are disabled: Forbidden, with disabled as the message.
 func CheckBearer(c echo.Context, realm, disabled string, tokens ...string) error {
-	var wants [][sha256.Size]byte
-	for _, t := range tokens {
-		if t != "" {
-			wants = append(wants, sha256.Sum256([]byte(t)))
-		}
-	}
-	if len(wants) == 0 {
+	if !slices.ContainsFunc(tokens, func(t string) bool { return t != "" }) {
 		return apperr.New(apperr.Forbidden, "%s", disabled)
 	}
-	h := c.Request().Header.Get(echo.HeaderAuthorization)
-	scheme, given, ok := strings.Cut(strings.TrimSpace(h), " ")
-	if h == "" || !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(given) == "" {
-		c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="`+realm+`"`)
-		return apperr.New(apperr.Unauthorized, "%s %s token is required: Authorization: Bearer <token>", article(realm), realm)
+	given, err := BearerToken(c, realm, article(realm)+" "+realm+" token")
+	if err != nil {
+		return err
 	}
-	got := sha256.Sum256([]byte(strings.TrimSpace(given)))
-	match := 0
-	for _, want := range wants {
-		// Every token is compared, so the time taken does not tell which one matched.
-		match |= subtle.ConstantTimeCompare(want[:], got[:])
-	}
-	if match != 1 {
+	if !TokenIs(given, tokens...) {
 		return apperr.New(apperr.Forbidden, "the %s token is not valid", realm)
 	}
 	return nil
+}
+
+// BearerToken returns the token of "Authorization: Bearer <token>". A missing or malformed
+// header is Unauthorized (401) with WWW-Authenticate naming realm, and a message saying that
+// want ("an admin token") is required.
+func BearerToken(c echo.Context, realm, want string) (string, error) {
+	h := c.Request().Header.Get(echo.HeaderAuthorization)
+	scheme, given, ok := strings.Cut(strings.TrimSpace(h), " ")
+	given = strings.TrimSpace(given)
+	if h == "" || !ok || !strings.EqualFold(scheme, "Bearer") || given == "" {
+		c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="`+realm+`"`)
+		return "", apperr.New(apperr.Unauthorized, "%s is required: Authorization: Bearer <token>", want)
+	}
+	return given, nil
+}
+
+// TokenIs reports whether given is one of tokens (empty ones ignored), compared in constant
+// time over digests, so that neither the time taken nor the length tells anything.
+func TokenIs(given string, tokens ...string) bool {
+	got := sha256.Sum256([]byte(given))
+	match := 0
+	for _, t := range tokens {
+		if t == "" {
+			continue
+		}
+		want := sha256.Sum256([]byte(t))
+		// Every token is compared, so the time taken does not tell which one matched.
+		match |= subtle.ConstantTimeCompare(want[:], got[:])
+	}
+	return match == 1
+}
+
+// InvalidToken answers a bearer token that was read but is not valid (a signed token that
+// does not verify, or has expired) as RFC 6750 asks: err (an Unauthorized apperr saying why)
+// with WWW-Authenticate naming realm and error="invalid_token".
+func InvalidToken(c echo.Context, realm string, err error) error {
+	c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="`+realm+`", error="invalid_token"`)
+	return err
 }
 
 // article is the indefinite article before word: "an admin token", "a service token".

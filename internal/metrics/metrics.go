@@ -4,6 +4,17 @@
 // Prometheus: they expose small observer interfaces and function fields, wired here.
 //
 // Every metric name starts with walletsaga_. No metric has a per-user label.
+//
+// Fleet-wide gauges: the collectors that count rows of the shared database at scrape time
+// (sagas by state, the outbox backlog, the notifier's inbox, gaps and dead letters) run in
+// every replica, so each replica reports the same fleet-wide value, and their Help says to
+// take max() across replicas, never sum(). None is gated on a lock: a gauge served only by
+// the relay's lock holder would vanish exactly when no replica holds the lock (every relay
+// down, or the lock lost with its connection), which is when the outbox backlog matters
+// most, and would leave a gap at each hand-over; nothing holds a lock over the sagas or the
+// notifier's tables to gate those on. The price is one query per replica per scrape; all
+// but walletsaga_sagas read partial indexes of the rows they count, whereas that one counts
+// the whole sagas table (over its (kind, state) index), and grows with it.
 package metrics
 
 import (
@@ -16,11 +27,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/walletsaga/walletsaga/internal/notify"
+	"github.com/walletsaga/walletsaga/internal/notify/gate"
+	"github.com/walletsaga/walletsaga/internal/notify/inbox"
+	"github.com/walletsaga/walletsaga/internal/notify/senders"
 	"github.com/walletsaga/walletsaga/internal/ordering"
 	"github.com/walletsaga/walletsaga/internal/saga"
 	"github.com/walletsaga/walletsaga/internal/wallet"
 )
+
+// fleetWide ends the Help of a gauge counted in the shared database at scrape time.
+const fleetWide = " Counted in Postgres at scrape time by every replica, which all report the same fleet-wide value: take max() across replicas, not sum()."
 
 // ScrapeTimeout bounds the database queries of one scrape.
 const ScrapeTimeout = 3 * time.Second
@@ -99,7 +115,7 @@ func NewSaga(reg prometheus.Registerer, counts func(context.Context) ([]saga.Kin
 			Help: "Time one attempt of a saga step or compensation took, by saga kind, step and phase.",
 		}, []string{"kind", "step", "phase"}),
 	}
-	desc := prometheus.NewDesc("walletsaga_sagas", "Sagas by kind and state (counted in Postgres at scrape time).", []string{"kind", "state"}, nil)
+	desc := prometheus.NewDesc("walletsaga_sagas", "Sagas by kind and state."+fleetWide, []string{"kind", "state"}, nil)
 	reg.MustRegister(m.attempts, m.duration, scrape{descs: []*prometheus.Desc{desc}, collect: func(ctx context.Context, ch chan<- prometheus.Metric) error {
 		rows, err := counts(ctx)
 		if err != nil {
@@ -132,8 +148,8 @@ func (m *Saga) ObserveStep(kind, step, phase string, outcome saga.OutcomeKind, t
 // NewOutbox registers the outbox backlog gauges (queried at scrape time); backlog is
 // OutboxStore.Backlog.
 func NewOutbox(reg prometheus.Registerer, backlog func(context.Context) (wallet.Backlog, error)) {
-	n := prometheus.NewDesc("walletsaga_outbox_unpublished", "Outbox events not yet published to RocketMQ.", nil, nil)
-	age := prometheus.NewDesc("walletsaga_outbox_oldest_unpublished_age_seconds", "Age of the oldest unpublished outbox event (0 when none).", nil, nil)
+	n := prometheus.NewDesc("walletsaga_outbox_unpublished", "Outbox events not yet published to RocketMQ."+fleetWide, nil, nil)
+	age := prometheus.NewDesc("walletsaga_outbox_oldest_unpublished_age_seconds", "Age of the oldest unpublished outbox event (0 when none)."+fleetWide, nil, nil)
 	reg.MustRegister(scrape{descs: []*prometheus.Desc{n, age}, collect: func(ctx context.Context, ch chan<- prometheus.Metric) error {
 		b, err := backlog(ctx)
 		if err != nil {
@@ -193,13 +209,15 @@ func NewRelay(reg prometheus.Registerer, stats func() ordering.RelayStats) func(
 }
 
 // Notifier is what the notifier's delivery metrics read: counters of this process, and a
-// scrape-time view of what the inbox and the lanes hold (Postgres).
+// scrape-time view of what the gate and the dead letters hold (Postgres).
 type Notifier struct {
-	Lanes   func() notify.LaneStats
-	Inbox   func() notify.InboxStats
+	Lanes   func() gate.LaneStats
+	Inbox   func() inbox.Stats
 	Busy    func() int64
-	Breaker func() notify.BreakerState
-	View    func(context.Context) (notify.LaneView, error)
+	Breaker func() senders.BreakerState
+	View    func(context.Context) (gate.View, error)
+	// DLQBacklog counts the dead letters not yet in the DLQ topic.
+	DLQBacklog func(context.Context) (int64, error)
 }
 
 // breakerStates are the values of walletsaga_notify_breaker_state.
@@ -215,21 +233,21 @@ func NewNotifier(reg prometheus.Registerer, n Notifier) {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, get))
 	}
 	const deliveries = "SMS outcomes recorded by this process's delivery lanes, by outcome (postponed: held back by the provider breaker, no attempt spent)."
-	for outcome, get := range map[string]func(notify.LaneStats) int64{
-		"sent":          func(s notify.LaneStats) int64 { return s.Sent },
-		"retried":       func(s notify.LaneStats) int64 { return s.Retried },
-		"dead_lettered": func(s notify.LaneStats) int64 { return s.DeadLettered },
-		"postponed":     func(s notify.LaneStats) int64 { return s.Postponed },
+	for outcome, get := range map[string]func(gate.LaneStats) int64{
+		"sent":          func(s gate.LaneStats) int64 { return s.Sent },
+		"retried":       func(s gate.LaneStats) int64 { return s.Retried },
+		"dead_lettered": func(s gate.LaneStats) int64 { return s.DeadLettered },
+		"postponed":     func(s gate.LaneStats) int64 { return s.Postponed },
 	} {
 		counter("walletsaga_notify_deliveries_total", deliveries, prometheus.Labels{"outcome": outcome}, func() int64 { return get(n.Lanes()) })
 	}
-	const inbox = "Messages this process's orderly consumer wrote to the inbox, by result (ignored: a redelivery of what the inbox has; bad: undecodable, recorded and dead-lettered)."
-	for result, get := range map[string]func(notify.InboxStats) int64{
-		"received": func(s notify.InboxStats) int64 { return s.Received },
-		"ignored":  func(s notify.InboxStats) int64 { return s.Ignored },
-		"bad":      func(s notify.InboxStats) int64 { return s.Bad },
+	const inboxMessages = "Messages this process's orderly consumer wrote to the inbox, by result (ignored: a redelivery of what the inbox has; bad: undecodable, recorded and dead-lettered)."
+	for result, get := range map[string]func(inbox.Stats) int64{
+		"received": func(s inbox.Stats) int64 { return s.Received },
+		"ignored":  func(s inbox.Stats) int64 { return s.Ignored },
+		"bad":      func(s inbox.Stats) int64 { return s.Bad },
 	} {
-		counter("walletsaga_notify_inbox_messages_total", inbox, prometheus.Labels{"result": result}, func() int64 { return get(n.Inbox()) })
+		counter("walletsaga_notify_inbox_messages_total", inboxMessages, prometheus.Labels{"result": result}, func() int64 { return get(n.Inbox()) })
 	}
 	counter("walletsaga_notify_baselines_total", "Users this process started past seq 1 because the group started at the end of the topic (CONSUME_FROM=last).",
 		nil, func() int64 { return n.Inbox().Baselines })
@@ -238,11 +256,11 @@ func NewNotifier(reg prometheus.Registerer, n Notifier) {
 		func() float64 { return breakerStates[n.Breaker().State] })
 	counter("walletsaga_notify_breaker_opened_total", "Times the SMS provider breaker opened in this process.", nil, func() int64 { return n.Breaker().Opened })
 
-	pending := prometheus.NewDesc("walletsaga_notify_inbox_pending", "SMS in the inbox not finished yet (all replicas).", nil, nil)
-	due := prometheus.NewDesc("walletsaga_notify_due_users", "Users whose next SMS is due for a lane now.", nil, nil)
-	alerts := prometheus.NewDesc("walletsaga_notify_gap_alerts", "Users whose next SMS has not arrived, while later ones wait, for longer than GAP_ALERT_AFTER.", nil, nil)
-	oldest := prometheus.NewDesc("walletsaga_notify_oldest_gap_seconds", "Age of the oldest gap: a user's next SMS missing while later ones wait (0 when none).", nil, nil)
-	unpublished := prometheus.NewDesc("walletsaga_notify_dlq_unpublished", "Dead letters recorded but not yet published to the DLQ topic.", nil, nil)
+	pending := prometheus.NewDesc("walletsaga_notify_inbox_pending", "SMS in the inbox not finished yet."+fleetWide, nil, nil)
+	due := prometheus.NewDesc("walletsaga_notify_due_users", "Users whose next SMS is due for a lane now."+fleetWide, nil, nil)
+	alerts := prometheus.NewDesc("walletsaga_notify_gap_alerts", "Users whose next SMS has not arrived, while later ones wait, for longer than GAP_ALERT_AFTER."+fleetWide, nil, nil)
+	oldest := prometheus.NewDesc("walletsaga_notify_oldest_gap_seconds", "Age of the oldest gap: a user's next SMS missing while later ones wait (0 when none)."+fleetWide, nil, nil)
+	unpublished := prometheus.NewDesc("walletsaga_notify_dlq_unpublished", "Dead letters recorded but not yet published to the DLQ topic."+fleetWide, nil, nil)
 	reg.MustRegister(scrape{descs: []*prometheus.Desc{pending, due, alerts, oldest, unpublished}, collect: func(ctx context.Context, ch chan<- prometheus.Metric) error {
 		v, err := n.View(ctx)
 		if err != nil {
@@ -252,13 +270,17 @@ func NewNotifier(reg prometheus.Registerer, n Notifier) {
 		ch <- prometheus.MustNewConstMetric(due, prometheus.GaugeValue, float64(v.Due))
 		ch <- prometheus.MustNewConstMetric(alerts, prometheus.GaugeValue, float64(v.GapAlerts))
 		ch <- prometheus.MustNewConstMetric(oldest, prometheus.GaugeValue, v.OldestGap)
-		ch <- prometheus.MustNewConstMetric(unpublished, prometheus.GaugeValue, float64(v.DLQUnpublished))
+		backlog, err := n.DLQBacklog(ctx)
+		if err != nil {
+			return err
+		}
+		ch <- prometheus.MustNewConstMetric(unpublished, prometheus.GaugeValue, float64(backlog))
 		return nil
 	}})
 }
 
 // NewSMS registers the SMS send latency histogram; the returned function is
-// notify.ObservedSender's Observe.
+// senders.ObservedSender's Observe.
 func NewSMS(reg prometheus.Registerer) func(time.Duration, error) {
 	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "walletsaga_sms_send_duration_seconds", Buckets: latencyBuckets,
@@ -270,10 +292,32 @@ func NewSMS(reg prometheus.Registerer) func(time.Duration, error) {
 	return func(took time.Duration, err error) { h.WithLabelValues(result(err)).Observe(took.Seconds()) }
 }
 
+// commitToSMSBuckets fit a commit→SMS objective around 1 s: fine below it (where a healthy
+// stack's SMS go, in tens to hundreds of milliseconds), with 1 s itself a boundary so the
+// objective is exact, then coarse up to the retry window (SMS_DEAD_LETTER_AFTER, 15m).
+var commitToSMSBuckets = []float64{0.025, 0.05, 0.1, 0.25, 0.5, 0.75, 1, 1.5, 2.5, 5, 10, 30, 60, 300, 900}
+
+// NewCommitToSMS registers walletsaga_notify_commit_to_sms_seconds, the latency users feel:
+// from the wallet's commit of a balance change (the event's occurred_at) to the lane's
+// record of its SMS as sent. The returned function is notify.LaneConfig's ObserveSent.
+func NewCommitToSMS(reg prometheus.Registerer) func(time.Duration) {
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "walletsaga_notify_commit_to_sms_seconds", Buckets: commitToSMSBuckets,
+		Help: "Time from the wallet's commit of a balance change (the event's occurred_at) to this process's record of its SMS as sent; " +
+			"retries included, dead letters and replays not. Each SMS is observed once, by the replica that sent it: sum() across replicas.",
+	})
+	reg.MustRegister(h)
+	return func(d time.Duration) {
+		// occurred_at is the wallet database's clock and the record this process's: a skew
+		// between them must not make a latency negative.
+		h.Observe(max(d, 0).Seconds())
+	}
+}
+
 // NewDLQ registers the DLQ depth gauge: dead letters not yet replayed, counted in Postgres at
-// scrape time; depth is notify.Store.DLQDepth.
+// scrape time; depth is smslog.Store.DLQDepth.
 func NewDLQ(reg prometheus.Registerer, depth func(context.Context) (int64, error)) {
-	d := prometheus.NewDesc("walletsaga_dlq_depth", "Dead-lettered SMS no operator has replayed yet.", nil, nil)
+	d := prometheus.NewDesc("walletsaga_dlq_depth", "Dead-lettered SMS no operator has replayed yet."+fleetWide, nil, nil)
 	reg.MustRegister(scrape{descs: []*prometheus.Desc{d}, collect: func(ctx context.Context, ch chan<- prometheus.Metric) error {
 		n, err := depth(ctx)
 		if err != nil {

@@ -14,7 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/walletsaga/walletsaga/internal/metrics"
-	"github.com/walletsaga/walletsaga/internal/notify"
+	"github.com/walletsaga/walletsaga/internal/notify/gate"
+	"github.com/walletsaga/walletsaga/internal/notify/inbox"
+	"github.com/walletsaga/walletsaga/internal/notify/senders"
 	"github.com/walletsaga/walletsaga/internal/ordering"
 	"github.com/walletsaga/walletsaga/internal/saga"
 	"github.com/walletsaga/walletsaga/internal/wallet"
@@ -22,15 +24,16 @@ import (
 
 func fakeNotifier() metrics.Notifier {
 	return metrics.Notifier{
-		Lanes: func() notify.LaneStats {
-			return notify.LaneStats{Sent: 7, Retried: 4, DeadLettered: 1, Postponed: 3}
+		Lanes: func() gate.LaneStats {
+			return gate.LaneStats{Sent: 7, Retried: 4, DeadLettered: 1, Postponed: 3}
 		},
-		Inbox:   func() notify.InboxStats { return notify.InboxStats{Received: 9, Ignored: 2, Bad: 1, Baselines: 5} },
+		Inbox:   func() inbox.Stats { return inbox.Stats{Received: 9, Ignored: 2, Bad: 1, Baselines: 5} },
 		Busy:    func() int64 { return 6 },
-		Breaker: func() notify.BreakerState { return notify.BreakerState{State: "open", Opened: 2} },
-		View: func(context.Context) (notify.LaneView, error) {
-			return notify.LaneView{Pending: 11, Due: 4, GapAlerts: 2, OldestGap: 90, DLQUnpublished: 3}, nil
+		Breaker: func() senders.BreakerState { return senders.BreakerState{State: "open", Opened: 2} },
+		View: func(context.Context) (gate.View, error) {
+			return gate.View{Pending: 11, Due: 4, GapAlerts: 2, OldestGap: 90}, nil
 		},
+		DLQBacklog: func(context.Context) (int64, error) { return 3, nil },
 	}
 }
 
@@ -134,4 +137,48 @@ func TestAFailingScrapeQueryLeavesTheRestServed(t *testing.T) {
 	out := scrape(t, metrics.Handler(reg, slog.New(slog.NewTextHandler(io.Discard, nil))))
 	require.Contains(t, out, "walletsaga_sms_send_duration_seconds_count")
 	require.False(t, strings.Contains(out, "walletsaga_dlq_depth "), "no made-up value")
+}
+
+// TestCommitToSMSLatency: the histogram has 1 s as a bucket boundary (the objective the
+// alerting rules measure), and a negative latency (the clocks of the wallet's database and
+// the notifier apart) counts as 0, not below every bucket.
+func TestCommitToSMSLatency(t *testing.T) {
+	t.Parallel()
+	reg := metrics.NewRegistry()
+	observe := metrics.NewCommitToSMS(reg)
+	for _, d := range []time.Duration{-time.Second, 300 * time.Millisecond, time.Second, 2 * time.Second, 20 * time.Minute} {
+		observe(d)
+	}
+	out := scrape(t, metrics.Handler(reg, nil))
+	for _, want := range []string{
+		`walletsaga_notify_commit_to_sms_seconds_bucket{le="0.025"} 1`,
+		`walletsaga_notify_commit_to_sms_seconds_bucket{le="1"} 3`,
+		`walletsaga_notify_commit_to_sms_seconds_bucket{le="900"} 4`,
+		`walletsaga_notify_commit_to_sms_seconds_bucket{le="+Inf"} 5`,
+		`walletsaga_notify_commit_to_sms_seconds_count 5`,
+	} {
+		require.Contains(t, out, want)
+	}
+}
+
+// TestFleetWideGaugesSayHowToAggregate: every gauge counted in the shared database at scrape
+// time says in its Help that each replica reports the fleet's value, to be taken with max().
+func TestFleetWideGaugesSayHowToAggregate(t *testing.T) {
+	t.Parallel()
+	reg := metrics.NewRegistry()
+	metrics.NewSaga(reg, func(context.Context) ([]saga.KindStateCount, error) {
+		return []saga.KindStateCount{{Kind: "deposit", State: saga.Completed, Count: 1}}, nil
+	})
+	metrics.NewOutbox(reg, func(context.Context) (wallet.Backlog, error) { return wallet.Backlog{}, nil })
+	metrics.NewNotifier(reg, fakeNotifier())
+	metrics.NewDLQ(reg, func(context.Context) (int64, error) { return 0, nil })
+	out := scrape(t, metrics.Handler(reg, nil))
+	for _, name := range []string{
+		"walletsaga_sagas", "walletsaga_outbox_unpublished", "walletsaga_outbox_oldest_unpublished_age_seconds",
+		"walletsaga_notify_inbox_pending", "walletsaga_notify_due_users", "walletsaga_notify_gap_alerts",
+		"walletsaga_notify_oldest_gap_seconds", "walletsaga_notify_dlq_unpublished", "walletsaga_dlq_depth",
+	} {
+		require.Regexp(t, `(?m)^# HELP `+name+` .*take max\(\) across replicas, not sum\(\)\.$`, out)
+	}
+	require.NotRegexp(t, `(?m)^# HELP walletsaga_notify_lanes_busy .*max\(\)`, out, "a gauge of this process is not fleet-wide")
 }

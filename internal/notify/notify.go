@@ -1,15 +1,20 @@
-// Package notify turns wallet events into SMS: the texts per event kind and locale, the
-// senders (log, webhook) and their failure switches, and the SMS log read API and page.
-// It also holds the notifier's delivery: the inbox the orderly consumer writes into, the
-// per-user lanes that send from it in order (the gate rule: an SMS goes out only after its
-// predecessor is recorded sent or dead-lettered), the one retry policy, the provider breaker,
-// and the dead letters published to the DLQ topic. Every SQL statement on the notifier's
-// tables is in this package.
+// Package notify says what the notifier sends: an SMS — its text for a balance event, per
+// kind and locale (Render), and its key at the provider (ProviderKey) — and the contract
+// every sender keeps (Sender). The notifier's parts are its subpackages:
+//
+//   - inbox: consume the broker's messages, then write them to the inbox;
+//   - gate: the gate rule (gate.Admit) and the lanes that claim, send and record under it;
+//   - deadletters: publish dead letters to the DLQ topic, reconcile it, replay, skip;
+//   - senders: the log and webhook senders and the provider breaker;
+//   - smslog, httpapi, web: the SMS log as people read it (API, page, CLI);
+//   - instance: the claim on a consumer's name.
 package notify
 
 import (
 	"context"
 	"errors"
+	"fmt"
+	"time"
 )
 
 // SMS is one text message to one user for one balance change.
@@ -26,6 +31,18 @@ type SMS struct {
 	IdempotencyKey string
 	// Late marks an operator replay of an SMS that was dead-lettered.
 	Late bool
+	// OccurredAt is when the wallet committed the balance change (the event's occurred_at):
+	// where the commit→SMS latency starts.
+	OccurredAt time.Time
+}
+
+// ProviderKey is the idempotency key of (user, seq)'s SMS at the provider:
+// "<deployment>:<user>:<seq>", where deployment is the id the notifier's tables were created
+// with (notify.deployment, a random UUID). It names one balance event across every
+// deployment that shares a provider, and stays the same for every send of the SMS: a lane's
+// retries, another lane's after a lease passed, an operator's replay.
+func ProviderKey(deployment string, userID, seq int64) string {
+	return fmt.Sprintf("%s:%d:%d", deployment, userID, seq)
 }
 
 // ErrPermanent marks a send failure that retrying cannot fix (a provider's 4xx): the SMS is
@@ -48,4 +65,12 @@ var ErrProviderUnavailable = errors.New("notify: SMS provider unavailable")
 // time, in seq order, and only once the user's previous SMS is recorded.
 type Sender interface {
 	Send(ctx context.Context, m SMS) error
+}
+
+// IsJournaled reports whether s delivers by the SMS log row the record of the SMS writes
+// (the log sender), rather than by its Send: such a sender reports it with a method
+// Journaled() bool that returns true.
+func IsJournaled(s Sender) bool {
+	j, ok := s.(interface{ Journaled() bool })
+	return ok && j.Journaled()
 }

@@ -16,7 +16,10 @@ const (
 )
 
 // templates holds, per locale and kind, a format taking the amount and the balance after,
-// both already formatted with their currency ("100.00 CNY").
+// both already formatted with their currency ("100.00 CNY"). Every kind of
+// walletevent.Kinds needs one in every locale, ending with the balance after it (the
+// audit reads it there): TestEveryKindHasATemplateInEveryLocale fails on a gap, and Render
+// refuses to render one.
 var templates = map[string]map[walletevent.Kind]string{
 	LocaleEN: {
 		walletevent.Deposit:     "You topped up %s. Balance: %s.",
@@ -25,6 +28,9 @@ var templates = map[string]map[walletevent.Kind]string{
 		walletevent.TransferOut: "You sent %s to another user. Balance: %s.",
 		walletevent.TransferIn:  "You received %s from another user. Balance: %s.",
 		walletevent.Reversal:    "Your transfer of %s did not go through and was returned. Balance: %s.",
+
+		walletevent.Withdrawal:       "You withdrew %s to your bank account. Balance: %s.",
+		walletevent.WithdrawalRefund: "Your withdrawal of %s did not go through and was refunded. Balance: %s.",
 	},
 	LocaleZhCN: {
 		walletevent.Deposit:     "您已充值 %s，余额 %s。",
@@ -33,6 +39,9 @@ var templates = map[string]map[walletevent.Kind]string{
 		walletevent.TransferOut: "您已转出 %s，余额 %s。",
 		walletevent.TransferIn:  "您收到转账 %s，余额 %s。",
 		walletevent.Reversal:    "您的转账 %s 未成功，已退回，余额 %s。",
+
+		walletevent.Withdrawal:       "您已提现 %s 至银行账户，余额 %s。",
+		walletevent.WithdrawalRefund: "您的提现 %s 未成功，已退回，余额 %s。",
 	},
 }
 
@@ -46,12 +55,24 @@ var latePrefix = map[string]string{
 // anything else falls back to en), amounts with two decimals and the currency. Its
 // IdempotencyKey is left to the caller, who knows the deployment (ProviderKey). It returns an apperr.Invalid error for an event that fails
 // validation (unknown kind, bad currency, …).
+//
+// A valid kind without a template in the locale is an error (apperr.Internal), never a
+// text with a formatting error in it: the inbox records the message as bad and dead-letters
+// it, loudly, instead of sending it.
 func Render(e walletevent.Event) (SMS, error) {
+	return render(e, templates)
+}
+
+// render is Render with the template table given.
+func render(e walletevent.Event, table map[string]map[walletevent.Kind]string) (SMS, error) {
 	if err := validateForRender(e); err != nil {
 		return SMS{}, err
 	}
 	locale := ResolveLocale(e.Locale)
-	tmpl := templates[locale][e.Kind]
+	tmpl, ok := table[locale][e.Kind]
+	if !ok {
+		return SMS{}, apperr.New(apperr.Internal, "render: user %d seq %d: no %s text for kind %q", e.UserID, e.Seq, locale, e.Kind)
+	}
 	text := fmt.Sprintf(tmpl, FormatMoney(e.Amount, e.Currency), FormatMoney(e.BalanceAfter, e.Currency))
 	return SMS{
 		UserID: e.UserID,

@@ -8,7 +8,7 @@ import (
 
 	"github.com/walletsaga/walletsaga/internal/apperr"
 	"github.com/walletsaga/walletsaga/internal/notify"
-	"github.com/walletsaga/walletsaga/internal/notify/notifytest"
+	"github.com/walletsaga/walletsaga/internal/testutil/notifytest"
 	"github.com/walletsaga/walletsaga/internal/walletevent"
 )
 
@@ -31,12 +31,16 @@ func TestRender(t *testing.T) {
 		{"en transfer out", ev(walletevent.TransferOut, -2050, 7950, "en"), "en", "You sent 20.50 CNY to another user. Balance: 79.50 CNY."},
 		{"en transfer in", ev(walletevent.TransferIn, 2050, 2050, "en"), "en", "You received 20.50 CNY from another user. Balance: 20.50 CNY."},
 		{"en reversal", ev(walletevent.Reversal, 2050, 10000, "en"), "en", "Your transfer of 20.50 CNY did not go through and was returned. Balance: 100.00 CNY."},
+		{"en withdrawal", ev(walletevent.Withdrawal, -3000, 7000, "en"), "en", "You withdrew 30.00 CNY to your bank account. Balance: 70.00 CNY."},
+		{"en withdrawal refund", ev(walletevent.WithdrawalRefund, 3000, 10000, "en"), "en", "Your withdrawal of 30.00 CNY did not go through and was refunded. Balance: 100.00 CNY."},
 		{"zh deposit", ev(walletevent.Deposit, 10000, 10000, "zh-CN"), "zh-CN", "您已充值 100.00 CNY，余额 100.00 CNY。"},
 		{"zh purchase", ev(walletevent.Purchase, -5000, 5000, "zh-CN"), "zh-CN", "您已消费 50.00 CNY，余额 50.00 CNY。"},
 		{"zh refund", ev(walletevent.Refund, 5000, 10000, "zh-CN"), "zh-CN", "您取消的订单已退款 50.00 CNY，余额 100.00 CNY。"},
 		{"zh transfer out", ev(walletevent.TransferOut, -1, 0, "zh-CN"), "zh-CN", "您已转出 0.01 CNY，余额 0.00 CNY。"},
 		{"zh transfer in", ev(walletevent.TransferIn, 99, 99, "zh-CN"), "zh-CN", "您收到转账 0.99 CNY，余额 0.99 CNY。"},
 		{"zh reversal", ev(walletevent.Reversal, 404, 404, "zh-CN"), "zh-CN", "您的转账 4.04 CNY 未成功，已退回，余额 4.04 CNY。"},
+		{"zh withdrawal", ev(walletevent.Withdrawal, -3000, 7000, "zh-CN"), "zh-CN", "您已提现 30.00 CNY 至银行账户，余额 70.00 CNY。"},
+		{"zh withdrawal refund", ev(walletevent.WithdrawalRefund, 3000, 10000, "zh-CN"), "zh-CN", "您的提现 30.00 CNY 未成功，已退回，余额 100.00 CNY。"},
 		{"zh variants", ev(walletevent.Deposit, 100, 100, "zh_cn"), "zh-CN", "您已充值 1.00 CNY，余额 1.00 CNY。"},
 		{"plain zh", ev(walletevent.Deposit, 100, 100, "zh"), "zh-CN", "您已充值 1.00 CNY，余额 1.00 CNY。"},
 		{"unknown locale falls back to en", ev(walletevent.Deposit, 100, 100, "fr-FR"), "en", "You topped up 1.00 CNY. Balance: 1.00 CNY."},

@@ -87,3 +87,39 @@ func Diff(doc []byte, rs []*echo.Route) (undocumented, missing []string, err err
 	}
 	return undocumented, missing, nil
 }
+
+// Enum returns the enum of the schema at path in doc, a path of map keys from the
+// document's root ("components", "schemas", "Event", "properties", "kind"): what a test
+// compares with the code's own list of the values.
+func Enum(doc []byte, path ...string) ([]string, error) {
+	var node any
+	if err := yaml.Unmarshal(doc, &node); err != nil {
+		return nil, fmt.Errorf("openapi: %w", err)
+	}
+	for i, key := range path {
+		m, ok := node.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("openapi: %s is not a map", strings.Join(path[:i], "."))
+		}
+		if node, ok = m[key]; !ok {
+			return nil, fmt.Errorf("openapi: no %s", strings.Join(path[:i+1], "."))
+		}
+	}
+	m, ok := node.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("openapi: %s is not a schema", strings.Join(path, "."))
+	}
+	list, ok := m["enum"].([]any)
+	if !ok {
+		return nil, fmt.Errorf("openapi: %s has no enum", strings.Join(path, "."))
+	}
+	out := make([]string, 0, len(list))
+	for _, v := range list {
+		s, ok := v.(string)
+		if !ok {
+			return nil, fmt.Errorf("openapi: %s.enum holds %v, not a string", strings.Join(path, "."), v)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}

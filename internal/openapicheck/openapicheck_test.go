@@ -36,3 +36,28 @@ paths:
 	_, _, err = openapicheck.Diff([]byte("openapi: 3.0.0\npaths:\n  /x:\n    get: {}\n"), nil)
 	require.ErrorContains(t, err, "no responses")
 }
+
+func TestEnum(t *testing.T) {
+	t.Parallel()
+	doc := []byte(`openapi: 3.0.3
+components:
+  schemas:
+    Kind: {type: string, enum: [a, b, ""]}
+    Event:
+      properties:
+        kind: {type: string, enum: [a, b]}
+        n: {type: integer, enum: [1, 2]}
+`)
+	got, err := openapicheck.Enum(doc, "components", "schemas", "Event", "properties", "kind")
+	require.NoError(t, err)
+	require.Equal(t, []string{"a", "b"}, got)
+	got, err = openapicheck.Enum(doc, "components", "schemas", "Kind")
+	require.NoError(t, err)
+	require.Equal(t, []string{"a", "b", ""}, got)
+	_, err = openapicheck.Enum(doc, "components", "schemas", "Saga")
+	require.ErrorContains(t, err, "no components.schemas.Saga")
+	_, err = openapicheck.Enum(doc, "components", "schemas", "Event")
+	require.ErrorContains(t, err, "has no enum")
+	_, err = openapicheck.Enum(doc, "components", "schemas", "Event", "properties", "n")
+	require.ErrorContains(t, err, "not a string")
+}

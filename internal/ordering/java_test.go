@@ -73,6 +73,11 @@ func requireJava(t *testing.T) javaCheck {
 
 // run runs SelectorCheck with args, one stdin line per input, and returns its output lines.
 func (j javaCheck) run(t *testing.T, input []string, args ...string) []string {
+	return j.runSigned(t, ordering.Credentials{}, input, args...)
+}
+
+// runSigned is run with the Java producer signing as creds (zero: unsigned).
+func (j javaCheck) runSigned(t *testing.T, creds ordering.Credentials, input []string, args ...string) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -82,6 +87,7 @@ func (j javaCheck) run(t *testing.T, input []string, args ...string) []string {
 		"-Drmq.logback.configurationFile=rmq.client.logback.xml",
 		"-Xmx256m", "-XX:+UseSerialGC", "-cp", j.classpath, "SelectorCheck"}, args...)...)
 	cmd.Stdin = strings.NewReader(strings.Join(input, "\n") + "\n")
+	cmd.Env = append(os.Environ(), "ROCKETMQ_ACCESS_KEY="+creds.AccessKey, "ROCKETMQ_SECRET_KEY="+creds.SecretKey)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	require.NoErrorf(t, cmd.Run(), "SelectorCheck %v: %s", args, stderr.String())
@@ -235,10 +241,10 @@ func TestEventsLandWhereJavasProducerPutsThem(t *testing.T) {
 		keys = append(keys, strconv.FormatInt(rng.Int64(), 10))
 	}
 	keys = append(keys, "11111")
-	javaSaw := j.run(t, keys, "send", b.Namesrv, topic, rmqtest.Unique("it-java-producer"))
+	javaSaw := j.runSigned(t, b.Credentials, keys, "send", b.Namesrv, topic, rmqtest.Unique("it-java-producer"))
 	require.Len(t, javaSaw, len(keys))
 
-	p, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: []string{b.Namesrv}, Group: rmqtest.Unique("it-go-producer")})
+	p, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: []string{b.Namesrv}, Group: rmqtest.Unique("it-go-producer"), Credentials: b.Credentials})
 	require.NoError(t, err)
 	defer p.Shutdown() //nolint:errcheck // the test's own client; a failed shutdown changes nothing it checks
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/walletsaga/walletsaga/internal/ordering"
 	"github.com/walletsaga/walletsaga/internal/rmqtest"
+	"github.com/walletsaga/walletsaga/internal/testutil/wait"
 )
 
 func TestMain(m *testing.M) {
@@ -133,17 +134,6 @@ func produce(t *testing.T, send func(k, seq int) error) {
 	}
 }
 
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 func TestOrderedRoundTrip(t *testing.T) {
 	t.Parallel()
 	b := rmqtest.Require(t)
@@ -195,7 +185,7 @@ func TestOrderedRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	start = time.Now()
 	require.NoError(t, c.Start())
-	waitFor(t, 90*time.Second, "every message", func() bool { return got.distinct() == numKeys*msgsPerKey })
+	wait.Until(t, 90*time.Second, "every message", func() bool { return got.distinct() == numKeys*msgsPerKey })
 	recvDur := time.Since(start)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -250,7 +240,7 @@ func TestControlUnorderedBreaksOrder(t *testing.T) {
 	}))
 	require.NoError(t, c.Start())
 	defer c.Shutdown() //nolint:errcheck // the test's own client; a failed shutdown changes nothing it checks
-	waitFor(t, 90*time.Second, "every control message", func() bool { return got.distinct() == numKeys*msgsPerKey })
+	wait.Until(t, 90*time.Second, "every control message", func() bool { return got.distinct() == numKeys*msgsPerKey })
 	lost, dup, ooo, broken := got.counts()
 	t.Logf("control run (no key, concurrent consumer) on broker %s: msgs=%d lost=%d duplicated=%d out_of_order=%d keys_with_order_broken=%d/%d",
 		b.BrokerAddr, numKeys*msgsPerKey, lost, dup, ooo, broken, numKeys)
@@ -308,7 +298,7 @@ func TestAFailedBatchComesAgainAndIsNeverDeadLettered(t *testing.T) {
 		_, err := p.SendOrderly(context.Background(), ordering.Message{Topic: topic, ShardingKey: "one-key", Keys: []string{name}, Body: []byte(name)})
 		require.NoError(t, err)
 	}
-	waitFor(t, 60*time.Second, "the batch to be taken at last", func() bool {
+	wait.Until(t, 60*time.Second, "the batch to be taken at last", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(acked) == 3
@@ -414,13 +404,13 @@ func TestAnAddedQueueIsTakenAtOnce(t *testing.T) {
 	defer p.Shutdown() //nolint:errcheck // the test's own client; a failed shutdown changes nothing it checks
 	_, err = p.SendOrderly(context.Background(), ordering.Message{Topic: topic, ShardingKey: "before", Body: []byte("before")})
 	require.NoError(t, err)
-	waitFor(t, 60*time.Second, "the first message", func() bool { _, ok := got.Load("before"); return ok })
+	wait.Until(t, 60*time.Second, "the first message", func() bool { _, ok := got.Load("before"); return ok })
 
 	b.CreateTopic(t, topic, 8) // the route now has 8 queues
 	grown := time.Now()
 	var body string
 	sends := 0
-	waitFor(t, 10*time.Second, "the producer to send to an added queue", func() bool {
+	wait.Until(t, 10*time.Second, "the producer to send to an added queue", func() bool {
 		for range 64 {
 			sends++
 			key := "after-" + strconv.Itoa(sends) // each send its own body
@@ -436,7 +426,7 @@ func TestAnAddedQueueIsTakenAtOnce(t *testing.T) {
 	sent := time.Since(grown)
 	// 15 s is within the 20 s rebalance timer started with the consumer a moment ago, so the
 	// message can only come through the rebalance the route change triggered.
-	waitFor(t, 15*time.Second, "the message on the added queue", func() bool { _, ok := got.Load(body); return ok })
+	wait.Until(t, 15*time.Second, "the message on the added queue", func() bool { _, ok := got.Load(body); return ok })
 	q, _ := got.Load(body)
 	t.Logf("topic grown from 2 to 8 queues on broker %s: the producer used an added queue %s after, the consumer took queue %d's message %s after",
 		b.BrokerAddr, sent.Round(time.Millisecond), q, time.Since(grown).Round(time.Millisecond))

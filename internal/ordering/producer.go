@@ -171,7 +171,7 @@ func (m Message) primitive() *primitive.Message {
 }
 
 // publishLister is the vendored client's producer with its publish list exposed
-// (third_party/rocketmq-client-go, patch 10).
+// (third_party/rocketmq-client-go, patch 11).
 type publishLister interface {
 	PublishMessageQueues(topic string) []*primitive.MessageQueue
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/walletsaga/walletsaga/internal/ordering"
+	"github.com/walletsaga/walletsaga/internal/testutil/wait"
 )
 
 // memOutbox is an outbox in memory that keeps Outbox's contract as the wallet's SQL does:
@@ -347,8 +348,8 @@ func TestAHungQueueHoldsOnlyItsKeys(t *testing.T) {
 		o.add(keys...)
 	}
 	r := startRelay(t, o, s, ordering.RelayConfig{Batch: 4, MaxPerSend: 2, StuckAfter: 100 * time.Millisecond})
-	waitFor(t, 10*time.Second, "the other queues' 45 records marked", func() bool { return o.unpublished() == 15 })
-	waitFor(t, 10*time.Second, "the hung queue reported stuck", func() bool {
+	wait.Until(t, 10*time.Second, "the other queues' 45 records marked", func() bool { return o.unpublished() == 15 })
+	wait.Until(t, 10*time.Second, "the hung queue reported stuck", func() bool {
 		for _, q := range r.Stats().Queues {
 			if q.Queue == hung {
 				return q.State == ordering.QueueStuck && q.Lag > 0
@@ -366,7 +367,7 @@ func TestAHungQueueHoldsOnlyItsKeys(t *testing.T) {
 		require.Empty(t, s.storedOf(k), "nothing of the hung queue's keys is stored")
 	}
 	close(release)
-	waitFor(t, 10*time.Second, "everything marked", func() bool { return o.unpublished() == 0 })
+	wait.Until(t, 10*time.Second, "everything marked", func() bool { return o.unpublished() == 0 })
 	requireInOrder(t, o, s)
 }
 
@@ -379,14 +380,14 @@ func TestRecordsThatCommitLateArePublished(t *testing.T) {
 	slow.insert("late")
 	o.add("a", "b")
 	r := startRelay(t, o, s, ordering.RelayConfig{})
-	waitFor(t, 10*time.Second, "a and b marked", func() bool { return o.unpublished() == 1 })
+	wait.Until(t, 10*time.Second, "a and b marked", func() bool { return o.unpublished() == 1 })
 	slice := ordering.Slice{Hash: ordering.HashJava, Count: 1}
 	reads := o.readsOf(slice)
-	waitFor(t, 10*time.Second, "the pump to read again past b", func() bool { return o.readsOf(slice) > reads+2 })
+	wait.Until(t, 10*time.Second, "the pump to read again past b", func() bool { return o.readsOf(slice) > reads+2 })
 	slow.commit()
 	o.add("c")
 	r.Wake()
-	waitFor(t, 10*time.Second, "the late record marked", func() bool { return o.unpublished() == 0 })
+	wait.Until(t, 10*time.Second, "the late record marked", func() bool { return o.unpublished() == 0 })
 	require.Equal(t, []int64{1}, s.storedOf("late"))
 	requireInOrder(t, o, s)
 }
@@ -418,7 +419,7 @@ func TestAFailedSendDiscardsTheBatchReadAhead(t *testing.T) {
 		return nil
 	})
 	r := startRelay(t, o, s, ordering.RelayConfig{Batch: 2, MaxPerSend: 2})
-	waitFor(t, 10*time.Second, "everything marked", func() bool { return o.unpublished() == 0 })
+	wait.Until(t, 10*time.Second, "everything marked", func() bool { return o.unpublished() == 0 })
 	require.GreaterOrEqual(t, o.readsOf(slice), 2, "the pump read ahead")
 	require.EqualValues(t, 2, r.Stats().Failed, "the failed batch")
 	require.Equal(t, []int64{1, 2, 3, 4, 5, 6, 7, 8}, s.storedOf("k"), "never a successor first, nothing twice")
@@ -456,11 +457,11 @@ func TestKeysThatMoveToAnotherQueueKeepTheirOrder(t *testing.T) {
 	<-entered // key:1 hangs on its old queue
 	o.add(key, key)
 	s.setQueues(3)
-	waitFor(t, 10*time.Second, "the moved key's records stored by its new pump", func() bool { return len(s.storedOf(key)) == 3 })
-	waitFor(t, 10*time.Second, "everything marked", func() bool { return o.unpublished() == 0 })
+	wait.Until(t, 10*time.Second, "the moved key's records stored by its new pump", func() bool { return len(s.storedOf(key)) == 3 })
+	wait.Until(t, 10*time.Second, "everything marked", func() bool { return o.unpublished() == 0 })
 	require.Equal(t, []int64{1, 2, 3}, s.storedOf(key), "the new pump sends the predecessor itself, first")
 	close(release) // the old pump's send lands late: a copy, after its successors
-	waitFor(t, 10*time.Second, "the late copy", func() bool { return len(s.storedOf(key)) == 4 })
+	wait.Until(t, 10*time.Second, "the late copy", func() bool { return len(s.storedOf(key)) == 4 })
 	requireInOrder(t, o, s)
 }
 
@@ -499,7 +500,7 @@ func TestConfirmationsOfManyQueuesAreMarkedInOneStatement(t *testing.T) {
 			o.add(k, k) // two batches of one per queue (Batch 1): the second follows the first's confirmation
 		}
 		startRelay(t, o, s, ordering.RelayConfig{Batch: 1, MarkLinger: time.Second, MarkMaxRows: tc.maxRows})
-		waitFor(t, 10*time.Second, "everything marked", func() bool { return o.unpublished() == 0 })
+		wait.Until(t, 10*time.Second, "everything marked", func() bool { return o.unpublished() == 0 })
 		stmts := o.statements()
 		rows := 0
 		for _, st := range stmts {
@@ -525,7 +526,7 @@ func TestFailedMarksAreRetriedWithoutSendingAgain(t *testing.T) {
 		o.add(keys...)
 	}
 	startRelay(t, o, s, ordering.RelayConfig{Batch: 1})
-	waitFor(t, 10*time.Second, "everything marked", func() bool { return o.unpublished() == 0 })
+	wait.Until(t, 10*time.Second, "everything marked", func() bool { return o.unpublished() == 0 })
 	for _, k := range keys {
 		require.Equal(t, []int64{1, 2, 3}, s.storedOf(k), "sent once each, in order")
 	}
@@ -545,19 +546,19 @@ func TestOnlyOneRelayIsActive(t *testing.T) {
 	ctx2, cancel2 := context.WithCancel(context.Background())
 	done1, done2 := make(chan error, 1), make(chan error, 1)
 	go func() { done1 <- r1.Run(ctx1) }()
-	waitFor(t, 10*time.Second, "r1 active", func() bool { return r1.Stats().Active })
+	wait.Until(t, 10*time.Second, "r1 active", func() bool { return r1.Stats().Active })
 	go func() { done2 <- r2.Run(ctx2) }()
 	o.add("k")
-	waitFor(t, 10*time.Second, "k:1 published", func() bool { return o.unpublished() == 0 })
+	wait.Until(t, 10*time.Second, "k:1 published", func() bool { return o.unpublished() == 0 })
 	require.False(t, r2.Stats().Active, "the second relay stands by")
 	require.Empty(t, r2.Stats().Queues)
 	require.EqualValues(t, 0, r2.Stats().Published)
 	cancel1()
 	require.NoError(t, <-done1)
 	require.Empty(t, r1.Stats().Queues, "a relay that stopped has no pumps")
-	waitFor(t, 10*time.Second, "r2 to take over", func() bool { return r2.Stats().Active })
+	wait.Until(t, 10*time.Second, "r2 to take over", func() bool { return r2.Stats().Active })
 	o.add("k")
-	waitFor(t, 10*time.Second, "k:2 published", func() bool { return o.unpublished() == 0 })
+	wait.Until(t, 10*time.Second, "k:2 published", func() bool { return o.unpublished() == 0 })
 	require.EqualValues(t, 1, r2.Stats().Published)
 	cancel2()
 	require.NoError(t, <-done2)
@@ -571,10 +572,10 @@ func TestRelayIsWokenInProcess(t *testing.T) {
 	o, s := newMemOutbox(), newMemSender(2)
 	r := startRelay(t, o, s, ordering.RelayConfig{Poll: time.Hour, RoutePoll: time.Hour})
 	slices := []ordering.Slice{{Hash: ordering.HashJava, Count: 2, Index: 0}, {Hash: ordering.HashJava, Count: 2, Index: 1}}
-	waitFor(t, 10*time.Second, "both pumps' first read", func() bool { return o.readsOf(slices[0]) > 0 && o.readsOf(slices[1]) > 0 })
+	wait.Until(t, 10*time.Second, "both pumps' first read", func() bool { return o.readsOf(slices[0]) > 0 && o.readsOf(slices[1]) > 0 })
 	o.add("k")
 	r.Wake()
-	waitFor(t, 10*time.Second, "k:1 published", func() bool { return o.unpublished() == 0 })
+	wait.Until(t, 10*time.Second, "k:1 published", func() bool { return o.unpublished() == 0 })
 	require.EqualValues(t, 1, r.Stats().Published)
 }
 

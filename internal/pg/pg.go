@@ -97,6 +97,14 @@ func (d Durability) Unsafe() []string {
 	return out
 }
 
+// Querier is a pool, a connection or a transaction: what a statement runs on. A function
+// that takes one lets its caller decide whether the statement joins a transaction.
+type Querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
 // Beginner is a pool or a connection.
 type Beginner interface {
 	Begin(ctx context.Context) (pgx.Tx, error)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/walletsaga/walletsaga/internal/pg"
 	"github.com/walletsaga/walletsaga/internal/testdb"
+	"github.com/walletsaga/walletsaga/internal/testutil/wait"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -206,12 +207,12 @@ func TestTimeoutsCutOffAHungStatementAndAnIdleTransaction(t *testing.T) {
 	require.NoError(t, err)
 	_, err = ptx.Exec(ctx, `SELECT * FROM held WHERE id = 1 FOR UPDATE`)
 	require.NoError(t, err)
-	require.Eventually(t, func() bool {
+	wait.Until(t, 10*time.Second, "the idle session's lock to go", func() bool {
 		// The lock is gone once the server ended the idle session.
 		var n int
 		err := peer.QueryRow(ctx, `SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation WHERE c.relname = 'held' AND l.pid <> pg_backend_pid()`).Scan(&n)
 		return err == nil && n == 0
-	}, 10*time.Second, 50*time.Millisecond)
+	})
 	_, err = ptx.Exec(ctx, `SELECT 1`)
 	require.Error(t, err, "the session was ended")
 	c.Release()

@@ -45,6 +45,32 @@ func (g *Gateway) RefundByKey(ctx context.Context, key, chargeKey string) error 
 	return badShape(PathRefunds, out)
 }
 
+// Payout implements wallet.PaymentGateway: POST /v1/payouts.
+func (g *Gateway) Payout(ctx context.Context, key string, userID int64, amount wallet.Money, currency, destination string) (string, error) {
+	var out Payout
+	err := g.c.post(ctx, PathPayouts, key, PayoutRequest{UserID: userID, Amount: int64(amount), Currency: currency, Destination: destination}, &out)
+	if err != nil {
+		return "", err
+	}
+	if out.PayoutID == "" || out.Status != PayoutPaid {
+		return "", badShape(PathPayouts, out)
+	}
+	return out.PayoutID, nil
+}
+
+// CancelPayout implements wallet.PaymentGateway: POST /v1/payout-cancellations.
+func (g *Gateway) CancelPayout(ctx context.Context, key, payoutKey string) error {
+	var out PayoutCancellation
+	if err := g.c.post(ctx, PathPayoutCancellations, key, PayoutCancellationRequest{PayoutKey: payoutKey}, &out); err != nil {
+		return err
+	}
+	switch out.Status {
+	case CancelCancelled, CancelVoided, CancelNothingToDo:
+		return nil
+	}
+	return badShape(PathPayoutCancellations, out)
+}
+
 // Merchant is a merchant reached over HTTP: wallet.Merchant on the contract.
 type Merchant struct{ c *client }
 

@@ -1,6 +1,6 @@
 // Package provider is the payment gateway and merchant contract as JSON over HTTP (the
 // OpenAPI document in openapi.yaml is its description) and the adapters that implement
-// wallet.PaymentGateway and wallet.Merchant against it.
+// wallet.PaymentGateway (charges and payouts) and wallet.Merchant (orders) against it.
 //
 // Every operation is a POST of a JSON body carrying an Idempotency-Key header and a bearer
 // token; its undo is a POST that names the original call's key. The adapters make one HTTP
@@ -20,10 +20,12 @@ func OpenAPI() []byte { return openAPI }
 
 // The contract's paths.
 const (
-	PathCharges            = "/v1/charges"
-	PathRefunds            = "/v1/refunds"
-	PathOrders             = "/v1/orders"
-	PathOrderCancellations = "/v1/order-cancellations"
+	PathCharges             = "/v1/charges"
+	PathRefunds             = "/v1/refunds"
+	PathOrders              = "/v1/orders"
+	PathOrderCancellations  = "/v1/order-cancellations"
+	PathPayouts             = "/v1/payouts"
+	PathPayoutCancellations = "/v1/payout-cancellations"
 )
 
 // HeaderIdempotencyKey carries the call's idempotency key.
@@ -33,8 +35,8 @@ const HeaderIdempotencyKey = "Idempotency-Key"
 // permanent: the call did not take effect and never will with this key.
 const (
 	CodeDeclined            = "declined"             // 402: the source was declined, or the charge key was voided by a refund
-	CodeRejected            = "rejected"             // 422: the merchant refused the order, or the order key was voided by a cancellation
-	CodeNotCancellable      = "not_cancellable"      // 422: the order stands and can no longer be cancelled
+	CodeRejected            = "rejected"             // 422: the merchant refused the order or the bank the payout, or the key was voided by a cancellation
+	CodeNotCancellable      = "not_cancellable"      // 422: the order or payout stands and can no longer be cancelled
 	CodeIdempotencyMismatch = "idempotency_mismatch" // 422: the key was used before with other parameters
 	CodeInvalidRequest      = "invalid_request"      // 400: the body or a header is not as documented
 	CodeUnauthorized        = "unauthorized"         // 401: no or wrong bearer token
@@ -74,7 +76,8 @@ type RefundRequest struct {
 	ChargeKey string `json:"charge_key"`
 }
 
-// The statuses of a 200 answer to POST /v1/refunds, /v1/order-cancellations and /v1/orders.
+// The statuses of a 200 answer to POST /v1/refunds, /v1/order-cancellations (and
+// /v1/payout-cancellations) and /v1/orders.
 const (
 	RefundRefunded    = "refunded"          // the charge is refunded (now or before)
 	RefundVoided      = "voided"            // no charge was made with the key: the key is void, a late charge with it is declined
@@ -115,6 +118,37 @@ type CancellationRequest struct {
 type Cancellation struct {
 	OrderKey string `json:"order_key"`
 	Status   string `json:"status"`
+}
+
+// PayoutRequest is the body of POST /v1/payouts: pay amount out of the user's wallet to
+// the bank account Destination names.
+type PayoutRequest struct {
+	UserID      int64  `json:"user_id"`
+	Amount      int64  `json:"amount"`
+	Currency    string `json:"currency"`
+	Destination string `json:"destination"`
+}
+
+// PayoutPaid is the status of a 200 answer to POST /v1/payouts.
+const PayoutPaid = "paid"
+
+// Payout is the 200 answer to POST /v1/payouts: the payout made with the key.
+type Payout struct {
+	PayoutID string `json:"payout_id"`
+	Status   string `json:"status"`
+}
+
+// PayoutCancellationRequest is the body of POST /v1/payout-cancellations: cancel the
+// payout made with PayoutKey.
+type PayoutCancellationRequest struct {
+	PayoutKey string `json:"payout_key"`
+}
+
+// PayoutCancellation is the 200 answer to POST /v1/payout-cancellations; its status is
+// one of an order cancellation's (CancelCancelled, CancelVoided, CancelNothingToDo).
+type PayoutCancellation struct {
+	PayoutKey string `json:"payout_key"`
+	Status    string `json:"status"`
 }
 
 // ErrorBody is the body of every error answer: {"error":{"code","message"}}.

@@ -118,16 +118,18 @@ func TestAdaptersOnTheSimulator(t *testing.T) {
 		pool, _ := testdb.New(t)
 		v, err := providersim.Migrate(t.Context(), pool, nil)
 		require.NoError(t, err)
-		require.EqualValues(t, 1, v)
+		require.EqualValues(t, 2, v)
 		v, err = providersim.Migrate(t.Context(), pool, nil)
 		require.NoError(t, err, "migrating again does nothing")
-		require.EqualValues(t, 1, v)
+		require.EqualValues(t, 2, v)
 		var own int
 		require.NoError(t, pool.QueryRow(t.Context(), `SELECT max(version_id) FROM providersim.goose_db_version`).Scan(&own))
-		require.Equal(t, 1, own, "the simulator's versions are in its own table")
+		require.Equal(t, 2, own, "the simulator's versions are in its own table")
+		// The wallet's sequence has no version 1 (it starts at 2): a version 1 in its table
+		// would be the simulator's first, recorded in the product's table.
 		var product int
-		require.NoError(t, pool.QueryRow(t.Context(), `SELECT count(*) FROM goose_db_version WHERE version_id = 1 AND is_applied`).Scan(&product))
-		require.Equal(t, 1, product, "the product's version table holds the product's migrations only")
+		require.NoError(t, pool.QueryRow(t.Context(), `SELECT count(*) FROM goose_db_version WHERE version_id = 1`).Scan(&product))
+		require.Zero(t, product, "the product's version table holds the product's migrations only")
 		contractSuite(t, providersim.NewPostgresStore(pool))
 	})
 }
@@ -223,6 +225,50 @@ func contractSuite(t *testing.T, store providersim.Store) {
 		_, err = gw.Charge(ctx, "10:charge", 7, 500, "CNY", "card")
 		require.NoError(t, err, "over")
 	})
+	t.Run("the same key is the same payout; a paid payout cannot be cancelled", func(t *testing.T) {
+		id, err := gw.Payout(ctx, "13:payout", 7, 400, "CNY", "bank 6222-0001")
+		require.NoError(t, err)
+		again, err := gw.Payout(ctx, "13:payout", 7, 400, "CNY", "bank 6222-0001")
+		require.NoError(t, err)
+		require.Equal(t, id, again, "asking again is the status query")
+		_, err = gw.Payout(ctx, "13:payout", 7, 400, "CNY", "bank 6222-0002")
+		requirePermanent(t, err, provider.CodeIdempotencyMismatch)
+		requirePermanent(t, gw.CancelPayout(ctx, "13:payout:compensate", "13:payout"), provider.CodeNotCancellable)
+	})
+	t.Run("a cancellation of an unused payout key voids it", func(t *testing.T) {
+		require.NoError(t, gw.CancelPayout(ctx, "14:payout:compensate", "14:payout"))
+		require.NoError(t, gw.CancelPayout(ctx, "14:payout:compensate", "14:payout"), "idempotent")
+		_, err := gw.Payout(ctx, "14:payout", 7, 400, "CNY", "bank")
+		requirePermanent(t, err, provider.CodeRejected)
+	})
+	t.Run("a reject- destination is refused for good and has nothing to cancel", func(t *testing.T) {
+		_, err := gw.Payout(ctx, "15:payout", 7, 400, "CNY", providersim.RejectPrefix+"bank")
+		requirePermanent(t, err, provider.CodeRejected)
+		_, err = gw.Payout(ctx, "15:payout", 7, 400, "CNY", providersim.RejectPrefix+"bank")
+		requirePermanent(t, err, provider.CodeRejected)
+		require.NoError(t, gw.CancelPayout(ctx, "15:payout:compensate", "15:payout"))
+	})
+	t.Run("a flaky- destination fails retryably, then is paid; a pending one can be cancelled", func(t *testing.T) {
+		for range providersim.FlakyFailures {
+			_, err := gw.Payout(ctx, "16:payout", 7, 400, "CNY", providersim.FlakyPrefix+"bank")
+			requireRetryable(t, err, provider.CodeUnavailable)
+		}
+		_, err := gw.Payout(ctx, "16:payout", 7, 400, "CNY", providersim.FlakyPrefix+"bank")
+		require.NoError(t, err)
+
+		_, err = gw.Payout(ctx, "17:payout", 7, 400, "CNY", providersim.FlakyPrefix+"bank")
+		requireRetryable(t, err, provider.CodeUnavailable)
+		require.NoError(t, gw.CancelPayout(ctx, "17:payout:compensate", "17:payout"))
+		_, err = gw.Payout(ctx, "17:payout", 7, 400, "CNY", providersim.FlakyPrefix+"bank")
+		requirePermanent(t, err, provider.CodeRejected)
+	})
+	t.Run("payouts are the gateway's: its outage stops them", func(t *testing.T) {
+		p.SetOutage(t, providersim.TargetGateway, providersim.OutageFail, time.Hour)
+		_, err := gw.Payout(ctx, "18:payout", 7, 400, "CNY", "bank")
+		requireRetryable(t, err, provider.CodeUnavailable)
+		requireRetryable(t, gw.CancelPayout(ctx, "18:payout:compensate", "18:payout"), provider.CodeUnavailable)
+		p.SetOutage(t, providersim.TargetGateway, providersim.OutageFail, 0)
+	})
 	t.Run("a wrong token is refused for good", func(t *testing.T) {
 		bad, _, _ := adapters(t, p, "not-the-token-at-all", 5*time.Second)
 		_, err := bad.Charge(ctx, "12:charge", 7, 500, "CNY", "card")
@@ -245,5 +291,13 @@ func contractSuite(t *testing.T, store providersim.Store) {
 		"5:place_order": providersim.OrderPlaced, "6:place_order": providersim.OrderVoided, "7:place_order": providersim.OrderRejected,
 		"8:place_order": providersim.OrderPlaced, "9:place_order": providersim.OrderCancelled, "11:place_order": providersim.OrderPlaced,
 	}, orders)
+	payouts := map[string]string{}
+	for _, po := range p.Payouts(t) {
+		payouts[po.Key] = po.Status
+	}
+	require.Equal(t, map[string]string{
+		"13:payout": providersim.PayoutPaid, "14:payout": providersim.PayoutVoided, "15:payout": providersim.PayoutRejected,
+		"16:payout": providersim.PayoutPaid, "17:payout": providersim.PayoutCancelled,
+	}, payouts, "nothing happened during the outage")
 	require.Positive(t, conf.calls)
 }

@@ -19,7 +19,8 @@ import (
 
 const stubToken = "hostile-stub-token-0123456789"
 
-// hostile is a gateway that misbehaves as told, and keeps the charges it made, one per key.
+// hostile is a gateway that misbehaves as told, and keeps the charges and payouts it made,
+// one per key.
 type hostile struct {
 	t       *testing.T
 	mu      sync.Mutex
@@ -64,10 +65,19 @@ func (h *hostile) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(provider.Charge{ChargeID: h.charge(key), Status: provider.ChargeCharged})
+	switch r.URL.Path {
+	case provider.PathPayouts:
+		_ = json.NewEncoder(w).Encode(provider.Payout{PayoutID: h.charge(key), Status: provider.PayoutPaid})
+	case provider.PathPayoutCancellations:
+		var req provider.PayoutCancellationRequest
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		_ = json.NewEncoder(w).Encode(provider.PayoutCancellation{PayoutKey: req.PayoutKey, Status: provider.CancelVoided})
+	default:
+		_ = json.NewEncoder(w).Encode(provider.Charge{ChargeID: h.charge(key), Status: provider.ChargeCharged})
+	}
 }
 
-// charge makes the charge for key, once.
+// charge makes the charge (or payout) for key, once.
 func (h *hostile) charge(key string) string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -229,4 +239,86 @@ func TestAdapterOptions(t *testing.T) {
 	require.NoError(t, err)
 	_, err = charge(gw, "1:charge")
 	requireRetryable(t, err, provider.CodeUnavailable)
+}
+
+func payout(gw *provider.Gateway, key string) (string, error) {
+	return gw.Payout(context.Background(), key, 7, 400, "CNY", "bank 6222-0001")
+}
+
+// Payouts and their cancellations are classified as charges are: an answer of another
+// shape is uncertain, a documented refusal permanent; a payout whose response was lost is
+// asked again with the same key, and the gateway pays once.
+func TestAdapterClassifiesHostilePayouts(t *testing.T) {
+	t.Parallel()
+	write := func(path string, status int, body string) func(http.ResponseWriter, *http.Request, int) bool {
+		return func(w http.ResponseWriter, r *http.Request, _ int) bool {
+			if r.URL.Path != path {
+				return false
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(status)
+			_, _ = w.Write([]byte(body))
+			return true
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		behave func(http.ResponseWriter, *http.Request, int) bool
+		cancel bool
+		code   string
+	}{
+		{"payout 200 of a charge's shape", write(provider.PathPayouts, 200, `{"charge_id":"ch_1","status":"charged"}`), false, provider.CodeBadResponse},
+		{"payout 200 with an unknown status", write(provider.PathPayouts, 200, `{"payout_id":"po_1","status":"sent"}`), false, provider.CodeBadResponse},
+		{"payout 200 without an id", write(provider.PathPayouts, 200, `{"payout_id":"","status":"paid"}`), false, provider.CodeBadResponse},
+		{"payout 504", write(provider.PathPayouts, 504, ""), false, provider.CodeUnavailable},
+		{"cancellation 200 with an unknown status", write(provider.PathPayoutCancellations, 200, `{"payout_key":"1:payout","status":"maybe"}`), true, provider.CodeBadResponse},
+		{"cancellation 409", write(provider.PathPayoutCancellations, 409, `{"error":{"code":"in_progress","message":"busy"}}`), true, provider.CodeInProgress},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h, gw := newHostile(t, tc.behave)
+			var err error
+			key := "1:payout"
+			if tc.cancel {
+				key = "1:payout:compensate"
+				err = gw.CancelPayout(context.Background(), key, "1:payout")
+			} else {
+				_, err = payout(gw, key)
+			}
+			requireRetryable(t, err, tc.code)
+			calls, _ := h.count(key)
+			require.Equal(t, 1, calls, "the adapter never asks again by itself")
+		})
+	}
+
+	_, gw := newHostile(t, write(provider.PathPayoutCancellations, 422, `{"error":{"code":"not_cancellable","message":"the money has left"}}`))
+	err := gw.CancelPayout(context.Background(), "1:payout:compensate", "1:payout")
+	code, permanent := wallet.IsPermanent(err)
+	require.True(t, permanent, "%v", err)
+	require.Equal(t, provider.CodeNotCancellable, code)
+	_, well := newHostile(t, nil)
+	require.NoError(t, well.CancelPayout(context.Background(), "2:payout:compensate", "2:payout"), "voided: nothing to cancel")
+
+	var h *hostile
+	h, gw = newHostile(t, func(w http.ResponseWriter, r *http.Request, call int) bool {
+		if r.URL.Path != provider.PathPayouts || call > 1 {
+			return false
+		}
+		h.charge(r.Header.Get(provider.HeaderIdempotencyKey))
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Errorf("hijack: %v", err)
+			return true
+		}
+		_ = conn.Close()
+		return true
+	})
+	_, err = payout(gw, "3:payout")
+	requireRetryable(t, err, provider.CodeUnavailable)
+	id, err := payout(gw, "3:payout")
+	require.NoError(t, err, "asking again with the same key is the status query")
+	require.Equal(t, "ch_3:payout", id)
+	calls, paid := h.count("3:payout")
+	require.Equal(t, 2, calls)
+	require.Equal(t, 1, paid, "paid once")
 }

@@ -99,3 +99,47 @@ func cancelAnswer(orderKey, cancelKey string, got Order) answer {
 	}
 	return refusal(http.StatusInternalServerError, provider.CodeUnavailable, "order under %q is %s after its cancellation", orderKey, got.Status)
 }
+
+// firstPayout is what a new payout for req is: rejected for a destination starting with
+// RejectPrefix, pending for FlakyPrefix, paid otherwise.
+func firstPayout(key string, req provider.PayoutRequest) Payout {
+	status := PayoutPaid
+	switch {
+	case strings.HasPrefix(req.Destination, RejectPrefix):
+		status = PayoutRejected
+	case strings.HasPrefix(req.Destination, FlakyPrefix):
+		status = PayoutPending
+	}
+	return Payout{Key: key, ID: newID("po_"), UserID: req.UserID, Amount: req.Amount, Currency: req.Currency, Destination: req.Destination, Status: status}
+}
+
+// payoutAnswer is the answer to a payout with req, given what its key holds after it.
+func payoutAnswer(req provider.PayoutRequest, got Payout) answer {
+	switch {
+	case got.Status == PayoutVoided || got.Status == PayoutCancelled:
+		return refusal(http.StatusUnprocessableEntity, provider.CodeRejected, "payout key %q was cancelled by %q", got.Key, got.CancelKey)
+	case got.UserID != req.UserID || got.Amount != req.Amount || got.Currency != req.Currency || got.Destination != req.Destination:
+		return refusal(http.StatusUnprocessableEntity, provider.CodeIdempotencyMismatch, "key %q was used for another payout", got.Key)
+	case got.Status == PayoutRejected:
+		return refusal(http.StatusUnprocessableEntity, provider.CodeRejected, "the bank refused the payout to %q", req.Destination)
+	case got.Status == PayoutPending:
+		return refusal(http.StatusServiceUnavailable, provider.CodeUnavailable, "bank flaky (attempt %d of the payout to %q)", got.Attempts, req.Destination)
+	}
+	return answer{http.StatusOK, provider.Payout{PayoutID: got.ID, Status: provider.PayoutPaid}}
+}
+
+// cancelPayoutAnswer is the answer to a cancellation of payoutKey, given what the key holds
+// after it. The simulator cannot call back a paid payout.
+func cancelPayoutAnswer(payoutKey, cancelKey string, got Payout) answer {
+	switch got.Status {
+	case PayoutPaid:
+		return refusal(http.StatusUnprocessableEntity, provider.CodeNotCancellable, "payout key %q: the money has left (cancellation %q)", payoutKey, cancelKey)
+	case PayoutCancelled:
+		return answer{http.StatusOK, provider.PayoutCancellation{PayoutKey: payoutKey, Status: provider.CancelCancelled}}
+	case PayoutVoided:
+		return answer{http.StatusOK, provider.PayoutCancellation{PayoutKey: payoutKey, Status: provider.CancelVoided}}
+	case PayoutRejected:
+		return answer{http.StatusOK, provider.PayoutCancellation{PayoutKey: payoutKey, Status: provider.CancelNothingToDo}}
+	}
+	return refusal(http.StatusInternalServerError, provider.CodeUnavailable, "payout under %q is %s after its cancellation", payoutKey, got.Status)
+}

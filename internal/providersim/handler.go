@@ -22,7 +22,7 @@ const PathOutages = "/sim/outages"
 // maxRequest bounds a request body.
 const maxRequest = 64 << 10
 
-// Handler returns the simulator's HTTP handler. This is every route: the contract's four
+// Handler returns the simulator's HTTP handler. This is every route: the contract's six
 // operations (bearer token), GET /healthz and GET /openapi.yaml (open), and the control
 // endpoint POST /sim/outages (bearer token), which no real provider has.
 func (s *Simulator) Handler() http.Handler {
@@ -31,6 +31,8 @@ func (s *Simulator) Handler() http.Handler {
 	mux.HandleFunc("POST "+provider.PathRefunds, s.contract(TargetGateway, s.refund))
 	mux.HandleFunc("POST "+provider.PathOrders, s.contract(TargetMerchant, s.placeOrder))
 	mux.HandleFunc("POST "+provider.PathOrderCancellations, s.contract(TargetMerchant, s.cancelOrder))
+	mux.HandleFunc("POST "+provider.PathPayouts, s.contract(TargetGateway, s.payout))
+	mux.HandleFunc("POST "+provider.PathPayoutCancellations, s.contract(TargetGateway, s.cancelPayout))
 	mux.HandleFunc("POST "+PathOutages, s.authorized(s.outage))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, answer{http.StatusOK, map[string]string{"status": "ok"}})
@@ -181,6 +183,38 @@ func (s *Simulator) cancelOrder(ctx context.Context, key string, body []byte) (a
 		return s.storeFailed(ctx, err), false
 	}
 	return cancelAnswer(req.OrderKey, key, got), true
+}
+
+func (s *Simulator) payout(ctx context.Context, key string, body []byte) (answer, bool) {
+	var req provider.PayoutRequest
+	if a, ok := decode(body, &req); !ok {
+		return a, false
+	}
+	if a, ok := check(
+		positive("user_id", req.UserID), positive("amount", req.Amount), currency(req.Currency), text("destination", req.Destination),
+	); !ok {
+		return a, false
+	}
+	got, err := s.store.Payout(ctx, firstPayout(key, req), FlakyFailures)
+	if err != nil {
+		return s.storeFailed(ctx, err), false
+	}
+	return payoutAnswer(req, got), true
+}
+
+func (s *Simulator) cancelPayout(ctx context.Context, key string, body []byte) (answer, bool) {
+	var req provider.PayoutCancellationRequest
+	if a, ok := decode(body, &req); !ok {
+		return a, false
+	}
+	if !validKey(req.PayoutKey) {
+		return refusal(http.StatusBadRequest, provider.CodeInvalidRequest, "payout_key must be 1–255 printable ASCII characters without spaces"), false
+	}
+	got, err := s.store.CancelPayout(ctx, req.PayoutKey, key, newID("void_"))
+	if err != nil {
+		return s.storeFailed(ctx, err), false
+	}
+	return cancelPayoutAnswer(req.PayoutKey, key, got), true
 }
 
 // storeFailed is the answer when the store failed: retryable, as nobody knows whether the

@@ -14,6 +14,7 @@ import (
 
 	"github.com/walletsaga/walletsaga/internal/provider"
 	"github.com/walletsaga/walletsaga/internal/providersim"
+	"github.com/walletsaga/walletsaga/internal/testutil/wait"
 )
 
 func serve(t *testing.T, o providersim.Options) (*providersim.Simulator, *httptest.Server) {
@@ -74,7 +75,12 @@ func TestSimulatorRefusesBadRequests(t *testing.T) {
 		{"refund without a charge key", srv.URL + provider.PathRefunds, providersim.DevToken, "1:c", `{}`, 400, provider.CodeInvalidRequest},
 		{"order without a merchant", srv.URL + provider.PathOrders, providersim.DevToken, "1:o", `{"reference":"r","amount":1,"currency":"CNY"}`, 400, provider.CodeInvalidRequest},
 		{"cancellation without an order key", srv.URL + provider.PathOrderCancellations, providersim.DevToken, "1:c", `{"order_key":""}`, 400, provider.CodeInvalidRequest},
-		{"no such route", srv.URL + "/v1/payouts", providersim.DevToken, "1:p", `{}`, 404, "not_found"},
+		{"payout without a destination", srv.URL + provider.PathPayouts, providersim.DevToken, "1:p", `{"user_id":1,"amount":5,"currency":"CNY"}`, 400, provider.CodeInvalidRequest},
+		{"payout of a negative amount", srv.URL + provider.PathPayouts, providersim.DevToken, "1:p", `{"user_id":1,"amount":-5,"currency":"CNY","destination":"bank"}`, 400, provider.CodeInvalidRequest},
+		{"payout with an unknown field", srv.URL + provider.PathPayouts, providersim.DevToken, "1:p", `{"user_id":1,"amount":5,"currency":"CNY","destination":"bank","iban":"x"}`, 400, provider.CodeInvalidRequest},
+		{"payout without a token", srv.URL + provider.PathPayouts, "", "1:p", `{"user_id":1,"amount":5,"currency":"CNY","destination":"bank"}`, 401, provider.CodeUnauthorized},
+		{"payout cancellation with a bad payout key", srv.URL + provider.PathPayoutCancellations, providersim.DevToken, "1:c", `{"payout_key":"1 payout"}`, 400, provider.CodeInvalidRequest},
+		{"no such route", srv.URL + "/v1/transfers", providersim.DevToken, "1:t", `{}`, 404, "not_found"},
 	} {
 		status, e := post(t, tc.url, tc.token, tc.key, tc.body)
 		require.Equal(t, tc.status, status, tc.name)
@@ -84,6 +90,9 @@ func TestSimulatorRefusesBadRequests(t *testing.T) {
 	cs, err := sim.Store().Charges(t.Context())
 	require.NoError(t, err)
 	require.Empty(t, cs, "nothing was charged")
+	ps, err := sim.Store().Payouts(t.Context())
+	require.NoError(t, err)
+	require.Empty(t, ps, "nothing was paid out")
 }
 
 // /healthz and /openapi.yaml are open; the document served is the contract's.
@@ -119,10 +128,10 @@ func TestOutageControl(t *testing.T) {
 	require.Equal(t, http.StatusOK, charge(), "0 ends it")
 
 	require.NoError(t, providersim.RequestOutage(ctx, srv.URL, providersim.DevToken, providersim.TargetMerchant, providersim.OutageTimeout, 50*time.Millisecond))
-	require.Eventually(t, func() bool {
+	wait.Until(t, 5*time.Second, "the outage to end when its time is up", func() bool {
 		status, _ := post(t, srv.URL+provider.PathOrders, providersim.DevToken, "2:o", `{"merchant":"m","reference":"r","amount":1,"currency":"CNY"}`)
 		return status == http.StatusOK
-	}, 5*time.Second, 20*time.Millisecond, "an outage ends when its time is up")
+	})
 
 	require.ErrorContains(t, providersim.RequestOutage(ctx, srv.URL, providersim.DevToken, "bank", "fail", time.Second), "target must be")
 	require.ErrorContains(t, providersim.RequestOutage(ctx, srv.URL, providersim.DevToken, "gateway", "sometimes", time.Second), "mode must be")

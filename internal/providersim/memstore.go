@@ -13,13 +13,14 @@ type MemoryStore struct {
 	mu      sync.Mutex
 	charges map[string]*Charge
 	orders  map[string]*Order
+	payouts map[string]*Payout
 	seq     int // order of creation, for listing
 	created map[string]int
 }
 
 // NewMemoryStore returns an empty MemoryStore.
 func NewMemoryStore() *MemoryStore {
-	return &MemoryStore{charges: map[string]*Charge{}, orders: map[string]*Order{}, created: map[string]int{}}
+	return &MemoryStore{charges: map[string]*Charge{}, orders: map[string]*Order{}, payouts: map[string]*Payout{}, created: map[string]int{}}
 }
 
 func (m *MemoryStore) stamp(kind, key string) {
@@ -92,6 +93,40 @@ func (m *MemoryStore) CancelOrder(_ context.Context, orderKey, cancelKey, voidID
 	return *got, nil
 }
 
+// Payout implements Store.
+func (m *MemoryStore) Payout(_ context.Context, p Payout, pendingAttempts int) (Payout, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if got, ok := m.payouts[p.Key]; ok {
+		got.Attempts++
+		if got.Status == PayoutPending && got.Attempts > pendingAttempts {
+			got.Status = PayoutPaid
+		}
+		return *got, nil
+	}
+	p.Attempts, p.CreatedAt = 1, time.Now()
+	m.payouts[p.Key] = &p
+	m.stamp("p", p.Key)
+	return p, nil
+}
+
+// CancelPayout implements Store.
+func (m *MemoryStore) CancelPayout(_ context.Context, payoutKey, cancelKey, voidID string) (Payout, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	got, ok := m.payouts[payoutKey]
+	if !ok {
+		p := Payout{Key: payoutKey, ID: voidID, Status: PayoutVoided, CancelKey: cancelKey, CreatedAt: time.Now()}
+		m.payouts[payoutKey] = &p
+		m.stamp("p", payoutKey)
+		return p, nil
+	}
+	if got.Status == PayoutPending {
+		got.Status, got.CancelKey = PayoutCancelled, cancelKey
+	}
+	return *got, nil
+}
+
 // Charges implements Store.
 func (m *MemoryStore) Charges(context.Context) ([]Charge, error) {
 	m.mu.Lock()
@@ -113,5 +148,17 @@ func (m *MemoryStore) Orders(context.Context) ([]Order, error) {
 		out = append(out, *o)
 	}
 	slices.SortFunc(out, func(a, b Order) int { return m.created["o\x00"+a.Key] - m.created["o\x00"+b.Key] })
+	return out, nil
+}
+
+// Payouts implements Store.
+func (m *MemoryStore) Payouts(context.Context) ([]Payout, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]Payout, 0, len(m.payouts))
+	for _, p := range m.payouts {
+		out = append(out, *p)
+	}
+	slices.SortFunc(out, func(a, b Payout) int { return m.created["p\x00"+a.Key] - m.created["p\x00"+b.Key] })
 	return out, nil
 }

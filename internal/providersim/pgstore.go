@@ -146,6 +146,44 @@ RETURNING `+orderColumns, orderKey, voidID, cancelKey))
 	return got, nil
 }
 
+const payoutColumns = `key, payout_id, user_id, amount, currency, destination, status, cancel_key, attempts, created_at`
+
+func scanPayout(row pgx.Row) (Payout, error) {
+	var p Payout
+	err := row.Scan(&p.Key, &p.ID, &p.UserID, &p.Amount, &p.Currency, &p.Destination, &p.Status, &p.CancelKey, &p.Attempts, &p.CreatedAt)
+	return p, err
+}
+
+// Payout implements Store.
+func (s *PostgresStore) Payout(ctx context.Context, p Payout, pendingAttempts int) (Payout, error) {
+	got, err := scanPayout(s.pool.QueryRow(ctx, `
+INSERT INTO providersim.payouts (key, payout_id, user_id, amount, currency, destination, status)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+ON CONFLICT (key) DO UPDATE SET
+    attempts = payouts.attempts + 1,
+    status = CASE WHEN payouts.status = 'pending' AND payouts.attempts + 1 > $8 THEN 'paid' ELSE payouts.status END
+RETURNING `+payoutColumns, p.Key, p.ID, p.UserID, p.Amount, p.Currency, p.Destination, p.Status, pendingAttempts))
+	if err != nil {
+		return Payout{}, fmt.Errorf("providersim: payout: %w", err)
+	}
+	return got, nil
+}
+
+// CancelPayout implements Store.
+func (s *PostgresStore) CancelPayout(ctx context.Context, payoutKey, cancelKey, voidID string) (Payout, error) {
+	got, err := scanPayout(s.pool.QueryRow(ctx, `
+INSERT INTO providersim.payouts (key, payout_id, user_id, amount, currency, destination, status, cancel_key, attempts)
+VALUES ($1, $2, 0, 0, '', '', 'voided', $3, 0)
+ON CONFLICT (key) DO UPDATE SET
+    status = CASE WHEN payouts.status = 'pending' THEN 'cancelled' ELSE payouts.status END,
+    cancel_key = CASE WHEN payouts.status = 'pending' THEN $3 ELSE payouts.cancel_key END
+RETURNING `+payoutColumns, payoutKey, voidID, cancelKey))
+	if err != nil {
+		return Payout{}, fmt.Errorf("providersim: cancel payout: %w", err)
+	}
+	return got, nil
+}
+
 // Charges implements Store.
 func (s *PostgresStore) Charges(ctx context.Context) ([]Charge, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+chargeColumns+` FROM providersim.charges ORDER BY created_at, key`)
@@ -168,6 +206,19 @@ func (s *PostgresStore) Orders(ctx context.Context) ([]Order, error) {
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Order, error) { return scanOrder(r) })
 	if err != nil {
 		return nil, fmt.Errorf("providersim: orders: %w", err)
+	}
+	return out, nil
+}
+
+// Payouts implements Store.
+func (s *PostgresStore) Payouts(ctx context.Context) ([]Payout, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+payoutColumns+` FROM providersim.payouts ORDER BY created_at, key`)
+	if err != nil {
+		return nil, fmt.Errorf("providersim: payouts: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Payout, error) { return scanPayout(r) })
+	if err != nil {
+		return nil, fmt.Errorf("providersim: payouts: %w", err)
 	}
 	return out, nil
 }

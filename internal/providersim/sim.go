@@ -5,7 +5,8 @@
 //
 // Deterministic hooks: the source DeclinedSource is declined; a merchant reference starting
 // with RejectPrefix is rejected, one starting with FlakyPrefix answers 503 to its first
-// FlakyFailures calls per key and is then placed. Options add latency and random failures
+// FlakyFailures calls per key and is then placed; a payout's destination likewise (refused
+// for good, or failing FlakyFailures times and then paid). Options add latency and random failures
 // (half before doing anything, half after, the response then lost: the connection is
 // closed unanswered). An outage switch (SetOutage, or POST /sim/outages) makes every call
 // of the gateway or the merchant fail at once (503) or hang until the caller gives up.
@@ -29,12 +30,13 @@ import (
 const (
 	// DeclinedSource is the payment source the gateway always declines.
 	DeclinedSource = "card_declined"
-	// RejectPrefix: a merchant reference starting with it is rejected for good.
+	// RejectPrefix: a merchant reference or a payout destination starting with it is
+	// rejected for good.
 	RejectPrefix = "reject-"
-	// FlakyPrefix: a merchant reference starting with it fails FlakyFailures times per
-	// idempotency key (retryably), then is placed.
+	// FlakyPrefix: a merchant reference or a payout destination starting with it fails
+	// FlakyFailures times per idempotency key (retryably), then is placed or paid.
 	FlakyPrefix = "flaky-"
-	// FlakyFailures is how many calls per key a flaky- order fails.
+	// FlakyFailures is how many calls per key a flaky- order or payout fails.
 	FlakyFailures = 2
 )
 

@@ -22,6 +22,15 @@ const (
 	OrderVoided    = "voided"    // a cancellation found no order under the key and voided it
 )
 
+// A payout's statuses, as stored.
+const (
+	PayoutPaid      = "paid"
+	PayoutRejected  = "rejected"
+	PayoutPending   = "pending"   // a flaky- payout that has not failed often enough yet
+	PayoutCancelled = "cancelled" // cancelled while pending
+	PayoutVoided    = "voided"    // a cancellation found no payout under the key and voided it
+)
+
 // Charge is what the gateway holds under one idempotency key.
 type Charge struct {
 	Key       string
@@ -50,7 +59,21 @@ type Order struct {
 	CreatedAt time.Time
 }
 
-// Store keeps the simulator's charges and orders, one per idempotency key. Each method is
+// Payout is what the gateway holds under one payout's idempotency key.
+type Payout struct {
+	Key         string
+	ID          string
+	UserID      int64
+	Amount      int64
+	Currency    string
+	Destination string
+	Status      string
+	CancelKey   string // the key of the cancellation that cancelled or voided it
+	Attempts    int
+	CreatedAt   time.Time
+}
+
+// Store keeps the simulator's charges, orders and payouts, one per idempotency key. Each method is
 // atomic: concurrent calls with one key see one record. Two implementations: MemoryStore
 // and PostgresStore (its own schema and migrations); both pass the same test suite.
 type Store interface {
@@ -70,7 +93,17 @@ type Store interface {
 	// it. Placed, rejected, cancelled and voided orders stay as they are. It returns what
 	// the key holds now.
 	CancelOrder(ctx context.Context, orderKey, cancelKey, voidID string) (Order, error)
-	// Charges and Orders list everything held, oldest first (for tests and audits).
+	// Payout stores p under p.Key unless the key holds a payout already, and counts the
+	// attempt either way; a pending payout whose attempts now exceed pendingAttempts is
+	// paid. It returns what the key holds now.
+	Payout(ctx context.Context, p Payout, pendingAttempts int) (Payout, error)
+	// CancelPayout cancels the payout under payoutKey when it is pending (recording
+	// cancelKey), or, when the key holds nothing, stores a voided payout with voidID under
+	// it. Paid, rejected, cancelled and voided payouts stay as they are. It returns what the
+	// key holds now.
+	CancelPayout(ctx context.Context, payoutKey, cancelKey, voidID string) (Payout, error)
+	// Charges, Orders and Payouts list everything held, oldest first (for tests and audits).
 	Charges(ctx context.Context) ([]Charge, error)
 	Orders(ctx context.Context) ([]Order, error)
+	Payouts(ctx context.Context) ([]Payout, error)
 }

@@ -229,6 +229,33 @@ func (e *Engine) Get(ctx context.Context, id int64) (Snapshot, error) {
 	return snapshot(ctx, e.pool, id)
 }
 
+// ListFilter selects sagas for List. Zero fields select everything.
+type ListFilter struct {
+	// IDs, when not nil, are the only sagas to consider (an empty, non-nil list selects none).
+	IDs []int64
+	// Kinds, when not empty, are the only kinds to consider.
+	Kinds []string
+	// State, when not empty, is the only state to consider.
+	State State
+	// Before, when positive, selects only sagas with a smaller id.
+	Before int64
+	// Limit is the most sagas to return (1–1000).
+	Limit int
+}
+
+// List returns the sagas f selects, newest (highest id) first, without their input, data
+// and step history (Get has them). It is how other packages read saga state: they never
+// read the engine's tables themselves.
+func (e *Engine) List(ctx context.Context, f ListFilter) ([]Snapshot, error) {
+	if f.Limit < 1 || f.Limit > 1000 {
+		return nil, fmt.Errorf("saga: list: limit must be between 1 and 1000, got %d", f.Limit)
+	}
+	if f.IDs != nil && len(f.IDs) == 0 {
+		return nil, nil
+	}
+	return listSagas(ctx, e.pool, f)
+}
+
 // Wait returns the saga once it is in a terminal state. When ctx ends first it returns the
 // latest snapshot and ctx's error; a missing saga gives ErrNotFound.
 //

@@ -22,6 +22,7 @@ import (
 	"github.com/walletsaga/walletsaga/internal/pg"
 	"github.com/walletsaga/walletsaga/internal/saga"
 	"github.com/walletsaga/walletsaga/internal/testdb"
+	"github.com/walletsaga/walletsaga/internal/testutil/wait"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -85,7 +86,7 @@ func startAndDrive(t *testing.T, e *saga.Engine, kind string) saga.Snapshot {
 	return snap
 }
 
-func wait(t *testing.T, e *saga.Engine, id int64) saga.Snapshot {
+func waitSaga(t *testing.T, e *saga.Engine, id int64) saga.Snapshot {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -315,7 +316,7 @@ func TestRetryThenSuccessAfterBackoff(t *testing.T) {
 	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM sagas WHERE lease_owner IS NULL`), "no lease held in a backoff")
 
 	runEngine(t, e) // recovery takes it from there
-	s = wait(t, e, s.ID)
+	s = waitSaga(t, e, s.ID)
 	require.Equal(t, saga.Completed, s.State)
 	require.Equal(t, []string{"write/forward/done/1", "call/forward/done/3"}, statuses(s))
 	require.Nil(t, s.Steps[1].Error, "a step that succeeded shows no stale error")
@@ -377,7 +378,7 @@ func TestCompensationFailureNeedsAttentionThenRetry(t *testing.T) {
 	))
 	runEngine(t, e)
 	id := startAndDrive(t, e, "deposit").ID
-	s := wait(t, e, id)
+	s := waitSaga(t, e, id)
 	require.Equal(t, saga.NeedsAttention, s.State)
 	require.Equal(t, saga.CodeCompensationFailed, s.Error.Code)
 	require.Contains(t, s.Error.Message, `compensation of step "charge" failed`)
@@ -387,7 +388,7 @@ func TestCompensationFailureNeedsAttentionThenRetry(t *testing.T) {
 
 	refundWorks.Store(true)
 	require.NoError(t, e.Retry(context.Background(), id))
-	s = wait(t, e, id)
+	s = waitSaga(t, e, id)
 	require.Equal(t, saga.Compensated, s.State)
 	require.Equal(t, &saga.ErrorInfo{Code: "rejected", Message: "merchant rejected the order"}, s.Error)
 	require.Equal(t, "charge/compensate/done", func() string { r := s.Steps[len(s.Steps)-1]; return r.Name + "/" + r.Phase + "/" + r.Status }())
@@ -415,7 +416,7 @@ func TestCrashAfterFirstCommitResumesFromRecovery(t *testing.T) {
 	id := start(t, e, "deposit", nil).ID() // and never driven
 	runEngine(t, e)
 
-	s := wait(t, e, id)
+	s := waitSaga(t, e, id)
 	require.Equal(t, saga.Completed, s.State)
 	require.GreaterOrEqual(t, calledAt.Load(), began.Add(400*time.Millisecond).UnixNano(), "not before the lease expired")
 	require.Equal(t, []string{fmt.Sprintf("%d:charge", id)}, seen.list())
@@ -452,13 +453,13 @@ func TestStolenLeaseDoesNotApplyTwice(t *testing.T) {
 		driven <- err
 	}()
 	runEngine(t, thief)
-	s := wait(t, thief, st.ID())
+	s := waitSaga(t, thief, st.ID())
 	require.Equal(t, saga.Completed, s.State)
 	close(release)
 	err := <-driven
 	require.Error(t, err, "the late commit was refused")
 	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM effects`), "credited once")
-	require.Equal(t, []string{"charge/forward/done/2", "credit/forward/done/1"}, statuses(wait(t, e, st.ID())))
+	require.Equal(t, []string{"charge/forward/done/2", "credit/forward/done/1"}, statuses(waitSaga(t, e, st.ID())))
 }
 
 func TestLocalStepsExactlyOnceWithTwoEngines(t *testing.T) {
@@ -512,12 +513,9 @@ func TestLocalStepsExactlyOnceWithTwoEngines(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	deadline := time.Now().Add(25 * time.Second)
-	for count(t, pool, `SELECT count(*) FROM sagas WHERE state = 'completed'`) < n {
-		require.True(t, time.Now().Before(deadline), "sagas still running: %d completed",
-			count(t, pool, `SELECT count(*) FROM sagas WHERE state = 'completed'`))
-		time.Sleep(20 * time.Millisecond) // polling with a deadline
-	}
+	wait.Until(t, 25*time.Second, "every saga to complete", func() bool {
+		return count(t, pool, `SELECT count(*) FROM sagas WHERE state = 'completed'`) >= n
+	})
 	require.Equal(t, n, count(t, pool, `SELECT count(*) FROM sagas`))
 	require.Equal(t, 2*n, count(t, pool, `SELECT count(*) FROM effects`))
 	require.Equal(t, 2*n, count(t, pool, `SELECT count(DISTINCT (saga_id, step)) FROM effects`))

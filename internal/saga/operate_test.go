@@ -49,7 +49,7 @@ func TestResolveObserveAndCount(t *testing.T) {
 	))
 	stop := runEngine(t, e)
 	id := startAndDrive(t, e, "deposit").ID
-	require.Equal(t, saga.NeedsAttention, wait(t, e, id).State)
+	require.Equal(t, saga.NeedsAttention, waitSaga(t, e, id).State)
 	stop()
 	require.Equal(t, []string{
 		"deposit/debit/forward/done", "deposit/ship/forward/fail", "deposit/debit/compensate/fail",
@@ -71,7 +71,7 @@ func TestResolveObserveAndCount(t *testing.T) {
 	require.Equal(t, saga.NeedsAttention, s.State, "rolled back with the caller")
 
 	require.NoError(t, pg.WithTx(ctx, pool, func(tx pgx.Tx) error { return e.ResolveTx(ctx, tx, id) }))
-	s = wait(t, e, id)
+	s = waitSaga(t, e, id)
 	require.Equal(t, saga.Resolved, s.State)
 	require.True(t, s.State.Terminal())
 	require.Equal(t, saga.CodeCompensationFailed, s.Error.Code, "the error stays for the record")

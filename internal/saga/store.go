@@ -312,6 +312,46 @@ func endedSagas(ctx context.Context, pool *pgxpool.Pool, ids []int64) ([]int64, 
 	return ended, nil
 }
 
+// listSagas reads the sagas f selects (see ListFilter), newest first, without input, data
+// and history. A NULL parameter switches its filter off.
+func listSagas(ctx context.Context, pool *pgxpool.Pool, f ListFilter) ([]Snapshot, error) {
+	var kinds []string
+	if len(f.Kinds) > 0 {
+		kinds = f.Kinds
+	}
+	var state *string
+	if f.State != "" {
+		s := string(f.State)
+		state = &s
+	}
+	var before *int64
+	if f.Before > 0 {
+		before = &f.Before
+	}
+	rows, err := pool.Query(ctx, `SELECT id, kind, state, error_code, error_message, created_at, updated_at
+		FROM sagas
+		WHERE ($1::bigint[] IS NULL OR id = ANY($1))
+		  AND ($2::text[] IS NULL OR kind = ANY($2))
+		  AND ($3::text IS NULL OR state = $3)
+		  AND ($4::bigint IS NULL OR id < $4)
+		ORDER BY id DESC
+		LIMIT $5`, f.IDs, kinds, state, before, f.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("saga: list: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Snapshot, error) {
+		var s Snapshot
+		var code, msg *string
+		err := row.Scan(&s.ID, &s.Kind, &s.State, &code, &msg, &s.CreatedAt, &s.UpdatedAt)
+		s.Error = errorInfo(code, msg)
+		return s, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("saga: list: %w", err)
+	}
+	return out, nil
+}
+
 // snapshot reads a saga and its history.
 func snapshot(ctx context.Context, pool *pgxpool.Pool, id int64) (Snapshot, error) {
 	var s Snapshot

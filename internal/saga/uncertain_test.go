@@ -45,7 +45,7 @@ func TestExhaustedRemoteStepIsCompensatedItself(t *testing.T) {
 	runEngine(t, e)
 
 	id := startAndDrive(t, e, "deposit").ID
-	s := wait(t, e, id)
+	s := waitSaga(t, e, id)
 	require.Equal(t, saga.Compensated, s.State)
 	require.Equal(t, saga.CodeAttemptsExhausted, s.Error.Code)
 	require.Regexp(t, `^gave up after \d+ attempts over \S+: charged, then the response was lost$`, s.Error.Message)
@@ -74,7 +74,7 @@ func TestTimedOutFirstStepIsCompensated(t *testing.T) {
 	runEngine(t, e)
 
 	id := startAndDrive(t, e, "deposit").ID
-	s := wait(t, e, id)
+	s := waitSaga(t, e, id)
 	require.Equal(t, saga.Compensated, s.State)
 	require.Equal(t, "timeout", s.Error.Code)
 	require.Equal(t, []string{"charge/forward/failed", "charge/compensate/done"}, names(s))
@@ -96,7 +96,7 @@ func TestFailedRemoteStepIsNotCompensated(t *testing.T) {
 	runEngine(t, e)
 
 	id := startAndDrive(t, e, "deposit").ID
-	s := wait(t, e, id)
+	s := waitSaga(t, e, id)
 	require.Equal(t, saga.Compensated, s.State)
 	require.Equal(t, []string{"reserve/forward/done/1", "charge/forward/failed/1", "reserve/compensate/done/1"}, statuses(s))
 	require.Equal(t, []string{fmt.Sprintf("%d:reserve:compensate", id)}, undone.list())

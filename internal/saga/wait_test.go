@@ -12,6 +12,7 @@ import (
 
 	"github.com/walletsaga/walletsaga/internal/saga"
 	"github.com/walletsaga/walletsaga/internal/testdb"
+	"github.com/walletsaga/walletsaga/internal/testutil/wait"
 )
 
 // blockedUntil is a one-step definition whose step waits for release.
@@ -26,16 +27,6 @@ func blockedUntil(kind string, release <-chan struct{}) saga.Definition {
 	})})
 	d.AttemptTimeout = 20 * time.Second
 	return d
-}
-
-// poll calls cond until it holds, failing the test after d.
-func poll(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		require.True(t, time.Now().Before(deadline), "timed out waiting for %s", what)
-		time.Sleep(10 * time.Millisecond) // polling with a deadline
-	}
 }
 
 // Many concurrent Waits take no connection of their own: the pool never grows past
@@ -100,7 +91,7 @@ func TestConcurrentWaitsStayWithinThePool(t *testing.T) {
 		}()
 	}
 	// Let the waiters settle in while every saga is still blocked, then let them all end.
-	poll(t, 10*time.Second, "samples during the waits", func() bool { return samples.Load() >= 30 })
+	wait.Until(t, 10*time.Second, "samples during the waits", func() bool { return samples.Load() >= 30 })
 	close(release)
 	for range n {
 		r := <-results

@@ -22,9 +22,23 @@ import (
 	"github.com/walletsaga/walletsaga/migrations"
 )
 
-// New returns a pool on a fresh, fully migrated database and its URL. The database is
-// dropped at the end of the test.
+// New returns a pool on a fresh database with both services' schemas migrated (the wallet's
+// and the notifier's, as the dev stack keeps them in one database) and its URL. The database
+// is dropped at the end of the test.
 func New(t testing.TB) (*pgxpool.Pool, string) {
+	t.Helper()
+	return create(t, true)
+}
+
+// NewEmpty returns a pool on a fresh, empty database (no schema migrated) and its URL: for a
+// service given a database of its own, or a migration test. It is dropped at the end of the
+// test.
+func NewEmpty(t testing.TB) (*pgxpool.Pool, string) {
+	t.Helper()
+	return create(t, false)
+}
+
+func create(t testing.TB, migrated bool) (*pgxpool.Pool, string) {
 	t.Helper()
 	testenv.SkipIfShort(t, "PostgreSQL")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -38,9 +52,11 @@ func New(t testing.TB) (*pgxpool.Pool, string) {
 	}
 	defer admin.Close(context.Background()) //nolint:errcheck // closing an admin connection loses nothing
 
-	tmpl, err := ensureTemplate(ctx, admin, base)
-	if err != nil {
-		t.Fatalf("testdb: template: %v", err)
+	tmpl := "template0"
+	if migrated {
+		if tmpl, err = ensureTemplate(ctx, admin, base); err != nil {
+			t.Fatalf("testdb: template: %v", err)
+		}
 	}
 	name := "t_" + randHex(8)
 	if _, err := admin.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s", name, tmpl)); err != nil {
@@ -102,7 +118,11 @@ func ensureTemplate(ctx context.Context, admin *pgx.Conn, base string) (string, 
 	if err != nil {
 		return "", err
 	}
-	_, err = migrations.Migrate(ctx, pool, nil)
+	for _, seq := range []migrations.Sequence{migrations.Wallet, migrations.Notify} {
+		if _, err = seq.Migrate(ctx, pool, nil); err != nil {
+			break
+		}
+	}
 	pool.Close()
 	if err != nil {
 		return "", err
@@ -115,19 +135,24 @@ func ensureTemplate(ctx context.Context, admin *pgx.Conn, base string) (string, 
 
 func migrationsHash() (string, error) {
 	h := sha256.New()
-	err := fs.WalkDir(migrations.FS(), ".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := fs.ReadFile(migrations.FS(), path)
+	for _, seq := range []migrations.Sequence{migrations.Wallet, migrations.Notify} {
+		err := fs.WalkDir(seq.FS(), ".", func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			b, err := fs.ReadFile(seq.FS(), path)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(h, "%s/%s\x00%d\x00", seq.Name, path, len(b))
+			h.Write(b)
+			return nil
+		})
 		if err != nil {
-			return err
+			return "", err
 		}
-		fmt.Fprintf(h, "%s\x00%d\x00", path, len(b))
-		h.Write(b)
-		return nil
-	})
-	return hex.EncodeToString(h.Sum(nil)), err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 func withDatabase(base, name string) string {

@@ -156,10 +156,11 @@ func FuzzNewUser(f *testing.F) {
 	})
 }
 
-// FuzzOperationRequest: the validation of deposits, purchases and transfers never panics;
-// what it accepts has positive ids (two different ones for a transfer), an amount in
-// (0, MaxAmount], clean texts and a well-formed Idempotency-Key; a refusal is an Invalid
-// error. text1 is the deposit's source and the purchase's merchant, text2 the reference.
+// FuzzOperationRequest: the validation of deposits, purchases, transfers and withdrawals
+// never panics; what it accepts has positive ids (two different ones for a transfer), an
+// amount in (0, MaxAmount], clean texts and a well-formed Idempotency-Key; a refusal is an
+// Invalid error. text1 is the deposit's source and the purchase's merchant, text2 the
+// reference and the withdrawal's destination.
 func FuzzOperationRequest(f *testing.F) {
 	f.Add(int64(1), int64(2), int64(10000), "card", "order-1", "")
 	f.Add(int64(1), int64(1), int64(1), "shop", "r", "key-1")
@@ -193,6 +194,13 @@ func FuzzOperationRequest(f *testing.F) {
 			accepted([]int64{p.UserID}, p.Amount, p.IdempotencyKey)
 			requireCleanText(t, "merchant", p.Merchant, 100)
 			requireCleanText(t, "reference", p.Reference, 100)
+		}
+
+		if w, err := (WithdrawalRequest{UserID: user, Amount: Money(amount), Destination: text2, IdempotencyKey: key}).normalize(); err != nil {
+			requireInvalid(t, err)
+		} else {
+			accepted([]int64{w.UserID}, w.Amount, w.IdempotencyKey)
+			requireCleanText(t, "destination", w.Destination, 100)
 		}
 
 		if tr, err := (TransferRequest{From: user, To: other, Amount: Money(amount), IdempotencyKey: key}).normalize(); err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/walletsaga/walletsaga/internal/providersim/simtest"
 	"github.com/walletsaga/walletsaga/internal/saga"
 	"github.com/walletsaga/walletsaga/internal/testdb"
+	"github.com/walletsaga/walletsaga/internal/testutil/wait"
 	"github.com/walletsaga/walletsaga/internal/wallet"
 )
 
@@ -123,17 +124,12 @@ func (e *env) balance(t *testing.T, user int64) wallet.Money {
 // many concurrent WaitSaga calls would each hold a connection.
 func (e *env) waitTerminal(t *testing.T, ids []int64) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	wait.Until(t, 30*time.Second, "every saga to end", func() bool {
 		var open int
 		require.NoError(t, e.pool.QueryRow(e.ctx,
 			`SELECT count(*) FROM sagas WHERE id = ANY($1) AND state IN ('running', 'compensating')`, ids).Scan(&open))
-		if open == 0 {
-			return
-		}
-		require.Truef(t, time.Now().Before(deadline), "%d sagas still open", open)
-		time.Sleep(20 * time.Millisecond)
-	}
+		return open == 0
+	})
 }
 
 // checkInvariants asserts, for user: balance >= 0, balance = sum of the ledger, events

@@ -14,7 +14,7 @@ import (
 // a float; Add and Sub report overflow instead of wrapping.
 type Money int64
 
-// MaxAmount is the largest amount one operation (deposit, purchase, transfer) may move:
+// MaxAmount is the largest amount one operation (a deposit, a purchase, …) may move:
 // 100,000,000.00 in a 2-decimal currency. Balances may grow beyond it, up to math.MaxInt64,
 // and every change is checked against that bound.
 const MaxAmount Money = 10_000_000_000

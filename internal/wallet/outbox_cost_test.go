@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/walletsaga/walletsaga/internal/testdb"
+	"github.com/walletsaga/walletsaga/internal/testutil/wait"
 )
 
 // TestAStuckQueueIsNotRescannedByTheOthers measures, with EXPLAIN ANALYZE of Pending's
@@ -48,16 +49,11 @@ FROM generate_series(1, $3) s, n ORDER BY s, n.id`, queues, queue, perUser, user
 	// Rows of transactions younger than the oldest one running anywhere on the cluster are
 	// read again by design: wait until every transaction older than these rows has ended
 	// (other tests share the cluster), so the measure is of the cursor alone.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	wait.Until(t, 30*time.Second, "every older transaction of the cluster to end", func() bool {
 		var settled bool
 		require.NoError(t, pool.QueryRow(ctx, `SELECT pg_snapshot_xmin(pg_current_snapshot()) > (SELECT max(xact) FROM wallet_events)`).Scan(&settled))
-		if settled {
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "a transaction of the cluster stayed open for 30 s")
-		time.Sleep(10 * time.Millisecond)
-	}
+		return settled
+	})
 
 	cold, coldPage := explainPending(ctx, t, pool, other, 0, 0)
 	require.Len(t, coldPage.Events, 20)

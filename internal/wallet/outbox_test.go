@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/walletsaga/walletsaga/internal/ordering"
+	"github.com/walletsaga/walletsaga/internal/testutil/wait"
 	"github.com/walletsaga/walletsaga/internal/wallet"
 	"github.com/walletsaga/walletsaga/internal/walletevent"
 )
@@ -232,17 +233,12 @@ func TestOutboxPendingFindsRowsThatCommitLate(t *testing.T) {
 // all of them, and none of their events can come back as late.
 func waitSettled(t *testing.T, e *env) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	wait.Until(t, 30*time.Second, "every older transaction of the cluster to end", func() bool {
 		var settled bool
 		require.NoError(t, e.pool.QueryRow(e.ctx,
 			`SELECT pg_snapshot_xmin(pg_current_snapshot()) > COALESCE((SELECT max(xact) FROM wallet_events), '0')`).Scan(&settled))
-		if settled {
-			return
-		}
-		require.True(t, time.Now().Before(deadline), "a transaction of the cluster stayed open for 30 s")
-		time.Sleep(10 * time.Millisecond)
-	}
+		return settled
+	})
 }
 
 // An id given twice in one batch (the relay's old and new pump of a queue that moved both

@@ -9,9 +9,10 @@ import (
 	"github.com/walletsaga/walletsaga/internal/saga"
 )
 
-// PaymentGateway charges and refunds a user's payment source. Both calls are idempotent per
-// key: a repeated call with a key already used returns the first call's result. Errors are
-// classified with RemoteError; an unclassified error is taken as retryable.
+// PaymentGateway charges and refunds a user's payment source, and pays money out to a
+// user's bank account. Every call is idempotent per key: a repeated call with a key already
+// used returns the first call's result. Errors are classified with RemoteError; an
+// unclassified error is taken as retryable.
 type PaymentGateway interface {
 	// Charge takes amount from source and returns the gateway's charge id. A declined source
 	// is a permanent RemoteError with code "declined"; so is a chargeKey already voided by
@@ -23,6 +24,16 @@ type PaymentGateway interface {
 	// chargeKey (the key is then voided, so that a Charge with it arriving late is declined),
 	// the charge was declined, or it is refunded already.
 	RefundByKey(ctx context.Context, key, chargeKey string) error
+	// Payout pays amount out to the bank account destination names and returns the
+	// gateway's payout id. A refused payout is a permanent RemoteError with code "rejected";
+	// so is a payoutKey cancelled by CancelPayout.
+	Payout(ctx context.Context, key string, userID int64, amount Money, currency, destination string) (payoutID string, err error)
+	// CancelPayout cancels the payout made with payoutKey (the key Payout was called with).
+	// It succeeds with nothing to do when no payout was made with payoutKey (the key is then
+	// cancelled, so that a Payout with it arriving late is rejected) or the payout was
+	// refused or cancelled already. A payout the gateway can no longer cancel (the money
+	// left) is a permanent RemoteError with code CodeNotCancellable.
+	CancelPayout(ctx context.Context, key, payoutKey string) error
 }
 
 // Merchant takes orders paid from wallets. Both calls are idempotent per key.
@@ -38,7 +49,8 @@ type Merchant interface {
 	CancelOrder(ctx context.Context, key, orderKey string) error
 }
 
-// CodeNotCancellable is the code of a CancelOrder refused because the order stands.
+// CodeNotCancellable is the code of a CancelOrder or CancelPayout refused because the order
+// or the payout stands.
 const CodeNotCancellable = "not_cancellable"
 
 // RemoteError is a failure reported by a remote party, classified for the saga engine:

@@ -35,8 +35,8 @@ func (r *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.Tra
 func (r *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
 func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
 
-// Each saga takes the round trips the design promises, measured at the driver: a deposit or
-// a purchase two commits (before and after its remote call), a transfer one, and no read
+// Each saga takes the round trips the design promises, measured at the driver: a deposit, a
+// purchase or a withdrawal two commits (before and after its remote call), a transfer one, and no read
 // before or after them (the request's checks ride on the first commit, with the wallet's
 // currency cached since the user was created). The provider simulator, reached over HTTP,
 // keeps its charges and orders in memory.
@@ -83,6 +83,18 @@ func TestEachSagaTakesItsRoundTrips(t *testing.T) {
 	require.Equal(t, saga.Completed, op.State)
 	op = measure("rejected purchase (debit, then refund with the order's outcome)", 0, 2, func() wallet.Operation {
 		op, err := svc.Purchase(e.ctx, wallet.PurchaseRequest{UserID: a, Amount: 300, Merchant: "m", Reference: "reject-1"})
+		require.NoError(t, err)
+		return op
+	})
+	require.Equal(t, saga.Compensated, op.State)
+	op = measure("withdrawal", 0, 2, func() wallet.Operation {
+		op, err := svc.Withdraw(e.ctx, wallet.WithdrawalRequest{UserID: a, Amount: 300, Destination: "bank", IdempotencyKey: "wd-rt"})
+		require.NoError(t, err)
+		return op
+	})
+	require.Equal(t, saga.Completed, op.State)
+	op = measure("refused withdrawal (debit, then refund with the payout's outcome)", 0, 2, func() wallet.Operation {
+		op, err := svc.Withdraw(e.ctx, wallet.WithdrawalRequest{UserID: a, Amount: 300, Destination: "reject-1"})
 		require.NoError(t, err)
 		return op
 	})

@@ -1,10 +1,10 @@
 package wallet
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -13,16 +13,21 @@ import (
 	"github.com/walletsaga/walletsaga/internal/walletevent"
 )
 
-// The step names, which are also the ledger's step labels (a compensation's label is the
-// step name + its suffix). They are part of stored state: renaming one breaks running sagas.
-const (
-	stepCharge     = "charge"
-	stepCredit     = "credit"
-	stepDebit      = "debit"
-	stepPlaceOrder = "place_order"
+// This file is what the wallet's saga kinds share: their registry, the balance step, the
+// decoding of an input, the classification of a balance change's failure. Each kind is
+// defined in a file of its own, named after it (deposit.go, …): its request and its
+// validation, its stored input, its Service method, its steps and compensations, and the
+// balance events it emits.
 
-	ledgerRefund   = "debit:refund"
-	ledgerReversal = "debit:reversal"
+// Step names are also the ledger's step labels (a compensation's label is the step name +
+// a suffix) and the remote steps' idempotency keys ("<saga id>:<step>"). They are part of
+// stored state: renaming one breaks running sagas. The shared ones:
+const (
+	stepCredit = "credit"
+	stepDebit  = "debit"
+
+	// ledgerRefund is the ledger's label of a debit given back by a compensation.
+	ledgerRefund = stepDebit + ":refund"
 )
 
 // Failure codes the wallet's steps give (others come from the remote parties).
@@ -32,39 +37,44 @@ const (
 	CodeInvalidInput      = "invalid_input"
 )
 
-// depositInput is a deposit saga's input, as stored.
-type depositInput struct {
-	UserID   int64  `json:"user_id"`
-	Amount   Money  `json:"amount"`
-	Currency string `json:"currency"`
-	Source   string `json:"source"`
+// sagaKind is one kind of saga the wallet runs.
+type sagaKind struct {
+	// Name is the kind, as sagas.kind and wallet_operations.kind store it.
+	Name string
+	// Events are the kinds of balance change its steps emit.
+	Events []walletevent.Kind
+	// Define returns its definition, calling p for its remote steps.
+	Define func(p parties) saga.Definition
 }
 
-// depositData is what the deposit saga remembers between steps.
-type depositData struct {
-	ChargeID string `json:"charge_id,omitempty"`
+// parties are the remote parties the sagas call.
+type parties struct {
+	gateway  PaymentGateway
+	merchant Merchant
 }
 
-// purchaseInput is a purchase saga's input, as stored.
-type purchaseInput struct {
-	UserID    int64  `json:"user_id"`
-	Amount    Money  `json:"amount"`
-	Currency  string `json:"currency"`
-	Merchant  string `json:"merchant"`
-	Reference string `json:"reference"`
+// sagaKinds is the registry: every kind of saga the wallet registers, each defined in its
+// own file. A new kind is one more file and one more entry here (docs/ARCHITECTURE.md has
+// the whole list of what a kind needs, and the tests that catch what is forgotten).
+var sagaKinds = []sagaKind{deposit, purchase, transfer, withdrawal}
+
+// Kinds returns the saga kinds this package registers (the wallet's sagas), in the order
+// the documents list them.
+func Kinds() []string {
+	out := make([]string, len(sagaKinds))
+	for i, k := range sagaKinds {
+		out[i] = k.Name
+	}
+	return out
 }
 
-// purchaseData is what the purchase saga remembers.
-type purchaseData struct {
-	OrderID string `json:"order_id,omitempty"`
-}
-
-// transferInput is a transfer saga's input, as stored.
-type transferInput struct {
-	From     int64  `json:"from"`
-	To       int64  `json:"to"`
-	Amount   Money  `json:"amount"`
-	Currency string `json:"currency"`
+// EventKinds returns, per saga kind, the kinds of balance change its steps emit.
+func EventKinds() map[string][]walletevent.Kind {
+	out := make(map[string][]walletevent.Kind, len(sagaKinds))
+	for _, k := range sagaKinds {
+		out[k.Name] = slices.Clone(k.Events)
+	}
+	return out
 }
 
 // StepTuning is passed to every definition; zero fields take the engine's defaults.
@@ -76,126 +86,18 @@ type StepTuning struct {
 	BackoffBase, BackoffMax time.Duration
 }
 
-// Definitions returns the deposit, purchase and transfer saga definitions, calling gw and m
-// for their remote steps.
-func Definitions(gw PaymentGateway, m Merchant, t StepTuning) []saga.Definition {
-	tune := func(d saga.Definition) saga.Definition {
+// definitions returns the definitions of every registered kind, calling gw and m for their
+// remote steps, tuned by t.
+func definitions(gw PaymentGateway, m Merchant, t StepTuning) []saga.Definition {
+	p := parties{gateway: gw, merchant: m}
+	out := make([]saga.Definition, 0, len(sagaKinds))
+	for _, k := range sagaKinds {
+		d := k.Define(p)
 		d.Window, d.AttemptTimeout, d.BackoffBase, d.BackoffMax = t.Window, t.AttemptTimeout, t.BackoffBase, t.BackoffMax
 		d.Classify = classifyChange
-		return d
+		out = append(out, d)
 	}
-	return []saga.Definition{
-		tune(depositDefinition(gw)),
-		tune(purchaseDefinition(m)),
-		tune(transferDefinition()),
-	}
-}
-
-// depositDefinition: charge the payment source (remote) → credit the wallet (local).
-// Compensation: refund the charge, by its idempotency key; it runs when the credit fails,
-// and when the charge itself ran out of attempts (it may have happened). A declined charge
-// is not refunded: the saga fails.
-func depositDefinition(gw PaymentGateway) saga.Definition {
-	return saga.Definition{Kind: KindDeposit, Steps: []saga.Step{
-		{
-			Name: stepCharge,
-			Do: saga.Remote(func(ctx context.Context, key string, s *saga.Instance) saga.Outcome {
-				var in depositInput
-				if o, ok := decodeInput(s, &in); !ok {
-					return o
-				}
-				chargeID, err := gw.Charge(ctx, key, in.UserID, in.Amount, in.Currency, in.Source)
-				if err != nil {
-					return remoteOutcome(err)
-				}
-				if err := s.SetData(depositData{ChargeID: chargeID}); err != nil {
-					return saga.Retry(err)
-				}
-				return saga.Done()
-			}),
-			// By the charge's key, not its id: the engine also runs this after the charge ran
-			// out of attempts, when a charge may exist whose id never reached us (and if none
-			// does, the refund voids the key so a late charge cannot land).
-			Compensate: saga.Remote(func(ctx context.Context, key string, s *saga.Instance) saga.Outcome {
-				return remoteOutcome(gw.RefundByKey(ctx, key, saga.StepKey(s.ID, stepCharge)))
-			}),
-		},
-		{
-			Name: stepCredit,
-			Do: balanceStep(stepCredit, func(in depositInput) Change {
-				return Change{UserID: in.UserID, Amount: in.Amount, Kind: walletevent.Deposit}
-			}),
-		},
-	}}
-}
-
-// purchaseDefinition: debit the wallet (local; insufficient funds fails the saga with
-// nothing to undo) → place the order (remote). Compensation of the debit: refund the wallet,
-// a balance change with its own event.
-//
-// An unanswered PlaceOrder is asked again with the same key (the merchant's status query)
-// for the whole retry window. Only when the window is exhausted does the engine compensate
-// place_order itself: cancel the order by its key. If the merchant had no order, the key is
-// cancelled (a late PlaceOrder is rejected) and the wallet is refunded. If the order stands
-// and cannot be cancelled, the compensation fails for good and the saga goes to
-// needs_attention with the wallet still debited: the purchase may well have happened, and
-// only an operator can tell; the money is neither lost nor refunded twice.
-func purchaseDefinition(m Merchant) saga.Definition {
-	return saga.Definition{Kind: KindPurchase, Steps: []saga.Step{
-		{
-			Name: stepDebit,
-			Do: balanceStep(stepDebit, func(in purchaseInput) Change {
-				return Change{UserID: in.UserID, Amount: -in.Amount, Kind: walletevent.Purchase}
-			}),
-			Compensate: balanceStep(ledgerRefund, func(in purchaseInput) Change {
-				return Change{UserID: in.UserID, Amount: in.Amount, Kind: walletevent.Refund}
-			}),
-		},
-		{
-			Name: stepPlaceOrder,
-			Do: saga.Remote(func(ctx context.Context, key string, s *saga.Instance) saga.Outcome {
-				var in purchaseInput
-				if o, ok := decodeInput(s, &in); !ok {
-					return o
-				}
-				orderID, err := m.PlaceOrder(ctx, key, in.Merchant, in.Reference, in.Amount, in.Currency)
-				if err != nil {
-					return remoteOutcome(err)
-				}
-				if err := s.SetData(purchaseData{OrderID: orderID}); err != nil {
-					return saga.Retry(err)
-				}
-				return saga.Done()
-			}),
-			Compensate: saga.Remote(func(ctx context.Context, key string, s *saga.Instance) saga.Outcome {
-				return remoteOutcome(m.CancelOrder(ctx, key, saga.StepKey(s.ID, stepPlaceOrder)))
-			}),
-		},
-	}}
-}
-
-// transferDefinition: debit the payer (transfer_out) → credit the payee (transfer_in).
-// Compensation of the debit: credit the payer back (reversal). Both steps are local, so the
-// whole transfer is one commit; the debit first locks both wallets in user-id order, so two
-// opposite transfers cannot deadlock.
-func transferDefinition() saga.Definition {
-	return saga.Definition{Kind: KindTransfer, Steps: []saga.Step{
-		{
-			Name: stepDebit,
-			Do: balanceStep(stepDebit, func(in transferInput) Change {
-				return Change{UserID: in.From, Amount: -in.Amount, Kind: walletevent.TransferOut, LockFirst: []int64{in.From, in.To}}
-			}),
-			Compensate: balanceStep(ledgerReversal, func(in transferInput) Change {
-				return Change{UserID: in.From, Amount: in.Amount, Kind: walletevent.Reversal}
-			}),
-		},
-		{
-			Name: stepCredit,
-			Do: balanceStep(stepCredit, func(in transferInput) Change {
-				return Change{UserID: in.To, Amount: in.Amount, Kind: walletevent.TransferIn}
-			}),
-		},
-	}}
+	return out
 }
 
 // balanceStep is a local step that applies one balance change, derived from the saga's

@@ -308,6 +308,12 @@ func (failingGateway) Charge(context.Context, string, int64, wallet.Money, strin
 
 func (failingGateway) RefundByKey(context.Context, string, string) error { return nil }
 
+func (failingGateway) Payout(context.Context, string, int64, wallet.Money, string, string) (string, error) {
+	return "", wallet.RetryableError("unavailable", errors.New("down"))
+}
+
+func (failingGateway) CancelPayout(context.Context, string, string) error { return nil }
+
 // The charge ran out of attempts without a definite outcome, so the engine refunds it by
 // key (here: nothing to refund) and the deposit ends compensated rather than failed.
 func TestDepositGatewayDownCompensatesAfterRetries(t *testing.T) {

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"sync"
 	"time"
 
@@ -40,8 +39,8 @@ type Service struct {
 	currencies sync.Map
 }
 
-// NewService returns a service on pool and registers the deposit, purchase and transfer
-// sagas on engine (which the caller runs).
+// NewService returns a service on pool and registers the wallet's sagas (Kinds) on engine
+// (which the caller runs).
 func NewService(pool *pgxpool.Pool, engine *saga.Engine, gw PaymentGateway, m Merchant, opts Options) (*Service, error) {
 	switch {
 	case pool == nil:
@@ -62,7 +61,7 @@ func NewService(pool *pgxpool.Pool, engine *saga.Engine, gw PaymentGateway, m Me
 	if err := ValidateCurrency(opts.Currency); err != nil {
 		return nil, fmt.Errorf("wallet: options: %w", err)
 	}
-	for _, d := range Definitions(gw, m, opts.Steps) {
+	for _, d := range definitions(gw, m, opts.Steps) {
 		if err := engine.Register(d); err != nil {
 			return nil, fmt.Errorf("wallet: %w", err)
 		}
@@ -113,87 +112,6 @@ func (s *Service) GetWallet(ctx context.Context, userID int64) (Wallet, error) {
 	return getWallet(ctx, s.pool, userID)
 }
 
-// Deposit runs a deposit saga: it starts it and, unless r.Background, runs it in the
-// caller's goroutine to its end or its first backoff, and returns it as its last commit left
-// it (read from nothing but what the commits returned). With r.Background it returns once
-// the saga is started, and the saga runs on in the background. Errors: Invalid (bad
-// request), NotFound (no such user), Unprocessable (Idempotency-Key reused with another
-// request), BalanceOverflow (the wallet cannot hold that much more: see checkCreditFits). An
-// Idempotency-Key seen before with the same request returns the original saga as it stands.
-func (s *Service) Deposit(ctx context.Context, r DepositRequest) (Operation, error) {
-	r, err := r.normalize()
-	if err != nil {
-		return Operation{}, err
-	}
-	hash := requestHash(KindDeposit, strconv.FormatInt(r.UserID, 10), strconv.FormatInt(int64(r.Amount), 10), r.Source)
-	return s.start(ctx, r.UserID, r.IdempotencyKey, hash, r.Background, func(ctx context.Context) (any, operationRow, error) {
-		currency, w, err := s.currencyOf(ctx, r.UserID)
-		if err != nil {
-			return nil, operationRow{}, err
-		}
-		if w != nil {
-			if err := checkCreditFits(*w, r.Amount); err != nil {
-				return nil, operationRow{}, err
-			}
-		}
-		in := depositInput{UserID: r.UserID, Amount: r.Amount, Currency: currency, Source: r.Source}
-		return in, operationRow{Kind: KindDeposit, UserID: r.UserID, Amount: r.Amount, Currency: currency, Source: r.Source, Credited: r.UserID}, nil
-	})
-}
-
-// Purchase runs a purchase saga, as Deposit does. Errors as for Deposit; insufficient funds
-// is not an error here but the saga's outcome (failed, insufficient_funds), decided in its
-// first commit.
-func (s *Service) Purchase(ctx context.Context, r PurchaseRequest) (Operation, error) {
-	r, err := r.normalize()
-	if err != nil {
-		return Operation{}, err
-	}
-	hash := requestHash(KindPurchase, strconv.FormatInt(r.UserID, 10), strconv.FormatInt(int64(r.Amount), 10), r.Merchant, r.Reference)
-	return s.start(ctx, r.UserID, r.IdempotencyKey, hash, r.Background, func(ctx context.Context) (any, operationRow, error) {
-		currency, _, err := s.currencyOf(ctx, r.UserID)
-		if err != nil {
-			return nil, operationRow{}, err
-		}
-		in := purchaseInput{UserID: r.UserID, Amount: r.Amount, Currency: currency, Merchant: r.Merchant, Reference: r.Reference}
-		return in, operationRow{Kind: KindPurchase, UserID: r.UserID, Amount: r.Amount, Currency: currency, Merchant: r.Merchant, Reference: r.Reference}, nil
-	})
-}
-
-// Transfer runs a transfer saga, as Deposit does: all its steps are local, so it is one
-// commit. Errors as for Deposit (the payee's balance for BalanceOverflow), plus Invalid for
-// a transfer to oneself and Unprocessable for wallets in different currencies. The
-// Idempotency-Key is scoped to the payer.
-func (s *Service) Transfer(ctx context.Context, r TransferRequest) (Operation, error) {
-	r, err := r.normalize()
-	if err != nil {
-		return Operation{}, err
-	}
-	hash := requestHash(KindTransfer, strconv.FormatInt(r.From, 10), strconv.FormatInt(r.To, 10), strconv.FormatInt(int64(r.Amount), 10))
-	return s.start(ctx, r.From, r.IdempotencyKey, hash, r.Background, func(ctx context.Context) (any, operationRow, error) {
-		fromCur, fromOK := s.currencies.Load(r.From)
-		toCur, toOK := s.currencies.Load(r.To)
-		if !fromOK || !toOK {
-			ws, err := getWallets(ctx, s.pool, r.From, r.To)
-			if err != nil {
-				return nil, operationRow{}, err
-			}
-			if err := checkCreditFits(ws[1], r.Amount); err != nil {
-				return nil, operationRow{}, err
-			}
-			s.currencies.Store(r.From, ws[0].Currency)
-			s.currencies.Store(r.To, ws[1].Currency)
-			fromCur, toCur = ws[0].Currency, ws[1].Currency
-		}
-		if fromCur != toCur {
-			return nil, operationRow{}, apperr.New(apperr.Unprocessable, "cannot transfer between wallets in %s and %s", fromCur, toCur)
-		}
-		currency := fromCur.(string)
-		in := transferInput{From: r.From, To: r.To, Amount: r.Amount, Currency: currency}
-		return in, operationRow{Kind: KindTransfer, UserID: r.From, CounterpartyID: r.To, Amount: r.Amount, Currency: currency, Credited: r.To}, nil
-	})
-}
-
 // checkCreditFits refuses, at request time, a credit of amount that would take w's balance
 // beyond MaxBalance, so that the client hears it before a saga starts, a card is charged or
 // an idempotency key is claimed (otherwise the deposit would charge, fail its credit step
@@ -209,7 +127,7 @@ func checkCreditFits(w Wallet, amount Money) error {
 	return nil
 }
 
-// start is the common path of the three operations. prepare returns the saga input and the
+// start is the common path of the operations (each kind's Service method). prepare returns the saga input and the
 // operation row (reading the wallets only for a currency not cached yet); then the saga
 // starts in one commit with the operation row, which also checks that the users exist and
 // that a credit fits the wallet, and the idempotency key (a key another request holds makes
@@ -323,7 +241,7 @@ func (s *Service) GetSaga(ctx context.Context, id int64) (Operation, error) {
 	if err != nil {
 		return Operation{}, fmt.Errorf("wallet: get saga %d: %w", id, err)
 	}
-	return withSnapshot(op, snap), nil
+	return op.operation(snap), nil
 }
 
 // WaitSaga waits until saga id is terminal or ctx ends, and returns it as it then stands
@@ -344,7 +262,7 @@ func (s *Service) WaitSaga(ctx context.Context, id int64) (Operation, error) {
 		if err != nil {
 			return Operation{}, err
 		}
-		return withSnapshot(op, snap), nil
+		return op.operation(snap), nil
 	case ctx.Err() == nil:
 		return Operation{}, fmt.Errorf("wallet: wait for saga %d: %w", id, err)
 	}
@@ -354,16 +272,18 @@ func (s *Service) WaitSaga(ctx context.Context, id int64) (Operation, error) {
 	return s.GetSaga(rctx, id)
 }
 
-func withSnapshot(op Operation, snap saga.Snapshot) Operation {
-	op.State = snap.State
-	op.Error = snap.Error
-	op.Steps = snap.Steps
-	op.UpdatedAt = snap.UpdatedAt
-	return op
-}
+// userChunk is how many of a user's operations ListSagas reads at a time when it filters
+// them by state.
+const userChunk = 200
 
 // ListSagas returns a page of the wallet's sagas, newest first. Errors: Invalid (bad
 // filter), NotFound (no such user).
+//
+// The sagas' states are the engine's (saga.Engine.List), the rest is the wallet's own rows:
+// without a user, the engine lists the newest sagas of the wallet's kinds in the state asked
+// for, and their rows are read by id; with a user, the wallet reads the user's rows, newest
+// first, and the engine keeps those in the state asked for, a chunk at a time until the page
+// is full.
 func (s *Service) ListSagas(ctx context.Context, f SagaFilter) (SagaPage, error) {
 	switch {
 	case f.Limit == 0:
@@ -382,19 +302,90 @@ func (s *Service) ListSagas(ctx context.Context, f SagaFilter) (SagaPage, error)
 		if _, err := s.GetUser(ctx, f.UserID); err != nil {
 			return SagaPage{}, err
 		}
+		chunk := f.Limit + 1
+		if f.State != "" {
+			chunk = max(chunk, userChunk)
+		}
+		return s.listUserSagas(ctx, f, chunk)
 	}
-	want := f.Limit
-	f.Limit++ // one more tells whether there is a next page
-	ops, err := listOperations(ctx, s.pool, f)
-	if err != nil {
-		return SagaPage{}, err
+	// One more than the page tells whether there is a next page. A saga without the
+	// wallet's row (started on the engine by someone else) is not the wallet's: skipped.
+	var found []Operation
+	for before := f.Cursor; len(found) <= f.Limit; {
+		snaps, err := s.engine.List(ctx, saga.ListFilter{Kinds: Kinds(), State: f.State, Before: before, Limit: f.Limit + 1})
+		if err != nil {
+			return SagaPage{}, fmt.Errorf("wallet: list sagas: %w", err)
+		}
+		if len(snaps) == 0 {
+			break
+		}
+		ids := make([]int64, len(snaps))
+		for i, snap := range snaps {
+			ids[i] = snap.ID
+		}
+		rows, err := getOperations(ctx, s.pool, ids)
+		if err != nil {
+			return SagaPage{}, err
+		}
+		for _, snap := range snaps {
+			if row, ok := rows[snap.ID]; ok {
+				found = append(found, row.operation(snap))
+			}
+		}
+		if len(snaps) <= f.Limit {
+			break
+		}
+		before = snaps[len(snaps)-1].ID
 	}
-	page := SagaPage{Items: ops}
-	if len(ops) > want {
-		page.Items = ops[:want]
-		page.NextCursor = ops[want-1].ID
+	return pageOf(found, f.Limit), nil
+}
+
+// pageOf cuts found, newest first, to a page of limit (found holds one more when there is a
+// next page).
+func pageOf(found []Operation, limit int) SagaPage {
+	page := SagaPage{Items: found}
+	if len(found) > limit {
+		page.Items = found[:limit]
+		page.NextCursor = found[limit-1].ID
 	}
-	return page, nil
+	return page
+}
+
+// listUserSagas is ListSagas for one user's sagas, reading chunk of the user's operations
+// at a time.
+func (s *Service) listUserSagas(ctx context.Context, f SagaFilter, chunk int) (SagaPage, error) {
+	var found []Operation
+	for before := f.Cursor; len(found) <= f.Limit; {
+		rows, err := listUserOperations(ctx, s.pool, f.UserID, before, chunk)
+		if err != nil {
+			return SagaPage{}, err
+		}
+		if len(rows) == 0 {
+			break
+		}
+		ids := make([]int64, len(rows))
+		for i, r := range rows {
+			ids[i] = r.SagaID
+		}
+		snaps, err := s.engine.List(ctx, saga.ListFilter{IDs: ids, State: f.State, Limit: len(ids)})
+		if err != nil {
+			return SagaPage{}, fmt.Errorf("wallet: list sagas: %w", err)
+		}
+		byID := make(map[int64]saga.Snapshot, len(snaps))
+		for _, snap := range snaps {
+			byID[snap.ID] = snap
+		}
+		for _, r := range rows {
+			if snap, ok := byID[r.SagaID]; ok {
+				found = append(found, r.operation(snap))
+			}
+		}
+		if len(rows) < chunk {
+			break
+		}
+		before = rows[len(rows)-1].SagaID
+	}
+	return pageOf(found, f.Limit), nil
 }
 
 func validState(st saga.State) bool {

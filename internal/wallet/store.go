@@ -232,6 +232,7 @@ type operationRow struct {
 	Merchant       string
 	Reference      string
 	Source         string
+	Destination    string
 	// Credited is the wallet the saga credits (a deposit's user, a transfer's payee; 0 for
 	// none): its first commit refuses an amount that wallet cannot take.
 	Credited int64
@@ -248,12 +249,12 @@ const constraintOperationAmount = "wallet_operations_amount_check"
 // fails whole, before anything else took effect.
 func queueOperation(b *pgx.Batch, op operationRow) {
 	b.Queue(`
-INSERT INTO wallet_operations (saga_id, kind, user_id, counterparty_id, amount, currency, merchant, reference, source)
+INSERT INTO wallet_operations (saga_id, kind, user_id, counterparty_id, amount, currency, merchant, reference, source, destination)
 SELECT $1, $2, $3, NULLIF($4, 0),
     CASE WHEN w.balance IS NULL OR w.balance <= 9223372036854775807 - $5::bigint THEN $5::bigint ELSE 0 END,
-    $6, NULLIF($7, ''), NULLIF($8, ''), NULLIF($9, '')
+    $6, NULLIF($7, ''), NULLIF($8, ''), NULLIF($9, ''), NULLIF($11, '')
 FROM (SELECT 1) one LEFT JOIN wallets w ON w.user_id = $10`,
-		op.SagaID, op.Kind, op.UserID, op.CounterpartyID, int64(op.Amount), op.Currency, op.Merchant, op.Reference, op.Source, op.Credited)
+		op.SagaID, op.Kind, op.UserID, op.CounterpartyID, int64(op.Amount), op.Currency, op.Merchant, op.Reference, op.Source, op.Credited, op.Destination)
 }
 
 // operation is the wallet's view of a saga: this row with the engine's snapshot.
@@ -261,7 +262,7 @@ func (op operationRow) operation(snap saga.Snapshot) Operation {
 	return Operation{
 		ID: op.SagaID, Kind: op.Kind, State: snap.State, UserID: op.UserID, CounterpartyID: op.CounterpartyID,
 		Amount: op.Amount, Currency: op.Currency, Merchant: op.Merchant, Reference: op.Reference, Source: op.Source,
-		Steps: snap.Steps, Error: snap.Error, CreatedAt: snap.CreatedAt, UpdatedAt: snap.UpdatedAt,
+		Destination: op.Destination, Steps: snap.Steps, Error: snap.Error, CreatedAt: snap.CreatedAt, UpdatedAt: snap.UpdatedAt,
 	}
 }
 
@@ -313,73 +314,65 @@ func startError(err error) error {
 	return err
 }
 
-const operationColumns = `o.saga_id, o.kind, s.state, o.user_id, COALESCE(o.counterparty_id, 0), o.amount, o.currency,
-       COALESCE(o.merchant, ''), COALESCE(o.reference, ''), COALESCE(o.source, ''),
-       s.error_code, s.error_message, s.created_at, s.updated_at`
+const operationColumns = `saga_id, kind, user_id, COALESCE(counterparty_id, 0), amount, currency,
+       COALESCE(merchant, ''), COALESCE(reference, ''), COALESCE(source, ''), COALESCE(destination, '')`
 
-func scanOperation(row pgx.Row) (Operation, error) {
-	var (
-		op        Operation
-		state     string
-		code, msg *string
-	)
-	if err := row.Scan(&op.ID, &op.Kind, &state, &op.UserID, &op.CounterpartyID, &op.Amount, &op.Currency,
-		&op.Merchant, &op.Reference, &op.Source, &code, &msg, &op.CreatedAt, &op.UpdatedAt); err != nil {
-		return Operation{}, err
-	}
-	op.State = saga.State(state)
-	if code != nil || msg != nil {
-		op.Error = &saga.ErrorInfo{}
-		if code != nil {
-			op.Error.Code = *code
-		}
-		if msg != nil {
-			op.Error.Message = *msg
-		}
-	}
-	return op, nil
+func scanOperationRow(row pgx.Row) (operationRow, error) {
+	var op operationRow
+	err := row.Scan(&op.SagaID, &op.Kind, &op.UserID, &op.CounterpartyID, &op.Amount, &op.Currency,
+		&op.Merchant, &op.Reference, &op.Source, &op.Destination)
+	return op, err
 }
 
-func getOperation(ctx context.Context, q querier, sagaID int64) (Operation, error) {
-	op, err := scanOperation(q.QueryRow(ctx, `
-SELECT `+operationColumns+`
-FROM wallet_operations o JOIN sagas s ON s.id = o.saga_id
-WHERE o.saga_id = $1`, sagaID))
+// getOperation reads the wallet's row of a saga, or NotFound. The saga's state is the
+// engine's: the caller asks it (saga.Engine.Get) and joins the two (operationRow.operation).
+func getOperation(ctx context.Context, q querier, sagaID int64) (operationRow, error) {
+	op, err := scanOperationRow(q.QueryRow(ctx, `SELECT `+operationColumns+` FROM wallet_operations WHERE saga_id = $1`, sagaID))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Operation{}, apperr.New(apperr.NotFound, "saga %d not found", sagaID)
+		return operationRow{}, apperr.New(apperr.NotFound, "saga %d not found", sagaID)
 	}
 	if err != nil {
-		return Operation{}, fmt.Errorf("wallet: get operation: %w", err)
+		return operationRow{}, fmt.Errorf("wallet: get operation: %w", err)
 	}
 	return op, nil
 }
 
-func listOperations(ctx context.Context, q querier, f SagaFilter) ([]Operation, error) {
-	// NULL parameters switch a filter off; the cursor is an exclusive upper bound on the id.
-	var user, cursor *int64
-	var state *string
-	if f.UserID != 0 {
-		user = &f.UserID
+// getOperations reads the wallet's rows of the sagas ids, by saga id; an id without one is
+// left out.
+func getOperations(ctx context.Context, q querier, ids []int64) (map[int64]operationRow, error) {
+	rows, err := q.Query(ctx, `SELECT `+operationColumns+` FROM wallet_operations WHERE saga_id = ANY($1)`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("wallet: get operations: %w", err)
 	}
-	if f.State != "" {
-		s := string(f.State)
-		state = &s
+	ops, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (operationRow, error) { return scanOperationRow(r) })
+	if err != nil {
+		return nil, fmt.Errorf("wallet: get operations: %w", err)
 	}
-	if f.Cursor != 0 {
-		cursor = &f.Cursor
+	out := make(map[int64]operationRow, len(ops))
+	for _, op := range ops {
+		out[op.SagaID] = op
+	}
+	return out, nil
+}
+
+// listUserOperations reads up to limit of the wallet's rows of sagas in which user pays or
+// receives, with a saga id below before (0: no bound), newest first.
+func listUserOperations(ctx context.Context, q querier, user, before int64, limit int) ([]operationRow, error) {
+	var cursor *int64
+	if before > 0 {
+		cursor = &before
 	}
 	rows, err := q.Query(ctx, `
 SELECT `+operationColumns+`
-FROM wallet_operations o JOIN sagas s ON s.id = o.saga_id
-WHERE ($1::bigint IS NULL OR o.user_id = $1 OR o.counterparty_id = $1)
-  AND ($2::text IS NULL OR s.state = $2)
-  AND ($3::bigint IS NULL OR o.saga_id < $3)
-ORDER BY o.saga_id DESC
-LIMIT $4`, user, state, cursor, f.Limit)
+FROM wallet_operations
+WHERE (user_id = $1 OR counterparty_id = $1)
+  AND ($2::bigint IS NULL OR saga_id < $2)
+ORDER BY saga_id DESC
+LIMIT $3`, user, cursor, limit)
 	if err != nil {
 		return nil, fmt.Errorf("wallet: list operations: %w", err)
 	}
-	ops, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Operation, error) { return scanOperation(r) })
+	ops, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (operationRow, error) { return scanOperationRow(r) })
 	if err != nil {
 		return nil, fmt.Errorf("wallet: list operations: %w", err)
 	}

@@ -1,6 +1,7 @@
 // Package wallet is where money moves: users and their wallets, the ledger, the transactional
-// outbox of balance events (one gap-free sequence per user), and the deposit, purchase and
-// transfer sagas run by internal/saga against a payment gateway and merchants.
+// outbox of balance events (one gap-free sequence per user), and the sagas that move money
+// (one file per kind, named after it, each listed in sagas.go's registry) run by
+// internal/saga against a payment gateway and merchants.
 //
 // The domain knows no HTTP framework; internal/wallet/httpapi adapts it to echo. Errors meant
 // for clients are *apperr.Error; anything else is internal.
@@ -15,13 +16,6 @@ import (
 	"github.com/walletsaga/walletsaga/internal/freetext"
 	"github.com/walletsaga/walletsaga/internal/saga"
 	"github.com/walletsaga/walletsaga/internal/walletevent"
-)
-
-// The saga kinds this package registers.
-const (
-	KindDeposit  = "deposit"
-	KindPurchase = "purchase"
-	KindTransfer = "transfer"
 )
 
 // The locales a user may choose for SMS.
@@ -88,42 +82,13 @@ type Operation struct {
 	Merchant       string
 	Reference      string
 	Source         string
+	Destination    string // withdrawals: the bank account
 	Steps          []saga.StepRecord
 	Error          *saga.ErrorInfo
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
 	// Replayed is true when an Idempotency-Key matched an earlier request and this is its saga.
 	Replayed bool
-}
-
-// DepositRequest asks to top up a wallet from a payment source.
-type DepositRequest struct {
-	UserID         int64
-	Amount         Money
-	Source         string // "" means DefaultSource
-	IdempotencyKey string // optional
-	// Background returns once the saga is started; it runs on in the background.
-	Background bool
-}
-
-// PurchaseRequest asks to pay a merchant from a wallet.
-type PurchaseRequest struct {
-	UserID         int64
-	Amount         Money
-	Merchant       string
-	Reference      string
-	IdempotencyKey string // optional
-	// Background returns once the saga is started; it runs on in the background.
-	Background bool
-}
-
-// TransferRequest asks to move money from one wallet to another.
-type TransferRequest struct {
-	From, To       int64
-	Amount         Money
-	IdempotencyKey string // optional; scoped to From
-	// Background returns once the saga is started; it runs on in the background.
-	Background bool
 }
 
 // SagaFilter selects sagas for ListSagas.
@@ -145,9 +110,6 @@ type EventFilter struct {
 	AfterSeq int64 // only events with a larger seq
 	Limit    int   // 1–1000; 0 means 100
 }
-
-// DefaultSource is the payment source of a deposit that names none.
-const DefaultSource = "card"
 
 var phoneRE = regexp.MustCompile(`^\+[1-9][0-9]{7,14}$`)
 
@@ -183,6 +145,14 @@ func validateText(field, v string, maxLen int) error {
 	return freetext.Check(field, v, true, maxLen)
 }
 
+// validateKey checks an optional Idempotency-Key: "" (none), or ValidateIdempotencyKey's.
+func validateKey(k string) error {
+	if k == "" {
+		return nil
+	}
+	return ValidateIdempotencyKey(k)
+}
+
 // ValidateIdempotencyKey checks an Idempotency-Key: 1 to 255 printable ASCII characters.
 func ValidateIdempotencyKey(k string) error {
 	if len(k) == 0 || len(k) > 255 {
@@ -216,67 +186,4 @@ func (u NewUser) normalize(defaultCurrency string) (NewUser, error) {
 		return u, err
 	}
 	return u, nil
-}
-
-func (r DepositRequest) normalize() (DepositRequest, error) {
-	if r.Source == "" {
-		r.Source = DefaultSource
-	}
-	if err := ValidateID("user id", r.UserID); err != nil {
-		return r, err
-	}
-	if err := ValidateAmount("amount", r.Amount); err != nil {
-		return r, err
-	}
-	if err := validateText("source", r.Source, 64); err != nil {
-		return r, err
-	}
-	if r.IdempotencyKey != "" {
-		if err := ValidateIdempotencyKey(r.IdempotencyKey); err != nil {
-			return r, err
-		}
-	}
-	return r, nil
-}
-
-func (r PurchaseRequest) normalize() (PurchaseRequest, error) {
-	if err := ValidateID("user id", r.UserID); err != nil {
-		return r, err
-	}
-	if err := ValidateAmount("amount", r.Amount); err != nil {
-		return r, err
-	}
-	if err := validateText("merchant", r.Merchant, 100); err != nil {
-		return r, err
-	}
-	if err := validateText("reference", r.Reference, 100); err != nil {
-		return r, err
-	}
-	if r.IdempotencyKey != "" {
-		if err := ValidateIdempotencyKey(r.IdempotencyKey); err != nil {
-			return r, err
-		}
-	}
-	return r, nil
-}
-
-func (r TransferRequest) normalize() (TransferRequest, error) {
-	if err := ValidateID("from", r.From); err != nil {
-		return r, err
-	}
-	if err := ValidateID("to", r.To); err != nil {
-		return r, err
-	}
-	if r.From == r.To {
-		return r, apperr.New(apperr.Invalid, "cannot transfer to oneself: from and to are both %d", r.From)
-	}
-	if err := ValidateAmount("amount", r.Amount); err != nil {
-		return r, err
-	}
-	if r.IdempotencyKey != "" {
-		if err := ValidateIdempotencyKey(r.IdempotencyKey); err != nil {
-			return r, err
-		}
-	}
-	return r, nil
 }

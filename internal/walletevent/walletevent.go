@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -31,16 +32,22 @@ const (
 	TransferOut Kind = "transfer_out" // sent to another user
 	TransferIn  Kind = "transfer_in"  // received from another user
 	Reversal    Kind = "reversal"     // a transfer debit credited back (compensation)
+
+	Withdrawal       Kind = "withdrawal"        // paid out to the user's bank account
+	WithdrawalRefund Kind = "withdrawal_refund" // a withdrawal debit given back (compensation)
 )
 
+// kinds is every kind, in the order the documents list them. It is the one list of them:
+// everything else that lists kinds is checked against it by a test (the database's CHECK
+// constraint on wallet_events.kind, the wallet's and the notifier's OpenAPI documents, the
+// notifier's SMS templates in every locale, the sagas that emit them).
+var kinds = []Kind{Deposit, Purchase, Refund, TransferOut, TransferIn, Reversal, Withdrawal, WithdrawalRefund}
+
+// Kinds returns every kind of balance change, in the order the documents list them.
+func Kinds() []Kind { return slices.Clone(kinds) }
+
 // Valid reports whether k is a known kind.
-func (k Kind) Valid() bool {
-	switch k {
-	case Deposit, Purchase, Refund, TransferOut, TransferIn, Reversal:
-		return true
-	}
-	return false
-}
+func (k Kind) Valid() bool { return slices.Contains(kinds, k) }
 
 // Event is one balance change of one user. Amount is signed (negative for debits), in minor
 // units of Currency; BalanceAfter is the balance once it applied.

@@ -17,10 +17,7 @@ import (
 	"github.com/walletsaga/walletsaga/internal/walletevent"
 )
 
-var kinds = []walletevent.Kind{
-	walletevent.Deposit, walletevent.Purchase, walletevent.Refund,
-	walletevent.TransferOut, walletevent.TransferIn, walletevent.Reversal,
-}
+var kinds = walletevent.Kinds()
 
 // event is a valid event of kind k as the outbox relay writes it.
 func event(k walletevent.Kind) walletevent.Event {
@@ -139,6 +136,25 @@ func malformed(t testing.TB) map[string][]byte {
 		"key repeated":         bytes.Replace(valid, []byte(`"seq":3`), []byte(`"seq":3,"seq":4`), 1),
 		"key repeated in case": bytes.Replace(valid, []byte(`"seq":3`), []byte(`"seq":3,"Seq":4`), 1),
 	}
+}
+
+// Kinds is the one list of kinds: each once, each a word a SQL CHECK, a message tag and an
+// OpenAPI enum take as it is, each Valid; a kind not in it is not.
+func TestKindsIsTheListOfValidKinds(t *testing.T) {
+	t.Parallel()
+	require.NotEmpty(t, kinds)
+	seen := map[walletevent.Kind]bool{}
+	for _, k := range kinds {
+		require.False(t, seen[k], "%q twice", k)
+		seen[k] = true
+		require.Regexp(t, `^[a-z][a-z_]*[a-z]$`, string(k))
+		require.True(t, k.Valid(), "%q", k)
+	}
+	require.False(t, walletevent.Kind("gift").Valid())
+	require.False(t, walletevent.Kind("").Valid())
+	got := walletevent.Kinds()
+	got[0] = "gift"
+	require.Equal(t, kinds, walletevent.Kinds(), "Kinds returns a copy")
 }
 
 func TestDecodeAcceptsWhatEncodeWrites(t *testing.T) {

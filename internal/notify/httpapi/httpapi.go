@@ -25,7 +25,11 @@ import (
 	"github.com/walletsaga/walletsaga/internal/apperr"
 	"github.com/walletsaga/walletsaga/internal/freetext"
 	"github.com/walletsaga/walletsaga/internal/httpx"
-	"github.com/walletsaga/walletsaga/internal/notify"
+	"github.com/walletsaga/walletsaga/internal/notify/deadletters"
+	"github.com/walletsaga/walletsaga/internal/notify/gate"
+	"github.com/walletsaga/walletsaga/internal/notify/inbox"
+	"github.com/walletsaga/walletsaga/internal/notify/senders"
+	"github.com/walletsaga/walletsaga/internal/notify/smslog"
 	"github.com/walletsaga/walletsaga/internal/notify/web"
 )
 
@@ -37,10 +41,10 @@ var OpenAPI []byte
 
 // Deps is what the notifier's HTTP API needs.
 type Deps struct {
-	Store *notify.Store
-	// Sender re-sends replayed dead letters; use the gate's sender (with its failure switch,
-	// if the operator wants replays to meet the same switches).
-	Sender notify.Sender
+	// Log reads the SMS log, the lists and the audit trail.
+	Log *smslog.Store
+	// Operator replays dead letters and skips lost seqs.
+	Operator *deadletters.Operator
 	// Gate serves GET /v1/gate and the skip action; nil leaves both out.
 	Gate *Gate
 	// AdminToken guards the operator endpoints (Authorization: Bearer <token>). Empty
@@ -54,8 +58,12 @@ type Deps struct {
 
 // Gate is the notifier's delivery as GET /v1/gate shows it.
 type Gate struct {
-	Lanes *notify.Lanes
-	Inbox *notify.Inbox
+	Store *gate.Store
+	Lanes *gate.Lanes
+	Inbox *inbox.Inbox
+	// DLQBacklog counts the dead letters not yet in the DLQ topic
+	// (deadletters.Publisher.Backlog).
+	DLQBacklog func(context.Context) (int64, error)
 	// GapAlertAfter is how old a gap is before it is listed as an alert.
 	GapAlertAfter time.Duration
 }
@@ -75,18 +83,18 @@ func Register(e *echo.Echo, d Deps) {
 	routes := []route{
 		{http.MethodGet, "/", page(), nil},
 		{http.MethodGet, "/assets/:name", asset(), nil},
-		{http.MethodGet, "/v1/users", listPage(d.Store.Users), []echo.MiddlewareFunc{read}},
-		{http.MethodGet, "/v1/users/:id/sms", listUserSMS(d.Store), []echo.MiddlewareFunc{read}},
-		{http.MethodGet, "/v1/sms", noStore(listPage(d.Store.Changes)), []echo.MiddlewareFunc{read}},
-		{http.MethodGet, "/v1/dead-letters", listPage(d.Store.DeadLetters), []echo.MiddlewareFunc{read}},
-		{http.MethodGet, "/v1/bad-messages", listPage(d.Store.BadMessages), []echo.MiddlewareFunc{read}},
-		{http.MethodGet, "/v1/audit", listAudit(d.Store), []echo.MiddlewareFunc{read}},
+		{http.MethodGet, "/v1/users", listPage(d.Log.Users), []echo.MiddlewareFunc{read}},
+		{http.MethodGet, "/v1/users/:id/sms", listUserSMS(d.Log), []echo.MiddlewareFunc{read}},
+		{http.MethodGet, "/v1/sms", noStore(listPage(d.Log.Changes)), []echo.MiddlewareFunc{read}},
+		{http.MethodGet, "/v1/dead-letters", listPage(d.Log.DeadLetters), []echo.MiddlewareFunc{read}},
+		{http.MethodGet, "/v1/bad-messages", listPage(d.Log.BadMessages), []echo.MiddlewareFunc{read}},
+		{http.MethodGet, "/v1/audit", listAudit(d.Log), []echo.MiddlewareFunc{read}},
 		// Operator actions: admin token + X-Operator, checked in the handler.
 		{http.MethodPost, "/v1/dead-letters/:user_id/:seq/replay", replay(d), nil},
 	}
 	if d.Gate != nil {
 		routes = append(routes,
-			route{http.MethodGet, "/v1/gate", gateState(d.Gate, d.Store), []echo.MiddlewareFunc{read}},
+			route{http.MethodGet, "/v1/gate", gateState(d.Gate), []echo.MiddlewareFunc{read}},
 			route{http.MethodPost, "/v1/gate/:user_id/skip", skip(d), nil})
 	}
 	for _, r := range routes {
@@ -130,10 +138,10 @@ func asset() echo.HandlerFunc {
 
 type userSMSBody struct {
 	UserID int64            `json:"user_id"`
-	Items  []notify.SMSItem `json:"items"`
+	Items  []smslog.SMSItem `json:"items"`
 }
 
-func listUserSMS(s *notify.Store) echo.HandlerFunc {
+func listUserSMS(s *smslog.Store) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		id, err := positiveInt(c.Param("id"), "user id")
 		if err != nil {
@@ -144,7 +152,7 @@ func listUserSMS(s *notify.Store) echo.HandlerFunc {
 			return err
 		}
 		if items == nil {
-			items = []notify.SMSItem{}
+			items = []smslog.SMSItem{}
 		}
 		return c.JSON(http.StatusOK, userSMSBody{UserID: id, Items: items})
 	}
@@ -196,7 +204,7 @@ func replay(d Deps) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		res, err := d.Store.Replay(c.Request().Context(), d.Sender, actor, userID, seq, req.Reason)
+		res, err := d.Operator.Replay(c.Request().Context(), actor, userID, seq, req.Reason)
 		if err != nil {
 			return err
 		}
@@ -229,11 +237,11 @@ func skip(d Deps) echo.HandlerFunc {
 			return apperr.New(apperr.Invalid, "seq must be the positive seq that is lost, got %d", req.Seq)
 		}
 		ctx := c.Request().Context()
-		last, err := d.Store.Skip(ctx, userID, req.Seq, req.Reason, d.Store.AuditTx(actor, notify.ActionSkip, userID, req.Seq, req.Reason))
+		last, err := d.Operator.Skip(ctx, actor, userID, req.Seq, req.Reason)
 		switch {
-		case errors.Is(err, notify.ErrNotHeld):
+		case errors.Is(err, gate.ErrNotHeld):
 			return apperr.Wrap(err, apperr.Conflict, "user %d is not held waiting for seq %d (see the gaps in GET /v1/gate)", userID, req.Seq)
-		case errors.Is(err, notify.ErrNotLost):
+		case errors.Is(err, gate.ErrNotLost):
 			return apperr.Wrap(err, apperr.Conflict, "seq %d of user %d has arrived; it is not lost and will be delivered", req.Seq, userID)
 		case err != nil:
 			return err
@@ -246,14 +254,15 @@ func skip(d Deps) echo.HandlerFunc {
 
 // gateBody is GET /v1/gate.
 type gateBody struct {
-	notify.LaneView
-	Breaker       notify.BreakerState `json:"breaker"`
-	Workers       int                 `json:"workers"`
-	Busy          int64               `json:"busy"`
-	Lanes         notify.LaneStats    `json:"lanes"`
-	Inbox         notify.InboxStats   `json:"inbox"`
-	Retry         retryBody           `json:"retry_policy"`
-	GapAlertAfter string              `json:"gap_alert_after"`
+	gate.View
+	DLQUnpublished int64                `json:"dlq_unpublished"` // dead letters not yet in the DLQ topic
+	Breaker        senders.BreakerState `json:"breaker"`
+	Workers        int                  `json:"workers"`
+	Busy           int64                `json:"busy"`
+	Lanes          gate.LaneStats       `json:"lanes"`
+	Inbox          inbox.Stats          `json:"inbox"`
+	Retry          retryBody            `json:"retry_policy"`
+	GapAlertAfter  string               `json:"gap_alert_after"`
 }
 
 type retryBody struct {
@@ -266,22 +275,27 @@ type retryBody struct {
 // gateState serves GET /v1/gate: the provider breaker, the lanes (workers, what they did),
 // the inbox (what it received, what it holds), users held by a gap (longest first, alerts
 // marked) and users that started at a baseline, and the retry policy.
-func gateState(g *Gate, store *notify.Store) echo.HandlerFunc {
+func gateState(g *Gate) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		view, err := store.View(c.Request().Context(), 100, g.GapAlertAfter)
+		ctx := c.Request().Context()
+		view, err := g.Store.View(ctx, 100, g.GapAlertAfter)
+		if err != nil {
+			return err
+		}
+		backlog, err := g.DLQBacklog(ctx)
 		if err != nil {
 			return err
 		}
 		p := g.Lanes.Policy()
 		return c.JSON(http.StatusOK, gateBody{
-			LaneView: view, Breaker: g.Lanes.Breaker().State(), Workers: g.Lanes.Workers(), Busy: g.Lanes.Busy(),
+			View: view, DLQUnpublished: backlog, Breaker: g.Lanes.Breaker().State(), Workers: g.Lanes.Workers(), Busy: g.Lanes.Busy(),
 			Lanes: g.Lanes.Stats(), Inbox: g.Inbox.Stats(), GapAlertAfter: g.GapAlertAfter.String(),
 			Retry: retryBody{Base: p.Base.String(), Max: p.Max.String(), MaxAttempts: p.MaxAttempts, DeadLetterAfter: p.DeadLetterAfter.String()},
 		})
 	}
 }
 
-func listAudit(s *notify.Store) echo.HandlerFunc {
+func listAudit(s *smslog.Store) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		limit, err := limitParam(c)
 		if err != nil {
@@ -290,9 +304,6 @@ func listAudit(s *notify.Store) echo.HandlerFunc {
 		items, err := s.Audit(c.Request().Context(), limit)
 		if err != nil {
 			return err
-		}
-		if items == nil {
-			items = []notify.AuditEntry{}
 		}
 		return c.JSON(http.StatusOK, map[string]any{"items": items})
 	}

@@ -19,16 +19,19 @@ import (
 
 	"github.com/walletsaga/walletsaga/internal/httpx"
 	"github.com/walletsaga/walletsaga/internal/notify"
+	"github.com/walletsaga/walletsaga/internal/notify/deadletters"
+	"github.com/walletsaga/walletsaga/internal/notify/gate"
 	"github.com/walletsaga/walletsaga/internal/notify/httpapi"
-	"github.com/walletsaga/walletsaga/internal/notify/notifytest"
+	"github.com/walletsaga/walletsaga/internal/notify/inbox"
+	"github.com/walletsaga/walletsaga/internal/notify/senders"
+	"github.com/walletsaga/walletsaga/internal/notify/smslog"
 	"github.com/walletsaga/walletsaga/internal/testdb"
+	"github.com/walletsaga/walletsaga/internal/testutil/notifytest"
 	"github.com/walletsaga/walletsaga/internal/walletevent"
 )
 
-// The gate's package links the RocketMQ client, whose go-cache starts a janitor goroutine at
-// package init: not a leak of any test.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/patrickmn/go-cache.(*janitor).Run"))
+	goleak.VerifyTestMain(m)
 }
 
 const (
@@ -51,13 +54,13 @@ func newEnv(t *testing.T, wrap func(echo.HandlerFunc) echo.HandlerFunc) *env {
 	t.Helper()
 	pool, _ := testdb.New(t)
 	notifytest.Seed(t, pool,
-		notifytest.Row{Event: notifytest.Event(1, 1, walletevent.Deposit, 10000), Status: notify.StatusSent, Attempts: 1,
+		notifytest.Row{Event: notifytest.Event(1, 1, walletevent.Deposit, 10000), Status: gate.StatusSent, Attempts: 1,
 			Text: "You topped up 100.00 CNY. Balance: 100.00 CNY.", FinishedAt: t0.Add(time.Second)},
-		notifytest.Row{Event: notifytest.Event(1, 2, walletevent.Purchase, -404), Status: notify.StatusDeadLettered, Attempts: 5,
+		notifytest.Row{Event: notifytest.Event(1, 2, walletevent.Purchase, -404), Status: gate.StatusDeadLettered, Attempts: 5,
 			LastError: "simulated failure: amount -404", FinishedAt: t0.Add(2 * time.Second)},
-		notifytest.Row{Event: notifytest.Event(1, 3, walletevent.Purchase, -5000), Status: notify.StatusSent, Attempts: 1,
+		notifytest.Row{Event: notifytest.Event(1, 3, walletevent.Purchase, -5000), Status: gate.StatusSent, Attempts: 1,
 			Text: "You paid 50.00 CNY for a purchase. Balance: 50.00 CNY.", FinishedAt: t0.Add(3 * time.Second)},
-		notifytest.Row{Event: notifytest.Event(2, 1, walletevent.TransferIn, 2000), Status: notify.StatusSent, Attempts: 1,
+		notifytest.Row{Event: notifytest.Event(2, 1, walletevent.TransferIn, 2000), Status: gate.StatusSent, Attempts: 1,
 			FinishedAt: t0.Add(4 * time.Second)},
 	)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -66,11 +69,14 @@ func newEnv(t *testing.T, wrap func(echo.HandlerFunc) echo.HandlerFunc) *env {
 		e.Use(wrap)
 	}
 	out := &bytes.Buffer{}
-	store := notify.NewStore(pool)
-	lanes, err := notify.NewLanes(store, notify.LaneConfig{Owner: "httpapi-test", Policy: notify.DefaultRetryPolicy, Sender: notify.NewLogSender(out), Logger: log})
+	g, bad := gate.NewStore(pool), inbox.NewStore(pool)
+	sender := senders.NewLogSender(out)
+	lanes, err := gate.NewLanes(g, gate.LaneConfig{Owner: "httpapi-test", Policy: gate.DefaultRetryPolicy, Sender: sender, Logger: log})
 	require.NoError(t, err)
-	gate := &httpapi.Gate{Lanes: lanes, Inbox: notify.NewInbox(store, false, nil, log), GapAlertAfter: 5 * time.Minute}
-	httpapi.Register(e, httpapi.Deps{Store: store, Sender: notify.NewLogSender(out), Gate: gate, AdminToken: adminToken, ReadToken: readToken, Logger: log})
+	view := &httpapi.Gate{Store: g, Lanes: lanes, Inbox: inbox.NewInbox(bad, g, false, nil, log),
+		DLQBacklog: deadletters.NewPublisher(g, bad, nil, 0, log).Backlog, GapAlertAfter: 5 * time.Minute}
+	httpapi.Register(e, httpapi.Deps{Log: smslog.NewStore(pool), Operator: deadletters.NewOperator(pool, g, sender), Gate: view,
+		AdminToken: adminToken, ReadToken: readToken, Logger: log})
 	srv := httptest.NewServer(e)
 	t.Cleanup(srv.Close)
 	return &env{pool: pool, srv: srv, out: out}
@@ -261,7 +267,7 @@ func TestReplayDisabledWithoutToken(t *testing.T) {
 	t.Parallel()
 	pool, _ := testdb.New(t)
 	e := httpx.New(httpx.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	httpapi.Register(e, httpapi.Deps{Store: notify.NewStore(pool), Sender: notify.NewLogSender(nil)})
+	httpapi.Register(e, httpapi.Deps{Log: smslog.NewStore(pool), Operator: deadletters.NewOperator(pool, gate.NewStore(pool), senders.NewLogSender(nil))})
 	req := httptest.NewRequest(http.MethodPost, "/v1/dead-letters/1/2/replay", nil)
 	req.Header.Set("Authorization", "Bearer ")
 	rec := httptest.NewRecorder()
@@ -296,7 +302,7 @@ func TestReadEndpointsNeedTheReadOrAdminToken(t *testing.T) {
 
 	pool, _ := testdb.New(t)
 	off := httpx.New(httpx.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	httpapi.Register(off, httpapi.Deps{Store: notify.NewStore(pool), Sender: notify.NewLogSender(nil)})
+	httpapi.Register(off, httpapi.Deps{Log: smslog.NewStore(pool), Operator: deadletters.NewOperator(pool, gate.NewStore(pool), senders.NewLogSender(nil))})
 	req := httptest.NewRequest(http.MethodGet, "/v1/users/1/sms", nil)
 	req.Header.Set("Authorization", "Bearer "+readToken)
 	rec := httptest.NewRecorder()

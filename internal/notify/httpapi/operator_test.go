@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/walletsaga/walletsaga/internal/notify"
+	"github.com/walletsaga/walletsaga/internal/notify/gate"
 )
 
 func TestSkipALostSeqAdvancesTheUserWithAnAuditRow(t *testing.T) {
@@ -39,7 +39,7 @@ func TestSkipALostSeqAdvancesTheUserWithAnAuditRow(t *testing.T) {
 	require.Equal(t, false, gaps[1].(map[string]any)["alert"])
 	require.EqualValues(t, 1, v["gap_alerts"])
 	require.Equal(t, "closed", v["breaker"].(map[string]any)["state"])
-	require.Equal(t, float64(notify.DefaultWorkers), v["workers"])
+	require.Equal(t, float64(gate.DefaultWorkers), v["workers"])
 	require.Equal(t, map[string]any{"base": "1s", "max": "5m0s", "max_attempts": 8.0, "dead_letter_after": "15m0s"}, v["retry_policy"])
 	require.EqualValues(t, 3, v["pending"])
 

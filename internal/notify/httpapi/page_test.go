@@ -17,10 +17,10 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/stretchr/testify/require"
 
-	"github.com/walletsaga/walletsaga/internal/notify"
-	"github.com/walletsaga/walletsaga/internal/notify/notifytest"
+	"github.com/walletsaga/walletsaga/internal/notify/gate"
 	"github.com/walletsaga/walletsaga/internal/notify/web"
 	"github.com/walletsaga/walletsaga/internal/testenv"
+	"github.com/walletsaga/walletsaga/internal/testutil/notifytest"
 	"github.com/walletsaga/walletsaga/internal/walletevent"
 )
 
@@ -96,9 +96,9 @@ func TestPageInChromium(t *testing.T) {
 			if c.Path() == "/v1/sms" {
 				once.Do(func() {
 					notifytest.Seed(t, pool.Load(),
-						notifytest.Row{Event: notifytest.Event(1, 4, walletevent.Deposit, 100), Status: notify.StatusSent,
+						notifytest.Row{Event: notifytest.Event(1, 4, walletevent.Deposit, 100), Status: gate.StatusSent,
 							Text: "You topped up 1.00 CNY. Balance: 51.00 CNY.", FinishedAt: time.Now()},
-						notifytest.Row{Event: notifytest.Event(3, 1, walletevent.Deposit, 700), Status: notify.StatusSent,
+						notifytest.Row{Event: notifytest.Event(3, 1, walletevent.Deposit, 700), Status: gate.StatusSent,
 							Text: "You topped up 7.00 CNY. Balance: 7.00 CNY.", FinishedAt: time.Now()})
 				})
 			}

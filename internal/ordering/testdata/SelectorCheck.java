@@ -21,6 +21,8 @@ import java.util.HashMap;
 import java.util.List;
 
 import org.apache.rocketmq.client.impl.factory.MQClientInstance;
+import org.apache.rocketmq.acl.common.AclClientRPCHook;
+import org.apache.rocketmq.acl.common.SessionCredentials;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.SendResult;
 import org.apache.rocketmq.client.producer.SendStatus;
@@ -93,7 +95,12 @@ public class SelectorCheck {
                 break;
             }
             case "send": {
-                DefaultMQProducer producer = new DefaultMQProducer(args[3]);
+                // Signed as the broker's access control wants, when the credentials are given
+                // (ROCKETMQ_ACCESS_KEY / ROCKETMQ_SECRET_KEY in the environment).
+                String ak = System.getenv("ROCKETMQ_ACCESS_KEY"), sk = System.getenv("ROCKETMQ_SECRET_KEY");
+                DefaultMQProducer producer = ak == null || ak.isEmpty()
+                    ? new DefaultMQProducer(args[3])
+                    : new DefaultMQProducer(args[3], new AclClientRPCHook(new SessionCredentials(ak, sk)));
                 producer.setNamesrvAddr(args[1]);
                 producer.setInstanceName(args[3]);
                 producer.start();

@@ -70,6 +70,16 @@ func (p *Provider) Orders(t testing.TB) []providersim.Order {
 	return os
 }
 
+// Payouts returns every payout the simulator holds.
+func (p *Provider) Payouts(t testing.TB) []providersim.Payout {
+	t.Helper()
+	ps, err := p.Store().Payouts(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ps
+}
+
 // ChargesIn counts the charges in status.
 func (p *Provider) ChargesIn(t testing.TB, status string) int {
 	t.Helper()
@@ -101,4 +111,16 @@ func (p *Provider) SetOutage(t testing.TB, target, mode string, d time.Duration)
 	if err := p.Simulator.SetOutage(target, mode, d); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// PayoutsIn counts the payouts in status.
+func (p *Provider) PayoutsIn(t testing.TB, status string) int {
+	t.Helper()
+	n := 0
+	for _, po := range p.Payouts(t) {
+		if po.Status == status {
+			n++
+		}
+	}
+	return n
 }

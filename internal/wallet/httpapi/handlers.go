@@ -66,6 +66,7 @@ type sagaBody struct {
 	Source         string     `json:"source,omitempty"`
 	Merchant       string     `json:"merchant,omitempty"`
 	Reference      string     `json:"reference,omitempty"`
+	Destination    string     `json:"destination,omitempty"`
 	Steps          []stepBody `json:"steps,omitempty"`
 	Error          *errorBody `json:"error"`
 	CreatedAt      time.Time  `json:"created_at"`
@@ -98,7 +99,7 @@ func toSagaBody(op wallet.Operation, withSteps bool) sagaBody {
 	b := sagaBody{
 		ID: op.ID, Kind: op.Kind, State: string(op.State), UserID: op.UserID, CounterpartyID: op.CounterpartyID,
 		Amount: int64(op.Amount), Currency: op.Currency, Source: op.Source, Merchant: op.Merchant, Reference: op.Reference,
-		Error: toErrorBody(op.Error), CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt,
+		Destination: op.Destination, Error: toErrorBody(op.Error), CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt,
 	}
 	if withSteps {
 		b.Steps = make([]stepBody, 0, len(op.Steps))
@@ -132,6 +133,11 @@ type purchaseRequest struct {
 	Reference string          `json:"reference"`
 }
 
+type withdrawalRequest struct {
+	Amount      json.RawMessage `json:"amount"`
+	Destination string          `json:"destination"`
+}
+
 type transferRequest struct {
 	From   json.RawMessage `json:"from"`
 	To     json.RawMessage `json:"to"`
@@ -140,8 +146,11 @@ type transferRequest struct {
 
 // --- handlers ---
 
-func createUser(svc *wallet.Service) echo.HandlerFunc {
-	return func(c echo.Context) error {
+func createUser(svc *wallet.Service) userHandler {
+	return func(c echo.Context, who caller) error {
+		if err := authorize(who, access{kind: mayCreateUser}); err != nil {
+			return err
+		}
 		var req createUserRequest
 		if err := httpx.DecodeJSON(c, &req); err != nil {
 			return err
@@ -161,9 +170,9 @@ func createUser(svc *wallet.Service) echo.HandlerFunc {
 	}
 }
 
-func getWallet(svc *wallet.Service) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		id, err := pathID(c, "user id")
+func getWallet(svc *wallet.Service) userHandler {
+	return func(c echo.Context, who caller) error {
+		id, err := pathUser(c, who)
 		if err != nil {
 			return err
 		}
@@ -175,9 +184,9 @@ func getWallet(svc *wallet.Service) echo.HandlerFunc {
 	}
 }
 
-func listEvents(svc *wallet.Service) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		id, err := pathID(c, "user id")
+func listEvents(svc *wallet.Service) userHandler {
+	return func(c echo.Context, who caller) error {
+		id, err := pathUser(c, who)
 		if err != nil {
 			return err
 		}
@@ -205,9 +214,9 @@ func listEvents(svc *wallet.Service) echo.HandlerFunc {
 	}
 }
 
-func deposit(svc *wallet.Service) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		id, err := pathID(c, "user id")
+func deposit(svc *wallet.Service) userHandler {
+	return func(c echo.Context, who caller) error {
+		id, err := pathUser(c, who)
 		if err != nil {
 			return err
 		}
@@ -232,9 +241,9 @@ func deposit(svc *wallet.Service) echo.HandlerFunc {
 	}
 }
 
-func purchase(svc *wallet.Service) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		id, err := pathID(c, "user id")
+func purchase(svc *wallet.Service) userHandler {
+	return func(c echo.Context, who caller) error {
+		id, err := pathUser(c, who)
 		if err != nil {
 			return err
 		}
@@ -257,8 +266,33 @@ func purchase(svc *wallet.Service) echo.HandlerFunc {
 	}
 }
 
-func transfer(svc *wallet.Service) echo.HandlerFunc {
-	return func(c echo.Context) error {
+func withdraw(svc *wallet.Service) userHandler {
+	return func(c echo.Context, who caller) error {
+		id, err := pathUser(c, who)
+		if err != nil {
+			return err
+		}
+		wait, key, err := operationParams(c)
+		if err != nil {
+			return err
+		}
+		var req withdrawalRequest
+		if err := httpx.DecodeJSON(c, &req); err != nil {
+			return err
+		}
+		amount, err := wallet.ParseAmount("amount", string(req.Amount))
+		if err != nil {
+			return err
+		}
+		op, err := svc.Withdraw(c.Request().Context(), wallet.WithdrawalRequest{
+			UserID: id, Amount: amount, Destination: req.Destination, IdempotencyKey: key, Background: !wait,
+		})
+		return answerOperation(c, svc, op, wait, err)
+	}
+}
+
+func transfer(svc *wallet.Service) userHandler {
+	return func(c echo.Context, who caller) error {
 		wait, key, err := operationParams(c)
 		if err != nil {
 			return err
@@ -277,6 +311,9 @@ func transfer(svc *wallet.Service) echo.HandlerFunc {
 		}
 		amount, err := wallet.ParseAmount("amount", string(req.Amount))
 		if err != nil {
+			return err
+		}
+		if err := authorize(who, access{kind: mayPay, user: from}); err != nil {
 			return err
 		}
 		if from == to {
@@ -316,8 +353,8 @@ func answerOperation(c echo.Context, svc *wallet.Service, op wallet.Operation, w
 	return c.JSON(status, toSagaBody(op, true))
 }
 
-func getSaga(svc *wallet.Service) echo.HandlerFunc {
-	return func(c echo.Context) error {
+func getSaga(svc *wallet.Service) userHandler {
+	return func(c echo.Context, who caller) error {
 		id, err := pathID(c, "saga id")
 		if err != nil {
 			return err
@@ -326,17 +363,24 @@ func getSaga(svc *wallet.Service) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
+		if err := authorize(who, access{kind: mayReadSaga, user: op.UserID, counterparty: op.CounterpartyID, saga: op.ID}); err != nil {
+			return err
+		}
 		return c.JSON(http.StatusOK, toSagaBody(op, true))
 	}
 }
 
-func listSagas(svc *wallet.Service) echo.HandlerFunc {
-	return func(c echo.Context) error {
+func listSagas(svc *wallet.Service) userHandler {
+	return func(c echo.Context, who caller) error {
 		var f wallet.SagaFilter
 		var err error
 		if f.UserID, err = queryInt(c, "user_id", 1); err != nil {
 			return err
 		}
+		if err := authorize(who, access{kind: mayListSagas, user: f.UserID}); err != nil {
+			return err
+		}
+		f.UserID = sagaListUser(who, f.UserID)
 		limit, err := queryInt(c, "limit", 1)
 		if err != nil {
 			return err
@@ -376,6 +420,19 @@ func pathID(c echo.Context, what string) (int64, error) {
 	id, ok := httpx.Digits(raw)
 	if !ok || id <= 0 {
 		return 0, apperr.New(apperr.Invalid, "%s must be a positive 64-bit integer, got %q", what, raw)
+	}
+	return id, nil
+}
+
+// pathUser parses the :id path parameter of a user's route and authorizes who to act for
+// that user.
+func pathUser(c echo.Context, who caller) (int64, error) {
+	id, err := pathID(c, "user id")
+	if err != nil {
+		return 0, err
+	}
+	if err := authorize(who, access{kind: mayActFor, user: id}); err != nil {
+		return 0, err
 	}
 	return id, nil
 }

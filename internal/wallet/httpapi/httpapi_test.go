@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/labstack/echo/v4"
 	"github.com/stretchr/testify/require"
 
 	"github.com/walletsaga/walletsaga/internal/httpx"
@@ -22,9 +24,10 @@ import (
 	"github.com/walletsaga/walletsaga/internal/providersim/simtest"
 	"github.com/walletsaga/walletsaga/internal/saga"
 	"github.com/walletsaga/walletsaga/internal/testdb"
+	"github.com/walletsaga/walletsaga/internal/testutil/badinput"
+	"github.com/walletsaga/walletsaga/internal/testutil/wait"
 	"github.com/walletsaga/walletsaga/internal/wallet"
 	"github.com/walletsaga/walletsaga/internal/wallet/httpapi"
-	"github.com/walletsaga/walletsaga/internal/wallet/httpapi/badinput"
 )
 
 const (
@@ -36,11 +39,18 @@ type server struct {
 	url  string
 	pool *pgxpool.Pool
 	ctx  context.Context
+	echo *echo.Echo
 }
 
 // newServer serves the wallet API on a database of its own; requests run their sagas inline
 // (or in the background without ?wait=true), and runSagas also runs recovery.
 func newServer(t *testing.T, runSagas bool) *server {
+	t.Helper()
+	return newServerWith(t, runSagas, httpapi.Options{ServiceToken: serviceToken, AdminToken: adminToken})
+}
+
+// newServerWith is newServer with opts (its logger is set here).
+func newServerWith(t *testing.T, runSagas bool, opts httpapi.Options) *server {
 	t.Helper()
 	pool, _ := testdb.New(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -50,7 +60,8 @@ func newServer(t *testing.T, runSagas bool) *server {
 		wallet.Options{Logger: log, Steps: wallet.StepTuning{BackoffBase: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond}})
 	require.NoError(t, err)
 	e := httpx.New(httpx.Options{Logger: log})
-	httpapi.Register(e, svc, httpapi.Options{ServiceToken: serviceToken, AdminToken: adminToken, Logger: log})
+	opts.Logger = log
+	httpapi.Register(e, svc, opts)
 	ts := httptest.NewServer(e)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	var wg sync.WaitGroup
@@ -63,7 +74,7 @@ func newServer(t *testing.T, runSagas bool) *server {
 		cancel()
 		wg.Wait()
 	})
-	return &server{url: ts.URL, pool: pool, ctx: ctx}
+	return &server{url: ts.URL, pool: pool, ctx: ctx, echo: e}
 }
 
 type response struct {
@@ -217,16 +228,11 @@ func TestOperationsThroughHTTP(t *testing.T) {
 	pur := int64(res.body["id"].(float64))
 
 	// The rejected purchase ends compensated with its reason.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	wait.Until(t, 20*time.Second, "the purchase to end", func() bool {
 		res = s.do(t, "GET", loc, "")
 		require.Equal(t, http.StatusOK, res.status)
-		if res.body["state"] != "running" && res.body["state"] != "compensating" {
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "purchase still %v", res.body["state"])
-		time.Sleep(20 * time.Millisecond)
-	}
+		return res.body["state"] != "running" && res.body["state"] != "compensating"
+	})
 	require.Equal(t, "compensated", res.body["state"], res.raw)
 	require.Equal(t, "rejected", res.body["error"].(map[string]any)["code"])
 
@@ -269,4 +275,94 @@ func TestOperationsThroughHTTP(t *testing.T) {
 	// The payee sees the transfer too.
 	res = s.do(t, "GET", fmt.Sprintf("/v1/sagas?user_id=%d", v), "")
 	require.Len(t, res.body["items"].([]any), 1)
+}
+
+// Withdrawals through HTTP, with the semantics of deposits: ?wait=true answers 200 once the
+// saga ended, without it 202 and Location at once; the Idempotency-Key replays the same saga
+// and refuses another body with 422. A refused payout is refunded, as its own event.
+func TestWithdrawalsThroughHTTP(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, true)
+	u := s.createUser(t)
+	res := s.do(t, "POST", fmt.Sprintf("/v1/users/%d/deposits?wait=true", u), `{"amount":10000}`)
+	require.Equal(t, http.StatusOK, res.status, res.raw)
+
+	path := fmt.Sprintf("/v1/users/%d/withdrawals", u)
+	res = s.do(t, "POST", path+"?wait=true", `{"amount":3000,"destination":"ICBC 6222 0200 \u00a0 1234"}`, "Idempotency-Key", "wd-1")
+	require.Equal(t, http.StatusOK, res.status, res.raw)
+	require.Equal(t, "withdrawal", res.body["kind"])
+	require.Equal(t, "completed", res.body["state"])
+	require.Equal(t, "ICBC 6222 0200 \u00a0 1234", res.body["destination"])
+	require.Equal(t, float64(3000), res.body["amount"])
+	wd := int64(res.body["id"].(float64))
+	require.Equal(t, fmt.Sprintf("/v1/sagas/%d", wd), res.header.Get("Location"))
+	steps := res.body["steps"].([]any)
+	require.Len(t, steps, 2)
+	require.Equal(t, map[string]any{"name": "payout", "phase": "forward", "status": "done", "attempts": float64(1), "error": nil}, steps[1])
+
+	res = s.do(t, "POST", path+"?wait=true", `{"amount":3000,"destination":"ICBC 6222 0200 \u00a0 1234"}`, "Idempotency-Key", "wd-1")
+	require.Equal(t, http.StatusOK, res.status, res.raw)
+	require.Equal(t, float64(wd), res.body["id"], "the same saga")
+	require.Equal(t, "true", res.header.Get("Idempotent-Replayed"))
+	res = s.do(t, "POST", path, `{"amount":3001,"destination":"ICBC 6222 0200 \u00a0 1234"}`, "Idempotency-Key", "wd-1")
+	require.Equal(t, http.StatusUnprocessableEntity, res.status, res.raw)
+
+	// Not waited for: 202 and Location at once; the refused payout ends compensated.
+	res = s.do(t, "POST", path, `{"amount":2000,"destination":"reject-closed"}`, "Idempotency-Key", "wd-2")
+	require.Equal(t, http.StatusAccepted, res.status, res.raw)
+	loc := res.header.Get("Location")
+	require.Regexp(t, `^/v1/sagas/[1-9][0-9]*$`, loc)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		res = s.do(t, "GET", loc, "")
+		require.Equal(t, http.StatusOK, res.status)
+		if res.body["state"] != "running" && res.body["state"] != "compensating" {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "withdrawal still %v", res.body["state"])
+		time.Sleep(20 * time.Millisecond)
+	}
+	require.Equal(t, "compensated", res.body["state"], res.raw)
+	require.Equal(t, "rejected", res.body["error"].(map[string]any)["code"])
+
+	res = s.do(t, "GET", fmt.Sprintf("/v1/users/%d/events", u), "")
+	require.Equal(t, http.StatusOK, res.status)
+	var kinds []string
+	for _, it := range res.body["items"].([]any) {
+		kinds = append(kinds, it.(map[string]any)["kind"].(string))
+	}
+	require.Equal(t, []string{"deposit", "withdrawal", "withdrawal", "withdrawal_refund"}, kinds)
+	res = s.do(t, "GET", fmt.Sprintf("/v1/users/%d/wallet", u), "")
+	require.Equal(t, float64(7000), res.body["balance"])
+}
+
+// The bad-input corpus sends bad requests to every route that takes input: a route added
+// without its cases fails here. (Only GET /openapi.yaml takes none.)
+func TestTheBadInputCorpusCoversEveryRoute(t *testing.T) {
+	t.Parallel()
+	// Never connected: the routes are only listed.
+	pool, err := pgxpool.New(context.Background(), "postgres://nobody@127.0.0.1:1/none")
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	prov := simtest.Start(t, nil, providersim.Options{})
+	svc, err := wallet.NewService(pool, saga.New(pool, saga.Options{Logger: log}), prov.Gateway, prov.Merchant, wallet.Options{Logger: log})
+	require.NoError(t, err)
+	e := httpx.New(httpx.Options{Logger: log})
+	httpapi.Register(e, svc, httpapi.Options{ServiceToken: serviceToken, AdminToken: adminToken, Logger: log})
+	cases := badinput.Cases(badinput.Fixture{User: 1, Other: 2, AdminToken: adminToken, NeedsAttention: 3})
+	param := regexp.MustCompile(`:[a-z_]+`)
+	for _, r := range e.Routes() {
+		if r.Path == "/openapi.yaml" {
+			continue
+		}
+		re := regexp.MustCompile("^" + param.ReplaceAllString(regexp.QuoteMeta(r.Path), `[^/]+`) + `(\?.*)?$`)
+		n := 0
+		for _, c := range cases {
+			if c.Method == r.Method && re.MatchString(c.Path) {
+				n++
+			}
+		}
+		require.Positivef(t, n, "no bad-input case for %s %s (internal/wallet/httpapi/badinput)", r.Method, r.Path)
+	}
 }

@@ -1,8 +1,10 @@
 // Package httpapi is the wallet's REST API on echo: JSON in and out, errors as
 // {"error":{"code","message"}} through apperr's one code→status table (see httpx).
 //
-// Authentication: the user-facing routes need the service token (Authorization: Bearer
-// <SERVICE_TOKEN>); the operator routes need the admin token and an X-Operator header (see
+// Authentication: the user-facing routes take the service token (Authorization: Bearer
+// <SERVICE_TOKEN>), a backend trusted to act for every user; with user tokens configured
+// (Options.UserTokens), also a token that names one user, which acts for that user only (see
+// authorize). The operator routes need the admin token and an X-Operator header (see
 // httpx.Operator). /openapi.yaml, like the probes and /metrics the binary adds, is open.
 package httpapi
 
@@ -25,9 +27,16 @@ var OpenAPI []byte
 
 // Options configure Register.
 type Options struct {
-	// ServiceToken is the bearer token the user-facing routes require. Empty refuses them
-	// all (403): the API never runs open by accident.
+	// ServiceToken is the bearer token of a backend trusted to act for every user on the
+	// user-facing routes. Empty, with no UserTokens either, refuses them all (403): the API
+	// never runs open by accident.
 	ServiceToken string
+	// ServiceTokenCreatesUsersOnly confines the service token to creating users: every
+	// other user-facing route then needs the user's own token (UserTokens).
+	ServiceTokenCreatesUsersOnly bool
+	// UserTokens, when not nil, verifies bearer tokens that name one user; such a token acts
+	// for that user only, and never creates users.
+	UserTokens UserTokens
 	// AdminToken is the bearer token of the operator routes. Empty disables them (403).
 	AdminToken string
 	Logger     *slog.Logger // slog.Default() when nil
@@ -38,27 +47,29 @@ func Register(e *echo.Echo, svc *wallet.Service, opts Options) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	service := httpx.RequireBearer("service", "the wallet API is disabled: no service token is configured", opts.ServiceToken)
+	users := authenticator{serviceToken: opts.ServiceToken, serviceOnly: opts.ServiceTokenCreatesUsersOnly, users: opts.UserTokens}
 	routes := []struct {
 		method, path string
 		handler      echo.HandlerFunc
-		mw           []echo.MiddlewareFunc
 	}{
-		{http.MethodPost, "/v1/users", createUser(svc), []echo.MiddlewareFunc{service}},
-		{http.MethodGet, "/v1/users/:id/wallet", getWallet(svc), []echo.MiddlewareFunc{service}},
-		{http.MethodGet, "/v1/users/:id/events", listEvents(svc), []echo.MiddlewareFunc{service}},
-		{http.MethodPost, "/v1/users/:id/deposits", deposit(svc), []echo.MiddlewareFunc{service}},
-		{http.MethodPost, "/v1/users/:id/purchases", purchase(svc), []echo.MiddlewareFunc{service}},
-		{http.MethodPost, "/v1/transfers", transfer(svc), []echo.MiddlewareFunc{service}},
-		{http.MethodGet, "/v1/sagas", listSagas(svc), []echo.MiddlewareFunc{service}},
-		{http.MethodGet, "/v1/sagas/:id", getSaga(svc), []echo.MiddlewareFunc{service}},
+		// User-facing: who calls is established before the handler runs, which authorizes
+		// the request once it knows whose it is.
+		{http.MethodPost, "/v1/users", users.route(createUser(svc))},
+		{http.MethodGet, "/v1/users/:id/wallet", users.route(getWallet(svc))},
+		{http.MethodGet, "/v1/users/:id/events", users.route(listEvents(svc))},
+		{http.MethodPost, "/v1/users/:id/deposits", users.route(deposit(svc))},
+		{http.MethodPost, "/v1/users/:id/purchases", users.route(purchase(svc))},
+		{http.MethodPost, "/v1/users/:id/withdrawals", users.route(withdraw(svc))},
+		{http.MethodPost, "/v1/transfers", users.route(transfer(svc))},
+		{http.MethodGet, "/v1/sagas", users.route(listSagas(svc))},
+		{http.MethodGet, "/v1/sagas/:id", users.route(getSaga(svc))},
 		// Operator actions: admin token + X-Operator, checked in the handler.
-		{http.MethodPost, "/v1/sagas/:id/retry", operatorAction(opts.AdminToken, svc.RetrySaga), nil},
-		{http.MethodPost, "/v1/sagas/:id/resolve", operatorAction(opts.AdminToken, svc.ResolveSaga), nil},
-		{http.MethodGet, "/v1/sagas/:id/audit", sagaAudit(svc, opts.AdminToken), nil},
+		{http.MethodPost, "/v1/sagas/:id/retry", operatorAction(opts.AdminToken, svc.RetrySaga)},
+		{http.MethodPost, "/v1/sagas/:id/resolve", operatorAction(opts.AdminToken, svc.ResolveSaga)},
+		{http.MethodGet, "/v1/sagas/:id/audit", sagaAudit(svc, opts.AdminToken)},
 	}
 	for _, r := range routes {
-		e.Add(r.method, r.path, r.handler, r.mw...)
+		e.Add(r.method, r.path, r.handler)
 	}
 	httpx.Document(e, "/openapi.yaml", "application/yaml", OpenAPI)
 }

@@ -111,8 +111,9 @@ func NewAdmin(opts ...AdminOption) (*admin, error) {
 	if cli == nil {
 		return nil, fmt.Errorf("GetOrNewRocketMQClient faild")
 	}
-	// The admin's client is never started, and starting is where a client registers its
-	// signing interceptor: register it once here, so calls to brokers are signed too.
+	// walletsaga patch 10: the admin's client is never started, and starting is where a
+	// client registers its signing interceptor: register it once here, so calls to brokers
+	// are signed too.
 	cli.RegisterACL()
 	defaultOpts.Namesrv = cli.GetNameSrv()
 	//log.Printf("Client: %#v", namesrv.srvs)
@@ -124,6 +125,8 @@ func NewAdmin(opts ...AdminOption) (*admin, error) {
 
 func (a *admin) GetAllSubscriptionGroup(ctx context.Context, brokerAddr string, timeoutMillis time.Duration) (*SubscriptionGroupWrapper, error) {
 	cmd := remote.NewRemotingCommand(internal.ReqGetAllSubscriptionGroupConfig, nil, nil)
+	// walletsaga patch 10: no RegisterACL here; NewAdmin registers the signing interceptor
+	// once, where upstream replaced it on every call while other calls read it.
 	response, err := a.cli.InvokeSync(ctx, brokerAddr, cmd, timeoutMillis)
 	if err != nil {
 		rlog.Error("Get all group list error", map[string]interface{}{
@@ -187,6 +190,7 @@ func (a *admin) CreateTopic(ctx context.Context, opts ...OptionCreate) error {
 
 	cmd := remote.NewRemotingCommand(internal.ReqCreateTopic, request, nil)
 	res, err := a.cli.InvokeSync(ctx, cfg.BrokerAddr, cmd, 5*time.Second)
+	// walletsaga patch 10: a broker's refusal is an error (upstream dropped the response).
 	if err == nil && res.Code != internal.ResSuccess {
 		err = fmt.Errorf("create topic %s on %s: broker answered code %d: %s", cfg.Topic, cfg.BrokerAddr, res.Code, res.Remark)
 	}

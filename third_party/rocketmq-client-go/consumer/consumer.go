@@ -273,9 +273,9 @@ type defaultConsumer struct {
 
 	stat *StatsManager
 
-	// WALLETSAGA PATCH 7: a rebalance is scheduled because a queue could not be locked.
+	// walletsaga patch 7: a rebalance is scheduled because a queue could not be locked.
 	relockPending atomic.Bool
-	// WALLETSAGA PATCH 8: held while the queues this client owns change (a rebalance) and
+	// walletsaga patch 8: held while the queues this client owns change (a rebalance) and
 	// while its broker locks are renewed and the others released (lockAll), so a renewal
 	// cannot lock a queue a rebalance just gave up, nor a release unlock one just taken.
 	lockTableMu sync.Mutex
@@ -291,7 +291,7 @@ func (dc *defaultConsumer) start() error {
 
 		dc.option.ChangeInstanceNameToPID()
 		dc.storage = NewRemoteOffsetStore(dc.consumerGroup, dc.client, dc.client.GetNameSrv())
-		// WALLETSAGA PATCH 4: a new group that starts from the last offset (or a timestamp)
+		// walletsaga patch 4: a new group that starts from the last offset (or a timestamp)
 		// must not be told "offset 0" by the broker while the queue is young.
 		if rs, ok := dc.storage.(*remoteBrokerOffsetStore); ok && dc.option.FromWhere != ConsumeFromFirstOffset {
 			rs.notFoundIsNotZero = true
@@ -568,7 +568,7 @@ func (dc *defaultConsumer) unlock(mq *primitive.MessageQueue, oneway bool) {
 }
 
 func (dc *defaultConsumer) lockAll() {
-	// WALLETSAGA PATCH 8: see lockTableMu and releaseUnowned.
+	// walletsaga patch 8: see lockTableMu and releaseUnowned.
 	dc.lockTableMu.Lock()
 	defer dc.lockTableMu.Unlock()
 	defer dc.releaseUnowned()
@@ -716,7 +716,7 @@ func (dc *defaultConsumer) buildProcessQueueTableByBrokerName() map[string][]*pr
 }
 
 func (dc *defaultConsumer) updateProcessQueueTable(topic string, mqs []*primitive.MessageQueue) bool {
-	dc.lockTableMu.Lock() // WALLETSAGA PATCH 8
+	dc.lockTableMu.Lock() // walletsaga patch 8: see lockTableMu
 	defer dc.lockTableMu.Unlock()
 	var changed bool
 	mqSet := make(map[primitive.MessageQueue]bool)
@@ -764,7 +764,7 @@ func (dc *defaultConsumer) updateProcessQueueTable(topic string, mqs []*primitiv
 				rlog.LogKeyConsumerGroup: dc.consumerGroup,
 				rlog.LogKeyMessageQueue:  mq.String(),
 			})
-			dc.rebalanceLater(500 * time.Millisecond)
+			dc.rebalanceLater(500 * time.Millisecond) // walletsaga patch 7: try again soon
 			continue
 		}
 		dc.storage.remove(&mq)
@@ -784,7 +784,7 @@ func (dc *defaultConsumer) updateProcessQueueTable(topic string, mqs []*primitiv
 				})
 				pq := newProcessQueue(dc.consumeOrderly)
 				if dc.consumeOrderly {
-					// WALLETSAGA PATCH 9: the broker lock was taken just above, before this
+					// walletsaga patch 9: the broker lock was taken just above, before this
 					// process queue existed to record it; without this the queue was not pulled
 					// until the next lockAll (apache/rocketmq#2621 in the Java client).
 					pq.WithLock(true)
@@ -814,7 +814,7 @@ func (dc *defaultConsumer) updateProcessQueueTable(topic string, mqs []*primitiv
 func (dc *defaultConsumer) removeUnnecessaryMessageQueue(mq *primitive.MessageQueue, pq *processQueue) bool {
 	dc.storage.persist([]*primitive.MessageQueue{mq})
 	dc.storage.remove(mq)
-	// walletsaga patch: in orderly clustering mode, release the broker lock of a queue this
+	// walletsaga patch 3: in orderly clustering mode, release the broker lock of a queue this
 	// client gives up on rebalance, as the Java client does; otherwise its new owner waits
 	// for the lock to expire (about 60 s). The consumption in flight, if any, gets up to 1 s
 	// to finish first.
@@ -1269,8 +1269,8 @@ func (dc *defaultConsumer) recalculatePullFromWhichNode(mq *primitive.MessageQue
 	return internal.MasterId
 }
 
-// rebalanceLater rebalances again after d, once however many queues could not be locked
-// (WALLETSAGA PATCH 7). The queue's previous owner usually releases its lock within a
+// rebalanceLater rebalances again after d, once however many queues could not be locked.
+// walletsaga patch 7: the whole function. The queue's previous owner usually releases its lock within a
 // second of the same route change; without another try the queue stayed unconsumed until
 // the 20 s rebalance timer. The Java client does the same (RebalanceImpl: rebalanceLater(500)
 // when not every queue was locked).
@@ -1287,7 +1287,8 @@ func (dc *defaultConsumer) rebalanceLater(d time.Duration) {
 }
 
 // releaseUnowned asks every broker of the subscribed topics to release the locks this
-// client ID holds on queues this client does not consume (WALLETSAGA PATCH 8). The broker
+// client ID holds on queues this client does not consume. walletsaga patch 8: the whole
+// function. The broker
 // releases only locks held by this client ID, so the request cannot take a queue from
 // another consumer. Such locks come from a previous process with the same client ID (a
 // notifier restarted with the same instance name after kill -9, given other queues this

@@ -247,7 +247,7 @@ type remoteBrokerOffsetStore struct {
 	client      internal.RMQClient
 	namesrv     internal.Namesrvs
 	mutex       sync.RWMutex
-	// WALLETSAGA PATCH 4: set for a consumer that starts from the last offset or a
+	// walletsaga patch 4: notFoundIsNotZero is set for a consumer that starts from the last offset or a
 	// timestamp, so that the broker does not answer "offset 0" for a group it has never
 	// seen (see QueryConsumerOffsetRequestHeader.NotFoundIsNotZero).
 	notFoundIsNotZero bool
@@ -395,7 +395,7 @@ func (r *remoteBrokerOffsetStore) fetchConsumeOffsetFromBroker(group string, mq 
 		Topic:             mq.Topic,
 		QueueId:           mq.QueueId,
 		BrokerName:        mq.BrokerName,
-		NotFoundIsNotZero: r.notFoundIsNotZero,
+		NotFoundIsNotZero: r.notFoundIsNotZero, // walletsaga patch 4
 	}
 	cmd := remote.NewRemotingCommand(internal.ReqQueryConsumerOffset, queryOffsetRequest, nil)
 	res, err := r.client.InvokeSync(context.Background(), broker, cmd, 3*time.Second)

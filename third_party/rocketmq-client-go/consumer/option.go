@@ -299,7 +299,9 @@ func WithRebalanceLockInterval(interval time.Duration) Option {
 }
 
 // WithRoutePollInterval sets how often the consumer's client re-reads its topics' routes
-// (default 30 s); a changed route makes it rebalance at once (WALLETSAGA PATCH 5).
+// (default 30 s); a changed route makes it rebalance at once.
+//
+// walletsaga patch 5: the consumer's route poll interval.
 func WithRoutePollInterval(d time.Duration) Option {
 	return func(options *consumerOptions) {
 		options.RoutePollInterval = d

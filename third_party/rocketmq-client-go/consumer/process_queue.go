@@ -308,6 +308,7 @@ func (pq *processQueue) getMessages() []*primitive.MessageExt {
 	}
 }
 
+// walletsaga patch 1: cacheEmpty reads the cache under the mutex, for takeMessages.
 func (pq *processQueue) cacheEmpty() bool {
 	pq.mutex.RLock()
 	defer pq.mutex.RUnlock()
@@ -316,8 +317,8 @@ func (pq *processQueue) cacheEmpty() bool {
 
 func (pq *processQueue) takeMessages(number int) []*primitive.MessageExt {
 	sleepCount := 0
-	// walletsaga patch: read the cache under the mutex; pullMessage writes it concurrently
-	// (data race reported upstream as apache/rocketmq-client-go#1213).
+	// walletsaga patch 1: read the cache under the mutex; putMessage (the pull goroutine)
+	// writes it concurrently (data race reported upstream as apache/rocketmq-client-go#1213).
 	for pq.cacheEmpty() {
 		time.Sleep(10 * time.Millisecond)
 		if sleepCount > 500 {

@@ -120,7 +120,7 @@ type ClientOptions struct {
 	Namespace            string
 	Resolver             primitive.NsResolver
 	RemotingClientConfig *remote.RemotingClientConfig
-	// WALLETSAGA PATCH 5: RoutePollInterval is how often the client re-reads its topics'
+	// walletsaga patch 5: RoutePollInterval is how often the client re-reads its topics'
 	// routes from the name server (0: the upstream 30 s). A consumer whose subscribed
 	// topic's route changed rebalances at once instead of on its 20 s timer.
 	RoutePollInterval time.Duration
@@ -182,7 +182,7 @@ type rmqClient struct {
 
 	remoteClient remote.RemotingClient
 	hbMutex      sync.Mutex
-	closed       atomic.Bool // walletsaga patch: was a plain bool read and written concurrently (upstream PR #1115)
+	closed       atomic.Bool // walletsaga patch 2: was a plain bool read and written concurrently (upstream PR #1115)
 	rbMutex      sync.Mutex
 	done         chan struct{}
 	shutdownOnce sync.Once
@@ -448,7 +448,7 @@ func (c *rmqClient) Start() {
 		go primitive.WithRecover(func() {
 			// delay
 			op := func() {
-				// WALLETSAGA PATCH 5: a consumer takes new queues (or gives up a gone
+				// walletsaga patch 5: a consumer takes new queues (or gives up a gone
 				// broker's) as soon as the route shows it, not on the next rebalance tick.
 				if c.updateTopicRouteInfo() {
 					c.RebalanceImmediately()
@@ -457,6 +457,7 @@ func (c *rmqClient) Start() {
 			time.Sleep(10 * time.Millisecond)
 			op()
 
+			// walletsaga patch 5: the poll interval can be set (upstream: a fixed 30 s).
 			interval := _PullNameServerInterval
 			if c.option.RoutePollInterval > 0 {
 				interval = c.option.RoutePollInterval
@@ -564,7 +565,7 @@ func (c *rmqClient) Shutdown() {
 
 	c.shutdownOnce.Do(func() {
 		close(c.done)
-		c.closed.Store(true)
+		c.closed.Store(true) // walletsaga patch 2: atomic, read by the Invoke methods
 		c.remoteClient.ShutDown()
 		c.removeClient()
 	})
@@ -585,7 +586,7 @@ func (c *rmqClient) ClientID() string {
 
 func (c *rmqClient) InvokeSync(ctx context.Context, addr string, request *remote.RemotingCommand,
 	timeoutMillis time.Duration) (*remote.RemotingCommand, error) {
-	if c.closed.Load() {
+	if c.closed.Load() { // walletsaga patch 2: atomic, written by Shutdown
 		return nil, ErrServiceState
 	}
 	var cancel context.CancelFunc
@@ -596,7 +597,7 @@ func (c *rmqClient) InvokeSync(ctx context.Context, addr string, request *remote
 
 func (c *rmqClient) InvokeAsync(ctx context.Context, addr string, request *remote.RemotingCommand,
 	f func(*remote.RemotingCommand, error)) error {
-	if c.closed.Load() {
+	if c.closed.Load() { // walletsaga patch 2: atomic, written by Shutdown
 		return ErrServiceState
 	}
 	return c.remoteClient.InvokeAsync(ctx, addr, request, func(future *remote.ResponseFuture) {
@@ -607,7 +608,7 @@ func (c *rmqClient) InvokeAsync(ctx context.Context, addr string, request *remot
 
 func (c *rmqClient) InvokeOneWay(ctx context.Context, addr string, request *remote.RemotingCommand,
 	timeoutMillis time.Duration) error {
-	if c.closed.Load() {
+	if c.closed.Load() { // walletsaga patch 2: atomic, written by Shutdown
 		return ErrServiceState
 	}
 	return c.remoteClient.InvokeOneWay(ctx, addr, request)
@@ -699,12 +700,15 @@ func (c *rmqClient) SendHeartbeatToAllBrokerWithLock() {
 	})
 }
 
+// walletsaga patch 5: the refresh moved to updateTopicRouteInfo, which reports a change.
 func (c *rmqClient) UpdateTopicRouteInfo() {
 	c.updateTopicRouteInfo()
 }
 
 // updateTopicRouteInfo refreshes the routes of the client's topics and reports whether the
-// route of a topic a consumer subscribes to changed (WALLETSAGA PATCH 5).
+// route of a topic a consumer subscribes to changed.
+//
+// walletsaga patch 5: upstream's UpdateTopicRouteInfo, with the report.
 func (c *rmqClient) updateTopicRouteInfo() (subscribedChanged bool) {
 	allTopics := make(map[string]bool, 0)
 	publishTopicSet := make(map[string]bool, 0)
@@ -738,11 +742,12 @@ func (c *rmqClient) updateTopicRouteInfo() (subscribedChanged bool) {
 
 		if subscribedTopicSet[topic] {
 			c.updateSubscribeInfo(topic, data, changed)
+			// walletsaga patch 5: the report.
 			subscribedChanged = subscribedChanged || (changed && data != nil)
 		}
 
 	}
-	return subscribedChanged
+	return subscribedChanged // walletsaga patch 5
 }
 
 func (c *rmqClient) ProcessSendResponse(brokerName string, cmd *remote.RemotingCommand, resp *primitive.SendResult, msgs ...*primitive.Message) error {

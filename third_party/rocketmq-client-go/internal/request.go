@@ -269,7 +269,7 @@ type QueryConsumerOffsetRequestHeader struct {
 	Topic         string
 	QueueId       int
 	BrokerName    string
-	// WALLETSAGA PATCH 4: NotFoundIsNotZero asks the broker to answer QUERY_NOT_FOUND for a
+	// walletsaga patch 4: NotFoundIsNotZero asks the broker to answer QUERY_NOT_FOUND for a
 	// group without an offset, instead of offset 0 while the queue's messages are in memory
 	// (setZeroIfNotFound=false, as the Java client sends since apache/rocketmq#4909).
 	NotFoundIsNotZero bool
@@ -281,6 +281,7 @@ func (request *QueryConsumerOffsetRequestHeader) Encode() map[string]string {
 	maps["topic"] = request.Topic
 	maps["queueId"] = strconv.Itoa(request.QueueId)
 	maps["bname"] = request.BrokerName
+	// walletsaga patch 4: the flag is sent only when set, as the Java client does.
 	if request.NotFoundIsNotZero {
 		maps["setZeroIfNotFound"] = "false"
 	}

@@ -206,6 +206,7 @@ func (s *namesrvs) UpdateTopicRouteInfoWithDefault(topic string, defaultTopic st
 			rlog.LogKeyValueChangedFrom: oldRouteData,
 			rlog.LogKeyValueChangedTo:   routeData.String(),
 		})
+		// walletsaga patch 6: the brokers' addresses were stored here; they are stored above.
 	}
 
 	return routeData.clone(), changed, nil

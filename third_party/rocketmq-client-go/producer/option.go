@@ -99,7 +99,9 @@ func WithRetry(retries int) Option {
 }
 
 // WithRoutePollInterval sets how often the producer's client re-reads its topics' routes
-// (default 30 s), so new queues and gone brokers are noticed sooner (WALLETSAGA PATCH 5).
+// (default 30 s), so new queues and gone brokers are noticed sooner.
+//
+// walletsaga patch 5: the producer's route poll interval.
 func WithRoutePollInterval(d time.Duration) Option {
 	return func(opts *producerOptions) {
 		opts.RoutePollInterval = d

@@ -596,7 +596,8 @@ func (p *defaultProducer) tryToFindTopicPublishInfo(topic string) *internal.Topi
 // PublishMessageQueues returns topic's writable queues as this producer selects among them
 // (its publish list, which the client's route poll keeps current), reading the topic's route
 // from the name server when the producer has none yet; nil when the topic has no route.
-// WALLETSAGA PATCH 10: lets a caller group its messages by the queue the producer would
+//
+// walletsaga patch 11: lets a caller group its messages by the queue the producer would
 // pick, on the producer's own route.
 func (p *defaultProducer) PublishMessageQueues(topic string) []*primitive.MessageQueue {
 	info := p.tryToFindTopicPublishInfo(utils.WrapNamespace(p.options.Namespace, topic))

@@ -1,0 +1,26 @@
+package main
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/walletsaga/walletsaga/internal/testutil/smsprovider"
+)
+
+// startProvider starts the SMS provider the notifier's webhook sender calls (the tests' own,
+// with the contract the README states): it answers after delay, delivers each
+// Idempotency-Key once (409 to a key it delivered), and fails failPhone's SMS for good (503)
+// when set.
+func startProvider(delay time.Duration, failPhone string) *smsprovider.Provider {
+	p := smsprovider.Start()
+	p.SetDelay(delay)
+	if failPhone != "" {
+		p.SetFault(func(c smsprovider.Call) smsprovider.Fault {
+			if c.Phone == failPhone {
+				return smsprovider.Fault{Status: http.StatusServiceUnavailable}
+			}
+			return smsprovider.Fault{}
+		})
+	}
+	return p
+}

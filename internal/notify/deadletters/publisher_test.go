@@ -1,0 +1,135 @@
+package deadletters_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/walletsaga/walletsaga/internal/notify/deadletters"
+	"github.com/walletsaga/walletsaga/internal/notify/gate"
+	"github.com/walletsaga/walletsaga/internal/notify/inbox"
+	"github.com/walletsaga/walletsaga/internal/notify/senders"
+	"github.com/walletsaga/walletsaga/internal/testdb"
+	"github.com/walletsaga/walletsaga/internal/testutil/notifytest"
+	"github.com/walletsaga/walletsaga/internal/testutil/wait"
+	"github.com/walletsaga/walletsaga/internal/walletevent"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// sink is a DLQ topic that refuses while err is set.
+type sink struct {
+	mu    sync.Mutex
+	keys  []string
+	err   error
+	tries int
+}
+
+func (k *sink) Publish(_ context.Context, key, _, _ string, body []byte) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.tries++
+	if k.err != nil {
+		return k.err
+	}
+	if len(body) == 0 {
+		return errors.New("empty body")
+	}
+	k.keys = append(k.keys, key)
+	return nil
+}
+
+func (k *sink) published() []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	out := append([]string(nil), k.keys...)
+	sort.Strings(out)
+	return out
+}
+
+// TestDeadLettersReachTheDLQFromTheirRecordedIntent: the publisher publishes every recorded
+// dead letter (SMS and bad messages), keeps those the broker refused for later, and marks
+// what it published; the reconciler records a dead letter found in the DLQ without a record
+// and moves its user past it.
+func TestDeadLettersReachTheDLQFromTheirRecordedIntent(t *testing.T) {
+	t.Parallel()
+	pool, _ := testdb.New(t)
+	g, bad := gate.NewStore(pool), inbox.NewStore(pool)
+	ctx := context.Background()
+	notifytest.Seed(t, pool,
+		notifytest.Row{Event: notifytest.Event(1, 1, walletevent.Deposit, 404), Status: gate.StatusDeadLettered, Attempts: 3, FinishedAt: time.Now()},
+		notifytest.Row{Event: notifytest.Event(2, 1, walletevent.Deposit, 404), Status: gate.StatusDeadLettered, Attempts: 3, FinishedAt: time.Now()})
+	in := inbox.NewInbox(bad, g, false, nil, quiet)
+	require.NoError(t, in.Handle(ctx, []inbox.Message{{MsgID: "bad-9", Queue: "broker-a/0", Body: []byte("garbage")}}))
+
+	k := &sink{err: errors.New("broker down")}
+	pub := deadletters.NewPublisher(g, bad, k, 10*time.Millisecond, quiet)
+	pctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); pub.Run(pctx) }()
+	defer func() { cancel(); <-done }()
+	wait.Until(t, 10*time.Second, "a few rounds against the refusing broker", func() bool {
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		return k.tries >= 3
+	})
+	backlog, err := pub.Backlog(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, backlog, "nothing is marked while the broker refuses")
+	k.mu.Lock()
+	k.err = nil
+	k.mu.Unlock()
+	pub.Wake()
+	wait.Until(t, 10*time.Second, "the dead letters in the DLQ", func() bool { return len(k.published()) == 3 })
+	require.Equal(t, []string{"1:1", "2:1", "bad-9"}, k.published())
+	wait.Until(t, 10*time.Second, "them marked", func() bool {
+		backlog, err := pub.Backlog(ctx)
+		require.NoError(t, err)
+		return backlog == 0
+	})
+	require.EqualValues(t, 3, pub.Published())
+
+	// A dead letter in the DLQ that the inbox never saw: recorded, and user 3 moves past it.
+	b, err := walletevent.Encode(notifytest.Event(3, 2, walletevent.Deposit, 200))
+	require.NoError(t, err)
+	require.NoError(t, in.Handle(ctx, []inbox.Message{{MsgID: "m-3-2", Queue: "broker-a/1", Body: b}}))
+	woke := 0
+	rec := deadletters.NewReconciler(g, bad, func() { woke++ }, quiet)
+	b, err = walletevent.Encode(notifytest.Event(3, 1, walletevent.Deposit, 100))
+	require.NoError(t, err)
+	require.NoError(t, rec.Handle(ctx, inbox.Message{Topic: "%DLQ%g", MsgID: "orig-3-1", Body: b, DeadLetterReason: "gave up"}))
+	require.NoError(t, rec.Handle(ctx, inbox.Message{Topic: "%DLQ%g", MsgID: "orig-3-1", Body: b}), "idempotent")
+	require.NoError(t, rec.Handle(ctx, inbox.Message{Topic: "%DLQ%g", MsgID: "bad-9", Body: []byte("garbage")}))
+	require.Equal(t, 1, woke, "the lanes are woken once, for what was recorded")
+	var reason string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT last_error FROM notify.notifications
+		WHERE user_id = 3 AND seq = 1 AND status = 'dead_lettered' AND dlq_published_at IS NOT NULL`).Scan(&reason))
+	require.Equal(t, "found in %DLQ%g without a record: gave up", reason)
+	l, err := gate.NewLanes(g, gate.LaneConfig{Owner: "dlq-test", Workers: 2, Poll: 20 * time.Millisecond, Policy: gate.DefaultRetryPolicy,
+		Sender: senders.NewLogSender(nil), Logger: quiet})
+	require.NoError(t, err)
+	lctx, stopLanes := context.WithCancel(ctx)
+	lanesDone := make(chan error, 1)
+	go func() { lanesDone <- l.Run(lctx) }()
+	defer func() { stopLanes(); require.NoError(t, <-lanesDone) }()
+	wait.Until(t, 10*time.Second, "user 3's next SMS", func() bool {
+		var n int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM notify.notifications WHERE user_id = 3 AND seq = 2 AND status = 'sent'`).Scan(&n))
+		return n == 1
+	})
+	var badRows int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM notify.bad_messages`).Scan(&badRows))
+	require.Equal(t, 1, badRows)
+}

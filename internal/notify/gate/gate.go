@@ -1,0 +1,106 @@
+// Package gate delivers each user's SMS in order, through the gate. The rule:
+//
+//	send (user, seq) only after seq−1 is recorded sent, dead-lettered or skipped;
+//	a redelivered finished seq is ignored;
+//	a record applies only under the fence its claim took.
+//
+// Admit is the rule, and the one place it is decided: the inbox's arrivals go through it
+// (Store.Arrive keeps what is not Finished), a lane sends only a seq it admits as Next, and a
+// record (Store.record) applies only the outcomes it admits as Next on the user's locked
+// position, which Advance then moves past each finished seq. The lanes (Lanes) claim due
+// users, send and record; the retry policy (RetryPolicy) decides what a failed send
+// becomes. The package owns the delivery tables (see Store) and every statement that writes
+// them.
+package gate
+
+// Notification statuses, as notify.notifications stores them.
+const (
+	StatusPending      = "pending"
+	StatusSent         = "sent"
+	StatusDeadLettered = "dead_lettered"
+	StatusSkipped      = "skipped_by_operator"
+)
+
+// Position is where a user stands at the gate (its row in notify.progress).
+type Position struct {
+	// LastSeq is the user's last seq recorded sent, dead-lettered or skipped: every seq up
+	// to it is finished (or before the user's baseline), and LastSeq+1 is its next.
+	LastSeq int64
+	// Fence is the fence of the user's latest claim; every claim takes a new one.
+	Fence int64
+	// Leased is set while a lane holds the user under Fence.
+	Leased bool
+}
+
+// Admission is what the gate says of one seq of a user.
+type Admission int
+
+// The admissions.
+const (
+	// Next: seq−1 is recorded finished and, for a lane, its claim holds the user: send seq,
+	// record it.
+	Next Admission = iota + 1
+	// Finished: seq is recorded finished already (a redelivery): ignore it; nothing is sent
+	// or recorded again.
+	Finished
+	// Waiting: seq−1 is not recorded finished (it has not arrived, or waits for a retry):
+	// keep seq, send nothing.
+	Waiting
+	// Stale: seq is next, but the lane asking holds a claim the user has moved on from (a
+	// later claim took a new fence, or the lease was given back): it sends and records
+	// nothing.
+	Stale
+)
+
+// String names the admission, for logs.
+func (a Admission) String() string {
+	switch a {
+	case Next:
+		return "next"
+	case Finished:
+		return "finished"
+	case Waiting:
+		return "waiting"
+	case Stale:
+		return "stale"
+	}
+	return "unknown"
+}
+
+// Admit is the gate rule: what may be done with seq of a user standing at p, asked by a lane
+// holding the claim that took fence (0 for a caller that holds no claim: the inbox, the DLQ
+// reconciler, an operator).
+func Admit(p Position, seq, fence int64) Admission {
+	switch {
+	case seq <= p.LastSeq:
+		return Finished // a redelivered finished seq is ignored
+	case seq > p.LastSeq+1:
+		return Waiting // seq−1 is not recorded sent, dead-lettered or skipped
+	case fence != 0 && (!p.Leased || fence != p.Fence):
+		return Stale // a record applies only under the fence its claim took
+	}
+	return Next
+}
+
+// Advance returns where a user standing at p stands once seq, its next, is recorded with
+// verdict v: past seq when v finishes it (sent, dead-lettered, skipped, or found finished
+// already), where it was when v does not (a retry, a send the breaker held back).
+func Advance(p Position, seq int64, v Verdict) Position {
+	if seq == p.LastSeq+1 && v.finishes() {
+		p.LastSeq = seq
+	}
+	return p
+}
+
+// start is where a user the gate has never seen starts, given the lowest seq of its first
+// arrivals: at seq 1, or, for a group that starts at the end of the topic (fromLast), at
+// first, recorded as the user's baseline (0: none).
+func start(first int64, fromLast bool) (p Position, baseline int64) {
+	if !fromLast {
+		return Position{}, 0
+	}
+	if first > 1 {
+		baseline = first
+	}
+	return Position{LastSeq: first - 1}, baseline
+}

@@ -1,0 +1,81 @@
+package gate
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// outcomeOf is an outcome recorded for a user: its seq and verdict.
+type outcomeOf struct {
+	seq     int64
+	verdict Verdict
+}
+
+// TestTheGateRule: Admit and Advance, case by case. A user starts at seq 0, leased under
+// fence 7 (unless given back); each case records outcomes in order (each admitted as Next
+// first, as the record does), then asks the gate about one seq for a lane holding fence.
+func TestTheGateRule(t *testing.T) {
+	t.Parallel()
+	const held = 7
+	for _, tc := range []struct {
+		name      string
+		recorded  []outcomeOf
+		givenBack bool
+		seq       int64
+		fence     int64
+		want      Admission
+	}{
+		{"in order: seq−1 recorded sent, seq is next", []outcomeOf{{1, Sent}}, false, 2, held, Next},
+		{"in order: the first seq of a user", nil, false, 1, held, Next},
+		{"gap: seq−1 never arrived", []outcomeOf{{1, Sent}}, false, 3, held, Waiting},
+		{"gap: seq−1 waits for its retry", []outcomeOf{{1, Sent}, {2, Retry}}, false, 3, held, Waiting},
+		{"gap: seq−1 held back by the breaker", []outcomeOf{{1, Postponed}}, false, 2, held, Waiting},
+		{"dead-lettered predecessor: seq goes out", []outcomeOf{{1, DeadLettered}}, false, 2, held, Next},
+		{"skipped: an operator skipped seq−1, seq goes out", []outcomeOf{{1, Sent}, {2, Skipped}}, false, 3, held, Next},
+		{"skipped: seq−1 found finished already (advance)", []outcomeOf{{1, verdictAdvance}}, false, 2, held, Next},
+		{"redelivered finished seq: sent", []outcomeOf{{1, Sent}, {2, Sent}}, false, 2, held, Finished},
+		{"redelivered finished seq: dead-lettered", []outcomeOf{{1, DeadLettered}}, false, 1, 0, Finished},
+		{"redelivered finished seq: a retried one is not finished", []outcomeOf{{1, Retry}}, false, 1, held, Next},
+		{"stale fence: the user was claimed again", []outcomeOf{{1, Sent}}, false, 2, held - 1, Stale},
+		{"stale fence: no claim holds the user", nil, true, 1, held, Stale},
+		{"no claim: an arrival of the next seq is kept", []outcomeOf{{1, Sent}}, false, 2, 0, Next},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			at := Position{Fence: held, Leased: !tc.givenBack}
+			for _, r := range tc.recorded {
+				require.Equal(t, Next, Admit(at, r.seq, held), "recording %d %s", r.seq, r.verdict)
+				at = Advance(at, r.seq, r.verdict)
+			}
+			require.Equal(t, tc.want, Admit(at, tc.seq, tc.fence))
+		})
+	}
+}
+
+// Advance moves a user only past its next seq, and only when the outcome finishes it.
+func TestAdvance(t *testing.T) {
+	t.Parallel()
+	at := Position{LastSeq: 4, Fence: 2, Leased: true}
+	require.Equal(t, Position{LastSeq: 5, Fence: 2, Leased: true}, Advance(at, 5, Sent))
+	require.Equal(t, at, Advance(at, 5, Retry), "a retry does not finish it")
+	require.Equal(t, at, Advance(at, 6, Sent), "past a gap: not its next")
+	require.Equal(t, at, Advance(at, 4, Sent), "finished already")
+}
+
+// A user the gate has never seen starts at seq 1, or, when the group started at the end of
+// the topic, at its first seq, recorded as a baseline: seqs before it count as finished.
+func TestWhereANewUserStarts(t *testing.T) {
+	t.Parallel()
+	p, baseline := start(5, false)
+	require.Equal(t, Position{}, p)
+	require.Zero(t, baseline)
+	require.Equal(t, Waiting, Admit(p, 5, 0), "from seq 1, seq 5 waits for 1..4")
+	p, baseline = start(5, true)
+	require.Equal(t, Position{LastSeq: 4}, p)
+	require.EqualValues(t, 5, baseline)
+	require.Equal(t, Next, Admit(p, 5, 0))
+	require.Equal(t, Finished, Admit(p, 3, 0), "before the baseline: never sent")
+	_, baseline = start(1, true)
+	require.Zero(t, baseline, "a user first seen at seq 1 has no baseline")
+}

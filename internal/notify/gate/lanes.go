@@ -1,0 +1,486 @@
+package gate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/walletsaga/walletsaga/internal/notify"
+	"github.com/walletsaga/walletsaga/internal/notify/senders"
+	"github.com/walletsaga/walletsaga/internal/walletevent"
+)
+
+// LaneConfig configures the delivery lanes.
+type LaneConfig struct {
+	// Workers is how many users are delivered to at once (SMS_WORKERS; DefaultWorkers). Each
+	// worker holds one user and sends that user's SMS one after the other, in seq order.
+	Workers int
+	// Owner names this process in the leases it takes; unique among live processes. A
+	// process restarted under the same owner takes its predecessor's leases back at start.
+	Owner string
+	// Lease is how long a worker holds a user without recording anything (default 30s): a
+	// process that dies leaves its users to the others after that. It must be more than
+	// twice SendTimeout.
+	Lease time.Duration
+	// SendTimeout bounds one call to the provider (SMS_TIMEOUT; DefaultWebhookTimeout when
+	// zero). A worker starts a send only while its lease has at least twice this left: the
+	// call's own time, and as much again to record the outcome before another lane may
+	// claim the user. With less left (it stalled, or a record took long) it gives the user
+	// back, due at once, to be claimed again under a new fence and a whole lease.
+	SendTimeout time.Duration
+	// RecordTimeout bounds one attempt of a record statement (default 5s, well below
+	// smslog.FeedLag, so that the change feed never skips a record that committed late), and
+	// RecordAttempts is how many attempts one user's outcomes get (default 3) before the
+	// worker gives the user back, to be claimed again under a new fence (whose lane sends
+	// the SMS again under the same provider key).
+	RecordTimeout  time.Duration
+	RecordAttempts int
+	// Poll is how often the dispatcher looks for due users when nothing woke it: retries
+	// coming due, and SMS another replica's consumer received (default 500ms).
+	Poll time.Duration
+	// RunMax is how many SMS a worker sends to one user before it lets other users have a
+	// turn (default 100).
+	RunMax int
+	Policy RetryPolicy
+	// Breaker holds sends back while the provider as a whole fails; nil: a default one.
+	Breaker *senders.Breaker
+	Sender  notify.Sender
+	// ObserveSent, when set, is told, for each SMS recorded as sent, how long after its
+	// event's commit (OccurredAt) the record came: the commit→SMS latency (metrics).
+	ObserveSent func(sinceCommit time.Duration)
+	// DeadLettered is called after dead letters were recorded (to wake the DLQ publisher).
+	DeadLettered func()
+	Logger       *slog.Logger
+}
+
+// DefaultWorkers is the default size of the worker pool. A user waits for a free worker,
+// and each worker's turn with a user costs a claim and a record, so with more active users
+// than workers an SMS waits about users ÷ workers turns: on a CPU-starved machine, where a
+// turn took 0.5–1 s, 1,000 active users and 64 workers put the log sender's commit→SMS p99
+// at 2–27 s, and 256 workers at 0.7–2.5 s. It is also how many requests a webhook provider
+// sees at once from one replica at most; lower SMS_WORKERS if the provider caps that.
+const DefaultWorkers = 256
+
+// LaneStats counts what the lanes did since start.
+type LaneStats struct {
+	Sent         int64 `json:"sent"`
+	Retried      int64 `json:"retried"`
+	DeadLettered int64 `json:"dead_lettered"`
+	Postponed    int64 `json:"postponed"` // held back by the breaker, no attempt spent
+	Fenced       int64 `json:"fenced"`    // outcomes not recorded: the user was claimed again under a new fence
+	Claims       int64 `json:"claims"`    // users taken
+	// RecordFailures counts record attempts that failed (the database away, a timeout, a
+	// conflict).
+	RecordFailures int64 `json:"record_failures"`
+	// RecordsGivenUp counts users given back because their outcomes could not be recorded
+	// within RecordAttempts attempts.
+	RecordsGivenUp int64 `json:"records_given_up"`
+	// RecordsRefused counts outcomes the database refused for their data, isolated by
+	// splitting their record batch and recorded instead as a failed attempt whose reason
+	// is the refusal.
+	RecordsRefused int64 `json:"records_refused"`
+	// LeaseShort counts users given back unsent because their lease had less than twice
+	// the send timeout left.
+	LeaseShort int64 `json:"lease_short"`
+}
+
+// Lanes delivers the inbox: a dispatcher claims users whose next SMS is due (FOR UPDATE
+// SKIP LOCKED, so replicas share them; each claim takes a new fence) and hands each to a
+// worker, which sends that user's SMS in seq order — each only once the gate admits it
+// (Admit: its predecessor is recorded sent, dead-lettered or skipped) — and records each
+// outcome, under its claim's fence, through committers that group the outcomes of all
+// workers into few transactions.
+// Different users proceed in parallel; a failing or slow user holds only its own worker.
+type Lanes struct {
+	store   *Store
+	cfg     LaneConfig
+	log     *slog.Logger
+	journal bool
+	wake    chan struct{}
+	freed   chan struct{}
+	commits chan commitReq
+	busy    atomic.Int64
+	// deployment is the notifier tables' deployment id, read once by Run: part of every
+	// provider key.
+	deployment string
+
+	sent, retried, dead, postponed, fenced, claims, recordFailures atomic.Int64
+	recordsGivenUp, recordsRefused, leaseShort                     atomic.Int64
+}
+
+// NewLanes returns the lanes over store; Run delivers.
+func NewLanes(store *Store, cfg LaneConfig) (*Lanes, error) {
+	if cfg.Sender == nil {
+		return nil, errors.New("gate: lanes need a sender")
+	}
+	if cfg.Owner == "" {
+		return nil, errors.New("gate: lanes need an owner name")
+	}
+	if err := cfg.Policy.Validate(); err != nil {
+		return nil, fmt.Errorf("gate: %w", err)
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = DefaultWorkers
+	}
+	if cfg.Lease <= 0 {
+		cfg.Lease = 30 * time.Second
+	}
+	if cfg.SendTimeout <= 0 {
+		cfg.SendTimeout = senders.DefaultWebhookTimeout
+	}
+	if cfg.Lease <= 2*cfg.SendTimeout {
+		return nil, fmt.Errorf("gate: a lane lease of %s leaves no time to send: it must be more than twice the send timeout (%s)", cfg.Lease, cfg.SendTimeout)
+	}
+	if cfg.RecordTimeout <= 0 {
+		cfg.RecordTimeout = 5 * time.Second
+	}
+	if cfg.RecordAttempts <= 0 {
+		cfg.RecordAttempts = 3
+	}
+	if cfg.Poll <= 0 {
+		cfg.Poll = 500 * time.Millisecond
+	}
+	if cfg.RunMax <= 0 {
+		cfg.RunMax = 100
+	}
+	if cfg.Breaker == nil {
+		cfg.Breaker = senders.NewBreaker(senders.BreakerConfig{})
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Lanes{
+		store: store, cfg: cfg, log: cfg.Logger.With("component", "lanes"), journal: notify.IsJournaled(cfg.Sender),
+		wake: make(chan struct{}, 1), freed: make(chan struct{}, 1), commits: make(chan commitReq, cfg.Workers),
+	}, nil
+}
+
+// Wake tells the dispatcher that the inbox has news (it does not block).
+func (l *Lanes) Wake() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Busy returns how many users are being delivered to now.
+func (l *Lanes) Busy() int64 { return l.busy.Load() }
+
+// Workers returns the size of the worker pool.
+func (l *Lanes) Workers() int { return l.cfg.Workers }
+
+// Policy returns the retry policy in force.
+func (l *Lanes) Policy() RetryPolicy { return l.cfg.Policy }
+
+// Breaker returns the provider breaker.
+func (l *Lanes) Breaker() *senders.Breaker { return l.cfg.Breaker }
+
+// Stats returns the counters.
+func (l *Lanes) Stats() LaneStats {
+	return LaneStats{Sent: l.sent.Load(), Retried: l.retried.Load(), DeadLettered: l.dead.Load(),
+		Postponed: l.postponed.Load(), Fenced: l.fenced.Load(), Claims: l.claims.Load(), RecordFailures: l.recordFailures.Load(),
+		RecordsGivenUp: l.recordsGivenUp.Load(), RecordsRefused: l.recordsRefused.Load(), LeaseShort: l.leaseShort.Load()}
+}
+
+// Run delivers until ctx is cancelled, then lets each worker finish the SMS in hand, record
+// it and give its user back, and returns. It first reads the deployment id (retrying while
+// the database is away) and gives back the leases its owner name still holds from a
+// previous run; a predecessor that still runs can then record nothing more.
+func (l *Lanes) Run(ctx context.Context) error {
+	for {
+		d, err := l.store.DeploymentID(ctx)
+		if err == nil {
+			l.deployment = d
+			break
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		l.log.Warn("reading the deployment id failed; retrying", "err", err)
+		l.sleep(ctx, l.cfg.Poll, nil)
+	}
+	if n, err := l.store.releaseAll(ctx, l.cfg.Owner); err != nil {
+		l.log.Warn("could not give back the leases of a previous run; they expire on their own", "err", err)
+	} else if n > 0 {
+		l.log.Info("took back the leases of a previous run", "users", n, "owner", l.cfg.Owner)
+	}
+	// Workers finish the SMS in hand after ctx ends, so their sends and records must not
+	// die with it.
+	work := context.WithoutCancel(ctx)
+	var recording sync.WaitGroup
+	for range committers {
+		recording.Go(func() { l.commitLoop(work) })
+	}
+
+	var wg sync.WaitGroup
+	l.dispatch(ctx, work, &wg)
+	wg.Wait()
+	close(l.commits)
+	recording.Wait()
+	return nil
+}
+
+// dispatch claims due users and starts a worker for each, until ctx is cancelled.
+func (l *Lanes) dispatch(ctx, work context.Context, wg *sync.WaitGroup) {
+	br := l.cfg.Breaker
+	poll := time.NewTimer(0)
+	defer poll.Stop()
+	for ctx.Err() == nil {
+		if wait := br.Wait(); wait > 0 {
+			l.sleep(ctx, wait, br.Changed())
+			continue
+		}
+		free := l.cfg.Workers - int(l.busy.Load())
+		if free <= 0 {
+			select {
+			case <-ctx.Done():
+			case <-l.freed:
+			}
+			continue
+		}
+		probe := br.HalfOpen()
+		if probe {
+			free = 1 // one SMS tells whether the provider is back
+		}
+		// The lease ends no sooner than this process's clock says: the database's now(),
+		// from which it counts, is read after the statement leaves.
+		leaseEnd := time.Now().Add(l.cfg.Lease)
+		claims, err := l.store.claimUsers(ctx, l.cfg.Owner, free, l.cfg.Lease, l.runLen())
+		if err != nil {
+			if ctx.Err() == nil {
+				l.log.Warn("claiming users failed; retrying", "err", err)
+				l.sleep(ctx, l.cfg.Poll, nil)
+			}
+			continue
+		}
+		l.claims.Add(int64(len(claims)))
+		for _, c := range claims {
+			l.busy.Add(1)
+			wg.Add(1)
+			go func() {
+				defer func() {
+					l.busy.Add(-1)
+					wg.Done()
+					select {
+					case l.freed <- struct{}{}:
+					default:
+					}
+				}()
+				l.work(ctx, work, c, leaseEnd)
+			}()
+		}
+		switch {
+		case probe:
+			l.sleep(ctx, l.cfg.Poll, br.Changed())
+		case len(claims) < free:
+			// Nothing more is due: wait for news, a freed worker's user coming due again,
+			// or the poll.
+			poll.Reset(l.cfg.Poll)
+			select {
+			case <-ctx.Done():
+			case <-l.wake:
+			case <-poll.C:
+			case <-br.Changed():
+			}
+		}
+	}
+}
+
+func (l *Lanes) sleep(ctx context.Context, d time.Duration, or <-chan struct{}) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	case <-or:
+	}
+}
+
+// step is what a lane does with a user's head.
+type step int
+
+const (
+	stepRelease    step = iota // no head in the inbox: give the user back
+	stepAdvance                // the head is finished already: move past it
+	stepDeadLetter             // the head cannot be rendered: dead-letter it at once
+	stepSend                   // send it
+)
+
+// plan decides what to do with a head. It is pure.
+func plan(h head) (step, notify.SMS, string) {
+	switch h.Status {
+	case "":
+		return stepRelease, notify.SMS{}, ""
+	case StatusSent, StatusDeadLettered, StatusSkipped:
+		return stepAdvance, notify.SMS{}, ""
+	}
+	ev, err := walletevent.Decode(h.Event)
+	if err != nil {
+		return stepDeadLetter, notify.SMS{}, "the stored event no longer decodes: " + err.Error()
+	}
+	if ev.UserID != h.UserID || ev.Seq != h.Seq {
+		return stepDeadLetter, notify.SMS{}, fmt.Sprintf("the stored event is for %s, not %d:%d", ev.SeqKey(), h.UserID, h.Seq)
+	}
+	m, err := notify.Render(ev)
+	if err != nil {
+		return stepDeadLetter, notify.SMS{}, "the stored event no longer renders: " + err.Error()
+	}
+	m.OccurredAt = ev.OccurredAt
+	return stepSend, m, ""
+}
+
+// runLen is how many of a user's waiting SMS a worker takes at once: with a journaled sender
+// (whose delivery is the row the record writes) a run of them goes into one record; any
+// other sender's SMS are sent and recorded one at a time.
+func (l *Lanes) runLen() int {
+	if l.journal {
+		return 32
+	}
+	return 1
+}
+
+// sendable reports whether a lease with left to run may start a send that may take up to
+// timeout: only with twice timeout left, the send's own time and as much again to record
+// its outcome before the lease ends and another lane may claim the user. It is pure.
+func sendable(left, timeout time.Duration) bool {
+	return left >= 2*timeout
+}
+
+// work delivers one claimed user's SMS in order until its inbox run ends, a failure makes it
+// wait, RunMax is reached, too little of the lease (which ends at leaseEnd, on this
+// process's clock) is left to send, or the process stops. It sends only what the gate
+// admits as the user's next seq under the claim's fence (Admit), and moves along a run as
+// the gate does (Advance).
+func (l *Lanes) work(stop, ctx context.Context, c claim, leaseEnd time.Time) {
+	heads := c.Heads
+	for done := 0; ; {
+		if stop.Err() != nil || done >= l.cfg.RunMax {
+			l.giveBack(ctx, c, true)
+			return
+		}
+		h := heads[0]
+		s, sms, reason := plan(h)
+		var outs []outcome
+		switch s {
+		case stepRelease:
+			// News that landed since the claim read the inbox keeps its wake row: the next
+			// claim takes the user again.
+			l.giveBack(ctx, c, false)
+			return
+		case stepAdvance:
+			outs = []outcome{{UserID: h.UserID, Seq: h.Seq, Verdict: verdictAdvance}}
+		case stepDeadLetter:
+			outs = []outcome{{UserID: h.UserID, Seq: h.Seq, Verdict: DeadLettered, Attempts: h.Attempts, Reason: reason,
+				Age: h.Age + time.Since(h.ReadAt)}}
+			l.log.Error("dead-lettering an SMS whose stored event is unusable", "user_id", h.UserID, "seq", h.Seq, "reason", reason)
+		case stepSend:
+			if a := Admit(c.At, h.Seq, c.At.Fence); a != Next {
+				// The claim read the user's heads from its next seq on: this is a bug.
+				l.log.Error("the gate refused a lane's send; giving the user back", "user_id", h.UserID, "seq", h.Seq, "admission", a)
+				l.giveBack(ctx, c, true)
+				return
+			}
+			if left := time.Until(leaseEnd); !sendable(left, l.cfg.SendTimeout) {
+				l.leaseShort.Add(1)
+				l.log.Warn("giving a user back unsent: too little of its lease is left to send and record",
+					"user_id", h.UserID, "seq", h.Seq, "lease_left", left.Round(time.Millisecond), "send_timeout", l.cfg.SendTimeout)
+				l.giveBack(ctx, c, true)
+				return
+			}
+			outs = []outcome{l.deliver(ctx, h, sms)}
+			// A journaled sender's further waiting SMS join the run (its delivery is the
+			// record, which writes the run in seq order) for as long as the gate admits
+			// each once its predecessor is recorded as the run's outcome says.
+			at := Advance(c.At, h.Seq, outs[0].Verdict)
+			for _, next := range heads[1:] {
+				if Admit(at, next.Seq, c.At.Fence) != Next || !sendable(time.Until(leaseEnd), l.cfg.SendTimeout) {
+					break
+				}
+				ns, nsms, _ := plan(next)
+				if ns != stepSend {
+					break
+				}
+				o := l.deliver(ctx, next, nsms)
+				outs = append(outs, o)
+				at = Advance(at, next.Seq, o.Verdict)
+			}
+		}
+		began := time.Now()
+		res, ok := l.commit(stop, ctx, c, outs)
+		if !ok {
+			return
+		}
+		// The record renewed the lease from its statement's start, which was after began.
+		leaseEnd = began.Add(l.cfg.Lease)
+		outs = res.outs
+		for _, o := range outs {
+			switch o.Verdict {
+			case Sent:
+				l.sent.Add(1)
+				if l.cfg.ObserveSent != nil && !o.OccurredAt.IsZero() {
+					l.cfg.ObserveSent(time.Since(o.OccurredAt))
+				}
+			case DeadLettered:
+				l.dead.Add(1)
+				if l.cfg.DeadLettered != nil {
+					l.cfg.DeadLettered()
+				}
+			case Retry:
+				l.retried.Add(1)
+			case Postponed:
+				l.postponed.Add(1)
+			}
+		}
+		if v := outs[len(outs)-1].Verdict; v == Retry || v == Postponed || res.r.Released {
+			return
+		}
+		done += len(outs)
+		c.At, heads = res.r.At, res.r.Heads
+	}
+}
+
+// giveBack releases the user under the claim's fence: due at once with requeue, else idle.
+// It is bounded like a record attempt; if it fails, the lease runs out on its own.
+func (l *Lanes) giveBack(ctx context.Context, c claim, requeue bool) {
+	rctx, cancel := context.WithTimeout(ctx, l.cfg.RecordTimeout)
+	defer cancel()
+	if err := l.store.release(rctx, c.UserID, c.At.Fence, requeue); err != nil {
+		l.log.Warn("giving a user back failed; its lease will expire", "user_id", c.UserID, "err", err)
+	}
+}
+
+// deliver sends one SMS through the breaker, under its provider key and within the send
+// timeout, and decides, with the retry policy, what becomes of it.
+func (l *Lanes) deliver(ctx context.Context, h head, m notify.SMS) outcome {
+	m.IdempotencyKey = notify.ProviderKey(l.deployment, h.UserID, h.Seq)
+	o := outcome{UserID: h.UserID, Seq: h.Seq, Text: m.Text, Phone: m.Phone, Journal: l.journal}
+	o.OccurredAt = m.OccurredAt
+	done, counted, hold, err := l.cfg.Breaker.Allow(h.UserID)
+	if err != nil {
+		o.Verdict, o.Attempts, o.Delay, o.Reason = Postponed, h.Attempts, hold, "held back: the SMS provider breaker is open"
+		o.Age = h.Age + time.Since(h.ReadAt)
+		return o
+	}
+	sctx, cancel := context.WithTimeout(ctx, l.cfg.SendTimeout)
+	sendErr := l.cfg.Sender.Send(sctx, m)
+	cancel()
+	done(sendErr)
+	a := Attempt{Prior: h.Attempts, Age: h.Age + time.Since(h.ReadAt), Err: sendErr}
+	if sendErr != nil && !counted && errors.Is(sendErr, notify.ErrProviderUnavailable) {
+		a.Held = l.cfg.Breaker.Hold()
+	}
+	d := l.cfg.Policy.Decide(a, rand.Int64N)
+	o.Verdict, o.Attempts, o.Delay, o.Reason, o.Age = d.Verdict, d.Attempts, d.Delay, d.Reason, a.Age
+	switch d.Verdict {
+	case Retry:
+		l.log.Info("SMS failed; will retry", "user_id", h.UserID, "seq", h.Seq, "attempts", d.Attempts, "in", d.Delay, "err", sendErr)
+	case DeadLettered:
+		l.log.Warn("SMS dead-lettered", "user_id", h.UserID, "seq", h.Seq, "attempts", d.Attempts, "reason", d.Reason)
+	}
+	return o
+}

@@ -1,0 +1,678 @@
+package gate
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/puddle/v2"
+
+	"github.com/walletsaga/walletsaga/internal/freetext"
+	"github.com/walletsaga/walletsaga/internal/pg"
+)
+
+// The gate owns the notifier's delivery tables, and its statements (sql/*.sql) are the only
+// ones that write them: notify.notifications (the inbox: one row per (user, seq), its status
+// and attempts), notify.progress (each user's position at the gate, its lease and fence),
+// notify.wakes (news for idle users) and the SMS log rows of a journaled sender's deliveries
+// in notify.sms_log; it reads notify.deployment for the provider key. The other parts call
+// the methods below: the inbox Arrive, the dead letters FoundDeadLetter, DeadLetterIntents,
+// MarkDeadLettersPublished, UnpublishedDeadLetters, Skip, DeadLetter, LockDeadLetter and
+// JournalLate; the read side View and DeploymentID. (The SMS log's read model reads these
+// tables too, and writes none.)
+
+var (
+	//go:embed sql/positions.sql
+	positionsSQL string
+	//go:embed sql/lock.sql
+	lockSQL string
+	//go:embed sql/arrive.sql
+	arriveSQL string
+	//go:embed sql/claim.sql
+	claimSQL string
+	//go:embed sql/record.sql
+	recordSQL string
+	//go:embed sql/release.sql
+	releaseSQL string
+	//go:embed sql/release_all.sql
+	releaseAllSQL string
+	//go:embed sql/deployment.sql
+	deploymentSQL string
+	//go:embed sql/dead_letter_intents.sql
+	deadLetterIntentsSQL string
+	//go:embed sql/mark_dead_letters_published.sql
+	markDeadLettersPublishedSQL string
+	//go:embed sql/unpublished_dead_letters.sql
+	unpublishedDeadLettersSQL string
+	//go:embed sql/found_dead_letter.sql
+	foundDeadLetterSQL string
+	//go:embed sql/skip_position.sql
+	skipPositionSQL string
+	//go:embed sql/skip_arrived.sql
+	skipArrivedSQL string
+	//go:embed sql/skip_record.sql
+	skipRecordSQL string
+	//go:embed sql/skip_advance.sql
+	skipAdvanceSQL string
+	//go:embed sql/wake.sql
+	wakeSQL string
+	//go:embed sql/view_counts.sql
+	viewCountsSQL string
+	//go:embed sql/view_gaps.sql
+	viewGapsSQL string
+	//go:embed sql/view_baselines.sql
+	viewBaselinesSQL string
+	//go:embed sql/dead_letter.sql
+	deadLetterSQL string
+	//go:embed sql/lock_dead_letter.sql
+	lockDeadLetterSQL string
+	//go:embed sql/journal_late.sql
+	journalLateSQL string
+)
+
+// Store holds the gate's statements on a pool. It is safe for concurrent use.
+type Store struct {
+	db         *pgxpool.Pool
+	deployment deployment
+}
+
+// NewStore returns a Store on db.
+func NewStore(db *pgxpool.Pool) *Store { return &Store{db: db} }
+
+// Arrival is one decoded wallet event as the inbox hands it to the gate: its (user, seq),
+// the event as it came, and the SMS text rendered from it.
+type Arrival struct {
+	MsgID  string
+	Queue  string // the broker queue it came from, e.g. "broker-b/3"
+	Event  []byte
+	UserID int64
+	Seq    int64
+	Kind   string
+	Text   string
+}
+
+// Arrived is what one Arrive did.
+type Arrived struct {
+	Inserted  int // new (user, seq) rows in the inbox
+	Ignored   int // redeliveries of what the inbox holds or finished already
+	Baselines int // users first seen past seq 1 that start there (fromLast)
+}
+
+// Arrive records a batch of arrivals on q (the pool, or the caller's transaction): it reads
+// where their users stand, keeps each arrival the gate does not say is Finished (Admit),
+// and writes those in ONE statement: each becomes a pending inbox row unless its (user,
+// seq) is there already, and each user with a new row is woken for the lanes (a user seen
+// for the first time also gets its progress row, due). It locks no row a lane may hold, so
+// a queue never waits for a lane. fromLast makes a user the gate has never seen start at the
+// lowest seq of its first batch, recorded as its baseline; otherwise it starts at 1.
+func (s *Store) Arrive(ctx context.Context, q pg.Querier, batch []Arrival, fromLast bool) (Arrived, error) {
+	first := map[int64]int64{}
+	for _, a := range batch {
+		if f, ok := first[a.UserID]; !ok || a.Seq < f {
+			first[a.UserID] = a.Seq
+		}
+	}
+	at, err := positions(ctx, q, positionsSQL, keys(first))
+	if err != nil {
+		return Arrived{}, fmt.Errorf("inbox: record %d messages: %w", len(batch), err)
+	}
+	var startUsers, startLast, startBaselines []int64
+	for u, f := range first {
+		if _, ok := at[u]; !ok {
+			p, baseline := start(f, fromLast)
+			at[u] = p
+			startUsers, startLast, startBaselines = append(startUsers, u), append(startLast, p.LastSeq), append(startBaselines, baseline)
+		}
+	}
+	var users, seqs []int64
+	var msgIDs, events, kinds, texts, queues []string
+	for _, a := range batch {
+		if Admit(at[a.UserID], a.Seq, 0) == Finished {
+			continue
+		}
+		users, seqs = append(users, a.UserID), append(seqs, a.Seq)
+		msgIDs, events, kinds, texts, queues = append(msgIDs, a.MsgID), append(events, string(a.Event)), append(kinds, a.Kind), append(texts, a.Text), append(queues, a.Queue)
+	}
+	var r Arrived
+	err = q.QueryRow(ctx, arriveSQL, pgx.StrictNamedArgs{
+		"users": users, "seqs": seqs, "msg_ids": msgIDs, "events": events, "kinds": kinds, "texts": texts, "queues": queues,
+		"start_users": startUsers, "start_last_seqs": startLast, "start_baselines": startBaselines,
+	}).Scan(&r.Inserted, &r.Baselines)
+	if err != nil {
+		return Arrived{}, fmt.Errorf("inbox: record %d messages: %w", len(batch), err)
+	}
+	r.Ignored = len(batch) - r.Inserted
+	return r, nil
+}
+
+// positions reads where users stand with sql (positions.sql, or lock.sql in a transaction).
+func positions(ctx context.Context, q pg.Querier, sql string, users []int64) (map[int64]Position, error) {
+	rows, err := q.Query(ctx, sql, pgx.StrictNamedArgs{"users": users})
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	at := make(map[int64]Position, len(users))
+	for rows.Next() {
+		var u int64
+		var p Position
+		if err := rows.Scan(&u, &p.LastSeq, &p.Fence, &p.Leased); err != nil {
+			return nil, err
+		}
+		at[u] = p
+	}
+	return at, rows.Err()
+}
+
+// keys returns m's keys, in no order.
+func keys[V any](m map[int64]V) []int64 {
+	out := make([]int64, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// head is a user's next SMS as a lane sees it: the inbox row at last_seq + 1, if any.
+type head struct {
+	UserID   int64
+	Seq      int64
+	Status   string // "" when the row is missing
+	Attempts int
+	Age      time.Duration // since its first attempt, on the database's clock
+	ReadAt   time.Time     // when it was read, on this process's monotonic clock
+	MsgID    string
+	Event    []byte
+}
+
+// claim is a user a lane took: its next SMS (Heads[0], Status "" when it has not arrived)
+// and those after it in the inbox, in seq order without gaps (at most the run asked for).
+//
+// The heads are read in the same snapshot in which the statement deletes the user's wake
+// rows: a wake row it deletes is one whose SMS it read. An inbox write that lands after the
+// snapshot leaves its wake row in place, so a lane that gives the user back as idle without
+// having seen it never strands it: the next claim takes the user again.
+type claim struct {
+	UserID int64
+	Heads  []head
+	// At is where the user stands, under the fence this claim took: each claim takes a new
+	// one, and a record or a give-back applies only under it.
+	At Position
+}
+
+// scanHeads reads rows of (user, the seq before its next, extra, head columns...) into one
+// claim per user, standing at that seq, its heads cut at the first gap; extra is scanned into
+// the claim by set.
+func scanHeads[X any](rows pgx.Rows, set func(*claim, X)) ([]claim, error) {
+	defer rows.Close()
+	var out []claim
+	now := time.Now()
+	for rows.Next() {
+		var (
+			user, last int64
+			extra      X
+			seq        *int64
+			h          head
+			age        float64
+			event      string
+		)
+		if err := rows.Scan(&user, &last, &extra, &seq, &h.Status, &h.Attempts, &age, &h.MsgID, &event); err != nil {
+			return nil, err
+		}
+		if len(out) == 0 || out[len(out)-1].UserID != user {
+			out = append(out, claim{UserID: user, Heads: []head{{UserID: user, Seq: last + 1, ReadAt: now}}, At: Position{LastSeq: last}})
+			set(&out[len(out)-1], extra)
+		}
+		c := &out[len(out)-1]
+		prev := c.Heads[len(c.Heads)-1]
+		switch {
+		case seq == nil:
+			continue // no row at all: the missing head stays
+		case prev.Status == "" && *seq == prev.Seq:
+			// the first row is the head itself
+		case prev.Status != "" && *seq == prev.Seq+1:
+			c.Heads = append(c.Heads, head{})
+		default:
+			continue // a gap: the run ends before it
+		}
+		h.UserID, h.Seq, h.ReadAt = user, *seq, now
+		h.Age = time.Duration(age * float64(time.Second))
+		if event != "" {
+			h.Event = []byte(event)
+		}
+		c.Heads[len(c.Heads)-1] = h
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// claimUsers leases up to n users whose lane is due (due_at has come, or an inbox write woke
+// them while idle) and free, longest waiting first, for lease, and returns each with up to
+// run of its next SMS and the new fence the claim took. Replicas share the work: SKIP LOCKED
+// passes over users another statement is taking or recording at the same moment, and a
+// leased user is not claimable until its lease runs out (a lane that died) or is given back.
+func (s *Store) claimUsers(ctx context.Context, owner string, n int, lease time.Duration, run int) ([]claim, error) {
+	rows, err := s.db.Query(ctx, claimSQL, pgx.StrictNamedArgs{
+		"owner": owner, "n": n, "lease_us": lease.Microseconds(), "run": max(run, 1),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("lanes: claim: %w", err)
+	}
+	out, err := scanHeads(rows, func(c *claim, fence int64) { c.At.Fence, c.At.Leased = fence, true })
+	if err != nil {
+		return nil, fmt.Errorf("lanes: claim: %w", err)
+	}
+	return out, nil
+}
+
+// verdictAdvance moves a user past a head that is finished already (the DLQ reconciler can
+// record a dead letter ahead of the lane).
+const verdictAdvance Verdict = "advance"
+
+// outcome is what a lane records for one user's head.
+type outcome struct {
+	// OccurredAt is when the wallet committed the event, for the commit→SMS observer (not
+	// stored).
+	OccurredAt time.Time
+
+	UserID   int64
+	Seq      int64
+	Verdict  Verdict
+	Attempts int
+	Delay    time.Duration // Retry, Postponed: until the user is due again
+	Reason   string
+	Text     string
+	Phone    string
+	Journal  bool          // write the SMS log row (the log sender's delivery) with a Sent
+	Fence    int64         // the fence of the claim the lane holds the user under
+	Age      time.Duration // since the SMS's first attempt (not stored: the policy's input)
+}
+
+// recorded is what the store answers for one user's outcomes.
+type recorded struct {
+	Held bool // the lane still held the user: the outcomes were recorded
+	// Released: the user had nothing more to send, and the record gave it back (idle).
+	Released bool
+	At       Position // where the user stands now
+	Heads    []head   // the SMS after them (after Sent, DeadLettered, advance)
+}
+
+// record writes a batch of outcomes, each user's all or nothing, in one transaction. A user
+// may have several: a run of consecutive seqs (a journaled sender delivers a user's waiting
+// SMS together). It locks the users' positions, lets the gate decide (Admit) which users'
+// outcomes apply — each outcome must be its user's next seq under the fence of the claim the
+// lane holds — and moves each user along its run (Advance); then, in ONE statement, it
+// writes the positions, the notification rows, and for a journaled Sent the SMS log rows,
+// and reads up to run of each advanced user's next SMS. Users whose outcomes the gate
+// refused are left out of the answer.
+func (s *Store) record(ctx context.Context, lease time.Duration, run int, batch []outcome) (map[int64]recorded, error) {
+	byUser := map[int64][]outcome{}
+	for _, o := range batch {
+		byUser[o.UserID] = append(byUser[o.UserID], o)
+	}
+	var out map[int64]recorded
+	err := pg.WithTx(ctx, s.db, func(tx pgx.Tx) error {
+		at, err := positions(ctx, tx, lockSQL, keys(byUser))
+		if err != nil {
+			return err
+		}
+		var a recordArgs
+		last := map[int64]Verdict{}
+		for user, outs := range byUser {
+			last[user] = outs[len(outs)-1].Verdict
+			p, ok := at[user]
+			for _, o := range outs {
+				if !ok || Admit(p, o.Seq, o.Fence) != Next {
+					ok = false
+					break
+				}
+				p = Advance(p, o.Seq, o.Verdict)
+			}
+			if ok {
+				a.add(p, outs)
+			}
+		}
+		out = map[int64]recorded{}
+		if len(a.uUsers) == 0 {
+			return nil
+		}
+		rows, err := tx.Query(ctx, recordSQL, a.named(lease, run))
+		if err != nil {
+			return err
+		}
+		idle := map[int64]bool{}
+		got, err := scanHeads(rows, func(c *claim, released bool) { idle[c.UserID] = released })
+		if err != nil {
+			return err
+		}
+		for _, c := range got {
+			// A retry, a postponed send and an idle user end the lease.
+			p := at[c.UserID]
+			p.LastSeq, p.Leased = c.At.LastSeq, !idle[c.UserID] && last[c.UserID] != Retry && last[c.UserID] != Postponed
+			out[c.UserID] = recorded{Held: true, Released: idle[c.UserID], At: p, Heads: c.Heads}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("lanes: record %d outcomes: %w", len(batch), err)
+	}
+	return out, nil
+}
+
+// recordArgs are record.sql's arrays: the admitted outcomes, and per user where it stands
+// after them and its last outcome's verdict and delay.
+type recordArgs struct {
+	users, seqs                      []int64
+	verdicts, reasons, texts, phones []string
+	attempts                         []int32
+	journal                          []bool
+	uUsers, uLastSeqs, uDelays       []int64
+	uVerdicts                        []string
+}
+
+func (a *recordArgs) add(at Position, outs []outcome) {
+	for _, o := range outs {
+		a.users, a.seqs = append(a.users, o.UserID), append(a.seqs, o.Seq)
+		a.verdicts, a.reasons = append(a.verdicts, string(o.Verdict)), append(a.reasons, freetext.Clip(o.Reason, maxReason))
+		a.texts, a.phones = append(a.texts, o.Text), append(a.phones, o.Phone)
+		a.attempts, a.journal = append(a.attempts, int32(o.Attempts)), append(a.journal, o.Journal) //nolint:gosec // G115: the column is an integer; the retry policy stops far below 2^31 attempts
+	}
+	last := outs[len(outs)-1]
+	a.uUsers, a.uLastSeqs = append(a.uUsers, last.UserID), append(a.uLastSeqs, at.LastSeq)
+	a.uVerdicts, a.uDelays = append(a.uVerdicts, string(last.Verdict)), append(a.uDelays, last.Delay.Microseconds())
+}
+
+func (a *recordArgs) named(lease time.Duration, run int) pgx.StrictNamedArgs {
+	return pgx.StrictNamedArgs{
+		"users": a.users, "seqs": a.seqs, "verdicts": a.verdicts, "attempts": a.attempts, "reasons": a.reasons,
+		"texts": a.texts, "phones": a.phones, "journal": a.journal,
+		"u_users": a.uUsers, "u_last_seqs": a.uLastSeqs, "u_verdicts": a.uVerdicts, "u_delays_us": a.uDelays,
+		"lease_us": lease.Microseconds(), "run": max(run, 1),
+	}
+}
+
+// release gives a user back. With requeue the user is due again at once (a lane that has
+// worked on it long enough lets others have a turn); otherwise it is idle: not due, and
+// marked as waiting on a gap when later seqs are in the inbox while its next is not. An
+// inbox write the lane has not seen still has its wake row, so the next claim takes the user
+// again. Nothing happens unless the user is still leased under fence.
+func (s *Store) release(ctx context.Context, user, fence int64, requeue bool) error {
+	if _, err := s.db.Exec(ctx, releaseSQL, pgx.StrictNamedArgs{"user": user, "fence": fence, "requeue": requeue}); err != nil {
+		return fmt.Errorf("lanes: release user %d: %w", user, err)
+	}
+	return nil
+}
+
+// releaseAll gives back every user leased by owner, due at once: at shutdown, and at the
+// start of a process that took over a stable name (its predecessor's leases are its own).
+func (s *Store) releaseAll(ctx context.Context, owner string) (int64, error) {
+	tag, err := s.db.Exec(ctx, releaseAllSQL, pgx.StrictNamedArgs{"owner": owner})
+	if err != nil {
+		return 0, fmt.Errorf("lanes: release the leases of %s: %w", owner, err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// DeadLetter is a dead-lettered SMS to publish to the DLQ topic.
+type DeadLetter struct {
+	UserID int64
+	Seq    int64
+	MsgID  string
+	Event  []byte
+	Reason string
+}
+
+// DeadLetterIntents returns up to limit dead-lettered SMS not yet published to the DLQ topic,
+// oldest first.
+func (s *Store) DeadLetterIntents(ctx context.Context, limit int) ([]DeadLetter, error) {
+	rows, err := s.db.Query(ctx, deadLetterIntentsSQL, pgx.StrictNamedArgs{"limit": limit})
+	if err != nil {
+		return nil, fmt.Errorf("dead-letter intents: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[DeadLetter])
+	if err != nil {
+		return nil, fmt.Errorf("dead-letter intents: %w", err)
+	}
+	return out, nil
+}
+
+// MarkDeadLettersPublished records that these dead letters are in the DLQ topic.
+func (s *Store) MarkDeadLettersPublished(ctx context.Context, done []DeadLetter) error {
+	users, seqs := make([]int64, len(done)), make([]int64, len(done))
+	for i, d := range done {
+		users[i], seqs[i] = d.UserID, d.Seq
+	}
+	if _, err := s.db.Exec(ctx, markDeadLettersPublishedSQL, pgx.StrictNamedArgs{"users": users, "seqs": seqs}); err != nil {
+		return fmt.Errorf("mark %d dead letters published: %w", len(done), err)
+	}
+	return nil
+}
+
+// UnpublishedDeadLetters counts the dead-lettered SMS not yet published to the DLQ topic.
+func (s *Store) UnpublishedDeadLetters(ctx context.Context) (int64, error) {
+	var n int64
+	if err := s.db.QueryRow(ctx, unpublishedDeadLettersSQL).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count unpublished dead letters: %w", err)
+	}
+	return n, nil
+}
+
+// FoundDeadLetter makes sure a (user, seq) found in the DLQ topic is recorded: the
+// reconciler's half of "dead letters, consistent both ways". A row the inbox has already
+// (pending or finished) is left alone — the lane decides a pending one; a missing one is
+// recorded dead-lettered and published, and its user woken so a lane moves past it. It
+// reports whether it recorded anything.
+func (s *Store) FoundDeadLetter(ctx context.Context, a Arrival, reason string) (bool, error) {
+	at, err := positions(ctx, s.db, positionsSQL, []int64{a.UserID})
+	if err != nil {
+		return false, fmt.Errorf("record dead letter %d:%d found in the DLQ: %w", a.UserID, a.Seq, err)
+	}
+	if Admit(at[a.UserID], a.Seq, 0) == Finished {
+		return false, nil
+	}
+	var recorded bool
+	err = s.db.QueryRow(ctx, foundDeadLetterSQL, pgx.StrictNamedArgs{
+		"user": a.UserID, "seq": a.Seq, "msg_id": a.MsgID, "event": string(a.Event), "kind": a.Kind, "text": a.Text,
+		"reason": freetext.Clip(reason, maxReason),
+	}).Scan(&recorded)
+	if err != nil {
+		return false, fmt.Errorf("record dead letter %d:%d found in the DLQ: %w", a.UserID, a.Seq, err)
+	}
+	return recorded, nil
+}
+
+// ErrNotHeld means an operator asked to skip a seq no user is held by: the user's next seq
+// (last_seq + 1) is not that one, or nothing later waits behind it.
+var ErrNotHeld = errors.New("gate: the user is not held by that missing seq")
+
+// ErrNotLost means the seq an operator asked to skip has arrived: it is in the inbox or
+// finished, so it is not lost and must not be skipped.
+var ErrNotLost = errors.New("gate: that seq has arrived; it is not lost")
+
+// Skip records, in the caller's transaction tx, the missing seq of a held user as
+// skipped_by_operator and advances the user past it (and past any finished successors); the
+// user is then due, so its waiting SMS go out. seq must be last_seq + 1 of a user with later
+// SMS waiting (else ErrNotHeld), and must never have arrived (else ErrNotLost). It returns
+// the user's new progress.
+func (s *Store) Skip(ctx context.Context, tx pgx.Tx, userID, seq int64, reason string) (int64, error) {
+	var p Position
+	var waiting bool
+	err := tx.QueryRow(ctx, skipPositionSQL, pgx.StrictNamedArgs{"user": userID}).Scan(&p.LastSeq, &p.Fence, &p.Leased, &waiting)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, ErrNotHeld
+	}
+	if err != nil {
+		return 0, fmt.Errorf("skip %d:%d: %w", userID, seq, err)
+	}
+	if Admit(p, seq, 0) != Next || !waiting {
+		return 0, ErrNotHeld
+	}
+	var status string
+	err = tx.QueryRow(ctx, skipArrivedSQL, pgx.StrictNamedArgs{"user": userID, "seq": seq}).Scan(&status)
+	if err == nil {
+		return 0, fmt.Errorf("%w (status %s)", ErrNotLost, status)
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return 0, fmt.Errorf("skip %d:%d: %w", userID, seq, err)
+	}
+	if _, err := tx.Exec(ctx, skipRecordSQL, pgx.StrictNamedArgs{
+		"user": userID, "seq": seq, "reason": freetext.Clip("skipped by an operator: "+reason, maxReason),
+	}); err != nil {
+		return 0, fmt.Errorf("skip %d:%d: %w", userID, seq, err)
+	}
+	var last int64
+	if err := tx.QueryRow(ctx, skipAdvanceSQL, pgx.StrictNamedArgs{"user": userID, "last_seq": Advance(p, seq, Skipped).LastSeq}).Scan(&last); err != nil {
+		return 0, fmt.Errorf("skip %d:%d: %w", userID, seq, err)
+	}
+	// A lane that holds the user and gives it back as idle must not strand it.
+	if _, err := tx.Exec(ctx, wakeSQL, pgx.StrictNamedArgs{"user": userID}); err != nil {
+		return 0, fmt.Errorf("skip %d:%d: %w", userID, seq, err)
+	}
+	return last, nil
+}
+
+// StoredSMS is an SMS as an operator's replay reads it.
+type StoredSMS struct {
+	Status string
+	Event  []byte // the wallet event the inbox stored
+	// LateJournaled is set when its late SMS log row is there: a journaled sender delivered
+	// a replay of it already.
+	LateJournaled bool
+}
+
+// DeadLetter reads the SMS (userID, seq), or returns pgx.ErrNoRows.
+func (s *Store) DeadLetter(ctx context.Context, userID, seq int64) (StoredSMS, error) {
+	var m StoredSMS
+	err := s.db.QueryRow(ctx, deadLetterSQL, pgx.StrictNamedArgs{"user": userID, "seq": seq}).Scan(&m.Status, &m.Event, &m.LateJournaled)
+	if err != nil {
+		return StoredSMS{}, fmt.Errorf("read the SMS of user %d seq %d: %w", userID, seq, err)
+	}
+	return m, nil
+}
+
+// LockDeadLetter locks the row of the SMS (userID, seq) in tx and returns its status.
+func (s *Store) LockDeadLetter(ctx context.Context, tx pgx.Tx, userID, seq int64) (string, error) {
+	var status string
+	if err := tx.QueryRow(ctx, lockDeadLetterSQL, pgx.StrictNamedArgs{"user": userID, "seq": seq}).Scan(&status); err != nil {
+		return "", fmt.Errorf("lock the SMS of user %d seq %d: %w", userID, seq, err)
+	}
+	return status, nil
+}
+
+// JournalLate writes, in tx, the late SMS log row of a replay of (userID, seq) to phone with
+// text, once per (user, seq): a journaled sender's delivery of it. It reports whether a row
+// was written (false: it was delivered late before).
+func (s *Store) JournalLate(ctx context.Context, tx pgx.Tx, userID, seq int64, phone, text string) (bool, error) {
+	tag, err := tx.Exec(ctx, journalLateSQL, pgx.StrictNamedArgs{"user": userID, "seq": seq, "phone": phone, "text": text})
+	if err != nil {
+		return false, fmt.Errorf("log the replay of user %d seq %d: %w", userID, seq, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// Gap is a user whose next SMS has not arrived while later ones wait in the inbox.
+type Gap struct {
+	UserID      int64     `json:"user_id"`
+	LastSeq     int64     `json:"last_seq"`
+	MissingSeq  int64     `json:"missing_seq"`
+	WaitingSeqs int64     `json:"waiting"` // SMS in the inbox behind the gap
+	Since       time.Time `json:"since"`
+	// Alert is set once the gap is older than the alert threshold: an operator should look
+	// (the skip action is the only way past a seq that is truly lost).
+	Alert bool `json:"alert"`
+}
+
+// Baseline is where a user started because the consumer group started from the end of
+// the topic: SMS before Seq were never received and are not sent.
+type Baseline struct {
+	UserID int64     `json:"user_id"`
+	Seq    int64     `json:"baseline_seq"`
+	At     time.Time `json:"at"`
+}
+
+// View is what the gate holds, as /v1/gate and the metrics show it.
+type View struct {
+	Pending   int64      `json:"pending"`      // SMS in the inbox
+	Due       int64      `json:"due_users"`    // users a claim would take now
+	Gaps      []Gap      `json:"gaps"`         // longest first, at most the limit
+	GapAlerts int64      `json:"gap_alerts"`   // users held by a gap older than the threshold
+	OldestGap float64    `json:"oldest_gap_s"` // seconds
+	Baselines []Baseline `json:"baselines"`    // newest first, at most the limit
+}
+
+// View reads what the gate holds: counts, the gaps (longest first) and the baselines (newest
+// first), at most limit of each; a gap older than alertAfter is an alert.
+func (s *Store) View(ctx context.Context, limit int, alertAfter time.Duration) (View, error) {
+	var v View
+	err := s.db.QueryRow(ctx, viewCountsSQL, pgx.StrictNamedArgs{"alert_after_us": alertAfter.Microseconds()}).
+		Scan(&v.Pending, &v.Due, &v.GapAlerts, &v.OldestGap)
+	if err != nil {
+		return View{}, fmt.Errorf("gate view: %w", err)
+	}
+	v.Gaps, v.Baselines = []Gap{}, []Baseline{}
+	if limit <= 0 {
+		return v, nil
+	}
+	rows, err := s.db.Query(ctx, viewGapsSQL, pgx.StrictNamedArgs{"limit": limit, "alert_after_us": alertAfter.Microseconds()})
+	if err != nil {
+		return View{}, fmt.Errorf("gate view: gaps: %w", err)
+	}
+	if v.Gaps, err = pgx.AppendRows(v.Gaps, rows, pgx.RowToStructByPos[Gap]); err != nil {
+		return View{}, fmt.Errorf("gate view: gaps: %w", err)
+	}
+	rows, err = s.db.Query(ctx, viewBaselinesSQL, pgx.StrictNamedArgs{"limit": limit})
+	if err != nil {
+		return View{}, fmt.Errorf("gate view: baselines: %w", err)
+	}
+	if v.Baselines, err = pgx.AppendRows(v.Baselines, rows, pgx.RowToStructByPos[Baseline]); err != nil {
+		return View{}, fmt.Errorf("gate view: baselines: %w", err)
+	}
+	return v, nil
+}
+
+// deployment caches the id of the deployment the notifier's tables belong to.
+type deployment struct {
+	mu sync.Mutex
+	id string
+}
+
+// DeploymentID returns the id notify.deployment holds (created once, by the migration that
+// made the table), read once and then kept: it is part of every provider key.
+func (s *Store) DeploymentID(ctx context.Context) (string, error) {
+	s.deployment.mu.Lock()
+	defer s.deployment.mu.Unlock()
+	if s.deployment.id != "" {
+		return s.deployment.id, nil
+	}
+	if err := s.db.QueryRow(ctx, deploymentSQL).Scan(&s.deployment.id); err != nil {
+		return "", fmt.Errorf("read the deployment id: %w", err)
+	}
+	return s.deployment.id, nil
+}
+
+// refusedData reports whether the database refused a statement for the data of its rows: a
+// data exception (SQLSTATE class 22: text that is not UTF-8 or holds a NUL, a value out of
+// range) or an integrity constraint violation (class 23). Such a statement fails the same
+// way however often it is tried.
+func refusedData(err error) bool {
+	code := pg.Code(err)
+	return code != "" && (pgerrcode.IsDataException(code) || pgerrcode.IsIntegrityConstraintViolation(code))
+}
+
+// recordRetryable reports whether a failed record may succeed if tried again: not when its
+// context was cancelled or the pool is closed (both will fail again at once), nor when the
+// database refused its data. A timeout, a lost connection, a deadlock may pass.
+func recordRetryable(err error) bool {
+	return !errors.Is(err, context.Canceled) && !errors.Is(err, puddle.ErrClosedPool) && !refusedData(err)
+}
+
+// maxReason is how many characters of a failure reason the notifier's tables keep.
+const maxReason = 1000

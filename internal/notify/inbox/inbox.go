@@ -1,0 +1,209 @@
+// Package inbox consumes the broker's wallet events, then writes them: each message of a
+// queue's batch is decoded and its SMS rendered; the good ones arrive at the gate
+// (gate.Store.Arrive), the bad ones are recorded with a dead-letter intent in
+// notify.bad_messages, which this package owns, all in one transaction; then the batch is
+// acknowledged. A queue never waits for a user, a provider, or a predecessor on another
+// queue.
+package inbox
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/walletsaga/walletsaga/internal/notify"
+	"github.com/walletsaga/walletsaga/internal/notify/gate"
+	"github.com/walletsaga/walletsaga/internal/pg"
+	"github.com/walletsaga/walletsaga/internal/walletevent"
+)
+
+// Message is one broker message as the notifier receives it: the project's own type, into
+// which the RocketMQ adapter's wiring converts what its consumers deliver.
+type Message struct {
+	MsgID       string
+	Topic       string
+	Queue       string // the queue it came from, "<broker>/<queue id>"
+	Offset      int64  // its offset in that queue
+	ShardingKey string
+	Body        []byte
+	// DeadLetterReason says why the message was dead-lettered, when it was read from the
+	// DLQ topic and its publisher said.
+	DeadLetterReason string
+}
+
+// Decoded is a message as the notifier takes it: a wallet event arriving at the gate, or,
+// when Bad is set, a message that does not decode or render, kept with its reason.
+type Decoded struct {
+	gate.Arrival
+	Offset int64
+	Bad    string // why the message could not be decoded; empty for a good one
+}
+
+// Decode turns a broker message into what the inbox records: the wallet event's (user, seq)
+// and the SMS text rendered from it, or, for a message that does not decode or render, the
+// message kept as bad with its reason.
+func Decode(m Message) Decoded {
+	d := Decoded{Arrival: gate.Arrival{MsgID: m.MsgID, Queue: m.Queue, Event: m.Body}, Offset: m.Offset}
+	ev, err := walletevent.Decode(m.Body)
+	if err != nil {
+		d.Bad = err.Error()
+		return d
+	}
+	sms, err := notify.Render(ev)
+	if err != nil {
+		d.Bad = "render: " + err.Error()
+		return d
+	}
+	d.UserID, d.Seq, d.Kind, d.Text = ev.UserID, ev.Seq, string(ev.Kind), sms.Text
+	return d
+}
+
+// Stats counts what the inbox received since start.
+type Stats struct {
+	Received  int64 `json:"received"`  // new SMS written to the inbox
+	Ignored   int64 `json:"ignored"`   // redeliveries of SMS the inbox holds or finished already
+	Bad       int64 `json:"bad"`       // undecodable messages recorded and dead-lettered
+	Baselines int64 `json:"baselines"` // users that started past seq 1 (CONSUME_FROM=last)
+}
+
+// Received is what one write of the inbox did.
+type Received struct {
+	Inserted   int // new (user, seq) rows in the inbox
+	Ignored    int // redeliveries of what the inbox holds or finished already
+	Bad        int // undecodable messages recorded for the DLQ
+	Baselines  int // users first seen past seq 1 that start there (CONSUME_FROM=last)
+	Duplicates int // bad messages seen before
+}
+
+// Inbox is the orderly consumer's handler: it records each batch of wallet events in one
+// transaction and acknowledges it. It fails a batch (the consumer pauses the queue and
+// delivers the batch again) only when the database cannot take it.
+type Inbox struct {
+	store    *Store
+	gate     *gate.Store
+	fromLast bool
+	received func(Received) // what to wake: the lanes, the DLQ publisher
+	log      *slog.Logger
+
+	recv, ignored, bad, baselines atomic.Int64
+}
+
+// NewInbox returns the handler, which writes good messages through g and bad ones to store.
+// fromLast: a user the gate has never seen starts at the first seq it receives (a group
+// that starts at the end of the topic); otherwise at seq 1. received is called after each
+// batch is recorded.
+func NewInbox(store *Store, g *gate.Store, fromLast bool, received func(Received), log *slog.Logger) *Inbox {
+	if log == nil {
+		log = slog.Default()
+	}
+	if received == nil {
+		received = func(Received) {}
+	}
+	return &Inbox{store: store, gate: g, fromLast: fromLast, received: received, log: log.With("component", "inbox")}
+}
+
+// Stats returns the counters.
+func (in *Inbox) Stats() Stats {
+	return Stats{Received: in.recv.Load(), Ignored: in.ignored.Load(), Bad: in.bad.Load(), Baselines: in.baselines.Load()}
+}
+
+// Handle records a batch of one queue's messages.
+func (in *Inbox) Handle(ctx context.Context, batch []Message) error {
+	msgs := make([]Decoded, len(batch))
+	for i, m := range batch {
+		msgs[i] = Decode(m)
+		if msgs[i].Bad != "" {
+			in.log.Warn("bad message: recorded and dead-lettered", "msg_id", m.MsgID, "queue", m.Queue, "offset", m.Offset, "reason", msgs[i].Bad)
+		} else if m.ShardingKey != "" && m.ShardingKey != strconv.FormatInt(msgs[i].UserID, 10) {
+			// Sent under another key it may sit on another queue than its user's other
+			// events; the lanes keep the order all the same, so only note it.
+			in.log.Warn("event carries a foreign sharding key", "msg_id", m.MsgID, "sharding_key", m.ShardingKey, "user_id", msgs[i].UserID)
+		}
+	}
+	r, err := in.write(ctx, msgs)
+	if isDataError(err) {
+		// One message the database refuses must not hold its queue-mates: record one by
+		// one, and the refused one as bad.
+		return in.oneByOne(ctx, msgs)
+	}
+	if err != nil {
+		return err
+	}
+	in.count(r)
+	return nil
+}
+
+// write records msgs in one transaction: the good ones through the gate, the bad ones here.
+func (in *Inbox) write(ctx context.Context, msgs []Decoded) (Received, error) {
+	var good []gate.Arrival
+	var bad []Decoded
+	for _, m := range msgs {
+		if m.Bad != "" {
+			bad = append(bad, m)
+		} else {
+			good = append(good, m.Arrival)
+		}
+	}
+	var r Received
+	arrive := func(q pg.Querier) error {
+		if len(good) == 0 {
+			return nil
+		}
+		a, err := in.gate.Arrive(ctx, q, good, in.fromLast)
+		r.Inserted, r.Ignored, r.Baselines = a.Inserted, a.Ignored, a.Baselines
+		return err
+	}
+	if len(bad) == 0 {
+		return r, arrive(in.store.db)
+	}
+	err := pg.WithTx(ctx, in.store.db, func(tx pgx.Tx) error {
+		if err := arrive(tx); err != nil {
+			return err
+		}
+		n, err := in.store.recordBad(ctx, tx, bad, false)
+		r.Bad, r.Duplicates = n, len(bad)-n
+		return err
+	})
+	if err != nil {
+		return Received{}, err
+	}
+	return r, nil
+}
+
+func (in *Inbox) oneByOne(ctx context.Context, msgs []Decoded) error {
+	for _, m := range msgs {
+		one := []Decoded{m}
+		r, err := in.write(ctx, one)
+		if isDataError(err) {
+			in.log.Warn("bad message: the database refused it; recorded and dead-lettered", "msg_id", m.MsgID, "err", err)
+			one[0].Bad = "the database refused it: " + err.Error()
+			r, err = in.write(ctx, one)
+		}
+		if err != nil {
+			return err
+		}
+		in.count(r)
+	}
+	return nil
+}
+
+func (in *Inbox) count(r Received) {
+	in.recv.Add(int64(r.Inserted))
+	in.ignored.Add(int64(r.Ignored))
+	in.bad.Add(int64(r.Bad))
+	in.baselines.Add(int64(r.Baselines))
+	if r.Baselines > 0 {
+		in.log.Warn("users first seen past seq 1 start there (CONSUME_FROM=last); see GET /v1/gate", "users", r.Baselines)
+	}
+	in.received(r)
+}
+
+// isDataError reports whether the database refused the data itself (SQLSTATE class 22: an
+// invalid value), which retrying cannot fix.
+func isDataError(err error) bool {
+	return pgerrcode.IsDataException(pg.Code(err))
+}

@@ -1,0 +1,168 @@
+package inbox_test
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/walletsaga/walletsaga/internal/notify"
+	"github.com/walletsaga/walletsaga/internal/notify/gate"
+	"github.com/walletsaga/walletsaga/internal/notify/inbox"
+	"github.com/walletsaga/walletsaga/internal/testdb"
+	"github.com/walletsaga/walletsaga/internal/testutil/notifytest"
+	"github.com/walletsaga/walletsaga/internal/walletevent"
+)
+
+// message is a raw message as the orderly consumer hands it to the inbox: the client's
+// unique id as MsgID, and the queue its sharding key hashes to.
+func message(body []byte, shardingKey string, n int64) inbox.Message {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(shardingKey))
+	return inbox.Message{
+		Topic: "wallet-events", MsgID: fmt.Sprintf("7F000001%04X%08X%012X", os.Getpid()&0xffff, uint32(time.Now().Unix()), n), //nolint:gosec // G115: the low 32 bits of the time, as a message id holds them
+		ShardingKey: shardingKey, Queue: fmt.Sprintf("broker-a/%d", h.Sum32()%8), Offset: n, Body: body,
+	}
+}
+
+// FuzzInbox feeds one raw message at a time to the inbox, on a real database shared by all
+// inputs of a run. The inbox never fails a message for its own sake (that would hold its
+// queue): a body that does not decode or render is recorded in notify.bad_messages, with a
+// dead-letter intent, on its first delivery; a good one is in the inbox (new, or there
+// already), and what the inbox stored decodes back to the same event — the lanes read it
+// later, so a body whose meaning jsonb would change must never get in.
+func FuzzInbox(f *testing.F) {
+	ev := func(user, seq int64, kind walletevent.Kind, amount int64) []byte {
+		b, err := walletevent.Encode(notifytest.Event(user, seq, kind, amount))
+		require.NoError(f, err)
+		return b
+	}
+	edit := func(body []byte, from, to string) []byte { return []byte(strings.Replace(string(body), from, to, 1)) }
+	good := ev(1, 1, walletevent.Deposit, 10000)
+	for _, s := range []struct {
+		body []byte
+		key  string
+	}{
+		{good, "1"},
+		{ev(1, 2, walletevent.Purchase, -5000), "1"},
+		{ev(1, 3, walletevent.Refund, 5000), "1"},
+		{ev(1, 3, walletevent.Refund, 5000), "1"},         // a duplicate
+		{ev(2, 2, walletevent.TransferIn, 2500), "2"},     // ahead of its predecessor
+		{ev(3, 2, walletevent.TransferOut, -100), "999"},  // sent under a foreign key
+		{[]byte(`{"v":1,"user_id":"not a number"}`), "4"}, // what e2e sends
+		{good[:len(good)/2], "1"},                         // truncated
+		{append(append([]byte{}, good...), ']'), "1"},     // trailing data
+		{[]byte{}, ""},                      // empty
+		{[]byte("null"), ""},                // null
+		{[]byte("\xff\xfe\x00garbage"), ""}, // binary
+		{edit(ev(10, 1, walletevent.Deposit, 100), `"en"`, `"e\u0000"`), "10"},                       // an escaped NUL
+		{edit(ev(11, 1, walletevent.Deposit, 100), `"en"`, `"\ud800"`), "11"},                        // a lone surrogate
+		{edit(ev(12, 1, walletevent.Deposit, 100), `"+8613800001234"`, "\"+86138\xff01234\""), "12"}, // invalid UTF-8
+		{edit(ev(13, 1, walletevent.Deposit, 100), `"CNY"`, `"C\u0000Y"`), "13"},                     // NUL in the currency
+		{edit(ev(15, 1, walletevent.Deposit, 100), `"deposit"`, `"bonus"`), "15"},                    // an unknown kind
+		{edit(ev(16, 1, walletevent.Deposit, 100), `"v":1`, `"v":2`), "16"},                          // an unknown version
+		{edit(ev(18, 2, walletevent.Deposit, 100), `"seq":2`, `"seq":2,"SEQ":3`), "18"},              // seq twice: jsonb would keep both
+	} {
+		f.Add(s.body, s.key)
+	}
+	pool, _ := testdb.New(f)
+	in := inbox.NewInbox(inbox.NewStore(pool), gate.NewStore(pool), false, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	var n atomic.Int64
+	f.Fuzz(func(t *testing.T, body []byte, shardingKey string) {
+		d := message(body, shardingKey, n.Add(1))
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		require.NoError(t, in.Handle(ctx, []inbox.Message{d}), "the inbox takes every message: %q", body)
+
+		e, err := walletevent.Decode(body)
+		if err == nil {
+			_, err = notify.Render(e)
+		}
+		if err != nil {
+			var stored []byte
+			var reason string
+			require.NoError(t, pool.QueryRow(ctx, `SELECT body, reason FROM notify.bad_messages WHERE msg_id = $1 AND dlq_published_at IS NULL`,
+				d.MsgID).Scan(&stored, &reason), "a malformed message is recorded with its dead-letter intent: %q", body)
+			require.Equal(t, []byte(body), stored)
+			require.NotEmpty(t, reason)
+			return
+		}
+		var bad int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM notify.bad_messages WHERE msg_id = $1`, d.MsgID).Scan(&bad))
+		require.Zero(t, bad, "a good message is not a bad one")
+		var stored, status string
+		require.NoError(t, pool.QueryRow(ctx, `SELECT event::text, status FROM notify.notifications WHERE user_id = $1 AND seq = $2`,
+			e.UserID, e.Seq).Scan(&stored, &status), "in the inbox: %q", body)
+		back, err := walletevent.Decode([]byte(stored))
+		require.NoError(t, err, "the stored event %q (from %q) no longer decodes", stored, body)
+		require.Equal(t, e.UserID, back.UserID)
+		require.Equal(t, e.Seq, back.Seq)
+		if msgID := d.MsgID; pool.QueryRow(ctx, `SELECT 1 FROM notify.notifications WHERE user_id = $1 AND seq = $2 AND msg_id = $3`,
+			e.UserID, e.Seq, msgID).Scan(new(int)) == nil {
+			// Stored from this very body (an earlier one may differ): jsonb kept its meaning.
+			require.True(t, e.OccurredAt.Equal(back.OccurredAt), "stored %q from %q", stored, body)
+			e.OccurredAt, back.OccurredAt = time.Time{}, time.Time{}
+			require.Equal(t, e, back, "stored %q from %q", stored, body)
+		}
+	})
+}
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// event is a message of the wallet event (user, seq).
+func event(t *testing.T, user, seq int64) inbox.Message {
+	t.Helper()
+	b, err := walletevent.Encode(notifytest.Event(user, seq, walletevent.Deposit, 100))
+	require.NoError(t, err)
+	return inbox.Message{MsgID: fmt.Sprintf("m-%d-%d", user, seq), Queue: "broker-a/1", Body: b}
+}
+
+// TestBadMessagesAreRecordedOnceWithTheirIntent: a batch mixing good and bad messages is
+// written in one go: the good ones reach the gate, each bad one is recorded once (a
+// redelivery is a duplicate) with its dead-letter intent, and the lanes and the publisher
+// are told.
+func TestBadMessagesAreRecordedOnceWithTheirIntent(t *testing.T) {
+	t.Parallel()
+	pool, _ := testdb.New(t)
+	store := inbox.NewStore(pool)
+	var got []inbox.Received
+	in := inbox.NewInbox(store, gate.NewStore(pool), false, func(r inbox.Received) { got = append(got, r) }, nil)
+	ctx := context.Background()
+	bad := inbox.Message{MsgID: "bad-1", Queue: "broker-a/2", Offset: 7, Body: []byte(`{"v":1}`)}
+	require.NotEmpty(t, inbox.Decode(bad).Bad)
+	require.NoError(t, in.Handle(ctx, []inbox.Message{bad, bad, event(t, 3, 1)}))
+	require.Equal(t, []inbox.Received{{Inserted: 1, Bad: 1, Duplicates: 1}}, got)
+	require.Equal(t, inbox.Stats{Received: 1, Bad: 1}, in.Stats())
+
+	intents, err := store.BadIntents(ctx, 10)
+	require.NoError(t, err)
+	require.Equal(t, []inbox.BadMessage{{MsgID: "bad-1", Body: []byte(`{"v":1}`), Reason: intents[0].Reason}}, intents)
+	n, err := store.UnpublishedBad(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+	require.NoError(t, store.MarkBadPublished(ctx, []string{"bad-1"}))
+	intents, err = store.BadIntents(ctx, 10)
+	require.NoError(t, err)
+	require.Empty(t, intents)
+
+	// Found in the DLQ later: stored once, as published.
+	require.NoError(t, store.RecordFoundBad(ctx, inbox.Decode(inbox.Message{MsgID: "bad-2", Queue: "broker-a/0", Body: []byte("garbage")})))
+	require.NoError(t, store.RecordFoundBad(ctx, inbox.Decode(inbox.Message{MsgID: "bad-2", Queue: "broker-a/0", Body: []byte("garbage")})))
+	n, err = store.UnpublishedBad(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	var rows int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM notify.bad_messages`).Scan(&rows))
+	require.Equal(t, 2, rows)
+}

@@ -1,0 +1,102 @@
+package inbox
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/walletsaga/walletsaga/internal/pg"
+)
+
+// The inbox owns notify.bad_messages, the messages it could not take, each with its
+// dead-letter intent; its statements (sql/*.sql) are the only ones that write it. The dead
+// letters' publisher and reconciler call the methods below. (The SMS log's read model lists
+// the table too, and writes nothing.)
+
+var (
+	//go:embed sql/record_bad.sql
+	recordBadSQL string
+	//go:embed sql/bad_intents.sql
+	badIntentsSQL string
+	//go:embed sql/mark_bad_published.sql
+	markBadPublishedSQL string
+	//go:embed sql/unpublished_bad.sql
+	unpublishedBadSQL string
+)
+
+// Store holds the statements on notify.bad_messages. It is safe for concurrent use.
+type Store struct {
+	db *pgxpool.Pool
+}
+
+// NewStore returns a Store on db.
+func NewStore(db *pgxpool.Pool) *Store { return &Store{db: db} }
+
+// recordBad stores bad messages on q, once per message id, with their reasons; with a
+// dead-letter intent unless published. It returns how many it stored (the others were
+// stored before).
+func (s *Store) recordBad(ctx context.Context, q pg.Querier, bad []Decoded, published bool) (int, error) {
+	n := len(bad)
+	ids, queues, reasons, offsets, bodies := make([]string, n), make([]string, n), make([]string, n), make([]int64, n), make([][]byte, n)
+	for i, m := range bad {
+		ids[i], queues[i], reasons[i], offsets[i], bodies[i] = m.MsgID, m.Queue, m.Bad, m.Offset, m.Event
+		if bodies[i] == nil {
+			bodies[i] = []byte{}
+		}
+	}
+	tag, err := q.Exec(ctx, recordBadSQL, pgx.StrictNamedArgs{
+		"msg_ids": ids, "queues": queues, "offsets": offsets, "bodies": bodies, "reasons": reasons, "published": published,
+	})
+	if err != nil {
+		return 0, fmt.Errorf("inbox: record %d bad messages: %w", n, err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// RecordFoundBad stores a message found in the DLQ topic that does not decode, once per
+// message id, as published (it is in the DLQ already).
+func (s *Store) RecordFoundBad(ctx context.Context, m Decoded) error {
+	_, err := s.recordBad(ctx, s.db, []Decoded{m}, true)
+	return err
+}
+
+// BadMessage is an undecodable message to publish to the DLQ topic.
+type BadMessage struct {
+	MsgID  string
+	Body   []byte
+	Reason string
+}
+
+// BadIntents returns up to limit bad messages not yet published to the DLQ topic, oldest
+// first.
+func (s *Store) BadIntents(ctx context.Context, limit int) ([]BadMessage, error) {
+	rows, err := s.db.Query(ctx, badIntentsSQL, pgx.StrictNamedArgs{"limit": limit})
+	if err != nil {
+		return nil, fmt.Errorf("bad-message intents: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[BadMessage])
+	if err != nil {
+		return nil, fmt.Errorf("bad-message intents: %w", err)
+	}
+	return out, nil
+}
+
+// MarkBadPublished records that the bad messages msgIDs are in the DLQ topic.
+func (s *Store) MarkBadPublished(ctx context.Context, msgIDs []string) error {
+	if _, err := s.db.Exec(ctx, markBadPublishedSQL, pgx.StrictNamedArgs{"msg_ids": msgIDs}); err != nil {
+		return fmt.Errorf("mark %d bad messages published: %w", len(msgIDs), err)
+	}
+	return nil
+}
+
+// UnpublishedBad counts the bad messages not yet published to the DLQ topic.
+func (s *Store) UnpublishedBad(ctx context.Context) (int64, error) {
+	var n int64
+	if err := s.db.QueryRow(ctx, unpublishedBadSQL).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count unpublished bad messages: %w", err)
+	}
+	return n, nil
+}

@@ -1,0 +1,213 @@
+// Package senders delivers SMS to a provider: the log sender (the SMS log row is the
+// delivery), the webhook sender (the provider contract over HTTP), the failure switches of
+// demos and tests, a sender that times its sends for metrics, and the provider breaker that
+// holds sends back while the provider as a whole is failing.
+package senders
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/walletsaga/walletsaga/internal/apperr"
+	"github.com/walletsaga/walletsaga/internal/freetext"
+	"github.com/walletsaga/walletsaga/internal/notify"
+)
+
+// LogSender is the built-in provider: an SMS is delivered when its row is in notify.sms_log.
+// It is journaled: the lane writes that row in the transaction that records the SMS sent (an
+// operator replay, in the transaction of its audit row), so each SMS exists exactly once, or
+// not at all if that transaction rolls back. Send itself only writes one line to Out, with
+// the phone masked.
+type LogSender struct {
+	Out io.Writer
+	mu  sync.Mutex // one line at a time on Out
+}
+
+// NewLogSender returns a LogSender writing its lines to out (io.Discard when nil).
+func NewLogSender(out io.Writer) *LogSender {
+	if out == nil {
+		out = io.Discard
+	}
+	return &LogSender{Out: out}
+}
+
+// Journaled reports that the SMS log row is this sender's delivery.
+func (*LogSender) Journaled() bool { return true }
+
+// Send writes m's line; it never fails.
+func (s *LogSender) Send(_ context.Context, m notify.SMS) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.Out
+	if out == nil {
+		out = io.Discard
+	}
+	// The line is written before the record commits: if that fails, the table is the truth
+	// and the retry writes the line again.
+	_, _ = fmt.Fprintf(out, "SMS user=%d seq=%d to=%s late=%t text=%q\n", m.UserID, m.Seq, notify.MaskPhone(m.Phone), m.Late, m.Text)
+	return nil
+}
+
+// DefaultWebhookTimeout bounds one webhook request when WebhookSender.Timeout is zero.
+const DefaultWebhookTimeout = 5 * time.Second
+
+// WebhookSender POSTs each SMS as JSON {user_id, seq, phone, text, late} to URL with the
+// header Idempotency-Key set to the SMS's key (its ProviderKey, kept by an operator's
+// replay, which sets late). The provider must deduplicate on that key and answer 409 to a
+// key it accepted before: "already accepted with this key". A 2xx is success; 409 is notify.ErrAlreadyDelivered; 5xx, 408, 429, timeouts
+// and connection errors wrap notify.ErrProviderUnavailable (retried, and counted by the provider
+// breaker); any other 4xx wraps notify.ErrPermanent.
+type WebhookSender struct {
+	URL     string
+	Timeout time.Duration // per request; DefaultWebhookTimeout when zero
+	Client  *http.Client  // http.DefaultClient when nil
+}
+
+// NewWebhookClient returns an HTTP client for a WebhookSender that up to conns lanes use at
+// once: it keeps that many idle connections to the provider. http.DefaultClient keeps two per
+// host, so with 64 lanes sending, nearly every SMS paid for a new connection (and left one in
+// TIME_WAIT).
+func NewWebhookClient(conns int) *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = max(conns, t.MaxIdleConns)
+	t.MaxIdleConnsPerHost = max(conns, 1)
+	return &http.Client{Transport: t}
+}
+
+// NewWebhookSender checks rawURL (absolute http or https) and returns a sender for it.
+func NewWebhookSender(rawURL string, timeout time.Duration, client *http.Client) (*WebhookSender, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, apperr.New(apperr.Invalid, "webhook URL must be an absolute http(s) URL, got %q", rawURL)
+	}
+	if timeout < 0 {
+		return nil, apperr.New(apperr.Invalid, "webhook timeout must not be negative, got %s", timeout)
+	}
+	return &WebhookSender{URL: rawURL, Timeout: timeout, Client: client}, nil
+}
+
+type webhookBody struct {
+	UserID int64  `json:"user_id"`
+	Seq    int64  `json:"seq"`
+	Phone  string `json:"phone"`
+	Text   string `json:"text"`
+	Late   bool   `json:"late"`
+}
+
+// Send posts m.
+func (s *WebhookSender) Send(ctx context.Context, m notify.SMS) error {
+	timeout := s.Timeout
+	if timeout <= 0 {
+		timeout = DefaultWebhookTimeout
+	}
+	client := s.Client
+	if client == nil {
+		client = http.DefaultClient
+	}
+	key := m.IdempotencyKey
+	if key == "" {
+		// A key the provider could confuse with another deployment's is worse than no send.
+		return fmt.Errorf("webhook: SMS %d:%d has no idempotency key", m.UserID, m.Seq)
+	}
+	body, err := json.Marshal(webhookBody{UserID: m.UserID, Seq: m.Seq, Phone: m.Phone, Text: m.Text, Late: m.Late})
+	if err != nil {
+		return fmt.Errorf("webhook: encode SMS %s: %w", key, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.URL, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("webhook: SMS %s: %w: %w", key, err, notify.ErrPermanent)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("webhook: SMS %s: %w: %w", key, err, notify.ErrProviderUnavailable)
+	}
+	defer resp.Body.Close()
+	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // let the connection be reused
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return nil
+	}
+	// The reply becomes the SMS's failure reason: whatever its bytes (cut inside a
+	// character, a NUL), it must be text Postgres takes.
+	msg := fmt.Sprintf("webhook: SMS %s: provider answered %s: %s", key, freetext.Clip(resp.Status, 100),
+		freetext.Clip(strings.TrimSpace(string(snippet)), 300))
+	switch {
+	case resp.StatusCode == http.StatusConflict:
+		return fmt.Errorf("%s: %w", msg, notify.ErrAlreadyDelivered)
+	case resp.StatusCode == http.StatusRequestTimeout, resp.StatusCode == http.StatusTooManyRequests, resp.StatusCode >= 500:
+		return fmt.Errorf("%s: %w", msg, notify.ErrProviderUnavailable)
+	case resp.StatusCode >= 400:
+		return fmt.Errorf("%s: %w", msg, notify.ErrPermanent)
+	default: // 1xx, 3xx: not an answer we understand; try again
+		return errors.New(msg)
+	}
+}
+
+// The failure switches the demo and the tests configure: SMS to numbers ending in 0000 and
+// SMS for events of 4.04 (404 minor units, either sign) always fail. They are never on by
+// default: a notifier fails no SMS on purpose unless it is configured to
+// (SMS_FAIL_PHONE_PATTERN, SMS_FAIL_AMOUNT).
+const (
+	DemoFailPhonePattern = `0000$`
+	DemoFailAmount       = 404
+)
+
+// FailureSwitch makes chosen SMS fail every time, for demos and tests: those whose phone
+// matches PhonePattern (nil disables) and those whose event amount, taken absolute, equals
+// FailAmount (0 disables). The failure is retryable, so the gate retries it and finally
+// dead-letters it. Every other SMS goes to Inner.
+type FailureSwitch struct {
+	Inner        notify.Sender
+	PhonePattern *regexp.Regexp
+	FailAmount   int64
+}
+
+// NewFailureSwitch wraps inner with the demo's switches (phone 0000$, amount 404).
+func NewFailureSwitch(inner notify.Sender) *FailureSwitch {
+	return &FailureSwitch{Inner: inner, PhonePattern: regexp.MustCompile(DemoFailPhonePattern), FailAmount: DemoFailAmount}
+}
+
+// Journaled reports whether Inner is journaled.
+func (f *FailureSwitch) Journaled() bool { return notify.IsJournaled(f.Inner) }
+
+// Send fails m if a switch matches it and otherwise hands it to Inner.
+func (f *FailureSwitch) Send(ctx context.Context, m notify.SMS) error {
+	if f.PhonePattern != nil && f.PhonePattern.MatchString(m.Phone) {
+		return fmt.Errorf("simulated failure: phone %s matches %q", notify.MaskPhone(m.Phone), f.PhonePattern.String())
+	}
+	if f.FailAmount != 0 && (m.Amount == f.FailAmount || m.Amount == -f.FailAmount) {
+		return fmt.Errorf("simulated failure: amount %d matches the failing amount %d", m.Amount, f.FailAmount)
+	}
+	if f.Inner == nil {
+		return errors.New("failure switch: no sender behind it")
+	}
+	return f.Inner.Send(ctx, m)
+}
+
+// ParsePhonePattern parses the phone failure switch from configuration: a regular expression
+// matched against the E.164 number, or "" / "off" / "none" to disable it (nil, nil).
+func ParsePhonePattern(s string) (*regexp.Regexp, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "", "off", "none":
+		return nil, nil
+	}
+	re, err := regexp.Compile(s)
+	if err != nil {
+		return nil, apperr.Wrap(err, apperr.Invalid, "phone failure pattern %q is not a valid regular expression: %v", s, err)
+	}
+	return re, nil
+}

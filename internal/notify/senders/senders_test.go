@@ -1,0 +1,306 @@
+package senders_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"sync"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/walletsaga/walletsaga/internal/apperr"
+	"github.com/walletsaga/walletsaga/internal/notify"
+	"github.com/walletsaga/walletsaga/internal/notify/senders"
+)
+
+func sms(user, seq int64, phone string, amount int64) notify.SMS {
+	return notify.SMS{UserID: user, Seq: seq, Phone: phone, Locale: "en", Kind: "deposit", Amount: amount,
+		Text: "You topped up 1.00 CNY. Balance: 1.00 CNY.", IdempotencyKey: "1:1"}
+}
+
+func TestLogSenderWritesALineAndIsJournaled(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	s := senders.NewLogSender(&out)
+	require.True(t, notify.IsJournaled(s), "its delivery is the SMS log row the lane writes")
+	require.True(t, notify.IsJournaled(&senders.FailureSwitch{Inner: s}))
+	require.True(t, notify.IsJournaled(senders.ObservedSender{Inner: s}))
+	w, err := senders.NewWebhookSender("http://127.0.0.1:1/sms", time.Second, nil)
+	require.NoError(t, err)
+	require.False(t, notify.IsJournaled(w))
+	require.False(t, notify.IsJournaled(&senders.FailureSwitch{Inner: w}))
+
+	require.NoError(t, s.Send(context.Background(), sms(1, 1, "+8613800001234", 100)))
+	require.Equal(t, `SMS user=1 seq=1 to=+*********1234 late=false text="You topped up 1.00 CNY. Balance: 1.00 CNY."`+"\n", out.String())
+	require.NotContains(t, out.String(), "13800001234")
+}
+
+type capture struct {
+	mu   sync.Mutex
+	reqs []*http.Request
+	body [][]byte
+}
+
+func (c *capture) add(r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.reqs = append(c.reqs, r)
+	c.body = append(c.body, b)
+}
+
+func TestWebhookSender(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		status int
+		want   error // nil: success; else the class the error must wrap
+	}{
+		{"200 ok", http.StatusOK, nil},
+		{"202 ok", http.StatusAccepted, nil},
+		{"409 on a repeated key: delivered already", http.StatusConflict, notify.ErrAlreadyDelivered},
+		{"500 provider-wide", http.StatusInternalServerError, notify.ErrProviderUnavailable},
+		{"503 provider-wide", http.StatusServiceUnavailable, notify.ErrProviderUnavailable},
+		{"408 provider-wide", http.StatusRequestTimeout, notify.ErrProviderUnavailable},
+		{"429 provider-wide", http.StatusTooManyRequests, notify.ErrProviderUnavailable},
+		{"400 permanent", http.StatusBadRequest, notify.ErrPermanent},
+		{"422 permanent", http.StatusUnprocessableEntity, notify.ErrPermanent},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var c capture
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				c.add(r)
+				w.WriteHeader(tc.status)
+				_, _ = io.WriteString(w, "provider says hi")
+			}))
+			t.Cleanup(srv.Close)
+			s, err := senders.NewWebhookSender(srv.URL+"/sms", time.Second, srv.Client())
+			require.NoError(t, err)
+			m := sms(42, 7, "+8613800001234", 100)
+			m.IdempotencyKey = "42:7"
+			err = s.Send(context.Background(), m)
+			if tc.want == nil {
+				require.NoError(t, err)
+			} else {
+				require.ErrorIs(t, err, tc.want)
+				for _, other := range []error{notify.ErrAlreadyDelivered, notify.ErrProviderUnavailable, notify.ErrPermanent} {
+					if !errors.Is(other, tc.want) {
+						require.NotErrorIs(t, err, other)
+					}
+				}
+				require.Contains(t, err.Error(), "provider says hi")
+				require.Contains(t, err.Error(), "42:7")
+			}
+			require.Len(t, c.reqs, 1)
+			r := c.reqs[0]
+			require.Equal(t, http.MethodPost, r.Method)
+			require.Equal(t, "/sms", r.URL.Path)
+			require.Equal(t, "42:7", r.Header.Get("Idempotency-Key"))
+			require.Equal(t, "application/json", r.Header.Get("Content-Type"))
+			var body map[string]any
+			require.NoError(t, json.Unmarshal(c.body[0], &body))
+			require.Equal(t, map[string]any{"user_id": 42.0, "seq": 7.0, "phone": "+8613800001234", "text": m.Text, "late": false}, body)
+		})
+	}
+}
+
+// TestWebhookClientReusesConnections: lanes that send, record, and send again reuse their
+// connections to the provider instead of opening one per SMS (http.DefaultClient keeps only
+// two idle per host, and closes the others' connections while they record).
+func TestWebhookClientReusesConnections(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	opened := 0
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusOK)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			mu.Lock()
+			opened++
+			mu.Unlock()
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	const lanes, each = 16, 10
+	s, err := senders.NewWebhookSender(srv.URL, time.Second, senders.NewWebhookClient(lanes))
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for l := range lanes {
+		wg.Go(func() {
+			for i := range each {
+				require.NoError(t, s.Send(context.Background(), sms(int64(l+1), int64(i+1), "+8613800000001", 100)))
+				time.Sleep(5 * time.Millisecond) // the lane records the SMS before its next
+			}
+		})
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	// At most one connection per lane, give or take one that was on its way back to the
+	// idle pool when its lane's next request started.
+	require.LessOrEqual(t, opened, 2*lanes, "connections opened for %d SMS", lanes*each)
+}
+
+// TestWebhookSenderCleansABrokenReply: a provider's reply cut inside a multi-byte character
+// and carrying a NUL becomes a failure reason of clean text (Postgres refuses the bytes as
+// they came, SQLSTATE 22021, and the lane records the reason).
+func TestWebhookSenderCleansABrokenReply(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = io.WriteString(w, "维护\x00中"[:len("维护\x00中")-1])
+	}))
+	t.Cleanup(srv.Close)
+	s, err := senders.NewWebhookSender(srv.URL, time.Second, srv.Client())
+	require.NoError(t, err)
+	m := sms(5, 1, "+8613800001234", 100)
+	m.IdempotencyKey = "d:5:1"
+	err = s.Send(context.Background(), m)
+	require.ErrorIs(t, err, notify.ErrProviderUnavailable)
+	require.True(t, utf8.ValidString(err.Error()), "%q", err.Error())
+	require.NotContains(t, err.Error(), "\x00")
+	require.Contains(t, err.Error(), "维护\ufffd\ufffd")
+}
+
+func TestWebhookSenderLateKeepsTheKey(t *testing.T) {
+	t.Parallel()
+	var c capture
+	srv := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { c.add(r) }))
+	t.Cleanup(srv.Close)
+	s, err := senders.NewWebhookSender(srv.URL, 0, srv.Client())
+	require.NoError(t, err)
+	m := sms(3, 4, "+8613800001234", 100)
+	m.IdempotencyKey = "3:4"
+	require.NoError(t, s.Send(context.Background(), notify.MarkLate(m)))
+	require.Equal(t, "3:4", c.reqs[0].Header.Get("Idempotency-Key"))
+	require.Contains(t, string(c.body[0]), `"late":true`)
+}
+
+func TestWebhookSenderTimeoutIsRetryable(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(func() { close(release); srv.Close() })
+	s, err := senders.NewWebhookSender(srv.URL, 50*time.Millisecond, srv.Client())
+	require.NoError(t, err)
+	start := time.Now()
+	err = s.Send(context.Background(), sms(1, 1, "+1", 1))
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorIs(t, err, notify.ErrProviderUnavailable)
+	require.NotErrorIs(t, err, notify.ErrPermanent)
+	require.Less(t, time.Since(start), 5*time.Second)
+}
+
+func TestWebhookSenderConnectionErrorIsRetryable(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close()) // nothing listens there now
+	s, err := senders.NewWebhookSender("http://"+addr+"/sms", time.Second, &http.Client{})
+	require.NoError(t, err)
+	err = s.Send(context.Background(), sms(1, 1, "+1", 1))
+	require.ErrorIs(t, err, notify.ErrProviderUnavailable)
+	require.NotErrorIs(t, err, notify.ErrPermanent)
+}
+
+func TestNewWebhookSenderChecksURL(t *testing.T) {
+	t.Parallel()
+	for _, u := range []string{"", "localhost:8080", "ftp://x/y", "http://", "::"} {
+		_, err := senders.NewWebhookSender(u, time.Second, nil)
+		require.Error(t, err, u)
+		require.Equal(t, apperr.Invalid, apperr.CodeOf(err))
+	}
+	_, err := senders.NewWebhookSender("http://x", -time.Second, nil)
+	require.Error(t, err)
+}
+
+type recordingSender struct {
+	mu   sync.Mutex
+	sent []notify.SMS
+	err  error
+}
+
+func (r *recordingSender) Send(_ context.Context, m notify.SMS) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.err != nil {
+		return r.err
+	}
+	r.sent = append(r.sent, m)
+	return nil
+}
+
+func TestFailureSwitch(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		sw      func(inner notify.Sender) *senders.FailureSwitch
+		phone   string
+		amount  int64
+		wantErr string
+	}{
+		{"demo: ordinary SMS passes", senders.NewFailureSwitch, "+8613800001234", 10000, ""},
+		{"demo: phone ending 0000 fails", senders.NewFailureSwitch, "+8613800000000", 10000, "simulated failure: phone +*********0000"},
+		{"demo: 4.04 fails", senders.NewFailureSwitch, "+8613800001234", 404, "simulated failure: amount 404"},
+		{"demo: -4.04 fails", senders.NewFailureSwitch, "+8613800001234", -404, "simulated failure: amount -404"},
+		{"demo: 40.40 passes", senders.NewFailureSwitch, "+8613800001234", 4040, ""},
+		{"disabled switches pass", func(in notify.Sender) *senders.FailureSwitch {
+			return &senders.FailureSwitch{Inner: in}
+		}, "+8613800000000", 404, ""},
+		{"custom pattern", func(in notify.Sender) *senders.FailureSwitch {
+			return &senders.FailureSwitch{Inner: in, PhonePattern: regexp.MustCompile(`^\+1555`)}
+		}, "+15551234567", 1, "simulated failure"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			inner := &recordingSender{}
+			err := tc.sw(inner).Send(context.Background(), sms(1, 1, tc.phone, tc.amount))
+			if tc.wantErr == "" {
+				require.NoError(t, err)
+				require.Len(t, inner.sent, 1)
+				return
+			}
+			require.ErrorContains(t, err, tc.wantErr)
+			require.NotErrorIs(t, err, notify.ErrPermanent, "simulated failures are retried")
+			require.NotErrorIs(t, err, notify.ErrProviderUnavailable, "and are one SMS's failure, not the provider's")
+			require.Empty(t, inner.sent)
+		})
+	}
+}
+
+func TestParsePhonePattern(t *testing.T) {
+	t.Parallel()
+	for _, off := range []string{"", " ", "off", "NONE"} {
+		re, err := senders.ParsePhonePattern(off)
+		require.NoError(t, err)
+		require.Nil(t, re)
+	}
+	re, err := senders.ParsePhonePattern(senders.DemoFailPhonePattern)
+	require.NoError(t, err)
+	require.True(t, re.MatchString("+8613800000000"))
+	require.False(t, re.MatchString("+8613800000001"))
+	_, err = senders.ParsePhonePattern("([")
+	require.Error(t, err)
+	require.Equal(t, apperr.Invalid, apperr.CodeOf(err))
+	require.Contains(t, err.Error(), `"(["`)
+}

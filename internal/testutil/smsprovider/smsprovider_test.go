@@ -1,0 +1,85 @@
+package smsprovider_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/walletsaga/walletsaga/internal/testutil/smsprovider"
+)
+
+func post(t *testing.T, p *smsprovider.Provider, key string, user, seq int64) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, p.URL(), strings.NewReader(fmt.Sprintf(`{"user_id":%d,"seq":%d,"phone":"+1","text":"hi"}`, user, seq)))
+	require.NoError(t, err)
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(b)
+}
+
+func TestItDeliversEachKeyOnce(t *testing.T) {
+	t.Parallel()
+	p := smsprovider.Start()
+	defer p.Close()
+	st, _ := post(t, p, "d:1:1", 1, 1)
+	require.Equal(t, http.StatusOK, st)
+	st, _ = post(t, p, "d:1:1", 1, 1)
+	require.Equal(t, http.StatusConflict, st, "a key it delivered before")
+	st, _ = post(t, p, "d:1:2", 1, 2)
+	require.Equal(t, http.StatusOK, st)
+	require.Equal(t, map[int64][]int64{1: {1, 2}}, p.Delivered())
+	require.Equal(t, 1, p.Repeats())
+	require.Zero(t, p.OutOfOrder())
+	require.False(t, p.DeliveredAt(1, 2).IsZero())
+	require.Len(t, p.Calls(nil), 3)
+	require.Equal(t, 2, p.DeliveredBetween(time.Now().Add(-time.Minute), time.Now().Add(time.Minute)))
+}
+
+func TestItFailsHangsAndGarblesOnDemand(t *testing.T) {
+	t.Parallel()
+	p := smsprovider.Start()
+	defer p.Close()
+	p.SetFault(func(c smsprovider.Call) smsprovider.Fault {
+		switch c.UserID {
+		case 1:
+			return smsprovider.Fault{Status: http.StatusServiceUnavailable, Body: "\xff broken"}
+		case 2:
+			return smsprovider.Fault{Hang: 50 * time.Millisecond}
+		case 3:
+			return smsprovider.Fault{LoseAnswer: true}
+		}
+		return smsprovider.Fault{}
+	})
+	st, body := post(t, p, "d:1:1", 1, 1)
+	require.Equal(t, http.StatusServiceUnavailable, st)
+	require.Equal(t, "\xff broken", body)
+	start := time.Now()
+	st, _ = post(t, p, "d:2:1", 2, 1)
+	require.Equal(t, http.StatusServiceUnavailable, st)
+	require.GreaterOrEqual(t, time.Since(start), 50*time.Millisecond)
+	st, _ = post(t, p, "d:3:1", 3, 1)
+	require.Equal(t, http.StatusInternalServerError, st, "delivered, the answer lost")
+	require.Equal(t, map[int64][]int64{3: {1}}, p.Delivered())
+
+	p.SetOutage(true)
+	st, _ = post(t, p, "d:4:1", 4, 1)
+	require.Equal(t, http.StatusServiceUnavailable, st)
+	p.SetOutage(false)
+	p.OnDeliver(func(context.Context, smsprovider.Call) error { return errors.New("its table is away") })
+	st, _ = post(t, p, "d:4:1", 4, 1)
+	require.Equal(t, http.StatusServiceUnavailable, st, "not delivered when OnDeliver fails")
+	p.OnDeliver(nil)
+	st, _ = post(t, p, "d:4:1", 4, 1)
+	require.Equal(t, http.StatusOK, st)
+}

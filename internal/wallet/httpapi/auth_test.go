@@ -1,0 +1,85 @@
+package httpapi
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/walletsaga/walletsaga/internal/apperr"
+)
+
+// The authorization decision, as a table: who (the service token for everyone, the service
+// token that only creates users, user 7's token, a token naming nobody) against what (the
+// path's user, a transfer's payer, a saga's parties, a saga list's filter, creating a user).
+func TestAuthorize(t *testing.T) {
+	t.Parallel()
+	var (
+		service     = caller{service: true, forAll: true}
+		serviceOnly = caller{service: true}
+		user7       = caller{user: 7, claim: "7"}
+		nobody      = caller{claim: "auth0|abc"}
+	)
+	cases := []struct {
+		name string
+		who  caller
+		what access
+		// want is "" when allowed, else a part of the 403's message.
+		want string
+	}{
+		{"service creates a user", service, access{kind: mayCreateUser}, ""},
+		{"service acts for anyone", service, access{kind: mayActFor, user: 8}, ""},
+		{"service pays from anyone", service, access{kind: mayPay, user: 8}, ""},
+		{"service reads any saga", service, access{kind: mayReadSaga, user: 8, counterparty: 9, saga: 1}, ""},
+		{"service lists everything", service, access{kind: mayListSagas}, ""},
+		{"service lists anyone's", service, access{kind: mayListSagas, user: 8}, ""},
+
+		{"create-only service creates a user", serviceOnly, access{kind: mayCreateUser}, ""},
+		{"create-only service acts for nobody", serviceOnly, access{kind: mayActFor, user: 8}, "only creates users"},
+		{"create-only service pays for nobody", serviceOnly, access{kind: mayPay, user: 8}, "only creates users"},
+		{"create-only service reads no saga", serviceOnly, access{kind: mayReadSaga, user: 8, saga: 1}, "only creates users"},
+		{"create-only service lists nothing", serviceOnly, access{kind: mayListSagas}, "only creates users"},
+
+		{"user acts for itself", user7, access{kind: mayActFor, user: 7}, ""},
+		{"user acts for no one else", user7, access{kind: mayActFor, user: 8}, "acts for user 7, not user 8"},
+		{"user pays from itself", user7, access{kind: mayPay, user: 7}, ""},
+		{"user pays from no one else", user7, access{kind: mayPay, user: 8}, "paid by that user, not user 8"},
+		{"user reads its saga", user7, access{kind: mayReadSaga, user: 7, saga: 1}, ""},
+		{"payee reads the transfer", user7, access{kind: mayReadSaga, user: 8, counterparty: 7, saga: 2}, ""},
+		{"user reads no other saga", user7, access{kind: mayReadSaga, user: 8, counterparty: 9, saga: 3}, "saga 3 is not one of user 7's"},
+		{"user reads no other deposit", user7, access{kind: mayReadSaga, user: 8, saga: 4}, "saga 4"},
+		{"user lists its sagas", user7, access{kind: mayListSagas, user: 7}, ""},
+		{"user lists unfiltered (confined to itself)", user7, access{kind: mayListSagas}, ""},
+		{"user lists no one else's", user7, access{kind: mayListSagas, user: 8}, "not user 8's"},
+		{"user creates no user", user7, access{kind: mayCreateUser}, "needs the service token"},
+
+		{"nobody acts for anyone", nobody, access{kind: mayActFor, user: 7}, `names no wallet user: its user claim must be a user id, got "auth0|abc"`},
+		{"nobody pays", nobody, access{kind: mayPay, user: 7}, "names no wallet user"},
+		{"nobody reads sagas", nobody, access{kind: mayReadSaga, user: 7, saga: 1}, "names no wallet user"},
+		{"nobody lists", nobody, access{kind: mayListSagas}, "names no wallet user"},
+		{"nobody creates users", nobody, access{kind: mayCreateUser}, "needs the service token"},
+		{"the zero caller may do nothing", caller{}, access{kind: mayActFor}, "names no wallet user"},
+		{"an unknown ask is refused", user7, access{user: 7}, "no user token may do this"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			err := authorize(tc.who, tc.what)
+			if tc.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			var e *apperr.Error
+			require.ErrorAs(t, err, &e)
+			require.Equal(t, apperr.Forbidden, e.Code)
+			require.Contains(t, e.Message, tc.want)
+		})
+	}
+}
+
+func TestSagaListUser(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, int64(7), sagaListUser(caller{user: 7}, 0), "a user's unfiltered list is its own")
+	require.Equal(t, int64(7), sagaListUser(caller{user: 7}, 7))
+	require.Equal(t, int64(0), sagaListUser(caller{service: true, forAll: true}, 0), "the service lists everyone's")
+	require.Equal(t, int64(8), sagaListUser(caller{service: true, forAll: true}, 8))
+}
