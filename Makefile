@@ -71,5 +71,5 @@ demo: ## play the ordered-SMS story end to end (DEMO_EXIT=1 to exit when done)
 bench: services build ## load-test the stack beside its Postgres and RocketMQ ceilings (~10 min); results in bench/results/
 	$(GO) run $(GOFLAGS) ./bench -bin bin -out bench/results $(BENCH_ARGS)
 
-chaos: build ## kill, restart and reshard a stack of its own under load, then audit it (~7 min, ~9 with -brokers 2; CHAOS_ARGS="-seed N")
+chaos: build ## kill, freeze, restart and reshard a stack of its own under load, then audit it (~8 min, ~10 with -brokers 2; CHAOS_ARGS="-seed N")
 	$(GO) run $(GOFLAGS) ./chaos -bin bin $(CHAOS_ARGS)

@@ -2,9 +2,15 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -12,7 +18,53 @@ import (
 	"github.com/walletsaga/walletsaga/internal/testdb"
 )
 
-var testPlan = PlanOptions{Duration: 3 * time.Minute, KillsEach: 3, FromQueues: 8, ToQueues: 16, GatewayOutage: time.Minute}
+var testPlan = PlanOptions{Duration: 4 * time.Minute, KillsEach: 3, FromQueues: 8, ToQueues: 16, GatewayOutage: time.Minute}
+
+// requireApart checks what every plan promises about overlaps: no two faults that clash
+// overlap; no process is killed while a broker is frozen (nor just before), no notifier
+// while one is frozen; the notifiers are not scaled down around either freeze; the freezes
+// outlast what they must (a broker 30 s, a notifier twice its lease) and the held lock the
+// statement timeout; all of them end before the load does.
+func requireApart(t *testing.T, seed int64, plan []Fault, o PlanOptions) {
+	t.Helper()
+	var down, up time.Duration
+	for _, f := range plan {
+		switch f.Kind {
+		case ScaleDown:
+			down = f.At
+		case ScaleUp:
+			up = f.At
+		case FreezeBroker:
+			require.Equal(t, 30*time.Second, f.Down)
+		case FreezeNotifier:
+			require.Greater(t, f.Down, laneLease, "seed %d: a notifier frozen past its lease", seed)
+			require.True(t, strings.HasPrefix(f.Slot, "notifier-"), "seed %d: %s", seed, f)
+		case PGLock:
+			require.Greater(t, f.Down, pgStatementTimeout, "seed %d: a lock held past the statement timeout", seed)
+		}
+		switch f.Kind {
+		case FreezeBroker, PGLock, ProviderGarble:
+			require.Less(t, f.At+f.Down, o.Duration-10*time.Second, "seed %d: %s ends before the load", seed, f)
+		case FreezeNotifier:
+			require.Less(t, f.At+slowAtMost+f.Down, o.Duration-5*time.Second, "seed %d: %s ends before the load", seed, f)
+		}
+	}
+	for i, a := range plan {
+		for _, b := range plan[i+1:] {
+			require.False(t, clash(a, b), "seed %d: %s overlaps %s", seed, a, b)
+		}
+		switch a.Kind {
+		case FreezeBroker, FreezeNotifier:
+			fp := footprint(a)
+			require.False(t, fp.overlaps(span{down - 5*time.Second, up + 5*time.Second}), "seed %d: %s while the notifiers are scaled down", seed, a)
+			for _, k := range plan {
+				if k.Kind == Kill && (a.Kind == FreezeBroker || strings.HasPrefix(k.Slot, "notifier")) {
+					require.False(t, k.At >= fp.At && k.At < fp.End, "seed %d: %s during %s", seed, k, a)
+				}
+			}
+		}
+	}
+}
 
 // The schedule is a function of the seed, and every plan holds every fault the run promises.
 func TestPlanIsReproducibleAndComplete(t *testing.T) {
@@ -69,7 +121,8 @@ func TestPlanIsReproducibleAndComplete(t *testing.T) {
 			}
 		}
 		require.Equal(t, map[FaultKind]int{Kill: 12, RestartBroker: 1, RestartPG: 1, Reshard: 1, ScaleDown: 1, ScaleUp: 1,
-			ProviderDown: 1, ProviderHang: 1, GatewayOutage: 1}, kinds, "seed %d", seed)
+			ProviderDown: 1, ProviderHang: 1, GatewayOutage: 1, FreezeBroker: 1, FreezeNotifier: 1, ProviderGarble: 1, PGLock: 1}, kinds, "seed %d", seed)
+		requireApart(t, seed, plan, testPlan)
 		require.Equal(t, map[string]int{wallet1: 3, wallet2: 3, notifier1: 3, notifier2: 3}, kills, "seed %d", seed)
 		require.Less(t, down, up, "seed %d: scale down before up", seed)
 		for _, f := range plan {
@@ -77,7 +130,7 @@ func TestPlanIsReproducibleAndComplete(t *testing.T) {
 				require.False(t, f.At > down-5*time.Second && f.At < up+5*time.Second, "seed %d: notifier-2 killed while scaled away: %s", seed, f)
 			}
 		}
-		gap := 18 * time.Second
+		gap := 24 * time.Second
 		starts := []time.Duration{broker, pg, reshard, provDown, provHang}
 		for i := range starts {
 			for j := i + 1; j < len(starts); j++ {
@@ -146,9 +199,12 @@ func TestClusterPlanIsComplete(t *testing.T) {
 			}
 		}
 		require.Equal(t, map[FaultKind]int{Kill: 18, CrashBroker: 1, KillBroker: 1, JoinBroker: 1, RestartPG: 1, Reshard: 1,
-			ScaleDown: 1, ScaleUp: 1, GatewayOutage: 1}, kinds, "seed %d", seed)
+			ScaleDown: 1, ScaleUp: 1, GatewayOutage: 1, FreezeBroker: 1, FreezeNotifier: 1, ProviderGarble: 1, PGLock: 1}, kinds, "seed %d", seed)
+		requireApart(t, seed, plan, o)
 		require.Equal(t, map[string]int{"walletsvc-1": 3, "walletsvc-2": 3, "walletsvc-3": 3, "notifier-1": 3, "notifier-2": 3, "notifier-3": 3}, kills, "seed %d", seed)
-		crash, pg, join, dead, reshard := at[CrashBroker], at[RestartPG], at[JoinBroker], at[KillBroker], at[Reshard]
+		freeze, crash, pg, lock, join, dead, reshard, stall := at[FreezeBroker], at[CrashBroker], at[RestartPG], at[PGLock], at[JoinBroker], at[KillBroker], at[Reshard], at[FreezeNotifier]
+		require.Contains(t, []string{"broker-a", "broker-b"}, freeze.Broker)
+		require.Less(t, footprint(freeze).End, crash.At, "seed %d: the freeze is over before broker-a crashes", seed)
 		require.Equal(t, "broker-a", crash.Broker)
 		require.True(t, crash.Down >= 5*time.Second && crash.Down <= 20*time.Second, "seed %d: %s", seed, crash)
 		require.Equal(t, "immediate", pg.Mode)
@@ -160,5 +216,85 @@ func TestClusterPlanIsComplete(t *testing.T) {
 		require.Less(t, pg.At, join.At)
 		require.Less(t, join.At, dead.At)
 		require.Less(t, dead.At, reshard.At, "seed %d: the topic grows while broker-b is down", seed)
+		require.Less(t, reshard.At, lock.At)
+		require.Less(t, lock.At+lock.Down, stall.At)
 	}
+}
+
+// What a held lock cut off is read from the Postgres log: the cancellations in the window,
+// by who cancelled them and by the table of the row they waited on.
+func TestCountCutOffReadsThePostgresLog(t *testing.T) {
+	t.Parallel()
+	log := `2026-12-03 16:53:20.000 UTC [1] ERROR:  canceling statement due to statement timeout
+2026-12-03 16:53:20.000 UTC [1] CONTEXT:  while updating tuple (1,2) in relation "wallets"
+2026-12-03 16:53:24.414 UTC [16359] ERROR:  canceling statement due to user request
+2026-12-03 16:53:24.414 UTC [16359] CONTEXT:  while locking tuple (4,216) in relation "progress"
+2026-12-03 16:53:24.414 UTC [16359] STATEMENT:  
+			WITH o AS (
+			SELECT 1)
+2026-12-03 16:53:24.668 UTC [16189] ERROR:  canceling statement due to statement timeout
+2026-12-03 16:53:24.668 UTC [16189] CONTEXT:  while updating tuple (103,71) in relation "wallet_events"
+2026-12-03 16:53:24.668 UTC [16189] STATEMENT:  
+	UPDATE wallet_events e
+2026-12-03 16:53:29.615 UTC [16195] ERROR:  canceling statement due to statement timeout
+2026-12-03 16:53:29.615 UTC [16195] CONTEXT:  while locking tuple (0,173) in relation "wallets"
+2026-12-03 16:53:29.615 UTC [16195] STATEMENT:  SELECT 1 FROM wallets WHERE user_id = ANY($1) ORDER BY user_id FOR UPDATE
+2026-12-03 16:53:29.700 UTC [16196] ERROR:  canceling statement due to statement timeout
+2026-12-03 16:53:29.700 UTC [16196] STATEMENT:  SELECT pg_sleep(10)
+2026-12-03 16:53:30.000 UTC [16197] FATAL:  terminating connection due to idle-in-transaction timeout
+2026-12-03 16:53:40.000 UTC [2] ERROR:  canceling statement due to statement timeout
+2026-12-03 16:53:40.000 UTC [2] CONTEXT:  while updating tuple (1,2) in relation "wallets"
+`
+	path := filepath.Join(t.TempDir(), "postgres.log")
+	require.NoError(t, os.WriteFile(path, []byte(log), 0o600))
+	at := func(s string) time.Time {
+		v, err := time.Parse(pgLogTime, s)
+		require.NoError(t, err)
+		return v
+	}
+	c, err := countCutOff(path, at("2026-12-03 16:53:24.000 UTC"), at("2026-12-03 16:53:35.000 UTC"))
+	require.NoError(t, err)
+	require.Equal(t, cutOff{TimedOut: 3, ClientCancelled: 1, WaitingOn: map[string]int{"progress": 1, "wallet_events": 1, "wallets": 1}, IdleSessions: 1}, c)
+	require.Equal(t, "statements cut off by statement_timeout 3, by their client's deadline 1 (waiting on a row of: progress 1, wallet_events 1, wallets 1); sessions ended idle in a transaction 1", c.String())
+}
+
+// A garbled error body is what the fault promises: kilobytes of multi-byte text, a NUL, cut
+// inside a character; and the provider garbles each SMS as its key decides, only while the
+// fault is on: one in garbleEvery refused for good every time, garbleRetried in garbleEvery
+// failed garbleTimes times and then answered as usual.
+func TestTheProviderGarblesAsItsKeysDecide(t *testing.T) {
+	t.Parallel()
+	require.Greater(t, len(garbledBody), 4000)
+	require.Contains(t, garbledBody, "\x00")
+	require.False(t, utf8.ValidString(garbledBody), "cut inside a character")
+	require.Less(t, strings.IndexByte(garbledBody, 0), 512, "the NUL is within what a reader keeps of a reply")
+	g := newGarbler()
+	require.Zero(t, g.status("deployment:7:1", 7, 1, true), "off, it garbles nothing")
+	g.on.Store(true)
+	statuses := map[int]int{}
+	for seq := int64(1); seq <= 2000; seq++ {
+		key := fmt.Sprintf("deployment:7:%d", seq)
+		first := g.status(key, 7, seq, false)
+		statuses[first]++
+		switch first {
+		case http.StatusBadRequest:
+			require.Equal(t, http.StatusBadRequest, g.status(key, 7, seq, false), "refused for good")
+			require.True(t, g.refusedSMS(7, seq))
+		case http.StatusInternalServerError:
+			for range garbleTimes - 1 {
+				require.Equal(t, http.StatusInternalServerError, g.status(key, 7, seq, false))
+			}
+			require.Zero(t, g.status(key, 7, seq, false), "answered as usual after %d failures", garbleTimes)
+			require.False(t, g.refusedSMS(7, seq))
+		default:
+			require.Zero(t, first)
+			require.False(t, g.refusedSMS(7, seq))
+		}
+		require.Equal(t, http.StatusServiceUnavailable, g.status(key, 8, seq, true), "a phone configured to fail gets a garbled 503")
+	}
+	require.InDelta(t, 2000/garbleEvery, statuses[http.StatusBadRequest], 40)
+	require.InDelta(t, 2000*garbleRetried/garbleEvery, statuses[http.StatusInternalServerError], 80)
+	refused, retried := g.garbledSMS()
+	require.Len(t, refused, statuses[http.StatusBadRequest])
+	require.Len(t, retried, statuses[http.StatusInternalServerError])
 }

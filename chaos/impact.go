@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/walletsaga/walletsaga/internal/audit"
@@ -128,4 +130,169 @@ func MeasureNewQueues(ctx context.Context, db *pgxpool.Pool, broker string, from
 
 func seconds(s float64) time.Duration {
 	return time.Duration(s * float64(time.Second)).Round(time.Millisecond)
+}
+
+// Latency is the commit→SMS time of a set of events: how many, the 99th percentile and the
+// longest; and, of the same events, the 99th percentile of commit→inbox (the relay, the
+// broker and the consumer) and of inbox→SMS (the lanes and the provider).
+type Latency struct {
+	Events        int
+	P99, Max      time.Duration
+	ToInbox, Lane time.Duration
+}
+
+func (l Latency) String() string {
+	if l.Events == 0 {
+		return "no events"
+	}
+	return fmt.Sprintf("%d events, commit→SMS p99=%.2fs max=%.2fs (p99 commit→inbox %.2fs, inbox→SMS %.2fs)",
+		l.Events, l.P99.Seconds(), l.Max.Seconds(), l.ToInbox.Seconds(), l.Lane.Seconds())
+}
+
+// latencyOf measures the events committed from start to end that sql's condition (on e, the
+// event, and n, its inbox row) selects, with args from $3 on.
+func latencyOf(ctx context.Context, db *pgxpool.Pool, start, end time.Time, cond string, args ...any) (Latency, error) {
+	var l Latency
+	var p99, maxLat, inbox, lane float64
+	err := db.QueryRow(ctx, `SELECT count(*)::int,
+			COALESCE(percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM l.sent_at - e.occurred_at)), 0),
+			COALESCE(max(extract(epoch FROM l.sent_at - e.occurred_at)), 0),
+			COALESCE(percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM n.first_seen_at - e.occurred_at)), 0),
+			COALESCE(percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM l.sent_at - n.first_seen_at)), 0)
+		FROM wallet_events e
+		JOIN notify.sms_log l ON l.user_id = e.user_id AND l.seq = e.seq AND NOT l.late
+		JOIN notify.notifications n ON n.user_id = e.user_id AND n.seq = e.seq
+		WHERE e.occurred_at BETWEEN $1 AND $2 AND (`+cond+`)`, append([]any{start, end}, args...)...).Scan(&l.Events, &p99, &maxLat, &inbox, &lane)
+	l.P99, l.Max, l.ToInbox, l.Lane = seconds(p99), seconds(maxLat), seconds(inbox), seconds(lane)
+	return l, err
+}
+
+// FreezeImpact is how a frozen broker held users up: those whose queues are on it, and
+// everyone else (on the other brokers), for the events committed while it was frozen.
+type FreezeImpact struct {
+	Frozen, Others Latency
+}
+
+// MeasureFreeze reads the inbox and the SMS log for broker frozen from start to end.
+func MeasureFreeze(ctx context.Context, db *pgxpool.Pool, broker string, start, end time.Time) (FreezeImpact, error) {
+	var fi FreezeImpact
+	var err error
+	if fi.Frozen, err = latencyOf(ctx, db, start, end, `split_part(n.queue, '/', 1) = $3`, broker); err != nil {
+		return fi, err
+	}
+	fi.Others, err = latencyOf(ctx, db, start, end, `split_part(n.queue, '/', 1) <> $3`, broker)
+	return fi, err
+}
+
+// TakeOver is how a frozen notifier's leased users fared: how many it held, how many of
+// the SMS it was on (each user's next) were recorded finished before it resumed (by a
+// replica: it could record nothing), and the shortest and longest time from its stop to
+// those records.
+type TakeOver struct {
+	Leased, BeforeResume int
+	First, Last          time.Duration
+}
+
+// leasedUser is a user a lane held, and the last seq finished for it then.
+type leasedUser struct{ User, LastSeq int64 }
+
+// MeasureTakeOver reads the inbox for users leased by a notifier stopped from start to end.
+func MeasureTakeOver(ctx context.Context, db *pgxpool.Pool, leased []leasedUser, start, end time.Time) (TakeOver, error) {
+	t := TakeOver{Leased: len(leased)}
+	var users, seqs []int64
+	for _, l := range leased {
+		users, seqs = append(users, l.User), append(seqs, l.LastSeq+1)
+	}
+	rows, err := db.Query(ctx, `SELECT extract(epoch FROM n.finished_at - $3::timestamptz)
+		FROM unnest($1::bigint[], $2::bigint[]) k(user_id, seq)
+		JOIN notify.notifications n ON n.user_id = k.user_id AND n.seq = k.seq
+		WHERE n.finished_at > $3 AND n.finished_at < $4`, users, seqs, start, end)
+	if err != nil {
+		return t, err
+	}
+	waits, err := pgx.CollectRows(rows, pgx.RowTo[float64])
+	if err != nil {
+		return t, err
+	}
+	for i, w := range waits {
+		d := seconds(w)
+		if i == 0 || d < t.First {
+			t.First = d
+		}
+		t.Last = max(t.Last, d)
+	}
+	t.BeforeResume = len(waits)
+	return t, nil
+}
+
+// GarbleOutcome is what became of the SMS the provider answered with garbled errors: those
+// refused for good (a 400) and those failed for a while (a 500), by their notification's
+// status; and how many failure reasons were stored from a garbled reply.
+type GarbleOutcome struct {
+	Refused, Retried map[string]int
+	StoredReasons    int
+}
+
+// MeasureGarble reads the notifications of the SMS refused and retried.
+func MeasureGarble(ctx context.Context, db *pgxpool.Pool, refused, retried [][2]int64) (GarbleOutcome, error) {
+	g := GarbleOutcome{Refused: map[string]int{}, Retried: map[string]int{}}
+	for _, set := range []struct {
+		sms [][2]int64
+		out map[string]int
+	}{{refused, g.Refused}, {retried, g.Retried}} {
+		var users, seqs []int64
+		for _, k := range set.sms {
+			users, seqs = append(users, k[0]), append(seqs, k[1])
+		}
+		rows, err := db.Query(ctx, `SELECT COALESCE(n.status, 'missing'), count(*)::int
+			FROM unnest($1::bigint[], $2::bigint[]) k(user_id, seq)
+			LEFT JOIN notify.notifications n ON n.user_id = k.user_id AND n.seq = k.seq GROUP BY 1`, users, seqs)
+		if err != nil {
+			return g, err
+		}
+		for rows.Next() {
+			var status string
+			var n int
+			if err := rows.Scan(&status, &n); err != nil {
+				rows.Close()
+				return g, err
+			}
+			set.out[status] = n
+		}
+		if err := rows.Err(); err != nil {
+			return g, err
+		}
+	}
+	err := db.QueryRow(ctx, `SELECT count(*)::int FROM notify.notifications WHERE strpos(last_error, $1) > 0`, garbleMark).Scan(&g.StoredReasons)
+	return g, err
+}
+
+// LockImpact is how a held lock delayed what waited behind it: the SMS of the users whose
+// progress rows were locked, the SMS of the outbox rows it held (which need not wait for
+// their rows to be marked published), and everyone else's SMS meanwhile. (The sagas of the
+// users whose wallet rows were locked wait for it too: their statements show among the
+// cut-off ones.)
+type LockImpact struct {
+	Progress      Latency
+	OutboxLatency time.Duration // longest commit→SMS of the outbox rows held
+	Others        Latency
+}
+
+// MeasureLock reads the inbox and the SMS log for locks h held from start to end.
+func MeasureLock(ctx context.Context, db *pgxpool.Pool, h heldLocks, start, end time.Time) (LockImpact, error) {
+	var li LockImpact
+	var sms float64
+	err := db.QueryRow(ctx, `SELECT COALESCE(max(extract(epoch FROM l.sent_at - e.occurred_at)), 0) FROM wallet_events e
+		JOIN notify.sms_log l ON l.user_id = e.user_id AND l.seq = e.seq AND NOT l.late WHERE e.id = ANY($1)`, h.Outbox).Scan(&sms)
+	if err != nil {
+		return li, err
+	}
+	li.OutboxLatency = seconds(sms)
+	// The progress rows' users: their events from a little before the lock (already in the
+	// inbox, waiting for their lane) until its end.
+	if li.Progress, err = latencyOf(ctx, db, start.Add(-10*time.Second), end, `e.user_id = ANY($3)`, h.Progress); err != nil {
+		return li, err
+	}
+	li.Others, err = latencyOf(ctx, db, start, end, `e.user_id <> ALL($3)`, append(slices.Clone(h.Wallets), h.Progress...))
+	return li, err
 }

@@ -3,25 +3,31 @@
 //
 // It starts a Postgres and a RocketMQ name server and broker of its own (scripts/services.sh
 // on other ports, under .run/chaos), the payment gateway and merchant simulator (providersim,
-// which is never killed: it is the remote party), two walletsvc and two notifier processes, and drives a
-// mixed load — deposits, purchases (some rejected by the merchant, some beyond the balance)
-// and transfers — for a few minutes over many users. Meanwhile, on a schedule drawn from the
-// seed, it kills each service process with SIGKILL several times and restarts it, restarts
-// the broker and Postgres once each, scales the notifiers 2 → 1 → 2 and raises the topic's
-// queues from 8 to 16 (keys move to other queues). Then it waits until the pipeline is quiet
+// which is never killed: it is the remote party), two walletsvc and two notifier processes,
+// and drives a mixed load — deposits, purchases (some rejected by the merchant, some beyond
+// the balance) and transfers — for a few minutes over many users. Meanwhile, on a schedule
+// drawn from the seed, it kills each service process with SIGKILL several times and restarts
+// it, restarts the broker and Postgres once each, scales the notifiers 2 → 1 → 2, raises the
+// topic's queues from 8 to 16 (keys move to other queues), takes the payment gateway and the
+// SMS provider down, makes the SMS provider hang and garble its errors, freezes the broker
+// and a notifier with SIGSTOP (the notifier past its lane lease) and holds row locks in
+// Postgres past the services' statement timeout. Then it waits until the pipeline is quiet
 // and audits the database (internal/audit). Its last line is the verdict; it exits 1 when any
 // count is not zero.
 //
 // With -brokers 2 the stack is a cluster (broker-a and broker-b under one name server, the
 // topic's queues on both) with three replicas of each service, and the infrastructure faults
-// are a cluster's: broker-a killed with SIGKILL and started again after 5–20 s, Postgres
-// stopped as after a crash (immediate), broker-c joining, broker-b killed and left down
-// until the load ends, and the topic growing while it is down. For each broker fault it
-// reports how long the users whose messages the broker held waited, and how long everyone
-// else did; for each added queue, how soon its first message became an SMS.
+// are a cluster's: one broker frozen for 30 s, broker-a killed with SIGKILL and started again
+// after 5–20 s, Postgres stopped as after a crash (immediate), broker-c joining, broker-b
+// killed and left down until the load ends, and the topic growing while it is down. For the
+// freeze it reports the commit→SMS latency of the frozen broker's users and of everyone
+// else's; for each broker crash, how long the users whose messages the broker held waited,
+// and how long everyone else did; for each added queue, how soon its first message became an
+// SMS.
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"flag"
@@ -43,6 +49,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/walletsaga/walletsaga/internal/audit"
@@ -67,6 +74,23 @@ var failPhone = regexp.MustCompile(failPhonePattern)
 // serviceToken is walletsvc's documented dev token; the run sets it explicitly.
 const serviceToken = "walletsaga-dev-service-token" //nolint:gosec // G101: the documented dev token, not a secret
 
+// Settings the run gives the services, shorter than their defaults so that the freeze and
+// lock faults outlast them within a few minutes: the notifiers' lane lease (LANE_LEASE), and
+// both services' Postgres statement and idle-in-transaction timeouts.
+const (
+	laneLease          = 10 * time.Second
+	pgStatementTimeout = 5 * time.Second
+	pgIdleInTxTimeout  = 5 * time.Second
+)
+
+// Before a notifier is frozen, the SMS provider takes slowProvider to deliver each SMS, for
+// slowBeforeFreeze, and then until the notifier holds a user's lease, for slowAtMost in all.
+const (
+	slowProvider     = 300 * time.Millisecond
+	slowBeforeFreeze = 3 * time.Second
+	slowAtMost       = 10 * time.Second
+)
+
 type config struct {
 	Seed                            int64
 	Users, Workers, KillsEach       int
@@ -89,7 +113,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.Users, "users", 200, "users")
 	fs.IntVar(&c.Workers, "workers", 8, "concurrent clients")
 	fs.Float64Var(&c.Rate, "rate", 30, "operations per second, shared by the clients")
-	fs.DurationVar(&c.Duration, "duration", 3*time.Minute, "how long the load and the faults last")
+	fs.DurationVar(&c.Duration, "duration", 4*time.Minute, "how long the load and the faults last")
 	fs.IntVar(&c.KillsEach, "kills", 3, "SIGKILLs per service process")
 	fs.DurationVar(&c.QuietTimeout, "quiet-timeout", 6*time.Minute, "how long to wait, after the load, for the pipeline to finish")
 	fs.StringVar(&c.BinDir, "bin", "bin", "directory of the walletsvc, notifier and providersim binaries (make build)")
@@ -181,12 +205,20 @@ type chaosRun struct {
 	slots map[string]*slot
 	db    *pgxpool.Pool
 	sms   *smsprovider.Provider
+	// garble decides which SMS the provider answers garbled errors while it is on.
+	garble *garbler
 	// provider is the payment gateway and merchant simulator's process.
 	provider *procs.Proc
 	start    time.Time // of the load
 
+	// brokerOps is held by each fault that acts on the brokers or the topic, from start to
+	// end.
+	brokerOps sync.Mutex
+
 	mu       sync.Mutex
 	executed []executed
+	// summary holds the lines reportImpacts ends with (the freezes' figures).
+	summary []string
 }
 
 // executed is a fault as it happened.
@@ -197,6 +229,14 @@ type executed struct {
 	// down and up are when a restarted server's port stopped and started accepting
 	// connections again (restart-broker, restart-pg, crash-broker, kill-broker).
 	down, up time.Time
+	// skipped: the fault found nothing to do (a notifier to freeze that was not running).
+	skipped bool
+	// leased are the users a frozen notifier's lanes held when it stopped, and logFrom
+	// where its log stood then (freeze-notifier).
+	leased  []leasedUser
+	logFrom int64
+	// held is what a pg-lock fault locked.
+	held heldLocks
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -254,7 +294,13 @@ func (r *chaosRun) do(ctx context.Context) (audit.Result, []string, error) {
 		return audit.Result{}, nil, err
 	}
 	if err := r.svc.run(ctx, "up"); err != nil {
-		return audit.Result{}, nil, err
+		// Its ports lie in the kernel's range for outgoing connections, so one may be held
+		// for a moment by some other program's connection: up again starts what did not.
+		r.log.Warn("starting the stack failed; trying once more", "err", firstLine(err.Error()))
+		sleep(ctx, 5*time.Second)
+		if err := r.svc.run(ctx, "up"); err != nil {
+			return audit.Result{}, nil, err
+		}
 	}
 	if !cfg.Keep {
 		defer func() { _ = r.svc.run(context.Background(), "down") }()
@@ -272,7 +318,8 @@ func (r *chaosRun) do(ctx context.Context) (audit.Result, []string, error) {
 	}
 	defer db.Close()
 	r.db = db
-	r.sms = startSMSProvider(db, failPhone)
+	r.garble = newGarbler()
+	r.sms = startSMSProvider(db, failPhone, r.garble)
 	defer r.sms.Close()
 	// The payment gateway and the merchant: the simulator, a process of its own that the run
 	// never kills (it is the remote party, not the product), keeping what it holds in memory.
@@ -356,7 +403,11 @@ func (r *chaosRun) do(ctx context.Context) (audit.Result, []string, error) {
 	r.printf("chaos: quiet %s after the load\n", time.Since(quietStart).Round(100*time.Millisecond))
 
 	r.reportImpacts(ctx)
-	res, err := audit.Check(ctx, audit.Same(db), audit.Options{ExpectDeadLetter: failPhone.MatchString})
+	// Dead letters are expected for the phones configured to fail, and for the SMS the
+	// provider refused for good while it garbled its errors.
+	res, err := audit.Check(ctx, audit.Same(db), audit.Options{ExpectDeadLetter: func(user, seq int64, phone string) bool {
+		return failPhone.MatchString(phone) || r.garble.refusedSMS(user, seq)
+	}})
 	if err != nil {
 		return audit.Result{}, nil, fmt.Errorf("audit: %w", err)
 	}
@@ -370,7 +421,7 @@ func (r *chaosRun) do(ctx context.Context) (audit.Result, []string, error) {
 		unexpected += s.unexpected
 		r.printf("chaos: %s started %d times, exited on its own %d times\n", name, s.starts, s.unexpected)
 	}
-	r.printf("chaos: dead-lettered %d SMS (phones configured to fail); unpublished=%d wrong_text=%d phantom_sms=%d unexpected_exits=%d load_errors=%d\n",
+	r.printf("chaos: dead-lettered %d SMS (phones configured to fail, and SMS the provider refused for good); unpublished=%d wrong_text=%d phantom_sms=%d unexpected_exits=%d load_errors=%d\n",
 		res.DeadLettered, res.Unpublished, res.WrongText, res.Phantom, unexpected, len(stats.errs))
 	// A process that dies by itself, or a request the API refused or never answered, is a
 	// defect too, though not one of the verdict line's counts.
@@ -413,6 +464,7 @@ func (r *chaosRun) startSlots(ctx context.Context, dbURL string) error {
 	common := map[string]string{
 		"WALLETSAGA_ENV": "dev", "DATABASE_URL": dbURL, "ROCKETMQ_NAMESRV": fmt.Sprintf("127.0.0.1:%d", cfg.NamesrvPort),
 		"WALLET_EVENTS_TOPIC": cfg.Topic, "LOG_LEVEL": "info", "MIGRATE_ON_START": "true",
+		"PG_STATEMENT_TIMEOUT": pgStatementTimeout.String(), "PG_IDLE_IN_TX_TIMEOUT": pgIdleInTxTimeout.String(),
 	}
 	// A timing-out gateway holds each call for PROVIDER_TIMEOUT: 5 s, so an outage's deposits
 	// are asked again several times while it lasts.
@@ -425,6 +477,7 @@ func (r *chaosRun) startSlots(ctx context.Context, dbURL string) error {
 		// the run can quiet down and audit them; a healthy SMS spends an attempt or two in a
 		// provider outage before the breaker holds it back, far from that bound.
 		"SMS_RETRY_BASE": "100ms", "SMS_RETRY_MAX": "1s", "SMS_MAX_ATTEMPTS": "6", "SMS_DEAD_LETTER_AFTER": "0s",
+		"LANE_LEASE": laneLease.String(),
 	}
 	for k, v := range common {
 		walletEnv[k], notifierEnv[k] = v, v
@@ -471,6 +524,13 @@ func (r *chaosRun) inject(ctx context.Context, f Fault) {
 	case <-ctx.Done():
 		return
 	case <-time.After(time.Until(r.start.Add(f.At))):
+	}
+	switch f.Kind {
+	case RestartBroker, CrashBroker, JoinBroker, Reshard, FreezeBroker:
+		// One at a time: a reshard, a join or a freeze needs the brokers that a restart or
+		// a join still waits for (20–90 s on a busy machine) to be up. (A kill needs none.)
+		r.brokerOps.Lock()
+		defer r.brokerOps.Unlock()
 	}
 	e := executed{Fault: f, start: time.Now()}
 	switch f.Kind {
@@ -524,16 +584,89 @@ func (r *chaosRun) inject(ctx context.Context, f Fault) {
 		set(false)
 	case GatewayOutage:
 		e.err = r.gatewayOutage(ctx, f)
+	case FreezeBroker:
+		e.err = r.svc.run(ctx, "freeze-broker", f.Broker)
+		if e.err == nil {
+			e.start = time.Now()
+			sleep(ctx, f.Down)
+			// Resumed whatever happens: a frozen broker would outlive the run.
+			e.err = r.svc.run(context.WithoutCancel(ctx), "thaw-broker", f.Broker)
+		}
+	case FreezeNotifier:
+		// A real SMS gateway takes a few hundred milliseconds to answer: slowed down so for
+		// a few seconds before the freeze (and until the notifier holds a lease), the
+		// notifier has sends in flight and users leased when it stops, whose outcomes it
+		// then holds while a replica takes the users over.
+		r.sms.SetDelay(slowProvider)
+		sleep(ctx, slowBeforeFreeze)
+		for deadline := time.Now().Add(slowAtMost - slowBeforeFreeze); time.Now().Before(deadline) && ctx.Err() == nil; {
+			if leased, err := r.leasedUsers(ctx, f.Slot); err == nil && len(leased) > 0 {
+				break
+			}
+			sleep(ctx, 50*time.Millisecond)
+		}
+		s := r.slots[f.Slot]
+		e.logFrom = fileSize(s.logPath)
+		var frozen bool
+		frozen, e.err = s.freeze(ctx, f.Down, func() {
+			r.sms.SetDelay(0)
+			e.start = time.Now()
+			var err error
+			if e.leased, err = r.leasedUsers(ctx, f.Slot); err != nil {
+				r.log.Warn("reading the frozen notifier's leases", "err", err)
+			}
+		})
+		r.sms.SetDelay(0)
+		e.skipped = !frozen && e.err == nil
+	case ProviderGarble:
+		r.garble.on.Store(true)
+		sleep(ctx, f.Down)
+		r.garble.on.Store(false)
+	case PGLock:
+		e.held, e.err = holdLocks(ctx, r.db, f.Down)
 	}
 	e.end = time.Now()
 	status := "done"
-	if e.err != nil {
+	switch {
+	case e.err != nil:
 		status = "FAILED: " + firstLine(e.err.Error())
+	case e.skipped:
+		status = "skipped (not running)"
 	}
 	r.printf("chaos: +%5.1fs %-40s took %5.1fs %s\n", e.start.Sub(r.start).Seconds(), f.What(), e.end.Sub(e.start).Seconds(), status)
 	r.mu.Lock()
 	r.executed = append(r.executed, e)
 	r.mu.Unlock()
+}
+
+// sleep waits d, or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// fileSize is the size of the file at path (0 if it cannot be read).
+func fileSize(path string) int64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// leasedUsers lists the users whose lane lease the notifier of slot holds now (its lanes
+// name their leases after its CONSUMER_INSTANCE, the slot's name).
+func (r *chaosRun) leasedUsers(ctx context.Context, slot string) ([]leasedUser, error) {
+	rows, err := r.db.Query(ctx, `SELECT user_id, last_seq FROM notify.progress
+		WHERE lane_owner LIKE '%/' || $1 AND lane_until > now() ORDER BY user_id`, slot)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[leasedUser])
 }
 
 // gatewayOutage switches the gateway simulator's outage on for the fault's length (through
@@ -607,6 +740,10 @@ func (r *chaosRun) reportImpacts(ctx context.Context) {
 		r.printf("  +%5.1fs %-40s lasted %5.1fs  sms_gap=%6.2fs  max_commit_to_sms=%6.2fs (%d events)%s\n",
 			e.start.Sub(r.start).Seconds(), e.What(), e.end.Sub(e.start).Seconds(), im.LongestGap.Seconds(), im.MaxLatency.Seconds(), im.Events, outage)
 		r.reportBrokerImpact(ctx, e)
+		r.reportFreezeAndLock(ctx, e)
+	}
+	for _, line := range r.summary {
+		r.printf("chaos: %s\n", line)
 	}
 }
 
@@ -683,6 +820,114 @@ func (r *chaosRun) startKilledBrokers(ctx context.Context) error {
 		r.mu.Unlock()
 	}
 	return nil
+}
+
+// freezeTarget is the commit→SMS p99 that the users of the brokers that are not frozen must
+// stay under while one broker hangs.
+const freezeTarget = time.Second
+
+// reportFreezeAndLock adds, under the line of a freeze, a garbled provider or a held lock,
+// what it did to whom: for a frozen broker, the latency of its users and of everyone else's;
+// for a frozen notifier, when a replica served the users it held and what its lanes did
+// when they resumed (records refused by the fence, sends refused by the lease check, the
+// provider's 409s for keys it had delivered); for the garbled provider, what became of the
+// SMS it answered so; for a held lock, what waited behind it and what was cut off.
+func (r *chaosRun) reportFreezeAndLock(ctx context.Context, e executed) {
+	if e.err != nil || e.skipped {
+		return
+	}
+	switch e.Kind {
+	case FreezeBroker:
+		fi, err := MeasureFreeze(ctx, r.db, e.Broker, e.start, e.end)
+		if err != nil {
+			r.printf("      %v\n", err)
+			return
+		}
+		r.printf("      users on %s: %s\n", e.Broker, fi.Frozen)
+		line := fmt.Sprintf("freeze of %s for %.0fs: its users %s", e.Broker, e.Down.Seconds(), fi.Frozen)
+		if r.cfg.Brokers > 1 {
+			verdict := "met"
+			if fi.Others.Events == 0 || fi.Others.P99 >= freezeTarget {
+				verdict = "MISSED"
+			}
+			r.printf("      users on the other brokers: %s; target p99 < %s: %s\n", fi.Others, freezeTarget, verdict)
+			line = fmt.Sprintf("freeze of %s for %.0fs: users on the other brokers %s; target p99 < %s: %s. Its own users: %s",
+				e.Broker, e.Down.Seconds(), fi.Others, freezeTarget, verdict, fi.Frozen)
+		}
+		r.summary = append(r.summary, line)
+	case FreezeNotifier:
+		t, err := MeasureTakeOver(ctx, r.db, e.leased, e.start, e.end)
+		if err != nil {
+			r.printf("      %v\n", err)
+			return
+		}
+		fenced, short := r.countLanesAfterFreeze(e)
+		conflicts := len(r.sms.Calls(func(c smsprovider.Call) bool {
+			return c.Status == http.StatusConflict && !c.At.Before(e.start) && !c.At.After(e.end.Add(laneLease))
+		}))
+		r.printf("      %d users leased by %s when it stopped (lease %s): the SMS it was sending of %d of them recorded by a replica before it resumed, %.1f–%.1fs after it stopped\n",
+			t.Leased, e.Slot, laneLease, t.BeforeResume, t.First.Seconds(), t.Last.Seconds())
+		r.printf("      after it resumed: %d outcomes not recorded (the fence had moved), %d users given back unsent (lease too short); %d SMS answered 409 (already delivered) from its stop to %s after it resumed\n",
+			fenced, short, conflicts, laneLease)
+		r.summary = append(r.summary, fmt.Sprintf("freeze of %s for %.0fs: %d of its %d leased users taken over by a replica before it resumed; then %d outcomes refused by the fence, %d sends refused by the lease check",
+			e.Slot, e.Down.Seconds(), t.BeforeResume, t.Leased, fenced, short))
+	case ProviderGarble:
+		refused, retried := r.garble.garbledSMS()
+		g, err := MeasureGarble(ctx, r.db, refused, retried)
+		if err != nil {
+			r.printf("      %v\n", err)
+			return
+		}
+		r.printf("      garbled 400 (refused for good) to %d SMS: %s; garbled 500 (%d times each) to %d SMS: %s; %d failure reasons stored from garbled replies\n",
+			len(refused), formatOps(g.Refused), garbleTimes, len(retried), formatOps(g.Retried), g.StoredReasons)
+	case PGLock:
+		r.printf("      held %s\n", e.held)
+		// Statements that started waiting before the release are cut off until a
+		// statement timeout after it.
+		c, err := countCutOff(filepath.Join(r.cfg.RunDir, "pg", "postgres.log"), e.start, e.end.Add(pgStatementTimeout+time.Second))
+		if err != nil {
+			r.printf("      reading the Postgres log: %v\n", err)
+		} else {
+			r.printf("      %s\n", c)
+		}
+		li, err := MeasureLock(ctx, r.db, e.held, e.start, e.end)
+		if err != nil {
+			r.printf("      %v\n", err)
+			return
+		}
+		r.printf("      users whose progress rows were held: %s\n", li.Progress)
+		r.printf("      outbox rows held: their SMS sent up to %.2fs after their commit (the relay does not wait for their marks); everyone else: %s\n",
+			li.OutboxLatency.Seconds(), li.Others)
+	}
+}
+
+// countLanesAfterFreeze counts, in a frozen notifier's log from where it stood when it
+// stopped to its next start (if it was restarted since), the outcomes its lanes could not
+// record because the fence had moved, and the users they gave back unsent because their
+// lease had too little left.
+func (r *chaosRun) countLanesAfterFreeze(e executed) (fenced, short int) {
+	f, err := os.Open(r.slots[e.Slot].logPath)
+	if err != nil {
+		return 0, 0
+	}
+	defer f.Close() //nolint:errcheck // read only
+	if _, err := f.Seek(e.logFrom, io.SeekStart); err != nil {
+		return 0, 0
+	}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "==== "+e.Slot+" start"):
+			return fenced, short
+		case strings.Contains(line, "claimed again under a new fence") && strings.Contains(line, "outcome not recorded"):
+			fenced++
+		case strings.Contains(line, "too little of its lease is left"):
+			short++
+		}
+	}
+	return fenced, short
 }
 
 // reportBrokerImpact adds, under a broker fault's line, whom the broker held up and whom it

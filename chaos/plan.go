@@ -46,6 +46,19 @@ const (
 	// GatewayOutage makes the payment gateway simulator fail (or hang, Mode "timeout") every
 	// call for Down, for every wallet replica (the providersim process all of them call).
 	GatewayOutage FaultKind = "gateway-outage"
+	// FreezeBroker stops a broker with SIGSTOP for Down and resumes it with SIGCONT: it
+	// hangs with its ports open, and the name server keeps it in the route.
+	FreezeBroker FaultKind = "freeze-broker"
+	// FreezeNotifier slows the SMS provider down for a few seconds, so that a notifier has
+	// sends in flight, then stops that notifier with SIGSTOP for Down, longer than its lane
+	// lease, so a replica claims its users, and resumes it with SIGCONT.
+	FreezeNotifier FaultKind = "freeze-notifier"
+	// ProviderGarble makes the SMS provider answer some SMS, for Down, with a 500 or a 400
+	// whose body is kilobytes of multi-byte text cut inside a character, with a NUL in it.
+	ProviderGarble FaultKind = "provider-garble"
+	// PGLock holds row locks on hot rows (wallets, the notifier's progress, the outbox) in a
+	// session of the run's own for Down, longer than the services' statement timeout.
+	PGLock FaultKind = "pg-lock"
 
 	// On a cluster (-brokers 2 or more):
 	CrashBroker FaultKind = "crash-broker" // SIGKILL a broker, start it again after Down
@@ -53,21 +66,28 @@ const (
 	JoinBroker  FaultKind = "join-broker"  // start a new broker and give the topic Queues on it
 )
 
-// How long the SMS provider faults last.
+// How long the provider, freeze and lock faults last.
 const (
-	providerDownFor = 30 * time.Second
-	providerHangFor = 15 * time.Second
+	providerDownFor   = 30 * time.Second
+	providerHangFor   = 15 * time.Second
+	providerGarbleFor = 20 * time.Second
+	brokerFreezeFor   = 30 * time.Second
+	// notifierFreezeFor is twice the lane lease the run gives the notifiers (laneLease).
+	notifierFreezeFor = 2 * laneLease
+	// pgLockFor is three times the statement timeout the run gives the services
+	// (pgStatementTimeout).
+	pgLockFor = 3 * pgStatementTimeout
 )
 
 // Fault is one planned event, At after the load starts.
 type Fault struct {
 	At      time.Duration
 	Kind    FaultKind
-	Slot    string        // Kill, ScaleDown, ScaleUp
-	Down    time.Duration // Kill: how long the process stays dead before its restart; provider faults: how long they last
+	Slot    string        // Kill, ScaleDown, ScaleUp, FreezeNotifier
+	Down    time.Duration // Kill: how long the process stays dead before its restart; provider, freeze and lock faults: how long they last
 	Queues  int           // Reshard: the new number of queues (per broker); JoinBroker: the new broker's
 	Mode    string        // GatewayOutage: "fail" or "timeout"; RestartPG: "fast" or "immediate"
-	Broker  string        // CrashBroker, KillBroker, JoinBroker
+	Broker  string        // CrashBroker, KillBroker, JoinBroker, FreezeBroker
 	Planned int           // position in the plan, for messages
 }
 
@@ -98,6 +118,14 @@ func (f Fault) What() string {
 		return fmt.Sprintf("kill -9 %s (down until the load ends)", f.Broker)
 	case JoinBroker:
 		return fmt.Sprintf("%s joins (%d queues on it)", f.Broker, f.Queues)
+	case FreezeBroker:
+		return fmt.Sprintf("kill -STOP %s for %.0fs, then -CONT", f.Broker, f.Down.Seconds())
+	case FreezeNotifier:
+		return fmt.Sprintf("slow SMS provider, kill -STOP %s for %.0fs, then -CONT", f.Slot, f.Down.Seconds())
+	case ProviderGarble:
+		return fmt.Sprintf("SMS provider garbles errors for %.0fs", f.Down.Seconds())
+	case PGLock:
+		return fmt.Sprintf("Postgres row locks held for %.0fs", f.Down.Seconds())
 	}
 	return string(f.Kind)
 }
@@ -113,14 +141,75 @@ type PlanOptions struct {
 	// Replicas of each service (fewer than 2: 2).
 	Replicas int
 	// Brokers the stack starts with; 2 or more plans the cluster faults instead of the
-	// single broker's restart and the SMS provider's faults.
+	// single broker's restart and the SMS provider's outages.
 	Brokers int
 }
 
+// span is a stretch of the run, from At to End.
+type span struct{ At, End time.Duration }
+
+func (s span) overlaps(o span) bool { return s.At < o.End && o.At < s.End }
+
+// footprint is the stretch of the run a fault occupies: from its start to the end of what it
+// does, and the settling after it, for the faults that others must keep away from.
+func footprint(f Fault) span {
+	switch f.Kind {
+	case FreezeBroker:
+		// Its measure is everyone else's latency while one broker hangs: no other fault
+		// may start in it, nor just before it (a restarted process is still catching up).
+		return span{f.At - 12*time.Second, f.At + f.Down + 5*time.Second}
+	case FreezeNotifier:
+		// The replicas must be up and able to send while it is frozen (after the provider
+		// slowed down before it), and until it has resumed and found its claims taken.
+		return span{f.At - 12*time.Second, f.At + slowAtMost + f.Down + 5*time.Second}
+	case RestartBroker:
+		// Stopping a broker under load and starting it again takes 20–60 s on a busy
+		// machine.
+		return span{f.At, f.At + 60*time.Second}
+	case RestartPG:
+		return span{f.At, f.At + 10*time.Second}
+	case ProviderDown, ProviderHang, ProviderGarble, PGLock:
+		return span{f.At, f.At + f.Down + 3*time.Second}
+	case Kill:
+		return span{f.At, f.At + f.Down}
+	}
+	return span{f.At, f.At + 5*time.Second}
+}
+
+// clash reports whether two faults may not overlap (their footprints, see footprint): a
+// frozen broker overlaps nothing but the payment gateway's outage (which holds deposits up
+// before their commit, never between a commit and its SMS, the latency a freeze measures
+// for its neighbours); the SMS
+// provider has one mode at a time; a notifier is not frozen while the provider is out (the
+// replica that takes its users must be able to send) or the only broker restarts (it would
+// hold no users: nothing arrives); a held lock does not span a Postgres restart (which
+// would end it), nor an SMS provider outage (which would hide what the lock delays).
+func clash(a, b Fault) bool {
+	if !footprint(a).overlaps(footprint(b)) {
+		return false
+	}
+	provider := func(k FaultKind) bool { return k == ProviderDown || k == ProviderHang || k == ProviderGarble }
+	either := func(k FaultKind) bool { return a.Kind == k || b.Kind == k }
+	both := func(x, y FaultKind) bool { return (a.Kind == x && b.Kind == y) || (a.Kind == y && b.Kind == x) }
+	switch {
+	case either(FreezeBroker) && !either(GatewayOutage):
+		return true
+	case provider(a.Kind) && provider(b.Kind):
+		return true
+	case both(FreezeNotifier, ProviderDown), both(FreezeNotifier, ProviderHang), both(FreezeNotifier, RestartBroker):
+		return true
+	case both(PGLock, RestartPG), both(PGLock, ProviderDown), both(PGLock, ProviderHang):
+		return true
+	}
+	return false
+}
+
 // Plan draws the run's faults from seed: the same seed gives the same plan. Every fault
-// happens while the load runs; the infrastructure and provider faults (broker, Postgres,
-// reshard, provider down, provider hanging) start apart from each other so the log can tell
-// which one held the pipeline up; notifier-2 is not killed while it is scaled away.
+// happens while the load runs; the infrastructure and provider faults start apart from each
+// other so the log can tell which one held the pipeline up, and never overlap where one would
+// void another (see clash); no process is killed while a broker is frozen, no notifier while
+// one is frozen, and the notifiers are not scaled down then; notifier-2 is not killed while
+// it is scaled away.
 func Plan(seed int64, o PlanOptions) []Fault {
 	r := rand.New(rand.NewPCG(uint64(seed), 0x77616c6c6574)) //nolint:gosec // G115: a seed's bits, reinterpreted, not a quantity
 	d := o.Duration.Seconds()
@@ -128,37 +217,75 @@ func Plan(seed int64, o PlanOptions) []Fault {
 		return time.Duration((lo + r.Float64()*(hi-lo)) * d * float64(time.Second)).Round(100 * time.Millisecond)
 	}
 	apart := func(a, b time.Duration, gap time.Duration) bool { return (a - b).Abs() >= gap }
+	// The notifiers are scaled down and up again outside the freezes: on one broker the
+	// freezes are placed around the scaling, on a cluster the scaling around the broker's
+	// freeze (early in the run; the notifier's is late).
+	var down, up time.Duration
+	scale := func() span {
+		down = at(0.15, 0.35)
+		up = down + at(0.15, 0.25)
+		return span{down - 5*time.Second, up + 5*time.Second}
+	}
 	var faults []Fault
 	if o.Brokers >= 2 {
 		faults = clusterFaults(r, o, at)
+		for range 10000 {
+			away, ok := scale(), true
+			for _, f := range faults {
+				if f.Kind == FreezeBroker || f.Kind == FreezeNotifier {
+					ok = ok && !away.overlaps(footprint(f))
+				}
+			}
+			if ok {
+				break
+			}
+		}
 	} else {
-		faults = singleBrokerFaults(o, at, apart)
+		faults = singleBrokerFaults(r, o, at, apart, scale())
 	}
-	down := at(0.15, 0.35)
-	up := down + at(0.15, 0.25)
+	// Kills keep out of the freezes: all of them out of a broker's, the notifiers' out of a
+	// notifier's.
+	var quiet, quietNotifiers []span
+	for _, f := range faults {
+		switch f.Kind {
+		case FreezeBroker:
+			quiet = append(quiet, footprint(f))
+		case FreezeNotifier:
+			quietNotifiers = append(quietNotifiers, footprint(f))
+		}
+	}
+	inside := func(f Fault, spans []span) bool {
+		for _, s := range spans {
+			if footprint(f).overlaps(s) {
+				return true
+			}
+		}
+		return false
+	}
 	faults = append(faults,
 		Fault{At: down, Kind: ScaleDown, Slot: notifier2},
 		Fault{At: up, Kind: ScaleUp, Slot: notifier2},
 	)
 	for _, slot := range SlotNames(o.Replicas) {
-		var kills []time.Duration
-		for len(kills) < o.KillsEach {
-			k := at(0.05, 0.9)
-			ok := true
+		var kills []Fault
+		for tries := 0; len(kills) < o.KillsEach; tries++ {
+			k := Fault{At: at(0.05, 0.9), Kind: Kill, Slot: slot, Down: time.Duration(200+r.IntN(2800)) * time.Millisecond}
+			// (A run too short to keep them apart, while developing, has them anyway.)
+			ok := tries > 100000 || !inside(k, quiet)
 			for _, other := range kills {
-				ok = ok && apart(k, other, 8*time.Second)
+				ok = ok && apart(k.At, other.At, 8*time.Second)
+			}
+			if strings.HasPrefix(slot, "notifier") {
+				ok = ok && (tries > 100000 || !inside(k, quietNotifiers))
 			}
 			if slot == notifier2 {
-				ok = ok && (k < down-5*time.Second || k > up+5*time.Second)
+				ok = ok && (k.At < down-5*time.Second || k.At > up+5*time.Second)
 			}
 			if ok {
 				kills = append(kills, k)
 			}
 		}
-		for _, k := range kills {
-			downFor := time.Duration(200+r.IntN(2800)) * time.Millisecond
-			faults = append(faults, Fault{At: k, Kind: Kill, Slot: slot, Down: downFor})
-		}
+		faults = append(faults, kills...)
 	}
 	if o.GatewayOutage > 0 {
 		faults = append(faults, gatewayOutage(seed, o))
@@ -170,54 +297,113 @@ func Plan(seed int64, o PlanOptions) []Fault {
 	return faults
 }
 
-// singleBrokerFaults draws the infrastructure and provider faults of a one-broker run.
-func singleBrokerFaults(o PlanOptions, at func(lo, hi float64) time.Duration, apart func(a, b, gap time.Duration) bool) []Fault {
-	// The five infrastructure and provider faults, each starting at least a tenth of the
-	// run (≥ 15 s) from the others; the provider is down early enough to be up again well
-	// before the load ends.
+// notifierToFreeze draws which notifier a run freezes.
+func notifierToFreeze(r *rand.Rand, replicas int) string {
+	return fmt.Sprintf("notifier-%d", 1+r.IntN(max(replicas, 2)))
+}
+
+// singleBrokerFaults draws the infrastructure and provider faults of a one-broker run: the
+// broker restarted and frozen, Postgres restarted and a lock held in it, the reshard, the SMS
+// provider down, hanging and answering garbled errors, a notifier frozen. The five of them
+// that the run had first (restarts, reshard, provider down and hanging) start at least a
+// tenth of the run (≥ 15 s) from each other; none overlaps another it would void (clash);
+// the provider is down early enough to be up again well before the load ends; the freezes
+// keep out of the time the notifiers are scaled down (scaledDown).
+func singleBrokerFaults(r *rand.Rand, o PlanOptions, at func(lo, hi float64) time.Duration, apart func(a, b, gap time.Duration) bool, scaledDown span) []Fault {
 	gap := max(o.Duration/10, 15*time.Second)
-	var broker, pg, reshard, provDown, provHang time.Duration
-	for range 10000 {
-		broker, pg, reshard = at(0.2, 0.8), at(0.2, 0.8), at(0.3, 0.7)
-		provDown, provHang = at(0.1, 0.6), at(0.1, 0.85)
-		all := []time.Duration{broker, pg, reshard, provDown, provHang}
-		ok := true
-		for i := range all {
-			for j := i + 1; j < len(all); j++ {
-				ok = ok && apart(all[i], all[j], gap)
+	frozen := notifierToFreeze(r, o.Replicas)
+	// Drawn one after the other, the most constrained first, each until it fits those drawn
+	// before it; all over again if one cannot.
+	draws := []struct {
+		lo, hi float64
+		f      Fault
+		spaced bool // one of the five kept a tenth of the run apart
+	}{
+		{0.1, 0.75, Fault{Kind: FreezeBroker, Broker: BrokerName(0), Down: brokerFreezeFor}, false},
+		{0.1, 0.8, Fault{Kind: FreezeNotifier, Slot: frozen, Down: notifierFreezeFor}, false},
+		{0.2, 0.8, Fault{Kind: RestartBroker}, true},
+		{0.2, 0.8, Fault{Kind: RestartPG, Mode: "fast"}, true},
+		{0.3, 0.7, Fault{Kind: Reshard, Queues: o.ToQueues}, true},
+		{0.1, 0.6, Fault{Kind: ProviderDown, Down: providerDownFor}, true},
+		{0.1, 0.85, Fault{Kind: ProviderHang, Down: providerHangFor}, true},
+		{0.1, 0.8, Fault{Kind: ProviderGarble, Down: providerGarbleFor}, false},
+		{0.1, 0.85, Fault{Kind: PGLock, Down: pgLockFor}, false},
+	}
+	var faults []Fault
+	for range 300 {
+		faults = faults[:0]
+		for i, d := range draws {
+			for range 300 {
+				f := d.f
+				f.At = at(d.lo, d.hi)
+				ok := (f.Kind != FreezeBroker && f.Kind != FreezeNotifier) || !footprint(f).overlaps(scaledDown)
+				for j, g := range faults {
+					ok = ok && !clash(f, g) && (!d.spaced || !draws[j].spaced || apart(f.At, g.At, gap))
+				}
+				if ok {
+					faults = append(faults, f)
+					break
+				}
+			}
+			if len(faults) == i {
+				break
 			}
 		}
-		if ok {
-			break
+		if len(faults) == len(draws) {
+			return faults
 		}
 	}
-	return []Fault{
-		{At: broker, Kind: RestartBroker},
-		{At: pg, Kind: RestartPG, Mode: "fast"},
-		{At: reshard, Kind: Reshard, Queues: o.ToQueues},
-		{At: provDown, Kind: ProviderDown, Down: providerDownFor},
-		{At: provHang, Kind: ProviderHang, Down: providerHangFor},
+	// A run too short for them all to fit (a quick one, while developing) has them all
+	// anyway, overlapping.
+	for _, d := range draws[len(faults):] {
+		f := d.f
+		f.At = at(d.lo, d.hi)
+		faults = append(faults, f)
 	}
+	return faults
 }
 
 // clusterFaults draws the infrastructure faults of a cluster run, one after the other so
-// that each one's effect can be told apart: broker-a crashes and comes back after 5–20 s,
-// Postgres stops as after a crash, a new broker joins, broker-b crashes and stays down until
-// the load ends, and, while it is down, the topic grows on the brokers that are up.
+// that each one's effect can be told apart: a broker (broker-a or broker-b) frozen for 30 s
+// while nothing else happens, broker-a crashing and coming back after 5–20 s, Postgres
+// stopping as after a crash, a new broker joining, broker-b crashing and staying down until
+// the load ends, and, while it is down, the topic growing on the brokers that are up; then a
+// lock held in Postgres, and a notifier frozen past its lease. The SMS provider answers
+// garbled errors for a while somewhere in between, never while a broker is frozen.
 func clusterFaults(r *rand.Rand, o PlanOptions, at func(lo, hi float64) time.Duration) []Fault {
-	crash := at(0.10, 0.18)
+	freeze := at(0.03, 0.05)
+	frozenBroker := BrokerName(r.IntN(2))
+	crash := at(0.20, 0.25)
 	crashDown := time.Duration(5000+r.IntN(15001)) * time.Millisecond
-	pg := at(0.30, 0.36)
-	join := at(0.42, 0.48)
-	dead := at(0.56, 0.62)
-	reshard := dead + at(0.12, 0.18)
-	return []Fault{
+	pg := at(0.38, 0.42)
+	join := at(0.45, 0.48)
+	dead := at(0.55, 0.58)
+	reshard := dead + at(0.08, 0.11)
+	lock := at(0.70, 0.73)
+	frozenNotifier := notifierToFreeze(r, o.Replicas)
+	stall := at(0.80, 0.83)
+	faults := []Fault{
+		{At: freeze, Kind: FreezeBroker, Broker: frozenBroker, Down: brokerFreezeFor},
 		{At: crash, Kind: CrashBroker, Broker: BrokerName(0), Down: crashDown},
 		{At: pg, Kind: RestartPG, Mode: "immediate"},
 		{At: join, Kind: JoinBroker, Broker: BrokerName(o.Brokers), Queues: o.FromQueues},
 		{At: dead, Kind: KillBroker, Broker: BrokerName(1)},
 		{At: reshard, Kind: Reshard, Queues: o.ToQueues},
+		{At: lock, Kind: PGLock, Down: pgLockFor},
+		{At: stall, Kind: FreezeNotifier, Slot: frozenNotifier, Down: notifierFreezeFor},
 	}
+	garble := Fault{Kind: ProviderGarble, Down: providerGarbleFor}
+	for range 10000 {
+		garble.At = at(0.10, 0.75)
+		ok := true
+		for _, f := range faults {
+			ok = ok && !clash(garble, f)
+		}
+		if ok {
+			break
+		}
+	}
+	return append(faults, garble)
 }
 
 // gatewayOutage draws the gateway outage from a generator of its own, so that adding it left

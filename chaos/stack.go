@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/walletsaga/walletsaga/internal/procs"
@@ -122,6 +123,31 @@ func (s *slot) crash(ctx context.Context, downFor time.Duration) error {
 	p.Kill()
 	time.Sleep(downFor)
 	return s.startLocked(ctx)
+}
+
+// freeze stops the process with SIGSTOP, calls frozen, and resumes it with SIGCONT after
+// d (or when ctx ends). It returns false, doing nothing, when the slot is scaled away or its
+// process is not running. The slot's other operations wait until it is resumed.
+func (s *slot) freeze(ctx context.Context, d time.Duration, frozen func()) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.wanted || s.p == nil {
+		s.log.Info("freeze skipped: the slot is not running", "slot", s.name)
+		return false, nil
+	}
+	pid := s.p.Pid()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		return false, fmt.Errorf("%s: SIGSTOP: %w", s.name, err)
+	}
+	frozen()
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		return true, fmt.Errorf("%s: SIGCONT: %w", s.name, err)
+	}
+	return true, nil
 }
 
 // down stops the process with SIGTERM (SIGKILL after timeout) and keeps it stopped.

@@ -11,6 +11,8 @@
 #   scripts/services.sh restart-broker [BROKER]  SIGTERM a broker and start it again (same store)
 #   scripts/services.sh kill-broker BROKER       SIGKILL a broker (it stays down)
 #   scripts/services.sh start-broker BROKER      start one broker (a stopped one, or one joining)
+#   scripts/services.sh freeze-broker BROKER     SIGSTOP a broker: it hangs, its ports stay open
+#   scripts/services.sh thaw-broker BROKER       SIGCONT a frozen broker
 #   scripts/services.sh restart-pg [immediate]   restart Postgres (fast: sessions are cut;
 #                                immediate: no shutdown checkpoint, as after a crash)
 #
@@ -612,6 +614,18 @@ kill-broker)
 	say "kill -9 $1 (pid $pid)"
 	kill -KILL "$pid"
 	while pid_alive "$pid"; do sleep 0.1; done
+	;;
+freeze-broker | thaw-broker)
+	[ $# -eq 1 ] || die "usage: services.sh $cmd BROKER"
+	pid="$(read_pid "$(broker_file "$1" .pid)")"
+	pid_alive "$pid" || die "$1 is not running"
+	if [ "$cmd" = freeze-broker ]; then
+		say "kill -STOP $1 (pid $pid)"
+		kill -STOP "$pid"
+	else
+		say "kill -CONT $1 (pid $pid)"
+		kill -CONT "$pid"
+	fi
 	;;
 start-broker)
 	[ $# -eq 1 ] || die "usage: services.sh start-broker BROKER"

@@ -52,10 +52,11 @@ func (r Result) Failed() bool {
 
 // Options say which dead letters a run provoked.
 type Options struct {
-	// ExpectDeadLetter reports whether a dead letter for an SMS to phone is one the run
-	// provoked (a phone configured to fail): those count as DeadLettered, any other as
-	// Lost. Nil expects every dead letter, and the caller checks DeadLettered itself.
-	ExpectDeadLetter func(phone string) bool
+	// ExpectDeadLetter reports whether a dead letter for user's SMS seq to phone is one the
+	// run provoked (a phone configured to fail, a provider that refused that SMS for good):
+	// those count as DeadLettered, any other as Lost. Nil expects every dead letter, and the
+	// caller checks DeadLettered itself.
+	ExpectDeadLetter func(user, seq int64, phone string) bool
 }
 
 // Check audits the databases. It does not wait: call it once Quiet says the pipeline has
@@ -189,7 +190,7 @@ func Check(ctx context.Context, dbs DBs, o Options) (Result, error) {
 		e, st, n := events[k], status[k], sms[k]
 		r.Events++
 		switch {
-		case n == 0 && st == "dead_lettered" && (o.ExpectDeadLetter == nil || o.ExpectDeadLetter(e.phone)):
+		case n == 0 && st == "dead_lettered" && (o.ExpectDeadLetter == nil || o.ExpectDeadLetter(k.user, k.seq, e.phone)):
 			r.DeadLettered++
 		case n == 0 && st == "dead_lettered":
 			note(&r.Lost, "user %d seq %d dead-lettered, but its phone %s is not one configured to fail", k.user, k.seq, e.phone)

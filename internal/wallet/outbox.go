@@ -225,8 +225,9 @@ var ErrUnknownEvent = errors.New("wallet: outbox: no such event")
 
 // MarkPublishedBatch records, in one statement, that events ids[i] were sent as broker
 // messages msgIDs[i]. Marking an event already published keeps the first time and message id
-// (the relay publishes at least once). It fails with ErrUnknownEvent when an id is not in the
-// outbox.
+// (the relay publishes at least once), and so does an id given twice in one batch (the
+// relay's old and new pumps of a queue that moved both confirm it when its marks are slow).
+// It fails with ErrUnknownEvent when an id is not in the outbox.
 func (s *OutboxStore) MarkPublishedBatch(ctx context.Context, ids []int64, msgIDs []string) error {
 	if len(ids) != len(msgIDs) {
 		return fmt.Errorf("wallet: outbox mark published: %d ids but %d message ids", len(ids), len(msgIDs))
@@ -234,16 +235,23 @@ func (s *OutboxStore) MarkPublishedBatch(ctx context.Context, ids []int64, msgID
 	if len(ids) == 0 {
 		return nil
 	}
+	distinct := map[int64]bool{}
+	for _, id := range ids {
+		distinct[id] = true
+	}
+	// An UPDATE … FROM updates a row once however many source rows match it, so an id given
+	// twice counts once: the first of its message ids is taken.
 	tag, err := s.pool.Exec(ctx, `
 UPDATE wallet_events e
 SET published_at = COALESCE(e.published_at, now()), msg_id = COALESCE(e.msg_id, v.msg_id)
-FROM unnest($1::bigint[], $2::text[]) AS v(id, msg_id)
+FROM (SELECT DISTINCT ON (id) id, msg_id FROM unnest($1::bigint[], $2::text[]) WITH ORDINALITY AS u(id, msg_id, n)
+      ORDER BY id, n) AS v
 WHERE e.id = v.id`, ids, msgIDs)
 	if err != nil {
 		return fmt.Errorf("wallet: outbox mark %d published: %w", len(ids), err)
 	}
-	if int(tag.RowsAffected()) != len(ids) {
-		return fmt.Errorf("%w: %d of %d ids", ErrUnknownEvent, len(ids)-int(tag.RowsAffected()), len(ids))
+	if int(tag.RowsAffected()) != len(distinct) {
+		return fmt.Errorf("%w: %d of %d ids", ErrUnknownEvent, len(distinct)-int(tag.RowsAffected()), len(distinct))
 	}
 	return nil
 }

@@ -116,6 +116,7 @@ func TestOutboxPendingAndMarkPublished(t *testing.T) {
 	require.Equal(t, pend[5].ID, rest.Last)
 	require.NoError(t, out.MarkPublishedBatch(e.ctx, ids, msgIDs), "marking twice is fine")
 	require.ErrorIs(t, out.MarkPublishedBatch(e.ctx, []int64{ids[0], 1 << 40}, []string{"a", "b"}), wallet.ErrUnknownEvent)
+	require.ErrorIs(t, out.MarkPublishedBatch(e.ctx, []int64{ids[0], ids[0], 1 << 40}, []string{"a", "a", "b"}), wallet.ErrUnknownEvent)
 	_, err = out.Pending(e.ctx, wallet.QueueSlice{Count: 2, Index: 2}, 0, 0, nil, 1)
 	require.Error(t, err, "no such queue")
 }
@@ -238,4 +239,32 @@ func waitSettled(t *testing.T, e *env) {
 			`SELECT pg_snapshot_xmin(pg_current_snapshot()) > COALESCE((SELECT max(xact) FROM wallet_events), '0')`).Scan(&settled))
 		return settled
 	})
+}
+
+// An id given twice in one batch (the relay's old and new pump of a queue that moved both
+// confirmed it while the marks were held up) is marked once, with the first of its message
+// ids; it is not taken for an unknown event, which would make the relay retry the batch, and
+// every mark queued behind it, for ever.
+func TestOutboxMarksAnIDGivenTwiceInOneBatch(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{noRunner: true})
+	a := e.user(t)
+	id := e.sagaID(t, a)
+	for i := range 2 {
+		_, err := e.apply(e.ctx, wallet.Change{UserID: a, SagaID: id, Step: fmt.Sprintf("s%d", i), Amount: 100, Kind: walletevent.Deposit})
+		require.NoError(t, err)
+	}
+	out := wallet.NewOutboxStore(e.pool, 1, 0)
+	waitSettled(t, e)
+	page, err := out.Pending(e.ctx, whole, 0, 0, nil, 100)
+	require.NoError(t, err)
+	require.Len(t, page.Events, 2)
+	first, second := page.Events[0].ID, page.Events[1].ID
+	require.NoError(t, out.MarkPublishedBatch(e.ctx, []int64{first, second, first}, []string{"old-pump", "b", "new-pump"}))
+	var msgID string
+	require.NoError(t, e.pool.QueryRow(e.ctx, `SELECT msg_id FROM wallet_events WHERE id = $1`, first).Scan(&msgID))
+	require.Equal(t, "old-pump", msgID, "the first message id given")
+	rest, err := out.Pending(e.ctx, whole, 0, 0, nil, 100)
+	require.NoError(t, err)
+	require.Empty(t, rest.Events, "both marked")
 }

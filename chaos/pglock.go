@@ -1,0 +1,162 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// lockedUsers is how many users' wallet rows, and how many others' notifier progress rows,
+// a PGLock fault holds.
+const lockedUsers = 3
+
+// heldLocks is what a PGLock fault held.
+type heldLocks struct {
+	Wallets  []int64 // users whose wallet row was locked
+	Progress []int64 // users whose notify.progress row was locked
+	Outbox   []int64 // outbox rows (wallet_events ids) locked while unpublished
+}
+
+func (h heldLocks) String() string {
+	return fmt.Sprintf("%d wallet rows (users %v), %d notifier progress rows (users %v), %d unpublished outbox rows",
+		len(h.Wallets), h.Wallets, len(h.Progress), h.Progress, len(h.Outbox))
+}
+
+// holdLocks takes row locks on hot rows in one transaction of a session of the run's own, and
+// holds them for d, idle in the transaction, then rolls it back (it writes nothing): the
+// wallet rows of the lockedUsers users with the latest balance changes (their sagas' steps
+// wait behind it), the notifier progress rows of lockedUsers others, leased by a lane first
+// (their lanes' records and claims wait or skip them), and the first unpublished outbox rows
+// it can catch (the relay's marking waits behind them). The services' statements that wait
+// longer than their statement timeout are cut off; the session itself turns every timeout
+// off, so only the run ends it. It takes nothing it would wait for (SKIP LOCKED).
+func holdLocks(ctx context.Context, db *pgxpool.Pool, d time.Duration) (heldLocks, error) {
+	var h heldLocks
+	conn, err := db.Acquire(ctx)
+	if err != nil {
+		return h, err
+	}
+	defer conn.Release()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return h, err
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = tx.Rollback(rctx)
+	}()
+	if _, err := tx.Exec(ctx, `SET LOCAL statement_timeout = 0; SET LOCAL idle_in_transaction_session_timeout = 0; SET LOCAL lock_timeout = 0`); err != nil {
+		return h, err
+	}
+	ids := func(sql string, args ...any) ([]int64, error) {
+		rows, err := tx.Query(ctx, sql, args...)
+		if err != nil {
+			return nil, err
+		}
+		return pgx.CollectRows(rows, pgx.RowTo[int64])
+	}
+	if h.Wallets, err = ids(`SELECT user_id FROM wallets WHERE user_id IN (
+			SELECT user_id FROM wallet_events ORDER BY id DESC LIMIT 50)
+		ORDER BY event_seq DESC LIMIT $1 FOR UPDATE SKIP LOCKED`, lockedUsers); err != nil {
+		return h, fmt.Errorf("locking wallet rows: %w", err)
+	}
+	if h.Progress, err = ids(`SELECT user_id FROM notify.progress WHERE user_id <> ALL($1)
+		ORDER BY lane_until DESC NULLS LAST LIMIT $2 FOR UPDATE SKIP LOCKED`, h.Wallets, lockedUsers); err != nil {
+		return h, fmt.Errorf("locking progress rows: %w", err)
+	}
+	// An unpublished outbox row lives for milliseconds (the relay sends it at once): look
+	// for one until some are caught, for a few seconds at most.
+	for catch := time.Now().Add(3 * time.Second); len(h.Outbox) == 0 && time.Now().Before(catch); {
+		if h.Outbox, err = ids(`SELECT id FROM wallet_events WHERE published_at IS NULL ORDER BY id LIMIT 3 FOR UPDATE SKIP LOCKED`); err != nil {
+			return h, fmt.Errorf("locking outbox rows: %w", err)
+		}
+		if len(h.Outbox) == 0 {
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	select {
+	case <-ctx.Done():
+		return h, ctx.Err()
+	case <-time.After(d):
+	}
+	return h, nil
+}
+
+// cutOff counts what Postgres logged from start to end as cut off: statements cancelled by
+// statement_timeout, and by their client (its own deadline passed first), and, of both, how
+// many were waiting on a row of each table; and sessions ended by
+// idle_in_transaction_session_timeout.
+type cutOff struct {
+	TimedOut, ClientCancelled int
+	WaitingOn                 map[string]int
+	IdleSessions              int
+}
+
+func (c cutOff) String() string {
+	tables := slices.Sorted(maps.Keys(c.WaitingOn))
+	var on []string
+	for _, t := range tables {
+		on = append(on, fmt.Sprintf("%s %d", t, c.WaitingOn[t]))
+	}
+	return fmt.Sprintf("statements cut off by statement_timeout %d, by their client's deadline %d (waiting on a row of: %s); sessions ended idle in a transaction %d",
+		c.TimedOut, c.ClientCancelled, strings.Join(on, ", "), c.IdleSessions)
+}
+
+// pgLogTime is the time format of the lines of the run's Postgres log (its default
+// log_line_prefix, "%m [%p] ").
+const pgLogTime = "2006-01-02 15:04:05.000 MST"
+
+// waitedOn matches the context Postgres logs for a statement cancelled while it waited for a
+// row lock: "while updating tuple (103,71) in relation "wallet_events"".
+var waitedOn = regexp.MustCompile(`CONTEXT:\s+while \w+ tuple \(\d+,\d+\) in relation "([^"]+)"`)
+
+// countCutOff reads the Postgres log at path for what was cut off from start to end.
+func countCutOff(path string, start, end time.Time) (cutOff, error) {
+	c := cutOff{WaitingOn: map[string]int{}}
+	f, err := os.Open(path)
+	if err != nil {
+		return c, err
+	}
+	defer f.Close() //nolint:errcheck // read only
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
+	cancelled := false // the last entry was a cancellation in the window: its context follows
+	for sc.Scan() {
+		line := sc.Text()
+		if len(line) < len(pgLogTime) {
+			continue
+		}
+		at, err := time.Parse(pgLogTime, line[:len(pgLogTime)])
+		if err != nil {
+			continue // a statement's next line
+		}
+		inWindow := !at.Before(start) && !at.After(end)
+		if m := waitedOn.FindStringSubmatch(line); cancelled && m != nil {
+			c.WaitingOn[m[1]]++
+		}
+		cancelled = false
+		switch {
+		case !inWindow:
+		case strings.Contains(line, "canceling statement due to statement timeout"):
+			c.TimedOut++
+			cancelled = true
+		case strings.Contains(line, "canceling statement due to user request"):
+			c.ClientCancelled++
+			cancelled = true
+		case strings.Contains(line, "idle-in-transaction timeout"):
+			c.IdleSessions++
+		}
+	}
+	return c, errors.Join(sc.Err(), f.Close())
+}
