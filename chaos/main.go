@@ -24,6 +24,9 @@
 // else's; for each broker crash, how long the users whose messages the broker held waited,
 // and how long everyone else did; for each added queue, how soon its first message became an
 // SMS.
+//
+// With -notify-cluster the notifier runs on a Postgres cluster of its own (NOTIFY_DATABASE_URL),
+// and the audit reads each service's tables from its own database.
 package main
 
 import (
@@ -102,7 +105,10 @@ type config struct {
 	Queues, Reshard                 int
 	Brokers, Replicas               int
 	Keep                            bool
-	GatewayOutage                   time.Duration
+	// NotifyCluster runs the notifier on a Postgres cluster of its own (NOTIFY_DATABASE_URL,
+	// at PGPort+1), as a deployment may: its schema and migrations are its own.
+	NotifyCluster bool
+	GatewayOutage time.Duration
 }
 
 func parseConfig(args []string, stderr io.Writer) (config, error) {
@@ -127,6 +133,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.GatewayOutage, "gateway-outage", 60*time.Second, "how long the payment gateway simulator is out, once during the load (0: no outage)")
 	fs.IntVar(&c.Brokers, "brokers", 1, "brokers the stack starts with; 2 or more runs a cluster and its faults (broker-a at -broker-port, each next one 20 ports up)")
 	fs.IntVar(&c.Replicas, "replicas", 0, "walletsvc and notifier processes each (0: 2 on one broker, 3 on a cluster)")
+	fs.BoolVar(&c.NotifyCluster, "notify-cluster", false, "run the notifier on a Postgres cluster of its own (NOTIFY_DATABASE_URL), at -pg-port+1")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -203,8 +210,12 @@ type chaosRun struct {
 	svc   *services
 	names []string // of the slots, walletsvc-1… then notifier-1…
 	slots map[string]*slot
-	db    *pgxpool.Pool
-	sms   *smsprovider.Provider
+	db    *pgxpool.Pool // the wallet's database
+	// ndb is the notifier's database: db itself, or with -notify-cluster one on a Postgres
+	// cluster of its own, which nsvc drives.
+	ndb  *pgxpool.Pool
+	nsvc *services
+	sms  *smsprovider.Provider
 	// garble decides which SMS the provider answers garbled errors while it is on.
 	garble *garbler
 	// provider is the payment gateway and merchant simulator's process.
@@ -309,17 +320,43 @@ func (r *chaosRun) do(ctx context.Context) (audit.Result, []string, error) {
 	for i := range cfg.Brokers {
 		brokers = append(brokers, fmt.Sprintf("%s :%d", BrokerName(i), r.brokerPort(BrokerName(i))))
 	}
+	dbURL := pgURL(cfg.PGPort)
+	ndbURL := dbURL
+	if cfg.NotifyCluster {
+		r.nsvc = newNotifyPG(cfg, r.log)
+		if err := os.MkdirAll(r.nsvc.logDir, 0o755); err != nil { //nolint:gosec // G301: as the run's own log dir
+			return audit.Result{}, nil, err
+		}
+		if err := r.nsvc.run(ctx, "clean"); err != nil {
+			return audit.Result{}, nil, err
+		}
+		if err := r.nsvc.run(ctx, "pg-up"); err != nil {
+			return audit.Result{}, nil, err
+		}
+		if !cfg.Keep {
+			defer func() { _ = r.nsvc.run(context.Background(), "down") }()
+		}
+		ndbURL = pgURL(cfg.PGPort + 1)
+		brokers = append(brokers, fmt.Sprintf("the notifier's Postgres :%d", cfg.PGPort+1))
+	}
 	r.printf("chaos: Postgres :%d, name server :%d, %s up in %s (logs in %s)\n", cfg.PGPort, cfg.NamesrvPort, strings.Join(brokers, ", "), time.Since(t0).Round(100*time.Millisecond), r.svc.logDir)
 
-	dbURL := fmt.Sprintf("postgres://walletsaga:walletsaga@127.0.0.1:%d/walletsaga?sslmode=disable", cfg.PGPort)
 	db, err := pgxpool.New(ctx, dbURL)
 	if err != nil {
 		return audit.Result{}, nil, err
 	}
 	defer db.Close()
-	r.db = db
+	r.db, r.ndb = db, db
+	if cfg.NotifyCluster {
+		if r.ndb, err = pgxpool.New(ctx, ndbURL); err != nil {
+			return audit.Result{}, nil, err
+		}
+		defer r.ndb.Close()
+	}
+	dbs := audit.DBs{Wallet: r.db, Notify: r.ndb}
 	r.garble = newGarbler()
-	r.sms = startSMSProvider(db, failPhone, r.garble)
+	// What users got is the notifier's side of the audit: it lives beside the notifier's tables.
+	r.sms = startSMSProvider(r.ndb, failPhone, r.garble)
 	defer r.sms.Close()
 	// The payment gateway and the merchant: the simulator, a process of its own that the run
 	// never kills (it is the remote party, not the product), keeping what it holds in memory.
@@ -330,7 +367,7 @@ func (r *chaosRun) do(ctx context.Context) (audit.Result, []string, error) {
 	}
 	defer func() { _ = r.provider.Stop(15 * time.Second) }()
 	defer r.stopSlots()
-	if err := r.startSlots(ctx, dbURL); err != nil {
+	if err := r.startSlots(ctx, dbURL, ndbURL); err != nil {
 		return audit.Result{}, nil, err
 	}
 
@@ -386,7 +423,7 @@ func (r *chaosRun) do(ctx context.Context) (audit.Result, []string, error) {
 	}
 	quietStart := time.Now()
 	for {
-		quiet, left, err := audit.Quiet(ctx, audit.Same(db))
+		quiet, left, err := audit.Quiet(ctx, dbs)
 		if err == nil && quiet {
 			break
 		}
@@ -402,10 +439,13 @@ func (r *chaosRun) do(ctx context.Context) (audit.Result, []string, error) {
 	progress()
 	r.printf("chaos: quiet %s after the load\n", time.Since(quietStart).Round(100*time.Millisecond))
 
+	if err := r.measureInOneDatabase(ctx); err != nil {
+		return audit.Result{}, nil, err
+	}
 	r.reportImpacts(ctx)
 	// Dead letters are expected for the phones configured to fail, and for the SMS the
 	// provider refused for good while it garbled its errors.
-	res, err := audit.Check(ctx, audit.Same(db), audit.Options{ExpectDeadLetter: func(user, seq int64, phone string) bool {
+	res, err := audit.Check(ctx, dbs, audit.Options{ExpectDeadLetter: func(user, seq int64, phone string) bool {
 		return failPhone.MatchString(phone) || r.garble.refusedSMS(user, seq)
 	}})
 	if err != nil {
@@ -459,19 +499,19 @@ func rmqUser(env map[string]string, userVar, secretVar string) {
 	}
 }
 
-func (r *chaosRun) startSlots(ctx context.Context, dbURL string) error {
+func (r *chaosRun) startSlots(ctx context.Context, dbURL, ndbURL string) error {
 	cfg := r.cfg
 	common := map[string]string{
-		"WALLETSAGA_ENV": "dev", "DATABASE_URL": dbURL, "ROCKETMQ_NAMESRV": fmt.Sprintf("127.0.0.1:%d", cfg.NamesrvPort),
+		"WALLETSAGA_ENV": "dev", "ROCKETMQ_NAMESRV": fmt.Sprintf("127.0.0.1:%d", cfg.NamesrvPort),
 		"WALLET_EVENTS_TOPIC": cfg.Topic, "LOG_LEVEL": "info", "MIGRATE_ON_START": "true",
 		"PG_STATEMENT_TIMEOUT": pgStatementTimeout.String(), "PG_IDLE_IN_TX_TIMEOUT": pgIdleInTxTimeout.String(),
 	}
 	// A timing-out gateway holds each call for PROVIDER_TIMEOUT: 5 s, so an outage's deposits
 	// are asked again several times while it lasts.
-	walletEnv := map[string]string{"SERVICE_TOKEN": serviceToken, "PRODUCER_GROUP": "wallet-relay",
+	walletEnv := map[string]string{"DATABASE_URL": dbURL, "SERVICE_TOKEN": serviceToken, "PRODUCER_GROUP": "wallet-relay",
 		"PAYMENT_GATEWAY_URL": r.provider.URL, "MERCHANT_URL": r.provider.URL, "PROVIDER_TIMEOUT": "5s"}
 	notifierEnv := map[string]string{
-		"CONSUMER_GROUP": cfg.Group, "SMS_SENDER": "webhook", "SMS_WEBHOOK_URL": r.sms.URL(), "SMS_TIMEOUT": "2s",
+		"NOTIFY_DATABASE_URL": ndbURL, "CONSUMER_GROUP": cfg.Group, "SMS_SENDER": "webhook", "SMS_WEBHOOK_URL": r.sms.URL(), "SMS_TIMEOUT": "2s",
 		"SMS_FAIL_PHONE_PATTERN": "off", "SMS_FAIL_AMOUNT": "0",
 		// The failing phones' SMS are dead-lettered after 6 quick attempts (within 3 s), so
 		// the run can quiet down and audit them; a healthy SMS spends an attempt or two in a
@@ -548,6 +588,10 @@ func (r *chaosRun) inject(ctx context.Context, f Fault) {
 		watch := watchOutage(ctx, fmt.Sprintf("127.0.0.1:%d", r.cfg.PGPort))
 		e.err = r.svc.run(ctx, "restart-pg", f.Mode)
 		e.down, e.up = watch()
+		// The notifier's own cluster, when it has one, goes through the same right after.
+		if e.err == nil && r.nsvc != nil {
+			e.err = r.nsvc.run(ctx, "restart-pg", f.Mode)
+		}
 	case CrashBroker:
 		watch := watchOutage(ctx, fmt.Sprintf("127.0.0.1:%d", r.brokerPort(f.Broker)))
 		e.err = r.svc.run(ctx, "kill-broker", f.Broker)
@@ -623,7 +667,7 @@ func (r *chaosRun) inject(ctx context.Context, f Fault) {
 		sleep(ctx, f.Down)
 		r.garble.on.Store(false)
 	case PGLock:
-		e.held, e.err = holdLocks(ctx, r.db, f.Down)
+		e.held, e.err = holdLocks(ctx, r.db, r.ndb, f.Down)
 	}
 	e.end = time.Now()
 	status := "done"
@@ -661,7 +705,7 @@ func fileSize(path string) int64 {
 // leasedUsers lists the users whose lane lease the notifier of slot holds now (its lanes
 // name their leases after its CONSUMER_INSTANCE, the slot's name).
 func (r *chaosRun) leasedUsers(ctx context.Context, slot string) ([]leasedUser, error) {
-	rows, err := r.db.Query(ctx, `SELECT user_id, last_seq FROM notify.progress
+	rows, err := r.ndb.Query(ctx, `SELECT user_id, last_seq FROM notify.progress
 		WHERE lane_owner LIKE '%/' || $1 AND lane_until > now() ORDER BY user_id`, slot)
 	if err != nil {
 		return nil, err
@@ -700,8 +744,10 @@ func (r *chaosRun) reportProgress(ctx context.Context, every time.Duration) func
 			case <-t.C:
 			}
 			var events, published, sms, pending int
-			err := r.db.QueryRow(ctx, `SELECT (SELECT count(*) FROM wallet_events), (SELECT count(*) FROM wallet_events WHERE published_at IS NOT NULL),
-				(SELECT count(*) FROM notify.sms_log), (SELECT count(*) FROM notify.notifications WHERE status = 'pending')`).Scan(&events, &published, &sms, &pending)
+			err := r.db.QueryRow(ctx, `SELECT (SELECT count(*) FROM wallet_events), (SELECT count(*) FROM wallet_events WHERE published_at IS NOT NULL)`).Scan(&events, &published)
+			if err == nil {
+				err = r.ndb.QueryRow(ctx, `SELECT (SELECT count(*) FROM notify.sms_log), (SELECT count(*) FROM notify.notifications WHERE status = 'pending')`).Scan(&sms, &pending)
+			}
 			if err != nil {
 				r.printf("chaos: +%5.1fs progress: database: %s\n", time.Since(r.start).Seconds(), firstLine(err.Error()))
 				continue
@@ -712,9 +758,46 @@ func (r *chaosRun) reportProgress(ctx context.Context, every time.Duration) func
 	return func() { close(done); wg.Wait() }
 }
 
+// pgURL is the URL of the run's database on the Postgres at port.
+func pgURL(port int) string {
+	return fmt.Sprintf("postgres://walletsaga:walletsaga@127.0.0.1:%d/walletsaga?sslmode=disable", port)
+}
+
+// measureInOneDatabase makes the notifier's database able to answer the measurements, which
+// join the wallet's events with the notifier's records: with -notify-cluster it copies the
+// events' keys and commit times there (into a table of the run's own that neither service
+// reads), once the pipeline is quiet. Sharing one database, it has nothing to do.
+func (r *chaosRun) measureInOneDatabase(ctx context.Context) error {
+	if r.ndb == r.db {
+		return nil
+	}
+	rows, err := r.db.Query(ctx, `SELECT id, user_id, seq, occurred_at FROM wallet_events ORDER BY id`)
+	if err != nil {
+		return fmt.Errorf("reading the events to measure: %w", err)
+	}
+	events, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) ([]any, error) {
+		var id, user, seq int64
+		var at time.Time
+		err := row.Scan(&id, &user, &seq, &at)
+		return []any{id, user, seq, at}, err
+	})
+	if err != nil {
+		return fmt.Errorf("reading the events to measure: %w", err)
+	}
+	if _, err := r.ndb.Exec(ctx, `DROP TABLE IF EXISTS public.wallet_events;
+		CREATE TABLE public.wallet_events (id bigint PRIMARY KEY, user_id bigint NOT NULL, seq bigint NOT NULL, occurred_at timestamptz NOT NULL)`); err != nil {
+		return fmt.Errorf("a table to measure in: %w", err)
+	}
+	if _, err := r.ndb.CopyFrom(ctx, pgx.Identifier{"public", "wallet_events"}, []string{"id", "user_id", "seq", "occurred_at"}, pgx.CopyFromRows(events)); err != nil {
+		return fmt.Errorf("copying the events to measure: %w", err)
+	}
+	r.printf("chaos: %d events copied beside the notifier's records to measure the faults\n", len(events))
+	return nil
+}
+
 // reportImpacts prints, for each fault, how long it held the pipeline up.
 func (r *chaosRun) reportImpacts(ctx context.Context) {
-	p50, p99, err := Baseline(ctx, r.db)
+	p50, p99, err := Baseline(ctx, r.ndb)
 	if err != nil {
 		r.printf("chaos: baseline: %v\n", err)
 		return
@@ -725,7 +808,7 @@ func (r *chaosRun) reportImpacts(ctx context.Context) {
 	r.mu.Unlock()
 	slices.SortFunc(ex, func(a, b executed) int { return a.start.Compare(b.start) })
 	for _, e := range ex {
-		im, err := MeasureImpact(ctx, r.db, e.start, e.end)
+		im, err := MeasureImpact(ctx, r.ndb, e.start, e.end)
 		if err != nil {
 			r.printf("  %s: %v\n", e.Fault, err)
 			continue
@@ -733,7 +816,7 @@ func (r *chaosRun) reportImpacts(ctx context.Context) {
 		outage := ""
 		if !e.down.IsZero() && !e.up.IsZero() {
 			var first time.Time
-			if err := r.db.QueryRow(ctx, `SELECT COALESCE(min(sent_at), 'epoch') FROM notify.sms_log WHERE sent_at >= $1`, e.up).Scan(&first); err == nil && first.After(e.up) {
+			if err := r.ndb.QueryRow(ctx, `SELECT COALESCE(min(sent_at), 'epoch') FROM notify.sms_log WHERE sent_at >= $1`, e.up).Scan(&first); err == nil && first.After(e.up) {
 				outage = fmt.Sprintf("  port closed %5.1fs, first SMS %5.2fs after it reopened", e.up.Sub(e.down).Seconds(), first.Sub(e.up).Seconds())
 			}
 		}
@@ -838,7 +921,7 @@ func (r *chaosRun) reportFreezeAndLock(ctx context.Context, e executed) {
 	}
 	switch e.Kind {
 	case FreezeBroker:
-		fi, err := MeasureFreeze(ctx, r.db, e.Broker, e.start, e.end)
+		fi, err := MeasureFreeze(ctx, r.ndb, e.Broker, e.start, e.end)
 		if err != nil {
 			r.printf("      %v\n", err)
 			return
@@ -856,7 +939,7 @@ func (r *chaosRun) reportFreezeAndLock(ctx context.Context, e executed) {
 		}
 		r.summary = append(r.summary, line)
 	case FreezeNotifier:
-		t, err := MeasureTakeOver(ctx, r.db, e.leased, e.start, e.end)
+		t, err := MeasureTakeOver(ctx, r.ndb, e.leased, e.start, e.end)
 		if err != nil {
 			r.printf("      %v\n", err)
 			return
@@ -873,7 +956,7 @@ func (r *chaosRun) reportFreezeAndLock(ctx context.Context, e executed) {
 			e.Slot, e.Down.Seconds(), t.BeforeResume, t.Leased, fenced, short))
 	case ProviderGarble:
 		refused, retried := r.garble.garbledSMS()
-		g, err := MeasureGarble(ctx, r.db, refused, retried)
+		g, err := MeasureGarble(ctx, r.ndb, refused, retried)
 		if err != nil {
 			r.printf("      %v\n", err)
 			return
@@ -884,13 +967,20 @@ func (r *chaosRun) reportFreezeAndLock(ctx context.Context, e executed) {
 		r.printf("      held %s\n", e.held)
 		// Statements that started waiting before the release are cut off until a
 		// statement timeout after it.
-		c, err := countCutOff(filepath.Join(r.cfg.RunDir, "pg", "postgres.log"), e.start, e.end.Add(pgStatementTimeout+time.Second))
-		if err != nil {
-			r.printf("      reading the Postgres log: %v\n", err)
-		} else {
-			r.printf("      %s\n", c)
+		logs := map[string]string{"Postgres": filepath.Join(r.cfg.RunDir, "pg", "postgres.log")}
+		if r.nsvc != nil {
+			logs = map[string]string{"the wallet's Postgres": logs["Postgres"],
+				"the notifier's Postgres": filepath.Join(r.cfg.RunDir, "notify-pg", "pg", "postgres.log")}
 		}
-		li, err := MeasureLock(ctx, r.db, e.held, e.start, e.end)
+		for _, name := range slices.Sorted(maps.Keys(logs)) {
+			c, err := countCutOff(logs[name], e.start, e.end.Add(pgStatementTimeout+time.Second))
+			if err != nil {
+				r.printf("      reading the log of %s: %v\n", name, err)
+			} else {
+				r.printf("      %s: %s\n", name, c)
+			}
+		}
+		li, err := MeasureLock(ctx, r.ndb, e.held, e.start, e.end)
 		if err != nil {
 			r.printf("      %v\n", err)
 			return
@@ -947,7 +1037,7 @@ func (r *chaosRun) reportBrokerImpact(ctx context.Context, e executed) {
 		if died.IsZero() {
 			died = e.start
 		}
-		bi, err := MeasureBrokerImpact(ctx, r.db, name, died, back)
+		bi, err := MeasureBrokerImpact(ctx, r.ndb, name, died, back)
 		if err != nil {
 			r.printf("      %v\n", err)
 			return
@@ -959,7 +1049,7 @@ func (r *chaosRun) reportBrokerImpact(ctx context.Context, e executed) {
 		if e.Kind == Reshard {
 			broker, fromID = "", r.cfg.Queues
 		}
-		ni, err := MeasureNewQueues(ctx, r.db, broker, fromID, e.end)
+		ni, err := MeasureNewQueues(ctx, r.ndb, broker, fromID, e.end)
 		if err != nil {
 			r.printf("      %v\n", err)
 			return

@@ -32,53 +32,50 @@ func (h heldLocks) String() string {
 		len(h.Wallets), h.Wallets, len(h.Progress), h.Progress, len(h.Outbox))
 }
 
-// holdLocks takes row locks on hot rows in one transaction of a session of the run's own, and
-// holds them for d, idle in the transaction, then rolls it back (it writes nothing): the
-// wallet rows of the lockedUsers users with the latest balance changes (their sagas' steps
-// wait behind it), the notifier progress rows of lockedUsers others, leased by a lane first
-// (their lanes' records and claims wait or skip them), and the first unpublished outbox rows
-// it can catch (the relay's marking waits behind them). The services' statements that wait
-// longer than their statement timeout are cut off; the session itself turns every timeout
-// off, so only the run ends it. It takes nothing it would wait for (SKIP LOCKED).
-func holdLocks(ctx context.Context, db *pgxpool.Pool, d time.Duration) (heldLocks, error) {
+// holdLocks takes row locks on hot rows in a transaction of a session of the run's own in
+// each database (one, when the services share it), and holds them for d, idle in the
+// transaction, then rolls back (it writes nothing): the wallet rows of the lockedUsers users
+// with the latest balance changes (their sagas' steps wait behind it), the notifier progress
+// rows of lockedUsers others, leased by a lane first (their lanes' records and claims wait or
+// skip them), and the first unpublished outbox rows it can catch (the relay's marking waits
+// behind them). The services' statements that wait longer than their statement timeout are
+// cut off; the sessions themselves turn every timeout off, so only the run ends them. It
+// takes nothing it would wait for (SKIP LOCKED).
+func holdLocks(ctx context.Context, wallet, notify *pgxpool.Pool, d time.Duration) (heldLocks, error) {
 	var h heldLocks
-	conn, err := db.Acquire(ctx)
+	wtx, release, err := idleTx(ctx, wallet)
 	if err != nil {
 		return h, err
 	}
-	defer conn.Release()
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		return h, err
+	defer release()
+	ntx := wtx
+	if notify != wallet {
+		var releaseN func()
+		if ntx, releaseN, err = idleTx(ctx, notify); err != nil {
+			return h, err
+		}
+		defer releaseN()
 	}
-	defer func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = tx.Rollback(rctx)
-	}()
-	if _, err := tx.Exec(ctx, `SET LOCAL statement_timeout = 0; SET LOCAL idle_in_transaction_session_timeout = 0; SET LOCAL lock_timeout = 0`); err != nil {
-		return h, err
-	}
-	ids := func(sql string, args ...any) ([]int64, error) {
+	ids := func(tx pgx.Tx, sql string, args ...any) ([]int64, error) {
 		rows, err := tx.Query(ctx, sql, args...)
 		if err != nil {
 			return nil, err
 		}
 		return pgx.CollectRows(rows, pgx.RowTo[int64])
 	}
-	if h.Wallets, err = ids(`SELECT user_id FROM wallets WHERE user_id IN (
+	if h.Wallets, err = ids(wtx, `SELECT user_id FROM wallets WHERE user_id IN (
 			SELECT user_id FROM wallet_events ORDER BY id DESC LIMIT 50)
 		ORDER BY event_seq DESC LIMIT $1 FOR UPDATE SKIP LOCKED`, lockedUsers); err != nil {
 		return h, fmt.Errorf("locking wallet rows: %w", err)
 	}
-	if h.Progress, err = ids(`SELECT user_id FROM notify.progress WHERE user_id <> ALL($1)
+	if h.Progress, err = ids(ntx, `SELECT user_id FROM notify.progress WHERE user_id <> ALL($1)
 		ORDER BY lane_until DESC NULLS LAST LIMIT $2 FOR UPDATE SKIP LOCKED`, h.Wallets, lockedUsers); err != nil {
 		return h, fmt.Errorf("locking progress rows: %w", err)
 	}
 	// An unpublished outbox row lives for milliseconds (the relay sends it at once): look
 	// for one until some are caught, for a few seconds at most.
 	for catch := time.Now().Add(3 * time.Second); len(h.Outbox) == 0 && time.Now().Before(catch); {
-		if h.Outbox, err = ids(`SELECT id FROM wallet_events WHERE published_at IS NULL ORDER BY id LIMIT 3 FOR UPDATE SKIP LOCKED`); err != nil {
+		if h.Outbox, err = ids(wtx, `SELECT id FROM wallet_events WHERE published_at IS NULL ORDER BY id LIMIT 3 FOR UPDATE SKIP LOCKED`); err != nil {
 			return h, fmt.Errorf("locking outbox rows: %w", err)
 		}
 		if len(h.Outbox) == 0 {
@@ -91,6 +88,31 @@ func holdLocks(ctx context.Context, db *pgxpool.Pool, d time.Duration) (heldLock
 	case <-time.After(d):
 	}
 	return h, nil
+}
+
+// idleTx begins a transaction on a connection of db with every timeout off; release rolls
+// it back and returns the connection.
+func idleTx(ctx context.Context, db *pgxpool.Pool) (pgx.Tx, func(), error) {
+	conn, err := db.Acquire(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		conn.Release()
+		return nil, nil, err
+	}
+	release := func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = tx.Rollback(rctx)
+		conn.Release()
+	}
+	if _, err := tx.Exec(ctx, `SET LOCAL statement_timeout = 0; SET LOCAL idle_in_transaction_session_timeout = 0; SET LOCAL lock_timeout = 0`); err != nil {
+		release()
+		return nil, nil, err
+	}
+	return tx, release, nil
 }
 
 // cutOff counts what Postgres logged from start to end as cut off: statements cancelled by

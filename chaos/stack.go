@@ -51,6 +51,21 @@ func newServices(cfg config, log *slog.Logger) *services {
 	}
 }
 
+// newNotifyPG drives a second Postgres cluster, the notifier's own (-notify-cluster), at the
+// port after the wallet's and under a directory of its own in the run's.
+func newNotifyPG(cfg config, log *slog.Logger) *services {
+	return &services{
+		root: cfg.Root,
+		env: append(os.Environ(),
+			"WALLETSAGA_RUN_DIR="+filepath.Join(cfg.RunDir, "notify-pg"),
+			"PG_PORT="+strconv.Itoa(cfg.PGPort+1),
+			"PG_SYNCHRONOUS_COMMIT=on",
+		),
+		logDir: filepath.Join(cfg.RunDir, "logs", "notify-pg"),
+		log:    log,
+	}
+}
+
 // devRunDir is where the dev stack keeps its state, and the broker's jars the run reuses:
 // WALLETSAGA_RUN_DIR as scripts/services.sh reads it, or the repository's .run.
 func devRunDir(root string) string {
