@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 )
 
 // Service is background work. Start begins it and returns without waiting for it to end;
@@ -150,4 +151,20 @@ func (g *Group) Stop(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Run is a process's life: it starts g, waits until ctx ends (a signal) or done is closed
+// (e.g. a server's Stopped: it failed on its own), then stops g in reverse within timeout.
+// It returns the errors of the start or of the stop.
+func Run(ctx context.Context, g *Group, done <-chan struct{}, timeout time.Duration) error {
+	if err := g.Start(ctx); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+	case <-done:
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	return g.Stop(sctx)
 }

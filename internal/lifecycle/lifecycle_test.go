@@ -223,3 +223,43 @@ func TestGroupStopsEachAfterTheOneBefore(t *testing.T) {
 	require.NoError(t, g.Stop(t.Context()))
 	require.Equal(t, []string{"drained after the feeder stopped"}, order)
 }
+
+func TestRun(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		// end ends the run: it cancels ctx or closes done.
+		end  func(cancel context.CancelFunc, done chan struct{})
+		want string
+	}{
+		{name: "a signal stops the group", end: func(cancel context.CancelFunc, _ chan struct{}) { cancel() },
+			want: "start a, start b, stop b, stop a"},
+		{name: "a service that ends stops the group", end: func(_ context.CancelFunc, done chan struct{}) { close(done) },
+			want: "start a, start b, stop b, stop a"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			j := &journal{}
+			var g lifecycle.Group
+			g.Add("a", recorder{name: "a", log: j})
+			g.Add("b", recorder{name: "b", log: j})
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			done := make(chan struct{})
+			tt.end(cancel, done)
+			require.NoError(t, lifecycle.Run(ctx, &g, done, time.Second))
+			require.Equal(t, tt.want, strings.Join(j.lines, ", "))
+		})
+	}
+}
+
+func TestRunReturnsAFailedStart(t *testing.T) {
+	t.Parallel()
+	j := &journal{}
+	var g lifecycle.Group
+	g.Add("a", recorder{name: "a", log: j})
+	g.Add("b", recorder{name: "b", log: j, startErr: errors.New("boom")})
+	require.EqualError(t, lifecycle.Run(t.Context(), &g, nil, time.Second), "start b: boom")
+	require.Equal(t, "start a, start b, stop a", strings.Join(j.lines, ", "))
+}
