@@ -221,17 +221,19 @@ func (l *Lanes) run(ctx context.Context) error {
 	// Workers finish the SMS in hand after ctx ends, so their sends and records must not
 	// die with it.
 	work := context.WithoutCancel(ctx)
-	var recording sync.WaitGroup
-	for range committers {
-		recording.Go(func() { l.commitLoop(work) })
+	var recording lifecycle.Group
+	for i := range committers {
+		recording.Add(fmt.Sprintf("committer %d", i), l.newCommitter(work))
+	}
+	if err := recording.Start(work); err != nil {
+		return err
 	}
 
 	var wg sync.WaitGroup
 	l.dispatch(ctx, work, &wg)
 	wg.Wait()
-	close(l.commits)
-	recording.Wait()
-	return nil
+	// Every worker has handed its outcomes over: the committers record what is left.
+	return recording.Stop(work)
 }
 
 // dispatch claims due users and starts a worker for each, until ctx is cancelled.
