@@ -90,13 +90,6 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 		return err
 	}
 	defer pool.Close()
-	if cfg.Instance != "" {
-		claim, err := instance.Take(ctx, pool, cfg.ConsumerGroup, cfg.Instance, log)
-		if err != nil {
-			return fmt.Errorf("CONSUMER_INSTANCE: %w", err)
-		}
-		defer claim.Release()
-	}
 	logSettings(cfg, log)
 	n, err := build(ctx, cfg, log, pool, stdout)
 	defer n.close()
@@ -104,13 +97,17 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 		return err
 	}
 
-	// Stopped in reverse: intake first (the HTTP server, then the consumer, which lets the
+	// The consumer's name is taken first (a second live process under it refuses to start)
+	// and given up last. Stopped in reverse: intake first (the HTTP server, then the consumer, which lets the
 	// batch in flight be recorded, its offsets then persisted by the client, and the DLQ
 	// watcher), then delivery (each worker finishes the SMS in hand and gives its user back),
 	// then the dead-letter publisher and the broker watch; the pool closes after all of them.
 	// The consumer and the watcher start in the background: the notifier serves and delivers
 	// its inbox while the broker is away.
 	var g lifecycle.Group
+	if cfg.Instance != "" {
+		g.Add("CONSUMER_INSTANCE", instance.New(pool, cfg.ConsumerGroup, cfg.Instance, log))
+	}
 	g.Add("broker watch", n.broker)
 	g.Add("dead-letter publisher", n.publisher)
 	g.Add("lanes", n.lanes)
