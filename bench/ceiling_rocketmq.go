@@ -157,7 +157,7 @@ func drainRaw(ctx context.Context, namesrv []string, creds ordering.Credentials,
 		return 0, 0, 0, err
 	}
 	t0 := time.Now()
-	if err := c.Start(); err != nil {
+	if err := c.Start(ctx); err != nil {
 		return 0, 0, 0, err
 	}
 	deadline := t0.Add(limit)
@@ -166,7 +166,7 @@ func drainRaw(ctx context.Context, namesrv []string, creds ordering.Credentials,
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	_ = c.Shutdown(sctx)
+	_ = c.Stop(sctx)
 	if first.Load() == 0 {
 		return 0, time.Since(t0), 0, fmt.Errorf("raw consumer saw no message within %s", limit)
 	}

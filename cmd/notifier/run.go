@@ -7,28 +7,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
-	"os"
 	"strings"
-	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/walletsaga/walletsaga/internal/cli"
-	"github.com/walletsaga/walletsaga/internal/httpx"
-	"github.com/walletsaga/walletsaga/internal/metrics"
-	"github.com/walletsaga/walletsaga/internal/notify"
-	"github.com/walletsaga/walletsaga/internal/notify/deadletters"
-	"github.com/walletsaga/walletsaga/internal/notify/gate"
-	"github.com/walletsaga/walletsaga/internal/notify/httpapi"
-	"github.com/walletsaga/walletsaga/internal/notify/inbox"
+	"github.com/walletsaga/walletsaga/internal/lifecycle"
 	"github.com/walletsaga/walletsaga/internal/notify/instance"
-	"github.com/walletsaga/walletsaga/internal/notify/senders"
 	"github.com/walletsaga/walletsaga/internal/notify/smslog"
 	"github.com/walletsaga/walletsaga/internal/ordering"
 	"github.com/walletsaga/walletsaga/internal/pg"
-	"github.com/walletsaga/walletsaga/migrations"
 )
 
 // run is the whole program: it returns when ctx is cancelled (SIGINT/SIGTERM) and everything
@@ -93,103 +79,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	return serve(ctx, cfg, log, stdout)
 }
 
-func newSender(cfg config, stdout io.Writer) (notify.Sender, error) {
-	var s notify.Sender
-	switch cfg.Sender {
-	case "webhook":
-		client := senders.NewWebhookClient(cfg.Workers)
-		if cfg.WebhookToken != "" {
-			client.Transport = bearer{token: cfg.WebhookToken, next: client.Transport}
-		}
-		w, err := senders.NewWebhookSender(cfg.WebhookURL, cfg.SendTimeout, client)
-		if err != nil {
-			return nil, fmt.Errorf("SMS_WEBHOOK_URL: %w", err)
-		}
-		s = w
-	default:
-		s = senders.NewLogSender(stdout)
-	}
-	if cfg.FailPhone == nil && cfg.FailAmount == 0 {
-		return s, nil
-	}
-	return &senders.FailureSwitch{Inner: s, PhonePattern: cfg.FailPhone, FailAmount: cfg.FailAmount}, nil
-}
-
-// bearer presents the SMS provider's token on every request of the webhook client.
-type bearer struct {
-	token string
-	next  http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	next := b.next
-	if next == nil {
-		next = http.DefaultTransport
-	}
-	return next.RoundTrip(r)
-}
-
-// openPool opens the notifier's pool, every connection under the statement and
-// idle-in-transaction timeouts, and checks that the database keeps what it acknowledges:
-// the consumer acknowledges a message to the broker once its inbox row is committed.
-func openPool(ctx context.Context, cfg config, log *slog.Logger) (*pgxpool.Pool, error) {
-	pool, err := pg.Open(ctx, cfg.DatabaseURL, pg.Options{
-		MaxConns: 24, StatementTimeout: cfg.StatementTimeout, IdleInTxTimeout: cfg.IdleInTxTimeout,
-	})
-	if err != nil {
-		return nil, err
-	}
-	d, err := pg.ReadDurability(ctx, pool)
-	if err == nil {
-		err = cli.RequireDurable(cfg.Mode, log, cli.Redact(cfg.DatabaseURL), d.Unsafe(), cfg.UnsafeDurability)
-	}
-	if err != nil {
-		pool.Close()
-		return nil, err
-	}
-	return pool, nil
-}
-
-// migrate applies the migrations on a pool of its own, without the statement timeout: a
-// migration may rewrite a large table.
-func migrate(ctx context.Context, cfg config, log *slog.Logger) error {
-	pool, err := pg.Open(ctx, cfg.DatabaseURL, pg.Options{MaxConns: 2})
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	v, err := migrations.Notify.Migrate(ctx, pool, log)
-	if err != nil {
-		return err
-	}
-	log.Info("notifier schema migrated", "version", v)
-	return nil
-}
-
-// suffixed returns name+suffix, or "" for "" (a new name per process).
-func suffixed(name, suffix string) string {
-	if name == "" {
-		return ""
-	}
-	return name + suffix
-}
-
-// laneOwner names this process in the leases its delivery workers take: the stable
-// CONSUMER_INSTANCE when set (a restart under it takes its predecessor's leases back), else a
-// name of its own.
-func laneOwner(instance string) string {
-	host, err := os.Hostname()
-	if err != nil {
-		host = "unknown-host"
-	}
-	if instance != "" {
-		return host + "/" + instance
-	}
-	return fmt.Sprintf("%s/pid-%d-%d", host, os.Getpid(), time.Now().UnixNano())
-}
-
 func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) error {
 	if cfg.MigrateOnStart {
 		if err := migrate(ctx, cfg, log); err != nil {
@@ -201,180 +90,35 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 		return err
 	}
 	defer pool.Close()
+	logSettings(cfg, log)
+	n, err := build(ctx, cfg, log, pool, stdout)
+	defer n.close()
+	if err != nil {
+		return err
+	}
+
+	// The consumer's name is taken first (a second live process under it refuses to start)
+	// and given up last. Stopped in reverse: intake first (the HTTP server, then the consumer, which lets the
+	// batch in flight be recorded, its offsets then persisted by the client, and the DLQ
+	// watcher), then delivery (each worker finishes the SMS in hand and gives its user back),
+	// then the dead-letter publisher and the broker watch; the pool closes after all of them.
+	// The consumer and the watcher start in the background: the notifier serves and delivers
+	// its inbox while the broker is away.
+	var g lifecycle.Group
 	if cfg.Instance != "" {
-		claim, err := instance.Take(ctx, pool, cfg.ConsumerGroup, cfg.Instance, log)
-		if err != nil {
-			return fmt.Errorf("CONSUMER_INSTANCE: %w", err)
-		}
-		defer claim.Release()
+		g.Add("CONSUMER_INSTANCE", instance.New(pool, cfg.ConsumerGroup, cfg.Instance, log))
 	}
-	namesrv := cli.SplitList(cfg.Namesrv)
-	creds := ordering.Credentials{AccessKey: cfg.RocketMQAccessKey, SecretKey: cfg.RocketMQSecretKey}
-	route := ordering.NewRouteCheck(namesrv, cfg.Topic, creds)
-	defer route.Close() //nolint:errcheck // on the way out: nothing is left to do about a failed close
-	broker := ordering.NewBrokerWatch(route, 0)
-	if cfg.Mode == cli.Dev {
-		log.Warn("running in dev mode (WALLETSAGA_ENV=dev): documented tokens, the log sender and the failure switches are accepted")
+	g.Add("broker watch", n.broker)
+	g.Add("dead-letter publisher", n.publisher)
+	g.Add("lanes", n.lanes)
+	if n.watcher != nil {
+		g.Add("DLQ watcher", n.watcher)
 	}
-
-	sender, err := newSender(cfg, stdout)
-	if err != nil {
-		return err
-	}
-	if cfg.RocketMQAccessKey == "" {
-		log.Warn("ROCKETMQ_ACCESS_KEY is not set: requests to the broker are unsigned, so only a broker without access control takes them; it must then be reachable from trusted hosts only")
-	}
-	if cfg.AdminToken == "" {
-		log.Info("ADMIN_TOKEN is not set: the operator endpoints (replay, skip) are disabled")
-	}
-	switch {
-	case cfg.ReadToken == "" && cfg.AdminToken == "":
-		log.Warn("READ_TOKEN and ADMIN_TOKEN are not set: the SMS log API and the page's data answer 403 (set READ_TOKEN to read them)")
-	case cfg.ReadToken == "":
-		log.Info("READ_TOKEN is not set: the read endpoints take only the admin token")
-	}
-	if cfg.FailPhone != nil || cfg.FailAmount != 0 {
-		pattern := "off"
-		if cfg.FailPhone != nil {
-			pattern = cfg.FailPhone.String()
-		}
-		log.Warn("SMS failure switches are on: matching SMS always fail and are dead-lettered (demo and test settings)",
-			"phone_pattern", pattern, "amount", cfg.FailAmount)
-	}
-	reg := metrics.NewRegistry()
-	metrics.NewBroker(reg, broker.Reachable)
-	sender = senders.ObservedSender{Inner: sender, Observe: metrics.NewSMS(reg)}
-	gates, bad := gate.NewStore(pool), inbox.NewStore(pool)
-
-	dlqProducer, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: namesrv, Group: cfg.ConsumerGroup + "-dlq-publisher",
-		Instance: suffixed(cfg.Instance, "-dlq-publisher"), Credentials: creds, Logger: log})
-	if err != nil {
-		return err
-	}
-	defer dlqProducer.Shutdown() //nolint:errcheck // on the way out: an unpublished dead letter stays recorded in Postgres
-	dlq := ordering.NewDeadLetterPublisher(dlqProducer, cfg.ConsumerGroup)
-	publisher := deadletters.NewPublisher(gates, bad, dlq, 0, log)
-	dlqRoute := ordering.NewRouteCheck(namesrv, dlq.Topic(), creds)
-	rctx, cancelRoute := context.WithTimeout(ctx, 3*time.Second)
-	err = dlqRoute.Check(rctx)
-	cancelRoute()
-	if err != nil {
-		// Not fatal: dead letters stay recorded in Postgres and are published once it exists.
-		log.Error("the dead-letter topic is not writable; dead letters are kept in Postgres until it is (create it: mqadmin updateTopic -t '"+
-			dlq.Topic()+"' -r 1 -w 1)", "topic", dlq.Topic(), "err", err)
-	}
-	_ = dlqRoute.Close()
-	breaker := senders.NewBreaker(senders.BreakerConfig{Failures: cfg.BreakerFailures, Open: cfg.BreakerOpen, OpenMax: cfg.BreakerOpenMax,
-		OnChange: func(from, to string) { log.Warn("SMS provider breaker", "from", from, "to", to) }})
-	lanes, err := gate.NewLanes(gates, gate.LaneConfig{
-		Workers: cfg.Workers, Owner: laneOwner(cfg.Instance), Lease: cfg.LaneLease, SendTimeout: cfg.SendTimeout, Poll: cfg.LanePoll,
-		Policy: cfg.Retry, Breaker: breaker, Sender: sender, DeadLettered: publisher.Wake, Logger: log,
-		ObserveSent: metrics.NewCommitToSMS(reg),
-	})
-	if err != nil {
-		return err
-	}
-	in := inbox.NewInbox(bad, gates, cfg.ConsumeFrom == "last", func(r inbox.Received) {
-		if r.Inserted > 0 {
-			lanes.Wake()
-		}
-		if r.Bad > 0 {
-			publisher.Wake()
-		}
-	}, log)
-	consumer, err := ordering.NewOrderlyConsumer(ordering.ConsumerConfig{
-		Namesrv: namesrv, Group: cfg.ConsumerGroup, Topic: cfg.Topic,
-		BatchSize: cfg.ConsumeBatch, Buffer: cfg.ConsumeBuffer,
-		HandlerTimeout: cfg.HandlerTimeout, SuspendDelay: cfg.SuspendDelay,
-		FromFirstOffset: cfg.ConsumeFrom == "first", Instance: cfg.Instance, Credentials: creds, Logger: log,
-	}, consume(in.Handle))
-	if err != nil {
-		return err
-	}
-	var watcher *ordering.DLQWatcher
-	if cfg.Reconcile {
-		reconciler := deadletters.NewReconciler(gates, bad, lanes.Wake, log)
-		watcher, err = ordering.NewDLQWatcher(ordering.DLQWatcherConfig{Namesrv: namesrv, Group: cfg.ConsumerGroup, Instance: suffixed(cfg.Instance, "-dlq"), Credentials: creds, Logger: log}, reconcile(reconciler.Handle))
-		if err != nil {
-			return err
-		}
-	}
-
-	metrics.NewNotifier(reg, metrics.Notifier{
-		Lanes: lanes.Stats, Inbox: in.Stats, Busy: lanes.Busy, Breaker: breaker.State,
-		View:       func(ctx context.Context) (gate.View, error) { return gates.View(ctx, 0, cfg.GapAlertAfter) },
-		DLQBacklog: publisher.Backlog,
-	})
-	metrics.NewDLQ(reg, smslog.NewStore(pool).DLQDepth)
-	view := &httpapi.Gate{Store: gates, Lanes: lanes, Inbox: in, DLQBacklog: publisher.Backlog, GapAlertAfter: cfg.GapAlertAfter}
-	e := newServer(cfg, log, pool, view, deadletters.NewOperator(pool, gates, sender), reg,
-		httpx.Check{Name: "postgres", Fn: pool.Ping},
-		httpx.Check{Name: "rocketmq", Fn: broker.Check, Degraded: "no new balance events are received; the SMS already in the inbox are delivered and the read API serves"},
-		httpx.Check{Name: "consumer", Fn: func(context.Context) error { return consumer.Err() }, Degraded: "not consuming yet; it keeps trying to start"},
-	)
-	metrics.NewConsumer(reg, consumer.Running)
-
-	// Delivery runs on its own; it stops after the consumer (below), finishing the SMS in hand.
-	lanesCtx, stopLanes := context.WithCancel(context.WithoutCancel(ctx))
-	lanesDone := make(chan error, 1)
-	go func() { lanesDone <- lanes.Run(lanesCtx) }()
-	pubCtx, stopPublisher := context.WithCancel(context.WithoutCancel(ctx))
-	pubDone := make(chan struct{})
-	go func() { defer close(pubDone); publisher.Run(pubCtx) }()
-	watchDone := make(chan struct{})
-	go func() { defer close(watchDone); broker.Run(pubCtx) }()
-	stopDelivery := func() error {
-		stopLanes()
-		err := <-lanesDone
-		stopPublisher()
-		<-pubDone
-		<-watchDone
-		return err
-	}
-
-	if err := consumer.Start(); err != nil {
-		return errors.Join(err, stopDelivery())
-	}
-	if watcher != nil {
-		if err := watcher.Start(); err != nil {
-			return errors.Join(err, consumer.Shutdown(context.Background()), stopDelivery())
-		}
-	}
-
-	// On SIGTERM: stop taking messages and let the batch in flight be recorded (offsets are
-	// then persisted by the client), let each delivery worker finish the SMS in hand and give
-	// its user back, stop the reconciler, then the HTTP server.
-	stopped := make(chan error, 1)
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
-		defer cancel()
-		err := consumer.Shutdown(sctx)
-		err = errors.Join(err, stopDelivery())
-		if watcher != nil {
-			err = errors.Join(err, watcher.Shutdown())
-		}
-		stopped <- err
-	}()
-	err = httpx.Serve(ctx, cfg.HTTPAddr, e, cfg.ShutdownTimeout, log, func(a net.Addr) {
-		log.Info("notifier listening", "addr", a.String(), "mode", cfg.Mode, "namesrv", cfg.Namesrv, "topic", cfg.Topic,
-			"group", cfg.ConsumerGroup, "sender", cfg.Sender, "workers", cfg.Workers, "consume_from", cfg.ConsumeFrom,
-			"max_attempts", cfg.Retry.MaxAttempts, "dead_letter_after", cfg.Retry.DeadLetterAfter)
-		if err := cli.WriteAddrFile(cfg.AddrFile, a); err != nil {
-			log.Error("cannot tell the address bound", "err", err)
-		}
-	})
-	if ctx.Err() == nil {
-		// The HTTP server failed on its own: stop the rest too.
-		err = errors.Join(err, consumer.Shutdown(context.Background()), stopDelivery())
-		if watcher != nil {
-			err = errors.Join(err, watcher.Shutdown())
-		}
-		return err
-	}
-	err = errors.Join(err, <-stopped)
-	ls, is := lanes.Stats(), in.Stats()
+	g.Add("consumer", n.consumer)
+	g.Add("http server", n.server)
+	err = lifecycle.Run(ctx, &g, n.server.Stopped(), cfg.ShutdownTimeout)
+	ls, is := n.lanes.Stats(), n.inbox.Stats()
 	log.Info("notifier stopped", "received", is.Received, "duplicates", is.Ignored, "bad", is.Bad, "sent", ls.Sent,
-		"retries", ls.Retried, "postponed", ls.Postponed, "dead_lettered", ls.DeadLettered, "dlq_published", publisher.Published())
+		"retries", ls.Retried, "postponed", ls.Postponed, "dead_lettered", ls.DeadLettered, "dlq_published", n.publisher.Published())
 	return err
 }

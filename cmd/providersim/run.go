@@ -13,6 +13,7 @@ import (
 
 	"github.com/walletsaga/walletsaga/internal/cli"
 	"github.com/walletsaga/walletsaga/internal/httpx"
+	"github.com/walletsaga/walletsaga/internal/lifecycle"
 	"github.com/walletsaga/walletsaga/internal/pg"
 	"github.com/walletsaga/walletsaga/internal/providersim"
 )
@@ -92,20 +93,20 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	// Calls hanging in a timing-out outage or a latency are released as the server shuts
-	// down, so the shutdown does not wait for them.
-	stop := context.AfterFunc(ctx, sim.Close)
-	defer stop()
-	err = httpx.Serve(ctx, cfg.HTTPAddr, newServer(sim), cfg.ShutdownTimeout, log, func(a net.Addr) {
+	srv := httpx.NewServer(cfg.HTTPAddr, newServer(sim), log, func(a net.Addr) {
 		log.Info("providersim listening", "addr", a.String(), "store", storeName(cfg))
 		if err := cli.WriteAddrFile(cfg.AddrFile, a); err != nil {
 			log.Error("cannot tell the address bound", "err", err)
 		}
 	})
+	// Calls hanging in a timing-out outage or a latency are released as the server shuts
+	// down, so the shutdown does not wait for them.
+	stop := context.AfterFunc(ctx, sim.Close)
+	defer stop()
+	var g lifecycle.Group
+	g.Add("http server", srv)
+	err = lifecycle.Run(ctx, &g, srv.Stopped(), cfg.ShutdownTimeout)
 	log.Info("providersim stopped")
-	if errors.Is(err, context.Canceled) {
-		return nil
-	}
 	return err
 }
 

@@ -55,11 +55,11 @@ func newRelayStack(t *testing.T, queues int, hash ordering.KeyHash) *relayStack 
 	c, err := ordering.NewOrderlyConsumer(ordering.ConsumerConfig{Namesrv: []string{b.Namesrv}, Group: rmqtest.Unique("relay-consumer"),
 		Topic: s.topic, FromFirstOffset: true, Credentials: b.Credentials}, s.got.handle)
 	require.NoError(t, err)
-	require.NoError(t, c.Start())
+	require.NoError(t, c.Start(t.Context()))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		require.NoError(t, c.Shutdown(ctx))
+		require.NoError(t, c.Stop(ctx))
 	})
 	return s
 }
@@ -138,16 +138,8 @@ func (s *relayStack) relay(sender ordering.Sender, cfg ordering.RelayConfig) (*o
 	}
 	r, err := ordering.NewRelay(s.outbox, sender, cfg)
 	require.NoError(s.t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			cancel()
-			require.NoError(s.t, <-done)
-		})
-	}
+	require.NoError(s.t, r.Start(s.t.Context()))
+	stop := func() { require.NoError(s.t, r.Stop(context.Background())) }
 	s.t.Cleanup(stop)
 	return r, stop
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 
 	"github.com/walletsaga/walletsaga/internal/apperr"
+	"github.com/walletsaga/walletsaga/internal/lifecycle"
 	"github.com/walletsaga/walletsaga/internal/reqid"
 )
 
@@ -262,31 +263,72 @@ func DecodeJSON(c echo.Context, v any) error {
 	return decodeStrict(c.Request().Body, v)
 }
 
-// Serve serves h on addr until ctx is done, then shuts down gracefully within timeout. The
-// listening address is reported through onListen (tests use port 0).
-func Serve(ctx context.Context, addr string, h http.Handler, timeout time.Duration, log *slog.Logger, onListen func(net.Addr)) error {
-	ln, err := new(net.ListenConfig).Listen(ctx, "tcp", addr)
+// Server serves a handler on an address between Start and Stop.
+type Server struct {
+	addr     string
+	h        http.Handler
+	log      *slog.Logger
+	onListen func(net.Addr)
+
+	srv     *http.Server
+	ln      net.Listener
+	ended   bool  // stopped before it started
+	err     error // why Serve returned, unless Stop asked it to
+	started chan struct{}
+	stopped chan struct{}
+}
+
+// NewServer returns a server of h on addr; once it listens, it reports the address bound
+// through onListen (tests use port 0).
+func NewServer(addr string, h http.Handler, log *slog.Logger, onListen func(net.Addr)) *Server {
+	return &Server{addr: addr, h: h, log: log, onListen: onListen, started: make(chan struct{}), stopped: make(chan struct{})}
+}
+
+// Start binds the address and serves in the background; it fails when the address cannot
+// be bound.
+func (s *Server) Start(ctx context.Context) error {
+	if s.srv != nil || s.ended {
+		return lifecycle.ErrStarted
+	}
+	ln, err := new(net.ListenConfig).Listen(ctx, "tcp", s.addr)
 	if err != nil {
-		return fmt.Errorf("HTTP_ADDR %s: %w", addr, err)
+		return fmt.Errorf("HTTP_ADDR %s: %w", s.addr, err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: ReadHeaderTimeout, ReadTimeout: ReadTimeout,
+	s.ln = ln
+	s.srv = &http.Server{Handler: s.h, ReadHeaderTimeout: ReadHeaderTimeout, ReadTimeout: ReadTimeout,
 		WriteTimeout: WriteTimeout, IdleTimeout: IdleTimeout}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	if onListen != nil {
-		onListen(ln.Addr())
+	go func() {
+		defer close(s.stopped)
+		if err := s.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			s.err = fmt.Errorf("http server: %w", err)
+		}
+	}()
+	close(s.started)
+	if s.onListen != nil {
+		s.onListen(ln.Addr())
 	}
-	select {
-	case <-ctx.Done():
-	case err := <-errc:
-		return fmt.Errorf("http server: %w", err)
+	return nil
+}
+
+// Started is closed once the server listens.
+func (s *Server) Started() <-chan struct{} { return s.started }
+
+// Stopped is closed once the server stopped serving: after Stop, or when it failed on its
+// own (Stop then returns why).
+func (s *Server) Stopped() <-chan struct{} { return s.stopped }
+
+// Stop stops listening and waits for the requests in flight, until ctx ends. A server
+// never started is stopped at once (and cannot start after).
+func (s *Server) Stop(ctx context.Context) error {
+	if s.srv == nil {
+		if !s.ended {
+			s.ended = true
+			close(s.stopped)
+		}
+		return nil
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	err = srv.Shutdown(sctx)
-	if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
-		err = errors.Join(err, serr)
-	}
-	log.Debug("http server stopped", "addr", ln.Addr().String())
-	return err
+	err := s.srv.Shutdown(ctx)
+	<-s.stopped
+	s.log.Debug("http server stopped", "addr", s.ln.Addr().String())
+	return errors.Join(s.err, err)
 }

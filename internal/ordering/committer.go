@@ -7,6 +7,7 @@ import (
 	"time"
 
 	retry "github.com/walletsaga/walletsaga/internal/backoff"
+	"github.com/walletsaga/walletsaga/internal/lifecycle"
 )
 
 // markTimeout bounds one marking statement.
@@ -16,8 +17,12 @@ const markTimeout = 10 * time.Second
 // writer: what arrives within a short linger of the first waiting confirmation (or until
 // maxRows records wait) becomes one Outbox.MarkPublished statement, so per-queue pumps do not
 // add a commit per queue. A pump hands its confirmations over and goes on sending; its done
-// function is called once they are marked (or given up on, when the lead ends).
+// function is called once they are marked (or given up on, when the lead ends). Start takes
+// the lead's context; Stop tells it nothing more will be submitted, and returns once what
+// waits is marked.
 type committer struct {
+	*lifecycle.Runner
+	lctx    context.Context // the lead: while it lasts, failed statements are retried
 	outbox  Outbox
 	linger  time.Duration
 	maxRows int
@@ -29,7 +34,6 @@ type committer struct {
 	mu      sync.Mutex
 	waiting []markRequest
 	rows    int
-	closed  bool
 }
 
 type markRequest struct {
@@ -39,7 +43,15 @@ type markRequest struct {
 }
 
 func newCommitter(outbox Outbox, linger time.Duration, maxRows int, log *slog.Logger, policy retry.Policy) *committer {
-	return &committer{outbox: outbox, linger: linger, maxRows: maxRows, log: log, policy: policy, signal: make(chan struct{}, 1)}
+	c := &committer{outbox: outbox, linger: linger, maxRows: maxRows, log: log, policy: policy, signal: make(chan struct{}, 1)}
+	c.Runner = lifecycle.NewRunner(c.run)
+	return c
+}
+
+// Start starts marking, for the lead lctx.
+func (c *committer) Start(lctx context.Context) error {
+	c.lctx = lctx
+	return c.Runner.Start(lctx)
 }
 
 // submit hands recs over to be marked; it never blocks. done (which must not block) is
@@ -52,14 +64,6 @@ func (c *committer) submit(recs []Published, done func(error)) {
 	c.wake()
 }
 
-// close tells run that nothing more will be submitted: it marks what waits, then returns.
-func (c *committer) close() {
-	c.mu.Lock()
-	c.closed = true
-	c.mu.Unlock()
-	c.wake()
-}
-
 func (c *committer) wake() {
 	select {
 	case c.signal <- struct{}{}:
@@ -67,13 +71,15 @@ func (c *committer) wake() {
 	}
 }
 
-// run marks what is submitted until close. While lctx (the lead) lasts, a failed statement
-// is retried with backoff; after it ends, each group gets one more attempt, so a relay that
-// stops still marks what it sent.
-func (c *committer) run(lctx context.Context) {
+// run marks what is submitted until ctx ends (Stop: nothing more will be submitted), then
+// marks what waits and returns. While the lead lasts, a failed statement is retried with
+// backoff; after it ends, each group gets one more attempt, so a relay that stops still
+// marks what it sent.
+func (c *committer) run(ctx context.Context) error {
 	for {
+		closed := ctx.Err() != nil
 		c.mu.Lock()
-		n, rows, closed := len(c.waiting), c.rows, c.closed
+		n, rows := len(c.waiting), c.rows
 		var first time.Time
 		if n > 0 {
 			first = c.waiting[0].at
@@ -81,9 +87,12 @@ func (c *committer) run(lctx context.Context) {
 		c.mu.Unlock()
 		if n == 0 {
 			if closed {
-				return
+				return nil
 			}
-			<-c.signal
+			select {
+			case <-c.signal:
+			case <-ctx.Done():
+			}
 			continue
 		}
 		if rows < c.maxRows && !closed {
@@ -91,13 +100,15 @@ func (c *committer) run(lctx context.Context) {
 				t := time.NewTimer(wait)
 				select {
 				case <-t.C:
-				case <-c.signal: // more arrived (or close): look again
+				case <-c.signal: // more arrived: look again
 					t.Stop()
 					continue
+				case <-ctx.Done(): // stopping: mark what waits now
+					t.Stop()
 				}
 			}
 		}
-		c.flush(lctx, c.take())
+		c.flush(c.lctx, c.take())
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
 	retry "github.com/walletsaga/walletsaga/internal/backoff"
+	"github.com/walletsaga/walletsaga/internal/lifecycle"
 )
 
 // Delivery is one message as the orderly handler sees it.
@@ -89,7 +90,7 @@ type ConsumerConfig struct {
 // client's default is none), ConsumeRetryLater is never returned (in orderly mode the client
 // silently skips such a message), the client never dead-letters a message on its own (its
 // attempt counter lives in memory and would send a message to the DLQ during a long database
-// outage), the pull cache is bounded, and Shutdown waits for the handler in flight (the
+// outage), the pull cache is bounded, and Stop waits for the handler in flight (the
 // client does not).
 //
 // Start returns at once and connects in the background, retrying until the broker can be
@@ -105,9 +106,8 @@ type OrderlyConsumer struct {
 	pc       rocketmq.PushConsumer // set once a start succeeded
 	lastErr  error
 	closing  bool
-	started  bool
-	stop     chan struct{}
-	done     chan struct{}
+	connect  *lifecycle.Runner // connects until it succeeds or Stop
+	stopped  chan struct{}     // closed once Stop has shut the client down
 	inflight sync.WaitGroup
 	panics   atomic.Int64
 	running  atomic.Bool
@@ -182,27 +182,30 @@ func NewOrderlyConsumer(cfg ConsumerConfig, h Handler) (*OrderlyConsumer, error)
 	if cfg.StartRetryMax < cfg.StartRetry {
 		cfg.StartRetryMax = max(cfg.StartRetry, 30*time.Second)
 	}
-	return &OrderlyConsumer{cfg: cfg, handler: h, opts: opts, log: cfg.Logger.With("group", cfg.Group, "topic", cfg.Topic),
-		lastErr: errors.New("not started"), stop: make(chan struct{}), done: make(chan struct{})}, nil
+	c := &OrderlyConsumer{cfg: cfg, handler: h, opts: opts, log: cfg.Logger.With("group", cfg.Group, "topic", cfg.Topic),
+		lastErr: errors.New("not started"), stopped: make(chan struct{})}
+	c.connect = lifecycle.NewRunner(c.connectLoop)
+	return c, nil
 }
 
 // Start begins consuming in the background: it returns at once, and connects (creating the
-// client, subscribing, starting it) until that succeeds or Shutdown is called, waiting
+// client, subscribing, starting it) until that succeeds or Stop is called, waiting
 // StartRetry after the first failure, doubling up to StartRetryMax.
-func (c *OrderlyConsumer) Start() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.started {
-		return errors.New("ordering: consumer already started")
+func (c *OrderlyConsumer) Start(ctx context.Context) error {
+	if err := c.connect.Start(ctx); err != nil {
+		return fmt.Errorf("ordering: consumer: %w", err)
 	}
-	c.started = true
-	go c.connect()
 	return nil
 }
 
-// connect is Start's background loop.
-func (c *OrderlyConsumer) connect() {
-	defer close(c.done)
+// Started is closed once Start has set the consumer connecting.
+func (c *OrderlyConsumer) Started() <-chan struct{} { return c.connect.Started() }
+
+// Stopped is closed once Stop has shut the client down.
+func (c *OrderlyConsumer) Stopped() <-chan struct{} { return c.stopped }
+
+// connectLoop is Start's background loop; it returns once connected, or when ctx ends.
+func (c *OrderlyConsumer) connectLoop(ctx context.Context) error {
 	policy := retry.Policy{Base: c.cfg.StartRetry, Max: c.cfg.StartRetryMax}
 	for attempt := 1; ; attempt++ {
 		err := c.tryStart()
@@ -214,15 +217,15 @@ func (c *OrderlyConsumer) connect() {
 			if attempt > 1 {
 				c.log.Info("consumer started", "attempts", attempt)
 			}
-			return
+			return nil
 		}
 		wait := policy.Delay(attempt, nil)
 		c.log.Warn("consumer cannot start yet (broker unreachable?); retrying", "in", wait, "attempt", attempt, "err", err)
 		t := time.NewTimer(wait)
 		select {
-		case <-c.stop:
+		case <-ctx.Done():
 			t.Stop()
-			return
+			return nil
 		case <-t.C:
 		}
 	}
@@ -267,27 +270,23 @@ func (c *OrderlyConsumer) Err() error {
 // Panics returns how many handler panics were recovered.
 func (c *OrderlyConsumer) Panics() int64 { return c.panics.Load() }
 
-// Shutdown stops taking messages, waits (until ctx is done) for the handler calls in flight,
-// then shuts the client down, which persists offsets and unlocks the queues.
-func (c *OrderlyConsumer) Shutdown(ctx context.Context) error {
+// Stop stops taking messages, waits (until ctx is done) for the handler calls in flight,
+// then shuts the client down, which persists offsets and unlocks the queues. A second Stop
+// returns nil at once.
+func (c *OrderlyConsumer) Stop(ctx context.Context) error {
 	c.mu.Lock()
 	if c.closing {
 		c.mu.Unlock()
 		return nil
 	}
 	c.closing = true
-	started := c.started
 	c.mu.Unlock()
-	if started {
-		close(c.stop)
-		// A start attempt in flight ends before the client is looked at (it gives up within
-		// the client's request timeouts).
-		select {
-		case <-c.done:
-		case <-ctx.Done():
-			return fmt.Errorf("ordering: consumer still starting at shutdown: %w", ctx.Err())
-		}
+	// A start attempt in flight ends before the client is looked at (it gives up within the
+	// client's request timeouts).
+	if err := c.connect.Stop(ctx); err != nil {
+		return fmt.Errorf("ordering: consumer still starting at shutdown: %w", err)
 	}
+	defer close(c.stopped)
 	c.mu.Lock()
 	pc := c.pc
 	c.mu.Unlock()

@@ -14,6 +14,8 @@ import (
 	"github.com/apache/rocketmq-client-go/v2"
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
+
+	"github.com/walletsaga/walletsaga/internal/lifecycle"
 )
 
 // DLQTopic is where the broker stores the dead letters of a consumer group.
@@ -39,17 +41,16 @@ type DLQWatcherConfig struct {
 // order does not matter here, only that every dead letter is seen). The DLQ topic only exists
 // after the group's first dead letter, so the watcher keeps trying to start until it does.
 type DLQWatcher struct {
-	cfg  DLQWatcherConfig
-	fn   func(ctx context.Context, d Delivery) error
-	log  *slog.Logger
-	stop chan struct{}
-	done chan struct{}
+	cfg     DLQWatcherConfig
+	fn      func(ctx context.Context, d Delivery) error
+	log     *slog.Logger
+	connect *lifecycle.Runner // subscribes until it succeeds or Stop
+	stopped chan struct{}     // closed once Stop has shut the client down
 
-	mu       sync.Mutex
-	pc       rocketmq.PushConsumer
-	running  atomic.Bool
-	started  atomic.Bool
-	stopOnce sync.Once
+	mu      sync.Mutex
+	pc      rocketmq.PushConsumer
+	running atomic.Bool
+	closing bool
 }
 
 // NewDLQWatcher returns a watcher of the group's dead-letter queue.
@@ -63,44 +64,53 @@ func NewDLQWatcher(cfg DLQWatcherConfig, fn func(ctx context.Context, d Delivery
 	if cfg.Retry <= 0 {
 		cfg.Retry = 10 * time.Second
 	}
-	return &DLQWatcher{cfg: cfg, fn: fn, log: cfg.Logger.With("component", "dlq-watcher", "group", cfg.Group),
-		stop: make(chan struct{}), done: make(chan struct{})}, nil
+	w := &DLQWatcher{cfg: cfg, fn: fn, log: cfg.Logger.With("component", "dlq-watcher", "group", cfg.Group),
+		stopped: make(chan struct{})}
+	w.connect = lifecycle.NewRunner(w.connectLoop)
+	return w, nil
 }
 
 // Running reports whether the watcher is subscribed to the DLQ.
 func (w *DLQWatcher) Running() bool { return w.running.Load() }
 
 // Start begins watching in the background; it returns at once.
-func (w *DLQWatcher) Start() error {
-	if w.started.Swap(true) {
-		return errors.New("ordering: DLQ watcher already started")
+func (w *DLQWatcher) Start(ctx context.Context) error {
+	if err := w.connect.Start(ctx); err != nil {
+		return fmt.Errorf("ordering: DLQ watcher: %w", err)
 	}
-	go func() {
-		defer close(w.done)
-		for {
-			err := w.tryStart()
-			if err == nil {
-				w.running.Store(true)
-				return
-			}
-			w.log.Info("dead-letter queue not readable yet; will retry", "topic", DLQTopic(w.cfg.Group), "in", w.cfg.Retry, "err", err)
-			select {
-			case <-w.stop:
-				return
-			case <-time.After(w.cfg.Retry):
-			}
-		}
-	}()
 	return nil
+}
+
+// Started is closed once Start has set the watcher subscribing.
+func (w *DLQWatcher) Started() <-chan struct{} { return w.connect.Started() }
+
+// Stopped is closed once Stop has shut the client down.
+func (w *DLQWatcher) Stopped() <-chan struct{} { return w.stopped }
+
+// connectLoop subscribes until it succeeds or ctx ends.
+func (w *DLQWatcher) connectLoop(ctx context.Context) error {
+	for {
+		err := w.tryStart()
+		if err == nil {
+			w.running.Store(true)
+			return nil
+		}
+		w.log.Info("dead-letter queue not readable yet; will retry", "topic", DLQTopic(w.cfg.Group), "in", w.cfg.Retry, "err", err)
+		t := time.NewTimer(w.cfg.Retry)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+	}
 }
 
 func (w *DLQWatcher) tryStart() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	select {
-	case <-w.stop:
+	if w.closing {
 		return nil
-	default:
 	}
 	opts := []consumer.Option{
 		consumer.WithNameServer(w.cfg.Namesrv),
@@ -149,13 +159,20 @@ func (w *DLQWatcher) consume(ctx context.Context, msgs ...*primitive.MessageExt)
 	return consumer.ConsumeSuccess, nil
 }
 
-// Shutdown stops watching (or trying to) and persists offsets.
-func (w *DLQWatcher) Shutdown() error {
-	w.stopOnce.Do(func() { close(w.stop) })
-	if !w.started.Load() {
+// Stop stops watching (or trying to) and persists offsets. A second Stop returns nil at
+// once.
+func (w *DLQWatcher) Stop(ctx context.Context) error {
+	w.mu.Lock()
+	if w.closing {
+		w.mu.Unlock()
 		return nil
 	}
-	<-w.done
+	w.closing = true
+	w.mu.Unlock()
+	if err := w.connect.Stop(ctx); err != nil {
+		return fmt.Errorf("ordering: DLQ watcher still subscribing at shutdown: %w", err)
+	}
+	defer close(w.stopped)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.pc == nil {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/apache/rocketmq-client-go/v2/admin"
+
+	"github.com/walletsaga/walletsaga/internal/lifecycle"
 )
 
 // RouteCheck answers readiness: the name server answers and routes topic to at least one
@@ -62,11 +64,13 @@ func (r *RouteCheck) Close() error {
 }
 
 // BrokerWatch keeps the broker's state for probes and metrics without asking the name
-// server on every probe: Run checks the route every interval, Check and Reachable answer
-// from the last result. The broker being away is not a reason for a process to leave its
+// server on every probe: once started it checks the route every interval, Check and
+// Reachable answer from the last result. The broker being away is not a reason for a process to leave its
 // load balancer (walletsvc keeps events in its outbox, the notifier serves its read API and
 // drains its inbox), so this state is reported, not enforced.
 type BrokerWatch struct {
+	// Runner checks in the background between Start and Stop.
+	*lifecycle.Runner
 	route    *RouteCheck
 	interval time.Duration
 
@@ -81,11 +85,13 @@ func NewBrokerWatch(route *RouteCheck, interval time.Duration) *BrokerWatch {
 	if interval <= 0 {
 		interval = 5 * time.Second
 	}
-	return &BrokerWatch{route: route, interval: interval, err: errors.New("not checked yet"), since: time.Now()}
+	w := &BrokerWatch{route: route, interval: interval, err: errors.New("not checked yet"), since: time.Now()}
+	w.Runner = lifecycle.NewRunner(w.watch)
+	return w
 }
 
-// Run checks the route until ctx ends.
-func (w *BrokerWatch) Run(ctx context.Context) {
+// watch checks the route until ctx ends.
+func (w *BrokerWatch) watch(ctx context.Context) error {
 	t := time.NewTicker(w.interval)
 	defer t.Stop()
 	for {
@@ -93,7 +99,7 @@ func (w *BrokerWatch) Run(ctx context.Context) {
 		err := w.route.Check(cctx)
 		cancel()
 		if ctx.Err() != nil {
-			return
+			return nil
 		}
 		w.mu.Lock()
 		if (err == nil) != (w.err == nil) {
@@ -103,7 +109,7 @@ func (w *BrokerWatch) Run(ctx context.Context) {
 		w.mu.Unlock()
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-t.C:
 		}
 	}

@@ -184,12 +184,12 @@ func TestOrderedRoundTrip(t *testing.T) {
 	})
 	require.NoError(t, err)
 	start = time.Now()
-	require.NoError(t, c.Start())
+	require.NoError(t, c.Start(t.Context()))
 	wait.Until(t, 90*time.Second, "every message", func() bool { return got.distinct() == numKeys*msgsPerKey })
 	recvDur := time.Since(start)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	require.NoError(t, c.Shutdown(ctx))
+	require.NoError(t, c.Stop(ctx))
 
 	lost, dup, ooo, _ := got.counts()
 	queues := map[int]int{}
@@ -285,11 +285,11 @@ func TestAFailedBatchComesAgainAndIsNeverDeadLettered(t *testing.T) {
 		return nil
 	})
 	require.NoError(t, err)
-	require.NoError(t, c.Start())
+	require.NoError(t, c.Start(t.Context()))
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		require.NoError(t, c.Shutdown(ctx))
+		require.NoError(t, c.Stop(ctx))
 	}()
 	p, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: []string{b.Namesrv}, Credentials: b.Credentials, Group: rmqtest.Unique("it-retry-producer")})
 	require.NoError(t, err)
@@ -341,7 +341,7 @@ func TestHandlerDeadlineAndShutdownWaitsForTheHandler(t *testing.T) {
 			return nil
 		})
 	require.NoError(t, err)
-	require.NoError(t, c.Start())
+	require.NoError(t, c.Start(t.Context()))
 	p, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: []string{b.Namesrv}, Credentials: b.Credentials, Group: rmqtest.Unique("it-shutdown-producer")})
 	require.NoError(t, err)
 	defer p.Shutdown() //nolint:errcheck // the test's own client; a failed shutdown changes nothing it checks
@@ -361,11 +361,11 @@ func TestHandlerDeadlineAndShutdownWaitsForTheHandler(t *testing.T) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		stopped <- c.Shutdown(ctx)
+		stopped <- c.Stop(ctx)
 	}()
 	select {
 	case err := <-stopped:
-		t.Fatalf("Shutdown returned (%v) while the handler was running", err)
+		t.Fatalf("Stop returned (%v) while the handler was running", err)
 	case <-time.After(300 * time.Millisecond):
 	}
 	close(release)
@@ -393,11 +393,11 @@ func TestAnAddedQueueIsTakenAtOnce(t *testing.T) {
 		return nil
 	})
 	require.NoError(t, err)
-	require.NoError(t, c.Start())
+	require.NoError(t, c.Start(t.Context()))
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		require.NoError(t, c.Shutdown(ctx))
+		require.NoError(t, c.Stop(ctx))
 	}()
 	p, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: []string{b.Namesrv}, Credentials: b.Credentials, Group: rmqtest.Unique("it-grow-producer"), RoutePoll: 200 * time.Millisecond})
 	require.NoError(t, err)

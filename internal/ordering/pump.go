@@ -9,6 +9,7 @@ import (
 	"time"
 
 	retry "github.com/walletsaga/walletsaga/internal/backoff"
+	"github.com/walletsaga/walletsaga/internal/lifecycle"
 )
 
 // errStopped ends a flight whose pump stopped between two of its batches.
@@ -24,13 +25,18 @@ var errStopped = errors.New("ordering: pump stopped")
 // flight it will follow, or earlier in the batch being built, which is in ID and so Seq
 // order); a batch read ahead is sent only after the flight before it was confirmed, and is
 // thrown away when that flight fails.
+//
+// Start sets it pumping; Stop ends its loop at once and returns once its flight has finished
+// (within SendTimeout per batch) and handed its confirmations over.
 type pump struct {
+	*lifecycle.Runner
 	relay *Relay
 	com   *committer
 	queue Queue
 	slice Slice
 	wake  chan struct{}
 
+	flights  sync.WaitGroup
 	mu       sync.Mutex
 	awaiting map[int64]struct{} // confirmed by the broker, not yet marked published
 	deferred bool               // the last read left records for a predecessor to be marked
@@ -42,7 +48,9 @@ type pump struct {
 }
 
 func newPump(r *Relay, com *committer, q Queue, s Slice) *pump {
-	return &pump{relay: r, com: com, queue: q, slice: s, wake: make(chan struct{}, 1), awaiting: map[int64]struct{}{}}
+	p := &pump{relay: r, com: com, queue: q, slice: s, wake: make(chan struct{}, 1), awaiting: map[int64]struct{}{}}
+	p.Runner = lifecycle.NewRunner(p.run)
+	return p
 }
 
 func (p *pump) signal() {
@@ -58,9 +66,10 @@ type flight struct {
 	done chan error
 }
 
-// run pumps until ctx ends. It does not wait for its flight: the flight's goroutine (counted
-// in work) finishes it, within SendTimeout per batch, and hands its confirmations over.
-func (p *pump) run(ctx context.Context, work *sync.WaitGroup) {
+// run pumps until ctx ends, then waits for its flight: the flight's goroutine finishes it,
+// within SendTimeout per batch, and hands its confirmations over.
+func (p *pump) run(ctx context.Context) error {
+	defer p.flights.Wait()
 	cfg := p.relay.cfg
 	policy := retry.Policy{Base: cfg.RetryBackoff, Max: 10 * cfg.RetryBackoff}
 	var (
@@ -92,7 +101,7 @@ func (p *pump) run(ctx context.Context, work *sync.WaitGroup) {
 			recs, c, at, err := p.read(ctx, cur, fl)
 			switch {
 			case ctx.Err() != nil:
-				return
+				return nil
 			case err != nil:
 				fail(fmt.Errorf("reading the outbox: %w", err))
 			default:
@@ -105,7 +114,7 @@ func (p *pump) run(ctx context.Context, work *sync.WaitGroup) {
 			}
 		}
 		if fl == nil && len(next) > 0 && !now.Before(retryAt) {
-			fl = p.send(ctx, next, work)
+			fl = p.send(ctx, next)
 			next, haveRead = nil, false
 			p.track(fl, next, deferAt)
 			continue // read the next batch while this one is sent
@@ -122,7 +131,7 @@ func (p *pump) run(ctx context.Context, work *sync.WaitGroup) {
 		}
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case err := <-done:
 			fl = nil
 			if err != nil {
@@ -146,6 +155,7 @@ func (p *pump) run(ctx context.Context, work *sync.WaitGroup) {
 		}
 		t.Stop()
 	}
+	return nil
 }
 
 // read reads the queue's next records from cur and takes those whose predecessor is
@@ -217,10 +227,10 @@ func (p *pump) read(ctx context.Context, cur Cursor, fl *flight) ([]OutboxRecord
 }
 
 // send starts a flight of recs.
-func (p *pump) send(ctx context.Context, recs []OutboxRecord, work *sync.WaitGroup) *flight {
+func (p *pump) send(ctx context.Context, recs []OutboxRecord) *flight {
 	fl := &flight{recs: recs, done: make(chan error, 1)}
 	p.sendSince.Store(time.Now().UnixNano())
-	work.Go(func() {
+	p.flights.Go(func() {
 		err := p.fly(ctx, fl)
 		p.sendSince.Store(0)
 		fl.done <- err

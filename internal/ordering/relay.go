@@ -11,6 +11,7 @@ import (
 	"time"
 
 	retry "github.com/walletsaga/walletsaga/internal/backoff"
+	"github.com/walletsaga/walletsaga/internal/lifecycle"
 )
 
 // OutboxRecord is one unpublished row of a transactional outbox.
@@ -165,7 +166,12 @@ type RelayStats struct {
 // commit that wrote records) or polls (records other processes wrote), and follows the
 // route: when the topic's queues change, keys move, and the pumps start again on the new
 // route. Only the Outbox's leader publishes, so several replicas can run a relay safely.
+//
+// Start begins publishing; Stop returns once the sends in flight have finished (each within
+// SendTimeout) and what they stored is marked.
 type Relay struct {
+	// Runner publishes in the background between Start and Stop.
+	*lifecycle.Runner
 	cfg    RelayConfig
 	outbox Outbox
 	sender Sender
@@ -178,7 +184,7 @@ type Relay struct {
 	active            atomic.Bool
 }
 
-// NewRelay returns a relay; Run starts it.
+// NewRelay returns a relay; Start starts it.
 func NewRelay(outbox Outbox, sender Sender, cfg RelayConfig) (*Relay, error) {
 	if cfg.Topic == "" {
 		return nil, errors.New("ordering: relay needs a topic")
@@ -210,8 +216,10 @@ func NewRelay(outbox Outbox, sender Sender, cfg RelayConfig) (*Relay, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Relay{cfg: cfg, outbox: outbox, sender: sender,
-		log: cfg.Logger.With("component", "relay", "topic", cfg.Topic)}, nil
+	r := &Relay{cfg: cfg, outbox: outbox, sender: sender,
+		log: cfg.Logger.With("component", "relay", "topic", cfg.Topic)}
+	r.Runner = lifecycle.NewRunner(r.publish)
+	return r, nil
 }
 
 // Wake tells the relay that records were committed: idle pumps read at once. It never
@@ -237,9 +245,8 @@ func (r *Relay) Stats() RelayStats {
 	return s
 }
 
-// Run publishes until ctx is done. It returns nil on cancellation, once the sends in flight
-// have finished (each within SendTimeout) and what they stored is marked.
-func (r *Relay) Run(ctx context.Context) error {
+// publish leads and publishes until ctx is done.
+func (r *Relay) publish(ctx context.Context) error {
 	for ctx.Err() == nil {
 		err := r.lead(ctx)
 		r.active.Store(false)
@@ -270,23 +277,27 @@ func (r *Relay) lead(ctx context.Context) error {
 
 	com := newCommitter(r.outbox, r.cfg.MarkLinger, r.cfg.MarkMaxRows, r.log,
 		retry.Policy{Base: r.cfg.RetryBackoff, Max: 10 * r.cfg.RetryBackoff})
-	comDone := make(chan struct{})
-	go func() {
-		defer close(comDone)
-		com.run(lctx)
-	}()
+	if err := com.Start(lctx); err != nil {
+		return err
+	}
 	var (
-		work        sync.WaitGroup // pumps and the sends they started
+		stopping    sync.WaitGroup // pumps told to stop, finishing their sends
 		route       Route
-		stopPumps   = func() {}
+		pumps       []*pump
 		routeErrors int
 	)
+	// A pump stops at once; its send in flight finishes on its own, while the pumps of a new
+	// route start.
+	stopPumps := func() {
+		for _, p := range pumps {
+			stopping.Go(func() { _ = p.Stop(context.WithoutCancel(ctx)) })
+		}
+	}
 	defer func() {
 		stopPumps()
 		r.setPumps(nil)
-		work.Wait()
-		com.close()
-		<-comDone
+		stopping.Wait()
+		_ = com.Stop(context.WithoutCancel(ctx))
 	}()
 	policy := retry.Policy{Base: r.cfg.RetryBackoff, Max: r.cfg.RoutePoll}
 	t := time.NewTimer(0)
@@ -317,15 +328,15 @@ func (r *Relay) lead(ctx context.Context) error {
 			// a record they hold may be sent once more by its new pump, never ahead of its
 			// predecessor.
 			stopPumps()
-			pctx, cancel := context.WithCancel(lctx)
-			stopPumps = cancel
-			pumps := make([]*pump, len(rt.Queues))
+			pumps = make([]*pump, len(rt.Queues))
 			for i, q := range rt.Queues {
 				pumps[i] = newPump(r, com, q, Slice{Hash: rt.Hash, Count: len(rt.Queues), Index: i})
 			}
 			r.setPumps(pumps)
 			for _, p := range pumps {
-				work.Go(func() { p.run(pctx, &work) })
+				if err := p.Start(lctx); err != nil {
+					return err
+				}
 			}
 			if len(route.Queues) > 0 {
 				r.log.Info("relay follows a new route", "queues", len(rt.Queues), "was", len(route.Queues), "hash", rt.Hash)

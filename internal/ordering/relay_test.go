@@ -33,6 +33,7 @@ type memOutbox struct {
 	reads    map[ordering.Slice]int
 	marks    [][]ordering.Published // one entry per MarkPublished statement
 	lead     chan struct{}          // the lead's token
+	granted  chan struct{}          // a send each time Lead hands the token out (while room)
 	failMark int                    // MarkPublished fails this many more times
 }
 
@@ -44,7 +45,8 @@ type memRow struct {
 }
 
 func newMemOutbox() *memOutbox {
-	o := &memOutbox{nextXact: 1, open: map[uint64]bool{}, seqs: map[string]int64{}, reads: map[ordering.Slice]int{}, lead: make(chan struct{}, 1)}
+	o := &memOutbox{nextXact: 1, open: map[uint64]bool{}, seqs: map[string]int64{}, reads: map[ordering.Slice]int{}, lead: make(chan struct{}, 1),
+		granted: make(chan struct{}, 8)}
 	o.lead <- struct{}{}
 	return o
 }
@@ -102,6 +104,10 @@ func (o *memOutbox) Lead(ctx context.Context) (context.Context, func(), error) {
 	case <-o.lead:
 	case <-ctx.Done():
 		return nil, nil, ctx.Err()
+	}
+	select {
+	case o.granted <- struct{}{}:
+	default:
 	}
 	lctx, cancel := context.WithCancel(ctx)
 	return lctx, func() {
@@ -312,13 +318,8 @@ func startRelay(t *testing.T, o ordering.Outbox, s ordering.Sender, cfg ordering
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	r, err := ordering.NewRelay(o, s, cfg)
 	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-done)
-	})
+	require.NoError(t, r.Start(t.Context()))
+	t.Cleanup(func() { require.NoError(t, r.Stop(context.Background())) })
 	return r
 }
 
@@ -542,26 +543,22 @@ func TestOnlyOneRelayIsActive(t *testing.T) {
 	require.NoError(t, err)
 	r2, err := ordering.NewRelay(o, s, cfg)
 	require.NoError(t, err)
-	ctx1, cancel1 := context.WithCancel(context.Background())
-	ctx2, cancel2 := context.WithCancel(context.Background())
-	done1, done2 := make(chan error, 1), make(chan error, 1)
-	go func() { done1 <- r1.Run(ctx1) }()
-	wait.Until(t, 10*time.Second, "r1 active", func() bool { return r1.Stats().Active })
-	go func() { done2 <- r2.Run(ctx2) }()
+	require.NoError(t, r1.Start(t.Context()))
+	<-o.granted // r1 leads
+	require.NoError(t, r2.Start(t.Context()))
 	o.add("k")
 	wait.Until(t, 10*time.Second, "k:1 published", func() bool { return o.unpublished() == 0 })
 	require.False(t, r2.Stats().Active, "the second relay stands by")
 	require.Empty(t, r2.Stats().Queues)
 	require.EqualValues(t, 0, r2.Stats().Published)
-	cancel1()
-	require.NoError(t, <-done1)
+	require.NoError(t, r1.Stop(t.Context()))
 	require.Empty(t, r1.Stats().Queues, "a relay that stopped has no pumps")
-	wait.Until(t, 10*time.Second, "r2 to take over", func() bool { return r2.Stats().Active })
+	require.False(t, r1.Stats().Active, "a relay that stopped does not lead")
+	<-o.granted // r2 takes over
 	o.add("k")
 	wait.Until(t, 10*time.Second, "k:2 published", func() bool { return o.unpublished() == 0 })
 	require.EqualValues(t, 1, r2.Stats().Published)
-	cancel2()
-	require.NoError(t, <-done2)
+	require.NoError(t, r2.Stop(t.Context()))
 	requireInOrder(t, o, s)
 }
 

@@ -12,12 +12,12 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/walletsaga/walletsaga/internal/lifecycle"
 	"github.com/walletsaga/walletsaga/internal/pg"
 )
 
@@ -54,10 +54,10 @@ type Options struct {
 // one process or many, may share a database: leases and fences keep each saga with one
 // runner at a time.
 type Engine struct {
-	pool    *pgxpool.Pool
-	opts    Options
-	log     *slog.Logger
-	running atomic.Bool
+	pool     *pgxpool.Pool
+	opts     Options
+	log      *slog.Logger
+	recovery *Recovery
 
 	mu   sync.Mutex
 	defs map[string]*Definition
@@ -65,7 +65,7 @@ type Engine struct {
 	dues []time.Time    // when sagas this engine left in backoff become due
 	ids  []int64        // saga ids allocated and not used yet
 
-	// Background runs (Go) live until Close; bg is their context.
+	// Background runs (Go) live until the recovery stops; bg is their context.
 	bg     context.Context
 	stopBG context.CancelFunc
 	bgWG   sync.WaitGroup
@@ -74,7 +74,7 @@ type Engine struct {
 	waiters *waiters
 }
 
-// New returns an engine on pool. Register the definitions, then call Run for recovery.
+// New returns an engine on pool. Register the definitions, then start its Recovery.
 func New(pool *pgxpool.Pool, opts Options) *Engine {
 	if opts.Owner == "" {
 		host, _ := os.Hostname()
@@ -104,7 +104,37 @@ func New(pool *pgxpool.Pool, opts Options) *Engine {
 		bg: bg, stopBG: stop,
 	}
 	e.waiters = newWaiters(e)
+	e.recovery = &Recovery{Runner: lifecycle.NewRunner(e.recoverSagas), e: e}
 	return e
+}
+
+// Recovery is the engine's background work. Start begins recovering sagas nobody runs: it
+// claims, in batches, sagas whose backoff is due or whose lease expired (their runner died
+// or gave up), and drives each; it polls every PollInterval, sooner when a run in this
+// process leaves a saga in backoff. Stop first stops the runs Go started, then recovery, and
+// returns once every run has ended (an attempt in flight is abandoned and re-run later with
+// the same idempotency key).
+type Recovery struct {
+	// Runner recovers in the background between Start and Stop.
+	*lifecycle.Runner
+	e *Engine
+}
+
+// Recovery returns the engine's background work, to start once the definitions are
+// registered.
+func (e *Engine) Recovery() *Recovery { return e.recovery }
+
+// Stop stops the runs Go started, then recovery, and waits for them (until ctx ends).
+func (r *Recovery) Stop(ctx context.Context) error {
+	r.e.stopBG()
+	done := make(chan struct{})
+	go func() { r.e.bgWG.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return fmt.Errorf("saga: background runs still running at shutdown: %w", ctx.Err())
+	}
+	return r.Runner.Stop(ctx)
 }
 
 // Register adds a kind of saga. It fails if the kind is taken, there are no steps, step
@@ -206,7 +236,7 @@ func (e *Engine) Drive(ctx context.Context, s *Started) (Snapshot, error) {
 }
 
 // Go drives a started saga in the background, until it ends or waits in a backoff, or the
-// engine is closed.
+// engine's Recovery is stopped.
 func (e *Engine) Go(s *Started) {
 	e.bgWG.Go(func() {
 		ctx, cancel := context.WithTimeout(e.bg, e.opts.RunTimeout)
@@ -215,13 +245,6 @@ func (e *Engine) Go(s *Started) {
 			e.log.Warn("saga: background run stopped; recovery will resume it", "saga", s.ID(), "err", err)
 		}
 	})
-}
-
-// Close stops the background runs Go started (an attempt in flight is abandoned and
-// recovered later with the same idempotency key) and waits for them.
-func (e *Engine) Close() {
-	e.stopBG()
-	e.bgWG.Wait()
 }
 
 // Get returns a saga and its step history, or ErrNotFound.
@@ -313,16 +336,9 @@ func (e *Engine) CountByKindState(ctx context.Context) ([]KindStateCount, error)
 	return countSagas(ctx, e.pool)
 }
 
-// Run recovers sagas until ctx is done: it claims, in batches, sagas whose backoff is due or
-// whose lease expired (their runner died or gave up), and drives each. It polls every
-// PollInterval, sooner when a run in this process leaves a saga in backoff. It returns nil
-// after every recovery run has ended (a cancelled attempt is abandoned and re-run later with
-// the same idempotency key). Runs started by Go are stopped by Close, not by Run.
-func (e *Engine) Run(ctx context.Context) error {
-	if !e.running.CompareAndSwap(false, true) {
-		return errors.New("saga: engine already running")
-	}
-	defer e.running.Store(false)
+// recoverSagas recovers sagas until ctx is done (see Recovery), and returns once every recovery
+// run has ended.
+func (e *Engine) recoverSagas(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 

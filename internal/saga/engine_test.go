@@ -46,7 +46,7 @@ func newEngine(t *testing.T, pool *pgxpool.Pool, opts saga.Options, defs ...saga
 	for _, d := range defs {
 		require.NoError(t, e.Register(d))
 	}
-	t.Cleanup(e.Close)
+	t.Cleanup(func() { require.NoError(t, e.Recovery().Stop(context.Background())) })
 	return e
 }
 
@@ -54,16 +54,8 @@ func newEngine(t *testing.T, pool *pgxpool.Pool, opts saga.Options, defs ...saga
 // test ends).
 func runEngine(t *testing.T, e *saga.Engine) (stop func()) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- e.Run(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			require.NoError(t, <-done)
-		})
-	}
+	require.NoError(t, e.Recovery().Start(t.Context()))
+	stop = func() { require.NoError(t, e.Recovery().Stop(context.Background())) }
 	t.Cleanup(stop)
 	return stop
 }

@@ -10,8 +10,9 @@
 // (whose attempt it counts) or the end. Every commit is a single pgx.Batch, so a single round
 // trip and one implicit transaction; its first statement is the engine's update of the saga,
 // fenced: it fails unless the runner still holds the saga's fence, so a runner whose lease
-// was taken over changes nothing. Run is for recovery only: it claims, in batches with FOR
-// UPDATE SKIP LOCKED, the sagas whose lease expired (a runner died) or whose backoff is due.
+// was taken over changes nothing. The engine's Recovery only picks up the rest: it claims, in
+// batches with FOR UPDATE SKIP LOCKED, the sagas whose lease expired (a runner died) or whose
+// backoff is due.
 //
 // Local steps queue their statements in the commit that records them; a statement that fails
 // (a CHECK constraint, say) rolls the whole commit back, the Definition's Classify says what

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
@@ -73,14 +72,12 @@ func newEnvOn(t *testing.T, pool *pgxpool.Pool, o envOptions) *env {
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	e := &env{pool: pool, eng: eng, svc: svc, ctx: ctx, prov: o.prov}
-	var wg sync.WaitGroup
 	if !o.noRunner {
-		wg.Go(func() { _ = eng.Run(ctx) })
+		require.NoError(t, eng.Recovery().Start(ctx))
 	}
 	t.Cleanup(func() {
-		eng.Close()
+		require.NoError(t, eng.Recovery().Stop(context.Background()))
 		cancel()
-		wg.Wait()
 	})
 	return e
 }

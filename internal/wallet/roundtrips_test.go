@@ -52,7 +52,7 @@ func TestEachSagaTakesItsRoundTrips(t *testing.T) {
 	t.Cleanup(traced.Close)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	eng := testEngine(traced, "", log)
-	t.Cleanup(eng.Close)
+	t.Cleanup(func() { require.NoError(t, eng.Recovery().Stop(context.Background())) })
 	p := simtest.Start(t, nil, providersim.Options{})
 	svc, err := wallet.NewService(traced, eng, p.Gateway, p.Merchant, wallet.Options{Logger: log, Steps: fastSteps})
 	require.NoError(t, err)

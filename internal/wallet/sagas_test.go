@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -375,12 +374,10 @@ func TestDepositResumesAfterRunnerStopsMidStep(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("runner A never charged")
 	}
-	engA.Close() // runner A stops with the charge made and not recorded
+	require.NoError(t, engA.Recovery().Stop(ctx)) // runner A stops with the charge made and not recorded
 
-	var wg sync.WaitGroup
-	ctxB, stopB := context.WithCancel(ctx)
-	defer func() { stopB(); engB.Close(); wg.Wait() }()
-	wg.Go(func() { _ = engB.Run(ctxB) })
+	require.NoError(t, engB.Recovery().Start(ctx))
+	defer func() { require.NoError(t, engB.Recovery().Stop(context.Background())) }()
 	wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
 	defer wcancel()
 	op, err = svcB.WaitSaga(wctx, op.ID)
@@ -409,9 +406,9 @@ func TestUnreliableRemotesStayExactlyOnce(t *testing.T) {
 	svc, err := wallet.NewService(pool, eng, p.Gateway, p.Merchant, wallet.Options{Logger: log, Steps: steps})
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	var wg sync.WaitGroup
-	defer func() { eng.Close(); cancel(); wg.Wait() }()
-	wg.Go(func() { _ = eng.Run(ctx) })
+	defer cancel()
+	require.NoError(t, eng.Recovery().Start(ctx))
+	defer func() { require.NoError(t, eng.Recovery().Stop(context.Background())) }()
 	e := &env{pool: pool, eng: eng, svc: svc, ctx: ctx}
 
 	u := e.user(t)
@@ -470,8 +467,10 @@ func TestStolenLeaseCreditsOnce(t *testing.T) {
 	svcB, err := wallet.NewService(pool, engB, sim, m, wallet.Options{Logger: log, Steps: steps})
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	var wg sync.WaitGroup
-	defer func() { cancel(); engA.Close(); engB.Close(); wg.Wait() }()
+	defer func() {
+		cancel()
+		require.NoError(t, errors.Join(engA.Recovery().Stop(context.Background()), engB.Recovery().Stop(context.Background())))
+	}()
 
 	u, _, err := svcA.CreateUser(ctx, wallet.NewUser{Name: "u", Phone: "+8613800138000"})
 	require.NoError(t, err)
@@ -485,7 +484,7 @@ func TestStolenLeaseCreditsOnce(t *testing.T) {
 		first <- result{op, err}
 	}()
 	<-slow.charged
-	wg.Go(func() { _ = engB.Run(ctx) }) // the other replica's recovery, once the lease expires
+	require.NoError(t, engB.Recovery().Start(ctx)) // the other replica's recovery, once the lease expires
 	var id int64
 	require.NoError(t, pool.QueryRow(ctx, `SELECT id FROM sagas`).Scan(&id))
 	op, err := svcB.WaitSaga(ctx, id)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -174,9 +173,9 @@ func TestOutageShorterThanTheWindowCompletesEverySaga(t *testing.T) {
 	svc, err := wallet.NewService(pool, eng, p.Gateway, p.Merchant, wallet.Options{Logger: log, Steps: steps})
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	var wg sync.WaitGroup
-	defer func() { eng.Close(); cancel(); wg.Wait() }()
-	wg.Go(func() { _ = eng.Run(ctx) })
+	defer cancel()
+	require.NoError(t, eng.Recovery().Start(ctx))
+	defer func() { require.NoError(t, eng.Recovery().Stop(context.Background())) }()
 	e := &env{pool: pool, eng: eng, svc: svc, ctx: ctx, prov: p}
 	u := e.user(t)
 	e.fund(t, u, 100000)

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/walletsaga/walletsaga/internal/lifecycle"
 	"github.com/walletsaga/walletsaga/internal/notify/gate"
 	"github.com/walletsaga/walletsaga/internal/notify/inbox"
 )
@@ -42,8 +43,11 @@ func (d Intent) Key() string {
 // undecodable message the inbox recorded is published to the DLQ topic, then marked
 // published. The intent is recorded with the dead letter itself, so a crash between the two
 // delays the publication but cannot skip it (the DLQ may then hold a dead letter twice; the
-// reconciler reads both as one).
+// reconciler reads both as one). Start begins publishing; Stop returns once the round in
+// hand has ended.
 type Publisher struct {
+	// Runner publishes in the background between Start and Stop.
+	*lifecycle.Runner
 	gate *gate.Store
 	bad  *inbox.Store
 	sink Sink
@@ -56,7 +60,7 @@ type Publisher struct {
 }
 
 // NewPublisher returns a publisher of the gate's dead-lettered SMS and the inbox's bad
-// messages to sink; Run publishes. poll is how often it looks when nothing woke it
+// messages to sink; Start publishes. poll is how often it looks when nothing woke it
 // (default 5s).
 func NewPublisher(g *gate.Store, bad *inbox.Store, sink Sink, poll time.Duration, log *slog.Logger) *Publisher {
 	if poll <= 0 {
@@ -65,7 +69,9 @@ func NewPublisher(g *gate.Store, bad *inbox.Store, sink Sink, poll time.Duration
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Publisher{gate: g, bad: bad, sink: sink, poll: poll, log: log.With("component", "dlq-publisher"), wake: make(chan struct{}, 1)}
+	p := &Publisher{gate: g, bad: bad, sink: sink, poll: poll, log: log.With("component", "dlq-publisher"), wake: make(chan struct{}, 1)}
+	p.Runner = lifecycle.NewRunner(p.publish)
+	return p
 }
 
 // Wake tells the publisher there are new dead letters (it does not block).
@@ -92,14 +98,14 @@ func (p *Publisher) Backlog(ctx context.Context) (int64, error) {
 	return sms + bad, nil
 }
 
-// Run publishes until ctx is cancelled.
-func (p *Publisher) Run(ctx context.Context) {
+// publish publishes until ctx is cancelled.
+func (p *Publisher) publish(ctx context.Context) error {
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-p.wake:
 		case <-t.C:
 		}

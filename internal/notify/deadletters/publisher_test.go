@@ -29,19 +29,22 @@ func TestMain(m *testing.M) {
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-// sink is a DLQ topic that refuses while err is set.
+// sink is a DLQ topic that refuses while err is set, and says so on refused.
 type sink struct {
-	mu    sync.Mutex
-	keys  []string
-	err   error
-	tries int
+	mu      sync.Mutex
+	keys    []string
+	err     error
+	refused chan struct{}
 }
 
 func (k *sink) Publish(_ context.Context, key, _, _ string, body []byte) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.tries++
 	if k.err != nil {
+		select {
+		case k.refused <- struct{}{}:
+		default:
+		}
 		return k.err
 	}
 	if len(body) == 0 {
@@ -74,17 +77,13 @@ func TestDeadLettersReachTheDLQFromTheirRecordedIntent(t *testing.T) {
 	in := inbox.NewInbox(bad, g, false, nil, quiet)
 	require.NoError(t, in.Handle(ctx, []inbox.Message{{MsgID: "bad-9", Queue: "broker-a/0", Body: []byte("garbage")}}))
 
-	k := &sink{err: errors.New("broker down")}
+	k := &sink{err: errors.New("broker down"), refused: make(chan struct{})}
 	pub := deadletters.NewPublisher(g, bad, k, 10*time.Millisecond, quiet)
-	pctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); pub.Run(pctx) }()
-	defer func() { cancel(); <-done }()
-	wait.Until(t, 10*time.Second, "a few rounds against the refusing broker", func() bool {
-		k.mu.Lock()
-		defer k.mu.Unlock()
-		return k.tries >= 3
-	})
+	require.NoError(t, pub.Start(ctx))
+	defer func() { require.NoError(t, pub.Stop(context.Background())) }()
+	for range 3 { // a few rounds against the refusing broker
+		<-k.refused
+	}
 	backlog, err := pub.Backlog(ctx)
 	require.NoError(t, err)
 	require.EqualValues(t, 3, backlog, "nothing is marked while the broker refuses")
@@ -120,10 +119,8 @@ func TestDeadLettersReachTheDLQFromTheirRecordedIntent(t *testing.T) {
 	l, err := gate.NewLanes(g, gate.LaneConfig{Owner: "dlq-test", Workers: 2, Poll: 20 * time.Millisecond, Policy: gate.DefaultRetryPolicy,
 		Sender: senders.NewLogSender(nil), Logger: quiet})
 	require.NoError(t, err)
-	lctx, stopLanes := context.WithCancel(ctx)
-	lanesDone := make(chan error, 1)
-	go func() { lanesDone <- l.Run(lctx) }()
-	defer func() { stopLanes(); require.NoError(t, <-lanesDone) }()
+	require.NoError(t, l.Start(ctx))
+	defer func() { require.NoError(t, l.Stop(context.Background())) }()
 	wait.Until(t, 10*time.Second, "user 3's next SMS", func() bool {
 		var n int
 		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM notify.notifications WHERE user_id = 3 AND seq = 2 AND status = 'sent'`).Scan(&n))

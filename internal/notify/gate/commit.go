@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/walletsaga/walletsaga/internal/backoff"
+	"github.com/walletsaga/walletsaga/internal/lifecycle"
 )
 
 // commitReq is one user's outcomes waiting to be recorded, and where to answer.
@@ -81,28 +82,38 @@ func (l *Lanes) commit(stop, ctx context.Context, c claim, outs []outcome) (comm
 // other.
 const committers = 4
 
-// commitLoop records outcomes in groups: it takes whatever outcomes are waiting (those of up
-// to one user per worker) and writes them in one statement, so a thousand SMS a second cost
-// tens of commits, not a thousand. Several run at once; each returns when l.commits is
-// closed.
-func (l *Lanes) commitLoop(ctx context.Context) {
-	batch := make([]commitReq, 0, l.cfg.Workers)
-	for first := range l.commits {
-		batch = append(batch[:0], first)
-	more:
-		for len(batch) < cap(batch) {
+// newCommitter returns a committer: it records outcomes in groups, taking whatever outcomes
+// are waiting (those of up to one user per worker) and writing them in one statement, so a
+// thousand SMS a second cost tens of commits, not a thousand. Several run at once. Its
+// statements run under ctx; Stop, once no worker hands outcomes over any more, lets it record
+// what is left and return.
+func (l *Lanes) newCommitter(ctx context.Context) *lifecycle.Runner {
+	return lifecycle.NewRunner(func(stop context.Context) error {
+		batch := make([]commitReq, 0, l.cfg.Workers)
+		for {
+			var first commitReq
 			select {
-			case r, ok := <-l.commits:
-				if !ok {
+			case first = <-l.commits:
+			case <-stop.Done():
+				select {
+				case first = <-l.commits:
+				default:
+					return nil
+				}
+			}
+			batch = append(batch[:0], first)
+		more:
+			for len(batch) < cap(batch) {
+				select {
+				case r := <-l.commits:
+					batch = append(batch, r)
+				default:
 					break more
 				}
-				batch = append(batch, r)
-			default:
-				break more
 			}
+			l.recordBatch(ctx, batch)
 		}
-		l.recordBatch(ctx, batch)
-	}
+	})
 }
 
 // recordBatch records the outcomes of batch in one statement and answers each request. A

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/walletsaga/walletsaga/internal/lifecycle"
 	"github.com/walletsaga/walletsaga/internal/notify"
 	"github.com/walletsaga/walletsaga/internal/notify/senders"
 	"github.com/walletsaga/walletsaga/internal/walletevent"
@@ -96,7 +97,15 @@ type LaneStats struct {
 // outcome, under its claim's fence, through committers that group the outcomes of all
 // workers into few transactions.
 // Different users proceed in parallel; a failing or slow user holds only its own worker.
+//
+// Start begins delivering. It first reads the deployment id (retrying while the database is
+// away) and gives back the leases its owner name still holds from a previous run; a
+// predecessor that still runs can then record nothing more. Stop stops claiming users, lets
+// each worker finish the SMS in hand, record it and give its user back, and returns once
+// they have.
 type Lanes struct {
+	// Runner delivers in the background between Start and Stop.
+	*lifecycle.Runner
 	store   *Store
 	cfg     LaneConfig
 	log     *slog.Logger
@@ -105,7 +114,7 @@ type Lanes struct {
 	freed   chan struct{}
 	commits chan commitReq
 	busy    atomic.Int64
-	// deployment is the notifier tables' deployment id, read once by Run: part of every
+	// deployment is the notifier tables' deployment id, read once at start: part of every
 	// provider key.
 	deployment string
 
@@ -113,7 +122,7 @@ type Lanes struct {
 	recordsGivenUp, recordsRefused, leaseShort                     atomic.Int64
 }
 
-// NewLanes returns the lanes over store; Run delivers.
+// NewLanes returns the lanes over store; Start delivers.
 func NewLanes(store *Store, cfg LaneConfig) (*Lanes, error) {
 	if cfg.Sender == nil {
 		return nil, errors.New("gate: lanes need a sender")
@@ -154,10 +163,12 @@ func NewLanes(store *Store, cfg LaneConfig) (*Lanes, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Lanes{
+	l := &Lanes{
 		store: store, cfg: cfg, log: cfg.Logger.With("component", "lanes"), journal: notify.IsJournaled(cfg.Sender),
 		wake: make(chan struct{}, 1), freed: make(chan struct{}, 1), commits: make(chan commitReq, cfg.Workers),
-	}, nil
+	}
+	l.Runner = lifecycle.NewRunner(l.run)
+	return l, nil
 }
 
 // Wake tells the dispatcher that the inbox has news (it does not block).
@@ -187,11 +198,9 @@ func (l *Lanes) Stats() LaneStats {
 		RecordsGivenUp: l.recordsGivenUp.Load(), RecordsRefused: l.recordsRefused.Load(), LeaseShort: l.leaseShort.Load()}
 }
 
-// Run delivers until ctx is cancelled, then lets each worker finish the SMS in hand, record
-// it and give its user back, and returns. It first reads the deployment id (retrying while
-// the database is away) and gives back the leases its owner name still holds from a
-// previous run; a predecessor that still runs can then record nothing more.
-func (l *Lanes) Run(ctx context.Context) error {
+// run delivers until ctx is cancelled, then lets each worker finish the SMS in hand,
+// record it and give its user back, and returns (see Lanes).
+func (l *Lanes) run(ctx context.Context) error {
 	for {
 		d, err := l.store.DeploymentID(ctx)
 		if err == nil {
@@ -212,17 +221,19 @@ func (l *Lanes) Run(ctx context.Context) error {
 	// Workers finish the SMS in hand after ctx ends, so their sends and records must not
 	// die with it.
 	work := context.WithoutCancel(ctx)
-	var recording sync.WaitGroup
-	for range committers {
-		recording.Go(func() { l.commitLoop(work) })
+	var recording lifecycle.Group
+	for i := range committers {
+		recording.Add(fmt.Sprintf("committer %d", i), l.newCommitter(work))
+	}
+	if err := recording.Start(work); err != nil {
+		return err
 	}
 
 	var wg sync.WaitGroup
 	l.dispatch(ctx, work, &wg)
 	wg.Wait()
-	close(l.commits)
-	recording.Wait()
-	return nil
+	// Every worker has handed its outcomes over: the committers record what is left.
+	return recording.Stop(work)
 }
 
 // dispatch claims due users and starts a worker for each, until ctx is cancelled.

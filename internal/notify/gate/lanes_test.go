@@ -137,16 +137,8 @@ func startLanes(t *testing.T, s *Store, cfg LaneConfig) (*Lanes, func()) {
 	cfg.Logger = quiet
 	l, err := NewLanes(s, cfg)
 	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- l.Run(ctx) }()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			cancel()
-			require.NoError(t, <-done)
-		})
-	}
+	require.NoError(t, l.Start(t.Context()))
+	stop := func() { require.NoError(t, l.Stop(context.Background())) }
 	t.Cleanup(stop)
 	return l, stop
 }

@@ -15,6 +15,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/walletsaga/walletsaga/internal/lifecycle"
 )
 
 // A consumer's identity at the broker is "IP@instance". The broker locks each queue of an
@@ -25,7 +27,7 @@ import (
 // is the lock owner already, and takes its queues back at once.
 //
 // A stable identity is only safe if two live processes never share it, or the broker would
-// hand both the same queues. Take makes that a checked rule rather than a hope: it
+// hand both the same queues. A Claim makes that a checked rule rather than a hope: it
 // holds a Postgres advisory lock named after (group, host name, instance) for as long as the
 // process runs, so a second live process on the same host with the same name fails at start
 // with a clear error, and a killed one releases it with its session. (Processes on other
@@ -41,12 +43,29 @@ var (
 // ErrTaken means another live process holds the (group, instance) name.
 var ErrTaken = errors.New("instance: consumer instance name in use")
 
-// Claim is a held (group, instance) name.
+// Claim is a (group, instance) name for this process. Start takes it, or fails with
+// ErrTaken; it then keeps it on a dedicated connection and, if that connection is lost (a
+// Postgres restart), takes it again; if meanwhile another process took the name, it logs an
+// error every retry until Stop (the inbox and the lanes' fenced records keep delivery correct
+// even then; only the broker's one-owner-per-queue is weakened). Stop gives the name up.
 type Claim struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-	mu     sync.Mutex
-	lost   bool
+	// Runner holds the name in the background between Start and Stop.
+	*lifecycle.Runner
+	pool            *pgxpool.Pool
+	group, instance string
+	log             *slog.Logger
+	key             int64
+	conn            *pgx.Conn // the lock's connection, taken by Start
+
+	mu   sync.Mutex
+	lost bool
+}
+
+// New returns the claim of instance in group, not taken yet.
+func New(pool *pgxpool.Pool, group, instance string, log *slog.Logger) *Claim {
+	c := &Claim{pool: pool, group: group, instance: instance, log: log}
+	c.Runner = lifecycle.NewRunner(c.hold)
+	return c
 }
 
 // instanceLockKey is the advisory lock of (group, instance).
@@ -56,28 +75,26 @@ func instanceLockKey(group, host, instance string) int64 {
 	return int64(h.Sum64()) //nolint:gosec // G115: the hash's 64 bits, reinterpreted as the lock key Postgres takes
 }
 
-// Take takes the (group, host, instance) name for this process or returns ErrTaken.
-// It keeps the claim on a dedicated connection and, if that connection is lost (a Postgres
-// restart), takes it again; if meanwhile another process took the name, it logs an error
-// every retry until Release (the inbox and the lanes' fenced records keep delivery correct
-// even then; only the broker's one-owner-per-queue is weakened).
-func Take(ctx context.Context, pool *pgxpool.Pool, group, instance string, log *slog.Logger) (*Claim, error) {
+// Start takes the (group, host, instance) name for this process, or returns ErrTaken, and
+// keeps it until Stop.
+func (c *Claim) Start(ctx context.Context) error {
+	if c.conn != nil {
+		return lifecycle.ErrStarted
+	}
 	host, err := os.Hostname()
 	if err != nil {
-		return nil, fmt.Errorf("host name: %w", err)
+		return fmt.Errorf("host name: %w", err)
 	}
-	key := instanceLockKey(group, host, instance)
-	conn, err := lockOn(ctx, pool, key)
+	c.key = instanceLockKey(c.group, host, c.instance)
+	conn, err := lockOn(ctx, c.pool, c.key)
 	if err != nil {
 		if errors.Is(err, ErrTaken) {
-			return nil, fmt.Errorf("%w: another consumer of group %q on host %q runs as %q; give each replica its own name", ErrTaken, group, host, instance)
+			return fmt.Errorf("%w: another consumer of group %q on host %q runs as %q; give each replica its own name", ErrTaken, c.group, host, c.instance)
 		}
-		return nil, err
+		return err
 	}
-	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	c := &Claim{cancel: cancel, done: make(chan struct{})}
-	go c.hold(hctx, pool, conn, key, group, instance, log)
-	return c, nil
+	c.conn = conn
+	return c.Runner.Start(ctx)
 }
 
 // lockOn takes the advisory lock on a connection taken out of the pool for good.
@@ -99,9 +116,10 @@ func lockOn(ctx context.Context, pool *pgxpool.Pool, key int64) (*pgx.Conn, erro
 	return conn, nil
 }
 
-// hold pings the claim's connection and re-takes the lock when the connection is lost.
-func (c *Claim) hold(ctx context.Context, pool *pgxpool.Pool, conn *pgx.Conn, key int64, group, instance string, log *slog.Logger) {
-	defer close(c.done)
+// hold pings the claim's connection and re-takes the lock when the connection is lost, until
+// ctx ends; it then gives the lock up.
+func (c *Claim) hold(ctx context.Context) error {
+	pool, conn, key, group, instance, log := c.pool, c.conn, c.key, c.group, c.instance, c.log
 	defer func() {
 		if conn != nil {
 			// Unlock before closing: the server ends the session (and drops its locks) only
@@ -117,7 +135,7 @@ func (c *Claim) hold(ctx context.Context, pool *pgxpool.Pool, conn *pgx.Conn, ke
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-t.C:
 		}
 		if conn != nil {
@@ -153,10 +171,4 @@ func (c *Claim) Held() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return !c.lost
-}
-
-// Release gives the name up.
-func (c *Claim) Release() {
-	c.cancel()
-	<-c.done
 }

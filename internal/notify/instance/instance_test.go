@@ -35,18 +35,18 @@ func TestTakeIsExclusiveAndSurvivesLostSessions(t *testing.T) {
 		return pid
 	}
 
-	a, err := instance.Take(ctx, pool, "g", "notifier-1", log)
-	require.NoError(t, err)
-	_, err = instance.Take(ctx, pool, "g", "notifier-1", log)
+	a := instance.New(pool, "g", "notifier-1", log)
+	require.NoError(t, a.Start(ctx))
+	err := instance.New(pool, "g", "notifier-1", log).Start(ctx)
 	require.ErrorIs(t, err, instance.ErrTaken)
 	require.Contains(t, err.Error(), `runs as "notifier-1"`)
-	b, err := instance.Take(ctx, pool, "g", "notifier-2", log)
-	require.NoError(t, err, "another name is free")
-	c, err := instance.Take(ctx, pool, "other-group", "notifier-1", log)
-	require.NoError(t, err, "the same name in another group is free")
+	b := instance.New(pool, "g", "notifier-2", log)
+	require.NoError(t, b.Start(ctx), "another name is free")
+	c := instance.New(pool, "other-group", "notifier-1", log)
+	require.NoError(t, c.Start(ctx), "the same name in another group is free")
 	require.Equal(t, 3, locks())
-	b.Release()
-	c.Release()
+	require.NoError(t, b.Stop(ctx))
+	require.NoError(t, c.Stop(ctx))
 	require.Equal(t, 1, locks())
 
 	// The claim's session dies (as in a Postgres restart): the claim is taken again.
@@ -56,14 +56,13 @@ func TestTakeIsExclusiveAndSurvivesLostSessions(t *testing.T) {
 	wait.Until(t, 20*time.Second, "the claim to be taken again by a new session",
 		func() bool { p := holder(); return p != 0 && p != old && a.Held() })
 	require.Equal(t, 1, locks())
-	_, err = instance.Take(ctx, pool, "g", "notifier-1", log)
-	require.ErrorIs(t, err, instance.ErrTaken, "still exclusive after the reconnect")
+	require.ErrorIs(t, instance.New(pool, "g", "notifier-1", log).Start(ctx), instance.ErrTaken, "still exclusive after the reconnect")
 
-	a.Release()
+	require.NoError(t, a.Stop(ctx))
 	require.Equal(t, 0, locks())
-	again, err := instance.Take(ctx, pool, "g", "notifier-1", log)
-	require.NoError(t, err, "free once released")
-	again.Release()
+	again := instance.New(pool, "g", "notifier-1", log)
+	require.NoError(t, again.Start(ctx), "free once released")
+	require.NoError(t, again.Stop(ctx))
 }
 
 func TestMain(m *testing.M) {

@@ -11,7 +11,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -64,15 +63,13 @@ func newServerWith(t *testing.T, runSagas bool, opts httpapi.Options) *server {
 	httpapi.Register(e, svc, opts)
 	ts := httptest.NewServer(e)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	var wg sync.WaitGroup
 	if runSagas {
-		wg.Go(func() { _ = eng.Run(ctx) })
+		require.NoError(t, eng.Recovery().Start(ctx))
 	}
 	t.Cleanup(func() {
 		ts.Close()
-		eng.Close()
+		require.NoError(t, eng.Recovery().Stop(context.Background()))
 		cancel()
-		wg.Wait()
 	})
 	return &server{url: ts.URL, pool: pool, ctx: ctx, echo: e}
 }
