@@ -169,6 +169,10 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	pruner, err := newPruner(cfg, log, reg, outbox, svc, engine)
+	if err != nil {
+		return err
+	}
 
 	e := newServer(cfg, log, svc, reg,
 		httpx.Check{Name: "postgres", Fn: pool.Ping},
@@ -179,9 +183,9 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	// sagas; recovery and the relay then finish what they hold and return.
 	bgCtx, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
-	bgErr := make(chan error, 2)
+	bgErr := make(chan error, 3)
 	wg.Go(func() { broker.Run(bgCtx) })
-	for name, fn := range map[string]func(context.Context) error{"saga engine": engine.Run, "outbox relay": relay.Run} {
+	for name, fn := range map[string]func(context.Context) error{"saga engine": engine.Run, "outbox relay": relay.Run, "retention": pruner.Run} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
