@@ -306,6 +306,10 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 		DLQBacklog: publisher.Backlog,
 	})
 	metrics.NewDLQ(reg, smslog.NewStore(pool).DLQDepth)
+	pruner, err := newPruner(cfg, log, reg, gates)
+	if err != nil {
+		return err
+	}
 	view := &httpapi.Gate{Store: gates, Lanes: lanes, Inbox: in, DLQBacklog: publisher.Backlog, GapAlertAfter: cfg.GapAlertAfter}
 	e := newServer(cfg, log, pool, view, deadletters.NewOperator(pool, gates, sender), reg,
 		httpx.Check{Name: "postgres", Fn: pool.Ping},
@@ -323,13 +327,15 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 	go func() { defer close(pubDone); publisher.Run(pubCtx) }()
 	watchDone := make(chan struct{})
 	go func() { defer close(watchDone); broker.Run(pubCtx) }()
+	pruneDone := make(chan error, 1)
+	go func() { pruneDone <- pruner.Run(pubCtx) }()
 	stopDelivery := func() error {
 		stopLanes()
 		err := <-lanesDone
 		stopPublisher()
 		<-pubDone
 		<-watchDone
-		return err
+		return errors.Join(err, <-pruneDone)
 	}
 
 	if err := consumer.Start(); err != nil {
