@@ -61,10 +61,11 @@ type config struct {
 	StatementTimeout time.Duration
 	IdleInTxTimeout  time.Duration
 	// Retention windows (0: keep forever) and the pruner's pace (internal/retention).
-	RetentionInbox time.Duration
-	RetentionWakes time.Duration
-	RetentionBatch int
-	RetentionPause time.Duration
+	RetentionInbox  time.Duration
+	RetentionSMSLog time.Duration
+	RetentionWakes  time.Duration
+	RetentionBatch  int
+	RetentionPause  time.Duration
 
 	failPhone  string
 	failAmount int
@@ -151,7 +152,8 @@ func parseConfig(sub string, args []string, getenv func(string) string, stderr i
 	if extra != nil {
 		extra(f.FlagSet())
 	}
-	f.Duration(&c.RetentionInbox, "RETENTION_INBOX", retention.DefaultInbox, "retention: how long a finished inbox row (sent, dead-lettered and published, skipped) and an SMS log row are kept (0: forever; each user's position is never pruned)")
+	f.Duration(&c.RetentionInbox, "RETENTION_INBOX", retention.DefaultInbox, "retention: how long a finished inbox row (sent, dead-lettered and published, skipped) is kept (0: forever; each user's position is never pruned)")
+	f.Duration(&c.RetentionSMSLog, "RETENTION_SMS_LOG", retention.DefaultSMSLog, "retention: how long an SMS log row is kept (0: forever)")
 	f.Duration(&c.RetentionWakes, "RETENTION_WAKES", retention.DefaultWakes, "retention: how long a wake row that wakes nobody any more is kept (0: forever)")
 	f.RetentionFlags(&c.RetentionBatch, &c.RetentionPause)
 	if err := f.Parse(args); err != nil {
@@ -276,6 +278,6 @@ func (c config) validate(p *cli.Problems, serving bool) {
 	}
 	p.CheckOverride("ALLOW_UNSAFE_DURABILITY", c.UnsafeDurability)
 	p.CheckRetention(c.Mode, c.RetentionBatch, c.RetentionPause,
-		map[string]time.Duration{"RETENTION_INBOX": c.RetentionInbox, "RETENTION_WAKES": c.RetentionWakes},
-		map[string]retention.Bounds{"RETENTION_INBOX": retention.InboxBounds, "RETENTION_WAKES": retention.WakeBounds})
+		map[string]time.Duration{"RETENTION_INBOX": c.RetentionInbox, "RETENTION_SMS_LOG": c.RetentionSMSLog, "RETENTION_WAKES": c.RetentionWakes},
+		map[string]retention.Bounds{"RETENTION_INBOX": retention.InboxBounds, "RETENTION_SMS_LOG": retention.InboxBounds, "RETENTION_WAKES": retention.WakeBounds})
 }

@@ -16,7 +16,7 @@ import (
 func newPruner(cfg config, log *slog.Logger, reg prometheus.Registerer, gates *gate.Store) (*retention.Pruner, error) {
 	tables := []retention.Table{
 		{Name: "notify.notifications", Window: cfg.RetentionInbox, Prune: gates.PruneInbox, Oldest: gates.OldestInbox},
-		{Name: "notify.sms_log", Window: cfg.RetentionInbox, Prune: gates.PruneSMSLog, Oldest: gates.OldestSMSLog},
+		{Name: "notify.sms_log", Window: cfg.RetentionSMSLog, Prune: gates.PruneSMSLog, Oldest: gates.OldestSMSLog},
 		{Name: "notify.wakes", Window: cfg.RetentionWakes, Prune: gates.PruneWakes, Oldest: gates.OldestWake},
 	}
 	names := make([]string, len(tables))
