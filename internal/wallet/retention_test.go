@@ -82,3 +82,29 @@ func TestRetention(t *testing.T) {
 	require.Equal(t, saga.Completed, e.wait(t, later.ID).State)
 	require.Equal(t, wallet.Money(300), e.balance(t, user))
 }
+
+// TestPruningSkipsLockedRows: a row another session holds locked (a mark in flight, another
+// replica's pruner) is skipped, not waited for; the next pass takes it once it is free.
+func TestPruningSkipsLockedRows(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	user := e.user(t)
+	e.fund(t, user, 100)
+	e.fund(t, user, 100)
+	_, err := e.pool.Exec(e.ctx, `UPDATE wallet_events SET published_at = now() - interval '1 day', msg_id = 'm'`)
+	require.NoError(t, err)
+	tx, err := e.pool.Begin(e.ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(e.ctx) //nolint:errcheck // committed below
+	_, err = tx.Exec(e.ctx, `SELECT 1 FROM wallet_events WHERE user_id = $1 AND seq = 1 FOR UPDATE`, user)
+	require.NoError(t, err)
+
+	out := wallet.NewOutboxStore(e.pool, 1, time.Second)
+	n, err := out.PrunePublished(e.ctx, time.Hour, 100)
+	require.NoError(t, err, "no wait behind the lock")
+	require.EqualValues(t, 1, n, "the free row only")
+	require.NoError(t, tx.Commit(e.ctx))
+	n, err = out.PrunePublished(e.ctx, time.Hour, 100)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n, "the other, once free")
+}
