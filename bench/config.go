@@ -15,7 +15,7 @@ import (
 )
 
 // partNames are the bench's parts, in the order they run (bench.parts has one entry for each).
-var partNames = []string{"pg", "mq", "product", "dtm", "notify", "slow", "isolation", "outage", "backlog"}
+var partNames = []string{"pg", "mq", "product", "retention", "dtm", "notify", "slow", "isolation", "outage", "backlog"}
 
 type config struct {
 	DatabaseURL, Namesrv, BrokerAddr string
@@ -42,6 +42,7 @@ type config struct {
 	LaneRate                     float64
 	Outage                       time.Duration
 	BacklogSize                  int
+	RetentionWindow              time.Duration
 	KeepDBs, Profile             bool
 }
 
@@ -84,6 +85,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.IntVar(&c.LaneUsers, "lane-users", 200, "users of the failing-user and provider-outage runs")
 	fs.Float64Var(&c.LaneRate, "lane-rate", 200, "deposits/s of the failing-user and outage runs when the product phases did not run (else half the best deposit rate)")
 	fs.DurationVar(&c.Outage, "outage", 30*time.Second, "how long the provider is down in the outage run (the load lasts 10 s longer)")
+	fs.DurationVar(&c.RetentionWindow, "retention-window", 5*time.Second, "every retention window of the retention part's pruning-on run (the pruning-off run keeps everything)")
 	fs.IntVar(&c.BacklogSize, "backlog", 100000, "messages of the backlog the notifier drains in the backlog run")
 	fs.DurationVar(&c.SimLatency, "sim-latency", 20*time.Millisecond, "latency of the in-process payment gateway and merchant stub in the extra deposit and purchase phases (0: no such phases)")
 	latClients := fs.String("sim-latency-clients", "32,128", "clients of the phases with a slow gateway and merchant")

@@ -130,7 +130,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // do one of them stops before it measured anything, and a build does not heat the machine
 // between two parts.
 func (b *bench) prepare(ctx context.Context) error {
-	if b.cfg.Parts["product"] || b.cfg.Parts["dtm"] {
+	if b.cfg.Parts["product"] || b.cfg.Parts["retention"] || b.cfg.Parts["dtm"] {
 		if err := checkStatementsLoaded(ctx, b.admin); err != nil {
 			return err
 		}
@@ -156,6 +156,7 @@ func (b *bench) parts() []part {
 		{"pg", "postgres ceiling", b.postgresCeiling},
 		{"mq", "broker ceiling", b.brokerCeiling},
 		{"product", "product", b.product},
+		{"retention", "retention", b.retention},
 		{"dtm", "DTM", b.dtm},
 		{"notify", "notifier drain", b.notifyDrain},
 		{"slow", "slow provider", b.slowProvider},

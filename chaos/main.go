@@ -109,6 +109,7 @@ type config struct {
 	// at PGPort+1), as a deployment may: its schema and migrations are its own.
 	NotifyCluster bool
 	GatewayOutage time.Duration
+	Retention     time.Duration
 }
 
 func parseConfig(args []string, stderr io.Writer) (config, error) {
@@ -128,6 +129,8 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.NamesrvPort, "namesrv-port", 9886, "port of the run's RocketMQ name server")
 	fs.IntVar(&c.BrokerPort, "broker-port", 10941, "port of the run's broker (it also uses port-2 and port+1)")
 	fs.IntVar(&c.Queues, "queues", 8, "queues of the topic at the start")
+	fs.DurationVar(&c.Retention, "retention", 10*time.Second, "retention window of finished sagas, idempotency keys and wake rows, pruned while the faults run (0: the services' defaults); "+
+		"the outbox, the inbox and the SMS log keep theirs: the audit and the impact reports read them at the end")
 	fs.IntVar(&c.Reshard, "reshard-to", 16, "queues of the topic after the reshard")
 	fs.BoolVar(&c.Keep, "keep", false, "leave the run's stack running at the end (to look around)")
 	fs.DurationVar(&c.GatewayOutage, "gateway-outage", 60*time.Second, "how long the payment gateway simulator is out, once during the load (0: no outage)")
@@ -521,6 +524,10 @@ func (r *chaosRun) startSlots(ctx context.Context, dbURL, ndbURL string) error {
 	}
 	for k, v := range common {
 		walletEnv[k], notifierEnv[k] = v, v
+	}
+	if cfg.Retention > 0 {
+		walletEnv["RETENTION_SAGAS"], walletEnv["RETENTION_IDEMPOTENCY"] = cfg.Retention.String(), cfg.Retention.String()
+		notifierEnv["RETENTION_WAKES"] = cfg.Retention.String()
 	}
 	// The binaries sign as the product's RocketMQ users, as deployed: by default the dev
 	// users services.sh creates, or the ones its variables name.

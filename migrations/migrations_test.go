@@ -330,6 +330,11 @@ func TestWithdrawalsMigrationReverses(t *testing.T) {
 
 	_, err = p.DownTo(ctx, 12)
 	require.ErrorContains(t, err, "withdrawals exist")
+	v, err := p.GetDBVersion(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 13, v, "the later migrations went down; 00013 refused and is still applied")
+	_, err = p.Up(ctx)
+	require.NoError(t, err)
 	requireNewest(t, p)
 	var destination string
 	require.NoError(t, pool.QueryRow(ctx, `SELECT destination FROM wallet_operations WHERE saga_id = 2`).Scan(&destination))

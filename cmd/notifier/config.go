@@ -9,6 +9,7 @@ import (
 	"github.com/walletsaga/walletsaga/internal/cli"
 	"github.com/walletsaga/walletsaga/internal/notify/gate"
 	"github.com/walletsaga/walletsaga/internal/notify/senders"
+	"github.com/walletsaga/walletsaga/internal/retention"
 )
 
 // config is the notifier's whole configuration, parsed once from flags and environment.
@@ -59,6 +60,12 @@ type config struct {
 	// StatementTimeout and IdleInTxTimeout are set on every connection of the pool.
 	StatementTimeout time.Duration
 	IdleInTxTimeout  time.Duration
+	// Retention windows (0: keep forever) and the pruner's pace (internal/retention).
+	RetentionInbox  time.Duration
+	RetentionSMSLog time.Duration
+	RetentionWakes  time.Duration
+	RetentionBatch  int
+	RetentionPause  time.Duration
 
 	failPhone  string
 	failAmount int
@@ -145,6 +152,10 @@ func parseConfig(sub string, args []string, getenv func(string) string, stderr i
 	if extra != nil {
 		extra(f.FlagSet())
 	}
+	f.Duration(&c.RetentionInbox, "RETENTION_INBOX", retention.DefaultInbox, "retention: how long a finished inbox row (sent, dead-lettered and published, skipped) is kept (0: forever; each user's position is never pruned)")
+	f.Duration(&c.RetentionSMSLog, "RETENTION_SMS_LOG", retention.DefaultSMSLog, "retention: how long an SMS log row is kept (0: forever)")
+	f.Duration(&c.RetentionWakes, "RETENTION_WAKES", retention.DefaultWakes, "retention: how long a wake row that wakes nobody any more is kept (0: forever)")
+	f.RetentionFlags(&c.RetentionBatch, &c.RetentionPause)
 	if err := f.Parse(args); err != nil {
 		return c, nil, err
 	}
@@ -266,4 +277,7 @@ func (c config) validate(p *cli.Problems, serving bool) {
 		p.Addf("ROCKETMQ_SECRET_KEY", "is a secret the repository documents for its dev stack; production needs one of its own")
 	}
 	p.CheckOverride("ALLOW_UNSAFE_DURABILITY", c.UnsafeDurability)
+	p.CheckRetention(c.Mode, c.RetentionBatch, c.RetentionPause,
+		map[string]time.Duration{"RETENTION_INBOX": c.RetentionInbox, "RETENTION_SMS_LOG": c.RetentionSMSLog, "RETENTION_WAKES": c.RetentionWakes},
+		map[string]retention.Bounds{"RETENTION_INBOX": retention.InboxBounds, "RETENTION_SMS_LOG": retention.InboxBounds, "RETENTION_WAKES": retention.WakeBounds})
 }

@@ -101,7 +101,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 	// and given up last. Stopped in reverse: intake first (the HTTP server, then the consumer, which lets the
 	// batch in flight be recorded, its offsets then persisted by the client, and the DLQ
 	// watcher), then delivery (each worker finishes the SMS in hand and gives its user back),
-	// then the dead-letter publisher and the broker watch; the pool closes after all of them.
+	// then retention, the dead-letter publisher and the broker watch; the pool closes after all of them.
 	// The consumer and the watcher start in the background: the notifier serves and delivers
 	// its inbox while the broker is away.
 	var g lifecycle.Group
@@ -110,6 +110,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 	}
 	g.Add("broker watch", n.broker)
 	g.Add("dead-letter publisher", n.publisher)
+	g.Add("retention", n.pruner)
 	g.Add("lanes", n.lanes)
 	if n.watcher != nil {
 		g.Add("DLQ watcher", n.watcher)

@@ -25,6 +25,7 @@ import (
 	"github.com/walletsaga/walletsaga/internal/notify/smslog"
 	"github.com/walletsaga/walletsaga/internal/ordering"
 	"github.com/walletsaga/walletsaga/internal/pg"
+	"github.com/walletsaga/walletsaga/internal/retention"
 	"github.com/walletsaga/walletsaga/migrations"
 )
 
@@ -36,6 +37,7 @@ type notifier struct {
 	inbox     *inbox.Inbox
 	consumer  *ordering.OrderlyConsumer
 	watcher   *ordering.DLQWatcher // nil unless RECONCILE
+	pruner    *retention.Pruner
 	server    *httpx.Server
 	closers   []func() // the clients to close once everything stopped
 }
@@ -126,6 +128,9 @@ func build(ctx context.Context, cfg config, log *slog.Logger, pool *pgxpool.Pool
 		DLQBacklog: publisher.Backlog,
 	})
 	metrics.NewDLQ(reg, smslog.NewStore(pool).DLQDepth)
+	if n.pruner, err = newPruner(cfg, log, reg, gates); err != nil {
+		return n, err
+	}
 	view := &httpapi.Gate{Store: gates, Lanes: lanes, Inbox: in, DLQBacklog: publisher.Backlog, GapAlertAfter: cfg.GapAlertAfter}
 	e := newServer(cfg, log, pool, view, deadletters.NewOperator(pool, gates, sender), reg,
 		httpx.Check{Name: "postgres", Fn: pool.Ping},

@@ -7,6 +7,7 @@ import (
 
 	"github.com/walletsaga/walletsaga/internal/cli"
 	"github.com/walletsaga/walletsaga/internal/jwtauth"
+	"github.com/walletsaga/walletsaga/internal/retention"
 )
 
 // config is walletsvc's whole configuration, parsed once from flags and environment.
@@ -56,6 +57,12 @@ type config struct {
 	// StatementTimeout and IdleInTxTimeout are set on every connection of the pool.
 	StatementTimeout time.Duration
 	IdleInTxTimeout  time.Duration
+	// Retention windows (0: keep forever) and the pruner's pace (internal/retention).
+	RetentionOutbox      time.Duration
+	RetentionSagas       time.Duration
+	RetentionIdempotency time.Duration
+	RetentionBatch       int
+	RetentionPause       time.Duration
 }
 
 // jwtConfig are the settings of user tokens: JSON Web Tokens an identity provider signs,
@@ -160,6 +167,10 @@ func parseConfig(sub string, args []string, getenv func(string) string, stderr i
 	f.String(&c.JWT.UserClaim, "AUTH_JWT_USER_CLAIM", "sub", "user tokens: the claim holding the wallet user id")
 	f.Secret(&c.AdminToken, "ADMIN_TOKEN", "", "bearer token of the operator endpoints (empty: they are disabled)")
 	f.String(&c.QueueHash, "QUEUE_HASH", "java", "how a user id picks its broker queue: java (the Java client's SelectMessageQueueByHash, as a Java producer of the topic does) or fnv (the Go client's own hash selector)")
+	f.Duration(&c.RetentionOutbox, "RETENTION_OUTBOX", retention.DefaultOutbox, "retention: how long a published outbox row is kept after its publication (0: forever; an unpublished one is never pruned)")
+	f.Duration(&c.RetentionSagas, "RETENTION_SAGAS", retention.DefaultSagas, "retention: how long a finished saga (completed, compensated, failed, resolved) and its step history are kept (0: forever; at least RETENTION_IDEMPOTENCY)")
+	f.Duration(&c.RetentionIdempotency, "RETENTION_IDEMPOTENCY", retention.DefaultIdempotency, "retention: how long an Idempotency-Key is remembered (24h–720h; a key reused later starts a new request)")
+	f.RetentionFlags(&c.RetentionBatch, &c.RetentionPause)
 	if err := f.Parse(args); err != nil {
 		return c, nil, err
 	}
@@ -243,6 +254,12 @@ func (c config) validate(p *cli.Problems, serving bool) {
 		p.Addf("ROCKETMQ_SECRET_KEY", "is a secret the repository documents for its dev stack; production needs one of its own")
 	}
 	p.CheckOverride("ALLOW_UNSAFE_DURABILITY", c.UnsafeDurability)
+	p.CheckRetention(c.Mode, c.RetentionBatch, c.RetentionPause,
+		map[string]time.Duration{"RETENTION_OUTBOX": c.RetentionOutbox, "RETENTION_SAGAS": c.RetentionSagas, "RETENTION_IDEMPOTENCY": c.RetentionIdempotency},
+		map[string]retention.Bounds{"RETENTION_OUTBOX": retention.OutboxBounds, "RETENTION_SAGAS": retention.SagaBounds, "RETENTION_IDEMPOTENCY": retention.IdempotencyBounds})
+	if msg := retention.CheckSagasOutliveKeys(c.RetentionSagas, c.RetentionIdempotency); msg != "" {
+		p.Addf("RETENTION_SAGAS", "%s", msg)
+	}
 }
 
 // userTokens validates the user token settings and, when they are configured and sound,

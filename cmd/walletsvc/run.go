@@ -76,6 +76,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	var g lifecycle.Group
 	g.Add("broker watch", w.broker)
 	g.Add("outbox relay", w.relay)
+	g.Add("retention", w.pruner)
 	g.Add("saga recovery", w.engine.Recovery())
 	g.Add("http server", w.server)
 	err = lifecycle.Run(ctx, &g, w.server.Stopped(), cfg.ShutdownTimeout)

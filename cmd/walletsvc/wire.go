@@ -16,6 +16,7 @@ import (
 	"github.com/walletsaga/walletsaga/internal/ordering"
 	"github.com/walletsaga/walletsaga/internal/pg"
 	"github.com/walletsaga/walletsaga/internal/provider"
+	"github.com/walletsaga/walletsaga/internal/retention"
 	"github.com/walletsaga/walletsaga/internal/saga"
 	"github.com/walletsaga/walletsaga/internal/wallet"
 	"github.com/walletsaga/walletsaga/migrations"
@@ -26,6 +27,7 @@ type walletsvc struct {
 	broker  *ordering.BrokerWatch
 	relay   *ordering.Relay
 	engine  *saga.Engine
+	pruner  *retention.Pruner
 	server  *httpx.Server
 	closers []func() // the clients to close once everything stopped
 }
@@ -103,6 +105,9 @@ func build(cfg config, log *slog.Logger, pool *pgxpool.Pool) (*walletsvc, error)
 			log.Error("cannot tell the address bound", "err", err)
 		}
 	})
+	if w.pruner, err = newPruner(cfg, log, reg, outbox, svc, engine); err != nil {
+		return w, err
+	}
 	w.broker, w.relay, w.engine = broker, relay, engine
 	return w, nil
 }

@@ -16,6 +16,7 @@ type Code string
 const (
 	Invalid           Code = "invalid"
 	NotFound          Code = "not_found"
+	Gone              Code = "gone" // it existed, and retention has pruned it
 	Conflict          Code = "conflict"
 	InsufficientFunds Code = "insufficient_funds"
 	BalanceOverflow   Code = "balance_overflow" // a credit would take a balance beyond what a wallet holds
@@ -33,6 +34,7 @@ const (
 var statuses = map[Code]int{
 	Invalid:           http.StatusBadRequest,
 	NotFound:          http.StatusNotFound,
+	Gone:              http.StatusGone,
 	Conflict:          http.StatusConflict,
 	InsufficientFunds: http.StatusUnprocessableEntity,
 	BalanceOverflow:   http.StatusUnprocessableEntity,

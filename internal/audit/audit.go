@@ -156,6 +156,23 @@ func Check(ctx context.Context, dbs DBs, o Options) (Result, error) {
 	}); err != nil {
 		return r, err
 	}
+	// Each user's position at the gate: a seq at or below it is finished, whether or not
+	// retention has pruned its inbox row since.
+	position := map[int64]int64{}
+	rows, err = dbs.Notify.Query(ctx, `SELECT user_id, last_seq FROM notify.progress`)
+	if err != nil {
+		return r, err
+	}
+	if err := forEach(rows, func(row pgx.CollectableRow) error {
+		var user, lastSeq int64
+		if err := row.Scan(&user, &lastSeq); err != nil {
+			return err
+		}
+		position[user] = lastSeq
+		return nil
+	}); err != nil {
+		return r, err
+	}
 	sms := map[key]int{}
 	last := map[int64]int64{} // user -> the seq of the SMS written last
 	rows, err = dbs.Notify.Query(ctx, `SELECT user_id, seq, text FROM notify.sms_log WHERE NOT late ORDER BY id`)
@@ -189,6 +206,14 @@ func Check(ctx context.Context, dbs DBs, o Options) (Result, error) {
 	for _, k := range order {
 		e, st, n := events[k], status[k], sms[k]
 		r.Events++
+		if st == "" && k.seq <= position[k.user] {
+			// Finished at the gate, its inbox row pruned by retention: sent if its SMS is in
+			// the log, else dead-lettered (or skipped), and judged as such.
+			st = "dead_lettered"
+			if n > 0 {
+				st = "sent"
+			}
+		}
 		switch {
 		case n == 0 && st == "dead_lettered" && (o.ExpectDeadLetter == nil || o.ExpectDeadLetter(k.user, k.seq, e.phone)):
 			r.DeadLettered++
@@ -228,12 +253,12 @@ func Quiet(ctx context.Context, dbs DBs) (bool, string, error) {
 	if err != nil {
 		return false, "", err
 	}
-	// Every event of a user is finished when the user's finished SMS count its events: the
-	// gate finishes a user's seqs in order, each once.
+	// Every event of a user is finished when the user's position at the gate (never pruned,
+	// unlike the inbox rows) has reached its last event: the gate finishes a user's seqs in
+	// order, each once.
 	var unfinished int64
 	err = dbs.Notify.QueryRow(ctx, `SELECT
-		COALESCE((SELECT sum(u.events - COALESCE((SELECT count(*) FROM notify.notifications n
-			WHERE n.user_id = u.user_id AND n.seq <= u.events AND n.status IN ('sent', 'dead_lettered')), 0))
+		COALESCE((SELECT sum(u.events - LEAST(u.events, COALESCE((SELECT p.last_seq FROM notify.progress p WHERE p.user_id = u.user_id), 0)))
 			FROM unnest($1::bigint[], $2::bigint[]) AS u(user_id, events)), 0),
 		(SELECT count(*) FROM notify.notifications WHERE status = 'pending')`, users, seqs).Scan(&unfinished, &pending)
 	if err != nil {

@@ -12,9 +12,12 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/walletsaga/walletsaga/internal/retention"
 
 	"github.com/walletsaga/walletsaga/internal/reqid"
 )
@@ -507,5 +510,34 @@ func isLoopback(host string) bool {
 func (p *Problems) CheckLog(format, level string) {
 	if _, err := Logger(io.Discard, format, level); err != nil {
 		*p = append(*p, err.Error())
+	}
+}
+
+// RetentionFlags binds the pruner's pace, which both services share: RETENTION_BATCH (rows
+// one statement deletes at most) and RETENTION_PAUSE (the wait between two batches).
+func (f *Flags) RetentionFlags(batch *int, pause *time.Duration) {
+	f.Int(batch, "RETENTION_BATCH", retention.DefaultBatch, "retention: the most rows one delete statement removes (1–10000); small batches hold few locks for a short time")
+	f.Duration(pause, "RETENTION_PAUSE", retention.DefaultPause, "retention: the wait between two delete batches of a table with more to prune (0–1m)")
+}
+
+// CheckRetention validates the pruner's pace and each window of windows (setting name →
+// window) against its bounds: in production as the bounds say, in dev from DevMin, so that
+// a chaos run can prune within seconds.
+func (p *Problems) CheckRetention(mode Mode, batch int, pause time.Duration, windows map[string]time.Duration, bounds map[string]retention.Bounds) {
+	if batch < 1 || batch > 10000 {
+		p.Addf("RETENTION_BATCH", "must be 1–10000, got %d", batch)
+	}
+	if pause < 0 || pause > time.Minute {
+		p.Addf("RETENTION_PAUSE", "must be 0–1m, got %s", pause)
+	}
+	names := make([]string, 0, len(windows))
+	for name := range windows {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		if msg := bounds[name].Check(mode == Dev, windows[name]); msg != "" {
+			p.Addf(name, "%s", msg)
+		}
 	}
 }

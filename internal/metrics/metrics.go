@@ -356,3 +356,40 @@ func NewConsumer(reg prometheus.Registerer, running func() bool) {
 		return 0
 	}))
 }
+
+// Retention is the pruner's metrics (retention.Observer).
+type Retention struct {
+	pruned *prometheus.CounterVec
+	oldest *prometheus.GaugeVec
+}
+
+// NewRetention registers walletsaga_retention_pruned_rows_total, the rows this process's
+// pruner deleted, and walletsaga_retention_oldest_row_age_seconds, the age of each table's
+// oldest retained row, for the tables named.
+func NewRetention(reg prometheus.Registerer, tables ...string) *Retention {
+	m := &Retention{
+		pruned: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "walletsaga_retention_pruned_rows_total",
+			Help: "Rows this process's pruner deleted once their retention window had passed, by table. Replicas share the work: sum() across replicas.",
+		}, []string{"table"}),
+		oldest: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "walletsaga_retention_oldest_row_age_seconds",
+			Help: "Age of the oldest row of a table that retention will one day prune, by table (well above its window: the pruner is behind or failing)." +
+				" Read in Postgres after each pruning pass by every replica, which all report the same fleet-wide value: take max() across replicas, not sum().",
+		}, []string{"table"}),
+	}
+	for _, t := range tables {
+		m.pruned.WithLabelValues(t)
+		m.oldest.WithLabelValues(t)
+	}
+	reg.MustRegister(m.pruned, m.oldest)
+	return m
+}
+
+// Pruned counts n rows of table deleted.
+func (m *Retention) Pruned(table string, n int64) { m.pruned.WithLabelValues(table).Add(float64(n)) }
+
+// Oldest sets the age of table's oldest retained row.
+func (m *Retention) Oldest(table string, age time.Duration) {
+	m.oldest.WithLabelValues(table).Set(age.Seconds())
+}

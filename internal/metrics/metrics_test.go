@@ -182,3 +182,22 @@ func TestFleetWideGaugesSayHowToAggregate(t *testing.T) {
 	}
 	require.NotRegexp(t, `(?m)^# HELP walletsaga_notify_lanes_busy .*max\(\)`, out, "a gauge of this process is not fleet-wide")
 }
+
+func TestRetentionMetrics(t *testing.T) {
+	t.Parallel()
+	reg := metrics.NewRegistry()
+	m := metrics.NewRetention(reg, "wallet_events", "sagas")
+	m.Pruned("wallet_events", 1000)
+	m.Pruned("wallet_events", 20)
+	m.Oldest("sagas", 90*time.Second)
+	out := scrape(t, metrics.Handler(reg, nil))
+	for _, want := range []string{
+		`walletsaga_retention_pruned_rows_total{table="wallet_events"} 1020`,
+		`walletsaga_retention_pruned_rows_total{table="sagas"} 0`,
+		`walletsaga_retention_oldest_row_age_seconds{table="sagas"} 90`,
+		`walletsaga_retention_oldest_row_age_seconds{table="wallet_events"} 0`,
+	} {
+		require.Contains(t, out, want)
+	}
+	require.Regexp(t, `(?m)^# HELP walletsaga_retention_oldest_row_age_seconds .*take max\(\) across replicas, not sum\(\)\.$`, out)
+}

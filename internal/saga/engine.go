@@ -331,6 +331,19 @@ func (e *Engine) ResolveTx(ctx context.Context, tx pgx.Tx, id int64) error {
 	return resolveSaga(ctx, tx, id)
 }
 
+// Prune deletes up to limit sagas that finished (completed, compensated, failed or
+// resolved) more than window ago, with their history, and returns how many it deleted. A
+// saga that runs, compensates or waits for an operator is never deleted. It skips sagas
+// others hold locked, so several replicas may prune at once.
+func (e *Engine) Prune(ctx context.Context, window time.Duration, limit int) (int64, error) {
+	return pruneFinished(ctx, e.pool, window, limit)
+}
+
+// OldestFinished returns how long ago the oldest finished saga still kept finished.
+func (e *Engine) OldestFinished(ctx context.Context) (time.Duration, error) {
+	return oldestFinished(ctx, e.pool)
+}
+
 // CountByKindState counts the sagas by kind and state (for metrics).
 func (e *Engine) CountByKindState(ctx context.Context) ([]KindStateCount, error) {
 	return countSagas(ctx, e.pool)

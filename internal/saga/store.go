@@ -382,3 +382,37 @@ func snapshot(ctx context.Context, pool *pgxpool.Pool, id int64) (Snapshot, erro
 	}
 	return s, nil
 }
+
+// finishedStates are the states whose sagas retention may prune: over, and needing nobody.
+// A saga in needs_attention waits for an operator and is kept, whatever its age.
+const finishedStates = `('completed', 'compensated', 'failed', 'resolved')`
+
+// pruneFinished deletes up to limit sagas that finished more than window ago, oldest first,
+// with their history (saga_steps, ON DELETE CASCADE), skipping sagas others hold locked.
+func pruneFinished(ctx context.Context, pool *pgxpool.Pool, window time.Duration, limit int) (int64, error) {
+	tag, err := pool.Exec(ctx, `
+DELETE FROM sagas WHERE ctid = ANY(ARRAY(
+    SELECT ctid FROM sagas
+    WHERE state IN `+finishedStates+` AND updated_at < now() - $1::bigint * interval '1 microsecond'
+    ORDER BY updated_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED))`, window.Microseconds(), limit)
+	if err != nil {
+		return 0, fmt.Errorf("saga: prune: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// oldestFinished returns how long ago the oldest finished saga still kept finished (0 when
+// none is).
+func oldestFinished(ctx context.Context, pool *pgxpool.Pool) (time.Duration, error) {
+	var secs *float64
+	if err := pool.QueryRow(ctx, `SELECT EXTRACT(EPOCH FROM now() - min(updated_at))::float8 FROM sagas
+		WHERE state IN `+finishedStates).Scan(&secs); err != nil {
+		return 0, fmt.Errorf("saga: oldest finished: %w", err)
+	}
+	if secs == nil || *secs < 0 {
+		return 0, nil
+	}
+	return time.Duration(*secs * float64(time.Second)), nil
+}

@@ -2,7 +2,6 @@ package wallet
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -220,14 +219,12 @@ func (s *OutboxStore) Pending(ctx context.Context, q QueueSlice, after int64, ho
 	return page, nil
 }
 
-// ErrUnknownEvent means MarkPublishedBatch was given an id that is not in the outbox.
-var ErrUnknownEvent = errors.New("wallet: outbox: no such event")
-
 // MarkPublishedBatch records, in one statement, that events ids[i] were sent as broker
 // messages msgIDs[i]. Marking an event already published keeps the first time and message id
 // (the relay publishes at least once), and so does an id given twice in one batch (the
 // relay's old and new pumps of a queue that moved both confirm it when its marks are slow).
-// It fails with ErrUnknownEvent when an id is not in the outbox.
+// An id no longer in the outbox was published and then pruned (PrunePublished deletes
+// published rows only): marking it again has nothing left to say, and is not an error.
 func (s *OutboxStore) MarkPublishedBatch(ctx context.Context, ids []int64, msgIDs []string) error {
 	if len(ids) != len(msgIDs) {
 		return fmt.Errorf("wallet: outbox mark published: %d ids but %d message ids", len(ids), len(msgIDs))
@@ -235,25 +232,42 @@ func (s *OutboxStore) MarkPublishedBatch(ctx context.Context, ids []int64, msgID
 	if len(ids) == 0 {
 		return nil
 	}
-	distinct := map[int64]bool{}
-	for _, id := range ids {
-		distinct[id] = true
-	}
 	// An UPDATE … FROM updates a row once however many source rows match it, so an id given
 	// twice counts once: the first of its message ids is taken.
-	tag, err := s.pool.Exec(ctx, `
+	if _, err := s.pool.Exec(ctx, `
 UPDATE wallet_events e
 SET published_at = COALESCE(e.published_at, now()), msg_id = COALESCE(e.msg_id, v.msg_id)
 FROM (SELECT DISTINCT ON (id) id, msg_id FROM unnest($1::bigint[], $2::text[]) WITH ORDINALITY AS u(id, msg_id, n)
       ORDER BY id, n) AS v
-WHERE e.id = v.id`, ids, msgIDs)
-	if err != nil {
+WHERE e.id = v.id`, ids, msgIDs); err != nil {
 		return fmt.Errorf("wallet: outbox mark %d published: %w", len(ids), err)
 	}
-	if int(tag.RowsAffected()) != len(distinct) {
-		return fmt.Errorf("%w: %d of %d ids", ErrUnknownEvent, len(distinct)-int(tag.RowsAffected()), len(distinct))
-	}
 	return nil
+}
+
+// PrunePublished deletes up to limit events published more than window ago, oldest first,
+// skipping rows others hold locked (another replica's pruner, a mark in flight). An event not
+// yet published is never deleted: the statement cannot select one. The notifier keeps what
+// it finished in its own tables, so a copy of a pruned event published again is still
+// ignored there.
+func (s *OutboxStore) PrunePublished(ctx context.Context, window time.Duration, limit int) (int64, error) {
+	tag, err := s.pool.Exec(ctx, `
+DELETE FROM wallet_events WHERE ctid = ANY(ARRAY(
+    SELECT ctid FROM wallet_events
+    WHERE published_at IS NOT NULL AND published_at < now() - $1::bigint * interval '1 microsecond'
+    ORDER BY published_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED))`, window.Microseconds(), limit)
+	if err != nil {
+		return 0, fmt.Errorf("wallet: outbox prune: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// OldestPublished returns how long ago the oldest event still in the outbox was published (0
+// when none is).
+func (s *OutboxStore) OldestPublished(ctx context.Context) (time.Duration, error) {
+	return age(ctx, s.pool, `SELECT EXTRACT(EPOCH FROM now() - min(published_at))::float8 FROM wallet_events WHERE published_at IS NOT NULL`)
 }
 
 // Backlog is the outbox's unpublished part: how many events, and how long ago the oldest

@@ -236,7 +236,8 @@ func (s *Service) GetSaga(ctx context.Context, id int64) (Operation, error) {
 	}
 	snap, err := s.engine.Get(ctx, id)
 	if errors.Is(err, saga.ErrNotFound) {
-		return Operation{}, apperr.New(apperr.NotFound, "saga %d not found", id)
+		// The wallet's row is there, so the saga was: it finished and retention pruned it.
+		return Operation{}, apperr.New(apperr.Gone, "saga %d finished longer ago than the retention window and its record was pruned; its ledger entries remain", id)
 	}
 	if err != nil {
 		return Operation{}, fmt.Errorf("wallet: get saga %d: %w", id, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
@@ -400,4 +401,36 @@ LIMIT $3`, userID, f.AfterSeq, f.Limit)
 		return nil, fmt.Errorf("wallet: list events: %w", err)
 	}
 	return evs, nil
+}
+
+// pruneIdempotencyKeys deletes up to limit idempotency keys taken more than window ago,
+// oldest first, skipping keys others hold locked. A request that comes back with a pruned key
+// is a new request (README, Idempotency).
+func pruneIdempotencyKeys(ctx context.Context, q querier, window time.Duration, limit int) (int64, error) {
+	tag, err := q.Exec(ctx, `
+DELETE FROM idempotency_keys WHERE ctid = ANY(ARRAY(
+    SELECT ctid FROM idempotency_keys
+    WHERE created_at < now() - $1::bigint * interval '1 microsecond'
+    ORDER BY created_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED))`, window.Microseconds(), limit)
+	if err != nil {
+		return 0, fmt.Errorf("wallet: prune idempotency keys: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// oldestIdempotencyKeySQL reads the age of the oldest idempotency key.
+const oldestIdempotencyKeySQL = `SELECT EXTRACT(EPOCH FROM now() - min(created_at))::float8 FROM idempotency_keys`
+
+// age runs sql, which returns an age in seconds or NULL, and returns it (0 for NULL).
+func age(ctx context.Context, q querier, sql string) (time.Duration, error) {
+	var secs *float64
+	if err := q.QueryRow(ctx, sql).Scan(&secs); err != nil {
+		return 0, fmt.Errorf("wallet: oldest row: %w", err)
+	}
+	if secs == nil || *secs < 0 {
+		return 0, nil
+	}
+	return time.Duration(*secs * float64(time.Second)), nil
 }

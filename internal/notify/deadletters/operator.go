@@ -76,14 +76,15 @@ type ReplayResult struct {
 // reached the provider under the same key, which delivers it once). A send that fails
 // records nothing.
 //
-// Errors: apperr.NotFound (no such SMS), apperr.Conflict (it is not dead-lettered, or
+// Errors: apperr.NotFound (no such SMS), apperr.Gone (it finished and retention pruned its
+// record), apperr.Conflict (it is not dead-lettered, or
 // another replay of it was recorded meanwhile), apperr.Unprocessable (no usable stored
 // event, or the provider refused it for good), apperr.Unavailable (the send failed and may
 // be retried).
 func (o *Operator) Replay(ctx context.Context, actor string, userID, seq int64, reason string) (ReplayResult, error) {
 	stored, err := o.gate.DeadLetter(ctx, userID, seq)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return ReplayResult{}, apperr.New(apperr.NotFound, "no dead letter for user %d seq %d", userID, seq)
+		return ReplayResult{}, o.missing(ctx, userID, seq)
 	}
 	if err != nil {
 		return ReplayResult{}, err
@@ -212,4 +213,17 @@ func renderStored(userID, seq int64, event []byte) (notify.SMS, error) {
 		return notify.SMS{}, apperr.Wrap(err, apperr.Unprocessable, "cannot render the SMS of user %d seq %d from its stored event", userID, seq)
 	}
 	return m, nil
+}
+
+// missing is the error for an SMS without an inbox row: Gone when the user's position is
+// past it (it finished, and retention pruned its row), else NotFound.
+func (o *Operator) missing(ctx context.Context, userID, seq int64) error {
+	finished, err := o.gate.Finished(ctx, userID, seq)
+	if err != nil {
+		return err
+	}
+	if finished {
+		return apperr.New(apperr.Gone, "the SMS for user %d seq %d finished longer ago than the inbox's retention window (RETENTION_INBOX) and its record was pruned: it can no longer be replayed", userID, seq)
+	}
+	return apperr.New(apperr.NotFound, "no dead letter for user %d seq %d", userID, seq)
 }

@@ -1,0 +1,28 @@
+package main
+
+import (
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/walletsaga/walletsaga/internal/metrics"
+	"github.com/walletsaga/walletsaga/internal/notify/gate"
+	"github.com/walletsaga/walletsaga/internal/retention"
+)
+
+// newPruner is the notifier's pruner: finished inbox rows, the SMS log and wake rows, each by
+// the gate's statement (the gate owns the three tables). notify.progress is never pruned.
+// Every replica runs one; their batches skip each other's locked rows.
+func newPruner(cfg config, log *slog.Logger, reg prometheus.Registerer, gates *gate.Store) (*retention.Pruner, error) {
+	tables := []retention.Table{
+		{Name: "notify.notifications", Window: cfg.RetentionInbox, Prune: gates.PruneInbox, Oldest: gates.OldestInbox},
+		{Name: "notify.sms_log", Window: cfg.RetentionSMSLog, Prune: gates.PruneSMSLog, Oldest: gates.OldestSMSLog},
+		{Name: "notify.wakes", Window: cfg.RetentionWakes, Prune: gates.PruneWakes, Oldest: gates.OldestWake},
+	}
+	names := make([]string, len(tables))
+	for i, t := range tables {
+		names[i] = t.Name
+	}
+	return retention.New(retention.Config{Batch: cfg.RetentionBatch, Pause: cfg.RetentionPause,
+		Logger: log.With("component", "retention"), Observer: metrics.NewRetention(reg, names...)}, tables...)
+}

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/walletsaga/walletsaga/internal/retention"
+)
+
+// TestRetentionSettings: the windows default to the documented ones; production refuses an
+// idempotency window outside 24h–30d and short outbox and saga windows, naming the setting;
+// dev takes seconds (a chaos run); finished sagas must outlive the keys that answer with them.
+func TestRetentionSettings(t *testing.T) {
+	t.Parallel()
+	parse := func(env map[string]string) (config, error) {
+		cfg, _, err := parseConfig("serve", nil, func(k string) string { return env[k] }, &bytes.Buffer{})
+		return cfg, err
+	}
+	cfg, err := parse(devEnv(nil))
+	require.NoError(t, err)
+	require.Equal(t, retention.DefaultOutbox, cfg.RetentionOutbox)
+	require.Equal(t, retention.DefaultSagas, cfg.RetentionSagas)
+	require.Equal(t, 7*24*time.Hour, cfg.RetentionIdempotency)
+	require.Equal(t, retention.DefaultBatch, cfg.RetentionBatch)
+
+	cfg, err = parse(devEnv(map[string]string{"RETENTION_OUTBOX": "5s", "RETENTION_SAGAS": "5s", "RETENTION_IDEMPOTENCY": "5s"}))
+	require.NoError(t, err, "dev takes seconds, so chaos can shorten every window")
+	require.Equal(t, 5*time.Second, cfg.RetentionIdempotency)
+
+	for _, c := range []struct{ env, value, want string }{
+		{"RETENTION_IDEMPOTENCY", "1h", "RETENTION_IDEMPOTENCY: must be 24h0m0s–720h0m0s, got 1h0m0s"},
+		{"RETENTION_IDEMPOTENCY", "0s", "RETENTION_IDEMPOTENCY: must be 24h0m0s–720h0m0s, got 0s"},
+		{"RETENTION_IDEMPOTENCY", "744h", "RETENTION_IDEMPOTENCY: must be 24h0m0s–720h0m0s, got 744h0m0s"},
+		{"RETENTION_OUTBOX", "5s", "RETENTION_OUTBOX: must be at least 1h0m0s or 0 (keep forever), got 5s"},
+		{"RETENTION_SAGAS", "48h", "RETENTION_SAGAS: must be at least the idempotency key window (168h0m0s), got 48h0m0s"},
+		{"RETENTION_BATCH", "0", "RETENTION_BATCH: must be 1–10000, got 0"},
+	} {
+		_, err := parse(map[string]string{c.env: c.value}) // production: WALLETSAGA_ENV unset
+		require.ErrorContains(t, err, c.want, "%s=%s", c.env, c.value)
+	}
+	_, err = parse(devEnv(map[string]string{"RETENTION_IDEMPOTENCY": "1h", "RETENTION_SAGAS": "0"}))
+	require.NoError(t, err, "sagas kept forever outlive any key")
+}

@@ -1,0 +1,72 @@
+package inbox_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/walletsaga/walletsaga/internal/notify/gate"
+	"github.com/walletsaga/walletsaga/internal/notify/inbox"
+	"github.com/walletsaga/walletsaga/internal/notify/senders"
+	"github.com/walletsaga/walletsaga/internal/testdb"
+	"github.com/walletsaga/walletsaga/internal/testutil/smsprovider"
+	"github.com/walletsaga/walletsaga/internal/testutil/wait"
+)
+
+// TestARedeliveryOfAPrunedSeqIsIgnored: user 7's SMS 1–3 are delivered, and retention prunes
+// their inbox rows. The broker then delivers seq 2 and 3 again (a consumer that crashed
+// before its offset commit), followed by the new seq 4, through the consumer's own path: the
+// copies are ignored by the user's position (notify.progress, never pruned), not stored and
+// not sent again; seq 4 goes out once, after 3.
+func TestARedeliveryOfAPrunedSeqIsIgnored(t *testing.T) {
+	t.Parallel()
+	pool, _ := testdb.New(t)
+	ctx := context.Background()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	gates := gate.NewStore(pool)
+	in := inbox.NewInbox(inbox.NewStore(pool), gates, false, nil, log)
+	prov := smsprovider.Start()
+	t.Cleanup(prov.Close)
+	sender, err := senders.NewWebhookSender(prov.URL(), 0, nil)
+	require.NoError(t, err)
+	lanes, err := gate.NewLanes(gates, gate.LaneConfig{Owner: "retention-test", Sender: sender, Poll: 20 * time.Millisecond,
+		Policy: gate.RetryPolicy{Base: 20 * time.Millisecond, Max: 200 * time.Millisecond, MaxAttempts: 3}, Logger: log})
+	require.NoError(t, err)
+	lctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- lanes.Run(lctx) }()
+	t.Cleanup(func() {
+		stop()
+		require.NoError(t, <-done)
+	})
+	delivered := func(n int) func() bool { return func() bool { return len(prov.Delivered()[7]) == n } }
+
+	require.NoError(t, in.Handle(ctx, []inbox.Message{event(t, 7, 1), event(t, 7, 2), event(t, 7, 3)}))
+	wait.Until(t, 30*time.Second, "user 7's first three SMS", delivered(3))
+	wait.Until(t, 10*time.Second, "their records", func() bool {
+		var last int64
+		return pool.QueryRow(ctx, `SELECT last_seq FROM notify.progress WHERE user_id = 7`).Scan(&last) == nil && last == 3
+	})
+
+	// An hour later, for retention: a window of a minute prunes all three rows.
+	_, err = pool.Exec(ctx, `UPDATE notify.notifications SET finished_at = finished_at - interval '1 hour' WHERE user_id = 7`)
+	require.NoError(t, err)
+	n, err := gates.PruneInbox(ctx, time.Minute, 100)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, n)
+
+	require.NoError(t, in.Handle(ctx, []inbox.Message{event(t, 7, 2), event(t, 7, 3), event(t, 7, 4)}))
+	wait.Until(t, 30*time.Second, "user 7's seq 4", delivered(4))
+	require.Equal(t, []int64{1, 2, 3, 4}, prov.Delivered()[7], "each once, in order: the copies were not sent again")
+	for _, seq := range []int64{2, 3} {
+		calls := prov.Calls(func(c smsprovider.Call) bool { return c.UserID == 7 && c.Seq == seq })
+		require.Len(t, calls, 1, "seq %d reached the provider once", seq)
+	}
+	var rows int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM notify.notifications WHERE user_id = 7 AND seq <= 3`).Scan(&rows))
+	require.Zero(t, rows, "the copies were not stored again")
+}

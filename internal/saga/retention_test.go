@@ -1,0 +1,61 @@
+package saga_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/walletsaga/walletsaga/internal/saga"
+	"github.com/walletsaga/walletsaga/internal/testdb"
+)
+
+// TestPruneTakesOnlyFinishedSagas: of sagas in every state, finished a day ago or just now,
+// Prune deletes those that finished (completed, compensated, failed, resolved) before the
+// window, with their history; a saga that runs, compensates or needs an operator stays,
+// however old.
+func TestPruneTakesOnlyFinishedSagas(t *testing.T) {
+	t.Parallel()
+	pool, _ := testdb.New(t)
+	ctx := context.Background()
+	for _, st := range saga.States {
+		_, err := pool.Exec(ctx, `
+			WITH s AS (INSERT INTO sagas (kind, state, updated_at) VALUES ('k', $1, now() - interval '1 day'), ('k', $1, now()) RETURNING id)
+			INSERT INTO saga_steps (saga_id, seq, step, name, phase, status) SELECT id, 1, 0, 'step', 'forward', 'done' FROM s`, string(st))
+		require.NoError(t, err)
+	}
+	e := saga.New(pool, saga.Options{})
+	age, err := e.OldestFinished(ctx)
+	require.NoError(t, err)
+	require.InDelta(t, (24 * time.Hour).Seconds(), age.Seconds(), 60)
+
+	n, err := e.Prune(ctx, time.Hour, 3)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, n, "at most a batch")
+	n, err = e.Prune(ctx, time.Hour, 100)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+
+	rows, err := pool.Query(ctx, `SELECT state, count(*) FROM sagas GROUP BY state ORDER BY state`)
+	require.NoError(t, err)
+	left := map[string]int{}
+	for rows.Next() {
+		var st string
+		var c int
+		require.NoError(t, rows.Scan(&st, &c))
+		left[st] = c
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, map[string]int{"running": 2, "compensating": 2, "needs_attention": 2,
+		"completed": 1, "compensated": 1, "failed": 1, "resolved": 1}, left)
+	var orphans int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM saga_steps st WHERE NOT EXISTS (SELECT 1 FROM sagas s WHERE s.id = st.saga_id)`).Scan(&orphans))
+	require.Zero(t, orphans, "the history went with its saga")
+	var steps int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM saga_steps`).Scan(&steps))
+	require.Equal(t, 10, steps)
+	age, err = e.OldestFinished(ctx)
+	require.NoError(t, err)
+	require.Less(t, age, time.Hour)
+}
