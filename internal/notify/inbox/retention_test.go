@@ -36,12 +36,11 @@ func TestARedeliveryOfAPrunedSeqIsIgnored(t *testing.T) {
 	lanes, err := gate.NewLanes(gates, gate.LaneConfig{Owner: "retention-test", Sender: sender, Poll: 20 * time.Millisecond,
 		Policy: gate.RetryPolicy{Base: 20 * time.Millisecond, Max: 200 * time.Millisecond, MaxAttempts: 3}, Logger: log})
 	require.NoError(t, err)
-	lctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- lanes.Run(lctx) }()
+	require.NoError(t, lanes.Start(ctx))
 	t.Cleanup(func() {
-		stop()
-		require.NoError(t, <-done)
+		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		require.NoError(t, lanes.Stop(sctx))
 	})
 	delivered := func(n int) func() bool { return func() bool { return len(prov.Delivered()[7]) == n } }
 
