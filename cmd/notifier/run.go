@@ -28,6 +28,7 @@ import (
 	"github.com/walletsaga/walletsaga/internal/notify/smslog"
 	"github.com/walletsaga/walletsaga/internal/ordering"
 	"github.com/walletsaga/walletsaga/internal/pg"
+	"github.com/walletsaga/walletsaga/internal/telemetry"
 	"github.com/walletsaga/walletsaga/migrations"
 )
 
@@ -90,6 +91,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		return err
 	}
+	shutdown, err := telemetry.Setup(ctx, "notifier", getenv)
+	if err != nil {
+		return err
+	}
+	defer telemetry.Flush(shutdown, log)
 	return serve(ctx, cfg, log, stdout)
 }
 

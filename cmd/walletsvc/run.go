@@ -21,6 +21,7 @@ import (
 	"github.com/walletsaga/walletsaga/internal/pg"
 	"github.com/walletsaga/walletsaga/internal/provider"
 	"github.com/walletsaga/walletsaga/internal/saga"
+	"github.com/walletsaga/walletsaga/internal/telemetry"
 	"github.com/walletsaga/walletsaga/internal/wallet"
 	"github.com/walletsaga/walletsaga/migrations"
 )
@@ -54,6 +55,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	ordering.RouteClientLogs(log)
 	switch sub {
 	case "serve":
+		shutdown, err := telemetry.Setup(ctx, "walletsvc", getenv)
+		if err != nil {
+			return err
+		}
+		defer telemetry.Flush(shutdown, log)
 		return serve(ctx, cfg, log)
 	case "migrate":
 		return migrate(ctx, cfg, log)
