@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"net/http"
@@ -22,7 +23,7 @@ import (
 // spans, and the SMS provider's request, are in the same trace.
 func TestBothBinariesExportTheDepositsTrace(t *testing.T) {
 	t.Parallel()
-	sink, err := otlpsink.Start("127.0.0.1:0")
+	sink, err := otlpsink.Start(context.Background(), "127.0.0.1:0")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = sink.Close() })
 	sms := newProvider(t)

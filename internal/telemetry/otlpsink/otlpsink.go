@@ -1,12 +1,13 @@
 // Package otlpsink is a small OTLP/HTTP trace receiver that keeps what it is sent in
-// memory: the demo points both binaries at one (OTEL_EXPORTER_OTLP_ENDPOINT) to print a
-// deposit's trace as a tree, and the end-to-end tests use one to check the traces the
+// memory: the demo points both binaries at one (OTEL_EXPORTER_OTLP_ENDPOINT) and prints a
+// deposit's trace as a tree (GET /trees/{trace id}), and the end-to-end tests use one to check the traces the
 // binaries really export. It takes the protobuf encoding (the SDK's default for
 // http/protobuf), gzipped or not; it is no collector: nothing is forwarded or kept on disk.
 package otlpsink
 
 import (
 	"compress/gzip"
+	"context"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -51,14 +52,15 @@ type Sink struct {
 }
 
 // Start serves a sink on addr ("127.0.0.1:0" for any free loopback port) until Close.
-func Start(addr string) (*Sink, error) {
-	ln, err := net.Listen("tcp", addr)
+func Start(ctx context.Context, addr string) (*Sink, error) {
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("otlpsink: %w", err)
 	}
 	s := &Sink{ln: ln}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/traces", s.traces)
+	mux.HandleFunc("GET /trees/{trace}", s.tree)
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = s.srv.Serve(ln) }()
 	return s, nil
@@ -78,7 +80,7 @@ func (s *Sink) traces(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		defer zr.Close()
+		defer func() { _ = zr.Close() }()
 		body = io.LimitReader(zr, maxBody)
 	}
 	b, err := io.ReadAll(body)
@@ -106,6 +108,22 @@ func (s *Sink) traces(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/x-protobuf")
 	_, _ = w.Write(out)
+}
+
+// TreeAttrs are the span attributes a tree served by the sink shows.
+var TreeAttrs = []string{"saga.id", "saga.step", "saga.outcome", "saga.state", "messaging.rocketmq.queue", "outbox.seq", "sms.seq",
+	"http.status_code", "http.response.status_code"}
+
+// tree answers GET /trees/{trace}: the trace's spans received so far, as Tree prints them
+// (404 while none has arrived).
+func (s *Sink) tree(w http.ResponseWriter, r *http.Request) {
+	spans := s.Trace(r.PathValue("trace"))
+	if len(spans) == 0 {
+		http.Error(w, "no span of that trace has arrived", http.StatusNotFound)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_ = Tree(w, spans, TreeAttrs...)
 }
 
 // Decode turns an export request into spans.

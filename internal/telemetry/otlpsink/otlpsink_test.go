@@ -22,7 +22,7 @@ import (
 // attributes, status and links, and prints the tree.
 func TestTheSDKsExportArrivesAsATree(t *testing.T) {
 	t.Parallel()
-	sink, err := otlpsink.Start("127.0.0.1:0")
+	sink, err := otlpsink.Start(context.Background(), "127.0.0.1:0")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = sink.Close() })
 	ctx := context.Background()
