@@ -17,6 +17,7 @@ import (
 	"github.com/walletsaga/walletsaga/internal/audit"
 	"github.com/walletsaga/walletsaga/internal/ordering"
 	"github.com/walletsaga/walletsaga/internal/rmqtest"
+	"github.com/walletsaga/walletsaga/internal/telemetry/otlpsink"
 	"github.com/walletsaga/walletsaga/internal/testutil/wait"
 	"github.com/walletsaga/walletsaga/internal/walletevent"
 )
@@ -330,12 +331,23 @@ func TestTwoNotifiersRebalance(t *testing.T) {
 func TestDemoTellsTheStory(t *testing.T) {
 	t.Parallel()
 	s := newStack(t)
-	w := s.start("walletsvc", nil)
-	n := s.start("notifier", map[string]string{"SMS_MAX_ATTEMPTS": "3"})
+	// As make demo does: both services export their traces to the demo's OTLP receiver, and
+	// the demo prints a deposit's trace from it.
+	sink, err := otlpsink.Start(context.Background(), "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sink.Close() })
+	otlp := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": sink.Endpoint(), "OTEL_BSP_SCHEDULE_DELAY": "100"}
+	w := s.start("walletsvc", otlp)
+	otlp["SMS_MAX_ATTEMPTS"] = "3"
+	n := s.start("notifier", otlp)
 	cmd := exec.Command(filepath.Join(binDir, "demo"))
-	cmd.Env = append(os.Environ(), "WALLETSVC_URL="+w.url, "NOTIFIER_URL="+n.url, "READ_TOKEN="+e2eReadToken, "DEMO_EXIT=1")
+	cmd.Env = append(os.Environ(), "WALLETSVC_URL="+w.url, "NOTIFIER_URL="+n.url, "READ_TOKEN="+e2eReadToken, "DEMO_EXIT=1",
+		"DEMO_TRACES_URL="+sink.Endpoint())
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "demo output:\n%s", out)
+	require.Regexp(t, `The trace of A's first top-up \(trace id [0-9a-f]{32}\)`, string(out))
+	require.Regexp(t, `\n  POST /v1/users/:id/deposits \[walletsvc\] .*\n    saga.start \[walletsvc\]`, string(out))
+	require.Regexp(t, `\n {14}sms.send \[notifier\]`, string(out), "the SMS's send span, at the end of the chain")
 	require.Contains(t, string(out), "DEAD-LETTERED  You topped up 4.04 CNY.")
 	require.Contains(t, string(out), "Refund of 30.00 CNY for a cancelled purchase.")
 	require.Contains(t, string(out), "You withdrew 20.00 CNY to your bank account. Balance: 455.00 CNY.")

@@ -17,6 +17,18 @@ export WALLETSAGA_ENV=dev
 # The payment gateway and the merchant: the provider simulator (bin/providersim, dev only),
 # which walletsvc reaches over HTTP with the simulator's documented dev token.
 PROVIDER_ADDR="${PROVIDER_ADDR:-127.0.0.1:8082}"
+# Traces: unless OTEL_EXPORTER_OTLP_ENDPOINT points the services at a collector of yours, the
+# demo runs a small OTLP/HTTP receiver of its own (bin/demo otlp-sink), points both services
+# at it, and prints one deposit's trace, from its HTTP request to its SMS, as a span tree.
+DEMO_OTLP_ADDR="${DEMO_OTLP_ADDR:-127.0.0.1:8083}"
+own_sink=0
+if [ -z "${OTEL_EXPORTER_OTLP_ENDPOINT:-}" ] && [ -z "${OTEL_EXPORTER_OTLP_TRACES_ENDPOINT:-}" ]; then
+	own_sink=1
+	export OTEL_EXPORTER_OTLP_ENDPOINT="http://$DEMO_OTLP_ADDR" OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf
+	export DEMO_TRACES_URL="http://$DEMO_OTLP_ADDR"
+fi
+# Spans leave each service within 200 ms rather than the SDK's default 5 s.
+export OTEL_BSP_SCHEDULE_DELAY="${OTEL_BSP_SCHEDULE_DELAY:-200}"
 # walletsvc's user-facing API needs a service token; the demo uses the documented dev default
 # unless SERVICE_TOKEN is set (walletsvc and bin/demo both read it from the environment).
 export SERVICE_TOKEN="${SERVICE_TOKEN:-walletsaga-dev-service-token}"
@@ -32,9 +44,11 @@ go build -o bin/notifier ./cmd/notifier
 go build -o bin/providersim ./cmd/providersim
 go build -o bin/demo ./cmd/demo
 
-for addr in "$WALLETSVC_ADDR" "$NOTIFIER_ADDR" "$PROVIDER_ADDR"; do
+addrs=("$WALLETSVC_ADDR" "$NOTIFIER_ADDR" "$PROVIDER_ADDR")
+[ "$own_sink" = 1 ] && addrs+=("$DEMO_OTLP_ADDR")
+for addr in "${addrs[@]}"; do
 	if [ -n "$(ss -Hltn "sport = :${addr##*:}" 2>/dev/null)" ]; then
-		echo "demo: ERROR: port ${addr##*:} is taken (is another demo running? stop it, or set WALLETSVC_ADDR / NOTIFIER_ADDR / PROVIDER_ADDR)" >&2
+		echo "demo: ERROR: port ${addr##*:} is taken (is another demo running? stop it, or set WALLETSVC_ADDR / NOTIFIER_ADDR / PROVIDER_ADDR / DEMO_OTLP_ADDR)" >&2
 		exit 1
 	fi
 done
@@ -48,6 +62,10 @@ stop() {
 trap stop EXIT
 trap 'echo; say "stopping walletsvc, notifier and providersim (Postgres and RocketMQ keep running: make services-down)"; exit 0' INT TERM
 
+if [ "$own_sink" = 1 ]; then
+	HTTP_ADDR="$DEMO_OTLP_ADDR" bin/demo otlp-sink >"$RUN/otlp-sink.log" 2>&1 &
+	pids+=($!)
+fi
 WALLETSAGA_ENV=dev HTTP_ADDR="$PROVIDER_ADDR" LOG_LEVEL=warn bin/providersim serve >"$RUN/providersim.log" 2>&1 &
 pids+=($!)
 HTTP_ADDR="$WALLETSVC_ADDR" LOG_LEVEL=warn PAYMENT_GATEWAY_URL="http://$PROVIDER_ADDR" MERCHANT_URL="http://$PROVIDER_ADDR" \

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,6 +23,8 @@ type client struct {
 	token            string // walletsvc's service token
 	readToken        string // the notifier's read token
 	http             *http.Client
+	// traceparent, when set, goes with the next calls: the trace they start is the demo's.
+	traceparent string
 }
 
 func (c *client) call(ctx context.Context, method, url, key string, body, out any) (int, error) {
@@ -41,6 +45,9 @@ func (c *client) call(ctx context.Context, method, url, key string, body, out an
 	}
 	if key != "" {
 		req.Header.Set("Idempotency-Key", key)
+	}
+	if c.traceparent != "" {
+		req.Header.Set("Traceparent", c.traceparent)
 	}
 	switch {
 	case strings.HasPrefix(url, c.wallet+"/"):
@@ -129,8 +136,15 @@ func play(ctx context.Context, cfg config, out io.Writer) error {
 	fmt.Fprintf(out, "users: A = %s (id %d), B = %s (id %d)\n", a.Name, a.ID, b.Name, b.ID)
 
 	fmt.Fprintf(out, "A: top up 100.00, then spend 50.00 — ten times\n")
+	traceID := newTraceID()
 	for i := 1; i <= 10; i++ {
-		if err := c.step(ctx, fmt.Sprintf("/v1/users/%d/deposits", a.ID), fmt.Sprintf("demo-%s-a-dep-%d", run, i), map[string]any{"amount": 10000}, "completed"); err != nil {
+		if i == 1 {
+			// A's first top-up is made in a trace of the demo's, to be followed to its SMS.
+			c.traceparent = "00-" + traceID + "-" + newTraceID()[:16] + "-01"
+		}
+		err := c.step(ctx, fmt.Sprintf("/v1/users/%d/deposits", a.ID), fmt.Sprintf("demo-%s-a-dep-%d", run, i), map[string]any{"amount": 10000}, "completed")
+		c.traceparent = ""
+		if err != nil {
 			return err
 		}
 		if err := c.step(ctx, fmt.Sprintf("/v1/users/%d/purchases", a.ID), fmt.Sprintf("demo-%s-a-buy-%d", run, i),
@@ -195,6 +209,7 @@ func play(ctx context.Context, cfg config, out io.Writer) error {
 	if c.readToken == demoReadToken {
 		readToken, page = demoReadToken, c.notifier+"/#token="+demoReadToken
 	}
+	c.printTrace(ctx, out, cfg.TracesURL, traceID)
 	fmt.Fprintf(out, "Open the live SMS page:   %s\n", page)
 	fmt.Fprintf(out, "SMS log API:              curl -H 'Authorization: Bearer %s' %s/v1/users/%d/sms\n", readToken, c.notifier, b.ID)
 	fmt.Fprintf(out, "Dead letters:             curl -H 'Authorization: Bearer %s' %s/v1/dead-letters\n", readToken, c.notifier)
@@ -275,4 +290,43 @@ func money(minor int64) string {
 		sign, minor = "-", -minor
 	}
 	return fmt.Sprintf("%s%d.%02d", sign, minor/100, minor%100)
+}
+
+// newTraceID returns 16 random bytes in hex: a W3C trace id.
+func newTraceID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// printTrace prints the trace of A's first top-up as the demo's OTLP receiver has it, once
+// the SMS's send span has arrived; with no receiver of the demo's, just its id.
+func (c *client) printTrace(ctx context.Context, out io.Writer, tracesURL, traceID string) {
+	if tracesURL == "" {
+		fmt.Fprintf(out, "A's first top-up is trace %s: find it in your OTLP back end, if the services export there (OTEL_EXPORTER_OTLP_ENDPOINT).\n\n", traceID)
+		return
+	}
+	var tree string
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(tracesURL, "/")+"/trees/"+traceID, nil)
+		if err != nil {
+			break
+		}
+		resp, err := c.http.Do(req)
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			tree = string(b)
+			if resp.StatusCode == http.StatusOK && strings.Contains(tree, "sms.send") {
+				break
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	fmt.Fprintf(out, "The trace of A's first top-up (trace id %s), from its HTTP request to its SMS, as both services exported it:\n", traceID)
+	for _, line := range strings.Split(strings.TrimRight(tree, "\n"), "\n") {
+		fmt.Fprintf(out, "  %s\n", line)
+	}
+	fmt.Fprintln(out)
 }

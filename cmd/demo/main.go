@@ -19,6 +19,7 @@ import (
 	"syscall"
 
 	"github.com/walletsaga/walletsaga/internal/cli"
+	"github.com/walletsaga/walletsaga/internal/telemetry/otlpsink"
 )
 
 func main() {
@@ -37,6 +38,9 @@ type config struct {
 	ServiceToken string
 	ReadToken    string
 	Exit         bool
+	// TracesURL is the demo's OTLP receiver (bin/demo otlp-sink), from which it prints the
+	// trace of a deposit; "" when the services export elsewhere.
+	TracesURL string
 }
 
 // devServiceToken is walletsvc's documented default SERVICE_TOKEN.
@@ -54,6 +58,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	f.Secret(&c.ServiceToken, "SERVICE_TOKEN", devServiceToken, "walletsvc's service token (default: the dev token)")
 	f.Secret(&c.ReadToken, "READ_TOKEN", "", "the notifier's read token, to read the SMS logs (required; make demo sets "+demoReadToken+")")
 	f.Bool(&c.Exit, "DEMO_EXIT", false, "exit when done: status 0 only if the SMS logs are as expected")
+	f.String(&c.TracesURL, "DEMO_TRACES_URL", "", "the OTLP receiver both services export to (bin/demo otlp-sink): print a deposit's trace from it")
 	if err := f.Parse(args); err != nil {
 		return c, err
 	}
@@ -70,6 +75,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "otlp-sink" {
+		return serveSink(ctx, args[1:], getenv, stdout, stderr)
+	}
 	cfg, err := parseConfig(args, getenv, stderr)
 	if err != nil {
 		return err
@@ -81,4 +89,25 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintln(stderr, "demo:", err)
 	}
 	return nil
+}
+
+// serveSink runs the demo's OTLP/HTTP receiver on HTTP_ADDR until ctx ends: make demo points
+// both services at it, and the story prints a deposit's trace from it.
+func serveSink(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	var addr string
+	f := cli.NewFlags("demo otlp-sink", cli.Dev, getenv, stderr)
+	f.String(&addr, "HTTP_ADDR", "127.0.0.1:8083", "where to receive OTLP/HTTP traces")
+	if err := f.Parse(args); err != nil {
+		return err
+	}
+	if err := f.Err(); err != nil {
+		return err
+	}
+	sink, err := otlpsink.Start(ctx, addr)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "demo otlp-sink: receiving OTLP/HTTP traces on %s\n", sink.Endpoint())
+	<-ctx.Done()
+	return sink.Close()
 }

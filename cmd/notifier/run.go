@@ -15,6 +15,7 @@ import (
 	"github.com/walletsaga/walletsaga/internal/notify/smslog"
 	"github.com/walletsaga/walletsaga/internal/ordering"
 	"github.com/walletsaga/walletsaga/internal/pg"
+	"github.com/walletsaga/walletsaga/internal/telemetry"
 )
 
 // run is the whole program: it returns when ctx is cancelled (SIGINT/SIGTERM) and everything
@@ -76,6 +77,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		return err
 	}
+	shutdown, err := telemetry.Setup(ctx, "notifier", getenv)
+	if err != nil {
+		return err
+	}
+	defer telemetry.Flush(shutdown, log)
 	return serve(ctx, cfg, log, stdout)
 }
 

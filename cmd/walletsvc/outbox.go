@@ -25,7 +25,7 @@ func (a outboxAdapter) Pending(ctx context.Context, s ordering.Slice, c ordering
 	out := ordering.Page{Records: make([]ordering.OutboxRecord, len(page.Events)), Last: page.Last, Horizon: page.Horizon}
 	for i, ev := range page.Events {
 		out.Records[i] = ordering.OutboxRecord{ID: ev.ID, Key: strconv.FormatInt(ev.UserID, 10), Seq: ev.Seq, Tag: ev.Kind,
-			Keys: ev.Keys, Body: ev.Body, At: ev.OccurredAt, Pred: ev.Pred}
+			Keys: ev.Keys, Body: ev.Body, At: ev.OccurredAt, Pred: ev.Pred, Traceparent: ev.Traceparent}
 	}
 	return out, nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/walletsaga/walletsaga/internal/cli"
 	"github.com/walletsaga/walletsaga/internal/lifecycle"
 	"github.com/walletsaga/walletsaga/internal/ordering"
+	"github.com/walletsaga/walletsaga/internal/telemetry"
 )
 
 // run is the whole program: it returns when ctx is cancelled (SIGINT/SIGTERM) and everything
@@ -43,6 +44,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	ordering.RouteClientLogs(log)
 	switch sub {
 	case "serve":
+		shutdown, err := telemetry.Setup(ctx, "walletsvc", getenv)
+		if err != nil {
+			return err
+		}
+		defer telemetry.Flush(shutdown, log)
 		return serve(ctx, cfg, log)
 	case "migrate":
 		return migrate(ctx, cfg, log)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
+	"go.opentelemetry.io/contrib/instrumentation/github.com/labstack/echo/otelecho"
 
 	"github.com/walletsaga/walletsaga/internal/apperr"
 	"github.com/walletsaga/walletsaga/internal/lifecycle"
@@ -74,6 +75,10 @@ func New(opts Options) *echo.Echo {
 			c.SetRequest(c.Request().WithContext(reqid.With(c.Request().Context(), id)))
 		},
 	}))
+	// Each request is a server span (a child of the caller's, given a traceparent header),
+	// around everything below so that its log lines carry trace_id; the probes and the
+	// metrics scrape are left out of the traces.
+	e.Use(otelecho.Middleware("", otelecho.WithSkipper(func(c echo.Context) bool { return isProbe(c.Request().URL.Path) })))
 	e.Use(middleware.RecoverWithConfig(middleware.RecoverConfig{
 		LogErrorFunc: func(c echo.Context, err error, stack []byte) error {
 			log.ErrorContext(c.Request().Context(), "panic in handler", "err", err, "path", c.Path(), "stack", string(stack))
@@ -91,7 +96,7 @@ func New(opts Options) *echo.Echo {
 			if v.Status >= 500 {
 				level = slog.LevelError
 			}
-			if strings.HasPrefix(v.URI, "/healthz") || strings.HasPrefix(v.URI, "/readyz") || strings.HasPrefix(v.URI, "/metrics") {
+			if isProbe(v.URI) {
 				level = slog.LevelDebug
 			}
 			attrs := []slog.Attr{
@@ -106,6 +111,11 @@ func New(opts Options) *echo.Echo {
 		},
 	}))
 	return e
+}
+
+// isProbe reports whether a request URI is a health probe or the metrics scrape.
+func isProbe(uri string) bool {
+	return strings.HasPrefix(uri, "/healthz") || strings.HasPrefix(uri, "/readyz") || strings.HasPrefix(uri, "/metrics")
 }
 
 func newRequestID() string {

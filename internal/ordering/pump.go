@@ -4,12 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	retry "github.com/walletsaga/walletsaga/internal/backoff"
 	"github.com/walletsaga/walletsaga/internal/lifecycle"
+	"github.com/walletsaga/walletsaga/internal/telemetry"
 )
 
 // errStopped ends a flight whose pump stopped between two of its batches.
@@ -254,8 +260,14 @@ func (p *pump) fly(ctx context.Context, fl *flight) error {
 		}
 		chunk := fl.recs[i:min(i+cfg.MaxPerSend, len(fl.recs))]
 		msgs := make([]Message, len(chunk))
+		var spans []trace.Span // of the traced records, in chunk order
 		for j, rec := range chunk {
 			msgs[j] = Message{Topic: cfg.Topic, ShardingKey: rec.Key, Tag: rec.Tag, Keys: rec.Keys, Body: rec.Body}
+			if rec.Traceparent != "" {
+				span := p.sendSpan(ctx, rec)
+				spans = append(spans, span)
+				msgs[j].Properties = map[string]string{PropertyTraceparent: telemetry.Format(span.SpanContext())}
+			}
 		}
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.SendTimeout)
 		start := time.Now()
@@ -264,6 +276,7 @@ func (p *pump) fly(ctx context.Context, fl *flight) error {
 		if serr == nil && len(res) != len(chunk) {
 			serr = fmt.Errorf("%d results for %d messages", len(res), len(chunk))
 		}
+		endSendSpans(spans, chunk, res, serr)
 		if cfg.ObserveSend != nil {
 			cfg.ObserveSend(time.Since(start), serr)
 		}
@@ -342,4 +355,46 @@ func (p *pump) stats(now time.Time) QueueStats {
 		s.Lag = time.Duration(n - o)
 	}
 	return s
+}
+
+// PropertyTraceparent is the message property carrying the W3C traceparent of the relay's
+// send span of the message: the consumer's work on it continues that trace.
+const PropertyTraceparent = "traceparent"
+
+// tracer starts the relay's send spans.
+var tracer = telemetry.Tracer("github.com/walletsaga/walletsaga/internal/ordering")
+
+// sendSpan starts the send span of a traced record, a child of the span that wrote it.
+func (p *pump) sendSpan(ctx context.Context, rec OutboxRecord) trace.Span {
+	_, span := tracer.Start(telemetry.WithParent(ctx, rec.Traceparent), "outbox.send", trace.WithSpanKind(trace.SpanKindProducer))
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("messaging.system", "rocketmq"),
+			attribute.String("messaging.destination.name", p.relay.cfg.Topic),
+			attribute.String("messaging.rocketmq.message.keys", strings.Join(rec.Keys, ",")),
+			attribute.String("messaging.rocketmq.queue", p.queue.String()),
+			attribute.Int64("outbox.id", rec.ID), attribute.Int64("outbox.seq", rec.Seq))
+	}
+	return span
+}
+
+// endSendSpans ends the send spans of the traced records of chunk with what the send did.
+func endSendSpans(spans []trace.Span, chunk []OutboxRecord, res []SendResult, err error) {
+	if len(spans) == 0 {
+		return
+	}
+	i := 0
+	for j, rec := range chunk {
+		if rec.Traceparent == "" {
+			continue
+		}
+		span := spans[i]
+		i++
+		switch {
+		case err != nil:
+			span.SetStatus(codes.Error, err.Error())
+		case j < len(res) && span.IsRecording():
+			span.SetAttributes(attribute.String("messaging.message.id", res[j].MsgID))
+		}
+		span.End()
+	}
 }

@@ -27,6 +27,9 @@ type OutboxRecord struct {
 	// Pred is the ID of the record's predecessor (same Key, Seq-1) while that one is
 	// unpublished, and 0 once it is published (or for Seq 1).
 	Pred int64
+	// Traceparent is the W3C traceparent of whatever wrote the record ("" untraced): its
+	// send span is a child of it, and the message carries the send span's (PropertyTraceparent).
+	Traceparent string
 }
 
 // Slice names the records of one broker queue: those whose key Hash puts on queue Index of a

@@ -19,6 +19,7 @@ import (
 
 	"github.com/walletsaga/walletsaga/internal/lifecycle"
 	"github.com/walletsaga/walletsaga/internal/pg"
+	"github.com/walletsaga/walletsaga/internal/telemetry"
 )
 
 // ErrNotFound means there is no saga with that id.
@@ -215,9 +216,16 @@ func (e *Engine) Start(ctx context.Context, kind string, input any, queue Queue)
 	if err != nil {
 		return nil, err
 	}
+	ctx, span := tracer.Start(ctx, "saga.start")
 	r := &runner{e: e, d: d, id: id, kind: kind, input: in, fence: 1, inline: true,
-		at: position{State: Running, Step: 0, Phase: phaseForward, Attempts: 1}}
-	if err := r.commit(ctx, nil, queue); err != nil {
+		at:          position{State: Running, Step: 0, Phase: phaseForward, Attempts: 1},
+		traceparent: telemetry.Traceparent(ctx), span: span.SpanContext()}
+	if span.IsRecording() {
+		span.SetAttributes(r.attrs()...)
+	}
+	err = r.commit(ctx, nil, queue)
+	endWithError(span, err)
+	if err != nil {
 		return nil, err
 	}
 	return &Started{run: r}, nil
@@ -365,7 +373,7 @@ func (e *Engine) recoverSagas(ctx context.Context) error {
 			for _, c := range got {
 				d := e.definition(c.Kind)
 				r := &runner{e: e, d: d, id: c.ID, kind: c.Kind, input: c.Input, data: c.Data, fence: c.Fence,
-					at: c.position, stepSince: c.StepSince, err: c.Err}
+					at: c.position, stepSince: c.StepSince, err: c.Err, traceparent: c.Traceparent}
 				e.mu.Lock()
 				e.held[c.ID] = true
 				e.mu.Unlock()

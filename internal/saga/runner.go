@@ -9,6 +9,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/walletsaga/walletsaga/internal/telemetry"
 )
 
 // errMoved means the saga is no longer this runner's: a recovery runner took it over after
@@ -40,6 +45,11 @@ type runner struct {
 	delay     time.Duration // of the latest commit: the saga waits in a backoff
 	w         written
 	steps     []StepRecord // the history this runner wrote (all of it, for an inline run)
+
+	// traceparent is the span that started the saga, as stored with it ("" untraced); span
+	// is that span, known to the runner that started the saga: its run is its child.
+	traceparent string
+	span        trace.SpanContext
 }
 
 // drive runs the saga until it ends, waits in a backoff, or ctx is done.
@@ -47,6 +57,8 @@ func (r *runner) drive(ctx context.Context) error {
 	if r.d == nil {
 		return fmt.Errorf("saga %d: kind %q is not registered here", r.id, r.kind)
 	}
+	ctx, span := r.startRun(ctx)
+	defer span.End()
 	for !r.at.State.Terminal() && r.delay == 0 {
 		act := r.d.action(r.at)
 		if act.Local != nil || act.zero() {
@@ -83,9 +95,15 @@ func (r *runner) call(ctx context.Context, f RemoteFunc) (o Outcome, ok bool) {
 	}
 	inst := &Instance{ID: r.id, Kind: r.kind, Input: r.input, Data: r.data}
 	actx, cancel := context.WithTimeout(ctx, r.d.AttemptTimeout)
+	actx, span := tracer.Start(actx, "saga.call", trace.WithSpanKind(trace.SpanKindClient))
+	if span.IsRecording() {
+		span.SetAttributes(r.attrs(attribute.String("saga.step", name), attribute.String("saga.phase", r.at.Phase),
+			attribute.String("saga.idempotency_key", key))...)
+	}
 	start := time.Now()
 	o = protect(func() Outcome { return f(actx, key, inst) })
 	took := time.Since(start)
+	endWithOutcome(span, o)
 	cancel()
 	if ctx.Err() != nil && o.Kind != OutcomeDone {
 		return o, false
@@ -100,7 +118,10 @@ func (r *runner) call(ctx context.Context, f RemoteFunc) (o Outcome, ok bool) {
 // remote one or a backoff or the end. A local action whose statement fails is classified and
 // the commit planned again with that outcome known. queue adds the caller's statements to a
 // saga's first commit.
-func (r *runner) commit(ctx context.Context, first *Outcome, queue Queue) error {
+func (r *runner) commit(ctx context.Context, first *Outcome, queue Queue) (err error) {
+	ctx, span := tracer.Start(ctx, "saga.commit")
+	defer func() { endWithError(span, err) }()
+	traceparent := telemetry.Traceparent(ctx)
 	known := map[position]Outcome{}
 	transient := 0
 	for {
@@ -109,7 +130,7 @@ func (r *runner) commit(ctx context.Context, first *Outcome, queue Queue) error 
 			elapsed = time.Since(r.stepSince)
 		}
 		f := fold(r.d, r.at, first, known, elapsed, r.err, rand.Int64N)
-		inst := &Instance{ID: r.id, Kind: r.kind, Input: r.input, Data: r.data}
+		inst := &Instance{ID: r.id, Kind: r.kind, Input: r.input, Data: r.data, Traceparent: traceparent}
 		// The local actions' statements, queued first so that they may set the data the
 		// saga's own update writes.
 		locals := make([]*pgx.Batch, len(f.Locals))
@@ -139,7 +160,7 @@ func (r *runner) commit(ctx context.Context, first *Outcome, queue Queue) error 
 		if r.inserted || !r.inline {
 			queueUpdate(b, w, f.Records, &out)
 		} else {
-			queueInsert(b, w, f.Records, &out)
+			queueInsert(b, w, f.Records, r.traceparent, &out)
 		}
 		own := len(b.QueuedQueries)
 		if queue != nil && !r.inserted {
@@ -158,6 +179,9 @@ func (r *runner) commit(ctx context.Context, first *Outcome, queue Queue) error 
 		if err == nil {
 			for _, p := range f.Locals {
 				r.observe(p, Done(), took)
+			}
+			if span.IsRecording() {
+				span.SetAttributes(r.attrs(attribute.String("saga.state", string(f.To.State)), attribute.Int("saga.local_steps", len(f.Locals)))...)
 			}
 			r.committed(f, inst.Data, out)
 			return nil
@@ -284,4 +308,50 @@ func protect(f func() Outcome) (o Outcome) {
 		}
 	}()
 	return f()
+}
+
+// tracer starts the engine's spans: a saga's start, each run (inline, background or
+// recovery), each remote call and each commit.
+var tracer = telemetry.Tracer("github.com/walletsaga/walletsaga/internal/saga")
+
+// startRun starts the span of one run of the saga. The runner that started the saga runs it
+// as a child of its start span; a recovery run, which takes over what an earlier process
+// left, starts a trace of its own, linked to the span that started the saga.
+func (r *runner) startRun(ctx context.Context) (context.Context, trace.Span) {
+	if r.span.IsValid() {
+		ctx, span := tracer.Start(trace.ContextWithSpanContext(ctx, r.span), "saga.run")
+		if span.IsRecording() {
+			span.SetAttributes(r.attrs()...)
+		}
+		return ctx, span
+	}
+	ctx, span := tracer.Start(ctx, "saga.recover", trace.WithNewRoot(), telemetry.Link(r.traceparent))
+	if span.IsRecording() {
+		span.SetAttributes(r.attrs(attribute.Int("saga.attempts", r.at.Attempts))...)
+	}
+	return ctx, span
+}
+
+// attrs are the saga's span attributes, and more.
+func (r *runner) attrs(more ...attribute.KeyValue) []attribute.KeyValue {
+	return append([]attribute.KeyValue{attribute.Int64("saga.id", r.id), attribute.String("saga.kind", r.kind)}, more...)
+}
+
+// endWithOutcome ends the span of a remote attempt, an error unless it was done.
+func endWithOutcome(span trace.Span, o Outcome) {
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("saga.outcome", o.Kind.String()))
+		if o.Kind != OutcomeDone && o.Err != nil {
+			span.SetStatus(codes.Error, o.Err.Error())
+		}
+	}
+	span.End()
+}
+
+// endWithError ends a span, an error when err is not nil.
+func endWithError(span trace.Span, err error) {
+	if err != nil && span.IsRecording() {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
 }

@@ -141,6 +141,10 @@ type Instance struct {
 	// SetData; the engine persists it with the step's outcome (for local steps, in the same
 	// transaction).
 	Data json.RawMessage
+	// Traceparent is the W3C traceparent of the commit running a local step, "" when tracing
+	// is off: a step whose row another process picks up (an outbox row) stores it there, so
+	// that the trace goes on from this commit.
+	Traceparent string
 }
 
 // SetData replaces the instance's data with v encoded as JSON.

@@ -122,9 +122,10 @@ func withSteps(args []any, recs []stepWrite) []any {
 	return append(args, stepArgs(recs)...)
 }
 
-// queueInsert queues, as one statement, the insert of a new saga (Start's commit) and the
-// history of its first commit.
-func queueInsert(b *pgx.Batch, w sagaWrite, recs []stepWrite, out *written) {
+// queueInsert queues, as one statement, the insert of a new saga (Start's commit), with the
+// traceparent of the span that started it ("" stores NULL), and the history of its first
+// commit.
+func queueInsert(b *pgx.Batch, w sagaWrite, recs []stepWrite, traceparent string, out *written) {
 	_, code, msg := w.errCols()
 	var owner *string
 	if w.Keep {
@@ -133,12 +134,13 @@ func queueInsert(b *pgx.Batch, w sagaWrite, recs []stepWrite, out *written) {
 	b.Queue(`
 WITH s AS (
     INSERT INTO sagas (id, kind, state, input, data, step, phase, attempts, error_code, error_message,
-                       next_run_at, lease_owner, fence, step_since)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, now() + make_interval(secs => $11), $12, $13::bigint, now())
+                       next_run_at, lease_owner, fence, step_since, traceparent)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, now() + make_interval(secs => $11), $12, $13::bigint, now(),
+            NULLIF($21::text, ''))
     RETURNING created_at, updated_at, step_since
 )`+stepsSQL,
-		withSteps([]any{w.ID, w.Kind, w.To.State, w.Input, w.Data, w.To.Step, w.To.Phase, w.To.Attempts, code, msg,
-			w.Due.Seconds(), owner, w.Fence}, recs)...,
+		append(withSteps([]any{w.ID, w.Kind, w.To.State, w.Input, w.Data, w.To.Step, w.To.Phase, w.To.Attempts, code, msg,
+			w.Due.Seconds(), owner, w.Fence}, recs), traceparent)...,
 	).QueryRow(func(row pgx.Row) error { return row.Scan(&out.CreatedAt, &out.UpdatedAt, &out.StepSince) })
 }
 
@@ -177,6 +179,8 @@ type claimed struct {
 	Fence     int64
 	StepSince time.Time
 	Err       *ErrorInfo
+	// Traceparent is the span that started the saga ("" untraced): the recovery run links to it.
+	Traceparent string
 }
 
 // claimSagas leases to owner up to limit sagas of the given kinds that are due (backoff over)
@@ -196,7 +200,7 @@ WITH due AS (
         fence = s.fence + 1, attempts = s.attempts + 1, updated_at = now()
     FROM due WHERE s.id = due.id
     RETURNING s.id, s.kind, s.state, s.step, s.phase, s.attempts, s.input, s.data, s.fence, s.step_since,
-        s.error_code, s.error_message
+        s.error_code, s.error_message, COALESCE(s.traceparent, '')
 ), h AS (
     UPDATE saga_steps st SET attempts = c.attempts
     FROM c WHERE st.saga_id = c.id AND st.step = c.step AND st.phase = c.phase AND st.status = 'pending'
@@ -208,7 +212,7 @@ SELECT * FROM c`, owner, lease.Seconds(), kinds, exclude, limit)
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (claimed, error) {
 		var c claimed
 		var code, msg *string
-		err := row.Scan(&c.ID, &c.Kind, &c.State, &c.Step, &c.Phase, &c.Attempts, &c.Input, &c.Data, &c.Fence, &c.StepSince, &code, &msg)
+		err := row.Scan(&c.ID, &c.Kind, &c.State, &c.Step, &c.Phase, &c.Attempts, &c.Input, &c.Data, &c.Fence, &c.StepSince, &code, &msg, &c.Traceparent)
 		c.Err = errorInfo(code, msg)
 		return c, err
 	})

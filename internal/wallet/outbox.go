@@ -24,6 +24,9 @@ type PendingEvent struct {
 	// Pred is the id of the user's previous event (seq-1) while that one is unpublished; 0
 	// once it is published, and for seq 1.
 	Pred int64
+	// Traceparent is the W3C traceparent of the saga commit that wrote the event, "" when
+	// untraced.
+	Traceparent string
 }
 
 // OutboxStore is the relay's side of the transactional outbox (wallet_events): the relay
@@ -135,7 +138,7 @@ WITH snap AS MATERIALIZED (
     SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS horizon,
            COALESCE((SELECT max(id) FROM wallet_events), 0) AS last
 ), mine AS (
-    (SELECT e.id, e.user_id, e.seq, e.kind, e.amount, e.currency, e.balance_after, e.saga_id, e.phone, e.locale, e.occurred_at
+    (SELECT e.id, e.user_id, e.seq, e.kind, e.amount, e.currency, e.balance_after, e.saga_id, e.phone, e.locale, e.occurred_at, e.traceparent
      FROM wallet_events e
      WHERE e.published_at IS NULL AND e.id > $1
        AND CASE WHEN $2 THEN wallet_key_hash_fnv(e.user_id) % $3 ELSE abs(e.key_hash % $3) END = $4
@@ -143,14 +146,14 @@ WITH snap AS MATERIALIZED (
      ORDER BY e.id
      LIMIT $6)
     UNION ALL
-    (SELECT e.id, e.user_id, e.seq, e.kind, e.amount, e.currency, e.balance_after, e.saga_id, e.phone, e.locale, e.occurred_at
+    (SELECT e.id, e.user_id, e.seq, e.kind, e.amount, e.currency, e.balance_after, e.saga_id, e.phone, e.locale, e.occurred_at, e.traceparent
      FROM wallet_events e
      WHERE $1 > 0 AND e.published_at IS NULL AND e.xact >= $7::text::xid8 AND e.id <= $1
        AND CASE WHEN $2 THEN wallet_key_hash_fnv(e.user_id) % $3 ELSE abs(e.key_hash % $3) END = $4
        AND e.id <> ALL($5))
 )
 SELECT s.horizon, s.last, e.id, e.user_id, e.seq, e.kind, e.amount, e.currency, e.balance_after, e.saga_id,
-       e.phone, e.locale, e.occurred_at, p.id
+       e.phone, e.locale, e.occurred_at, p.id, e.traceparent
 FROM snap s
 LEFT JOIN mine e ON true
 LEFT JOIN wallet_events p ON p.user_id = e.user_id AND p.seq = e.seq - 1 AND p.published_at IS NULL
@@ -186,11 +189,11 @@ func (s *OutboxStore) Pending(ctx context.Context, q QueueSlice, after int64, ho
 	for rows.Next() {
 		var (
 			id, userID, seq, amount, balanceAfter, sagaID, pred *int64
-			kind, currency, phone, locale                       *string
+			kind, currency, phone, locale, traceparent          *string
 			occurredAt                                          *time.Time
 		)
 		if err := rows.Scan(&xmin, &page.Last, &id, &userID, &seq, &kind, &amount, &currency, &balanceAfter, &sagaID,
-			&phone, &locale, &occurredAt, &pred); err != nil {
+			&phone, &locale, &occurredAt, &pred, &traceparent); err != nil {
 			return OutboxPage{}, fmt.Errorf("wallet: outbox pending: %w", err)
 		}
 		if id == nil {
@@ -207,6 +210,9 @@ func (s *OutboxStore) Pending(ctx context.Context, q QueueSlice, after int64, ho
 			Keys: []string{strconv.FormatInt(e.EventID, 10), e.SeqKey()}, OccurredAt: e.OccurredAt}
 		if pred != nil {
 			ev.Pred = *pred
+		}
+		if traceparent != nil {
+			ev.Traceparent = *traceparent
 		}
 		page.Events = append(page.Events, ev)
 	}

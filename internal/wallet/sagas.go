@@ -110,7 +110,7 @@ func balanceStep[In any](step string, change func(in In) Change) saga.Action {
 			return o
 		}
 		c := change(in)
-		c.SagaID, c.Step = s.ID, step
+		c.SagaID, c.Step, c.Traceparent = s.ID, step, s.Traceparent
 		QueueChange(b, c, nil)
 		return saga.Done()
 	})

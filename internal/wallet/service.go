@@ -184,7 +184,7 @@ func (s *Service) start(ctx context.Context, payer int64, key string, hash []byt
 	case err != nil:
 		return Operation{}, fmt.Errorf("wallet: start %s saga: %w", row.Kind, err)
 	}
-	s.log.Debug("saga started", "saga", st.ID(), "kind", row.Kind, "user", row.UserID, "amount", int64(row.Amount))
+	s.log.DebugContext(ctx, "saga started", "saga", st.ID(), "kind", row.Kind, "user", row.UserID, "amount", int64(row.Amount))
 	if background {
 		snap := st.Snapshot()
 		s.engine.Go(st)
@@ -194,7 +194,7 @@ func (s *Service) start(ctx context.Context, payer int64, key string, hash []byt
 	// run cut short would wait for its lease to expire before recovery took it over.
 	snap, err := s.engine.Drive(context.WithoutCancel(ctx), st)
 	if err != nil {
-		s.log.Warn("saga run stopped; recovery will resume it", "saga", st.ID(), "err", err)
+		s.log.WarnContext(ctx, "saga run stopped; recovery will resume it", "saga", st.ID(), "err", err)
 	}
 	return row.operation(snap), nil
 }

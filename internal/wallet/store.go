@@ -116,6 +116,9 @@ type Change struct {
 	// LockFirst, when set, are wallets to lock (in user-id order) before this one changes:
 	// a transfer locks both of its wallets so that two opposite transfers cannot deadlock.
 	LockFirst []int64
+	// Traceparent is the W3C traceparent of the saga commit making the change ("" when
+	// untraced), stored with the outbox row so that the trace goes on to the SMS.
+	Traceparent string
 }
 
 // Applied is what ApplyChange did.
@@ -160,12 +163,12 @@ WITH w AS (
     INSERT INTO ledger_entries (user_id, saga_id, step, amount, balance_after)
     SELECT $1, $2, $3, $4, w.balance FROM w
 ), e AS (
-    INSERT INTO wallet_events (user_id, seq, kind, amount, currency, balance_after, saga_id, phone, locale)
-    SELECT $1, w.event_seq, $5, $4, w.currency, w.balance, $2, u.phone, u.locale FROM w JOIN users u ON u.id = $1
+    INSERT INTO wallet_events (user_id, seq, kind, amount, currency, balance_after, saga_id, phone, locale, traceparent)
+    SELECT $1, w.event_seq, $5, $4, w.currency, w.balance, $2, u.phone, u.locale, NULLIF($6::text, '') FROM w JOIN users u ON u.id = $1
     RETURNING id, seq, balance_after
 )
 SELECT e.id, e.seq, e.balance_after, EXISTS (SELECT 1 FROM wallets WHERE user_id = $1)
-FROM (SELECT 1) one LEFT JOIN e ON true`, c.UserID, c.SagaID, c.Step, int64(c.Amount), string(c.Kind))
+FROM (SELECT 1) one LEFT JOIN e ON true`, c.UserID, c.SagaID, c.Step, int64(c.Amount), string(c.Kind), c.Traceparent)
 	if got != nil {
 		q.QueryRow(func(row pgx.Row) error {
 			var id, seq, after *int64

@@ -10,9 +10,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/walletsaga/walletsaga/internal/lifecycle"
 	"github.com/walletsaga/walletsaga/internal/notify"
 	"github.com/walletsaga/walletsaga/internal/notify/senders"
+	"github.com/walletsaga/walletsaga/internal/telemetry"
 	"github.com/walletsaga/walletsaga/internal/walletevent"
 )
 
@@ -477,8 +482,17 @@ func (l *Lanes) deliver(ctx context.Context, h head, m notify.SMS) outcome {
 		o.Age = h.Age + time.Since(h.ReadAt)
 		return o
 	}
-	sctx, cancel := context.WithTimeout(ctx, l.cfg.SendTimeout)
+	sctx, cancel := context.WithTimeout(telemetry.WithParent(ctx, h.Traceparent), l.cfg.SendTimeout)
+	sctx, span := tracer.Start(sctx, "sms.send", trace.WithSpanKind(trace.SpanKindClient))
+	if span.IsRecording() {
+		span.SetAttributes(attribute.Int64("sms.user_id", h.UserID), attribute.Int64("sms.seq", h.Seq),
+			attribute.Int("sms.prior_attempts", h.Attempts), attribute.String("sms.idempotency_key", m.IdempotencyKey))
+	}
 	sendErr := l.cfg.Sender.Send(sctx, m)
+	if sendErr != nil {
+		span.SetStatus(codes.Error, sendErr.Error())
+	}
+	span.End()
 	cancel()
 	done(sendErr)
 	a := Attempt{Prior: h.Attempts, Age: h.Age + time.Since(h.ReadAt), Err: sendErr}
@@ -489,9 +503,12 @@ func (l *Lanes) deliver(ctx context.Context, h head, m notify.SMS) outcome {
 	o.Verdict, o.Attempts, o.Delay, o.Reason, o.Age = d.Verdict, d.Attempts, d.Delay, d.Reason, a.Age
 	switch d.Verdict {
 	case Retry:
-		l.log.Info("SMS failed; will retry", "user_id", h.UserID, "seq", h.Seq, "attempts", d.Attempts, "in", d.Delay, "err", sendErr)
+		l.log.InfoContext(sctx, "SMS failed; will retry", "user_id", h.UserID, "seq", h.Seq, "attempts", d.Attempts, "in", d.Delay, "err", sendErr)
 	case DeadLettered:
-		l.log.Warn("SMS dead-lettered", "user_id", h.UserID, "seq", h.Seq, "attempts", d.Attempts, "reason", d.Reason)
+		l.log.WarnContext(sctx, "SMS dead-lettered", "user_id", h.UserID, "seq", h.Seq, "attempts", d.Attempts, "reason", d.Reason)
 	}
 	return o
 }
+
+// tracer starts the lanes' send spans.
+var tracer = telemetry.Tracer("github.com/walletsaga/walletsaga/internal/notify/gate")

@@ -95,6 +95,9 @@ type Arrival struct {
 	Seq    int64
 	Kind   string
 	Text   string
+	// Traceparent is the W3C traceparent of the span that recorded the arrival ("" untraced):
+	// the lane's send span is its child.
+	Traceparent string
 }
 
 // Arrived is what one Arrive did.
@@ -131,18 +134,20 @@ func (s *Store) Arrive(ctx context.Context, q pg.Querier, batch []Arrival, fromL
 		}
 	}
 	var users, seqs []int64
-	var msgIDs, events, kinds, texts, queues []string
+	var msgIDs, events, kinds, texts, queues, traceparents []string
 	for _, a := range batch {
 		if Admit(at[a.UserID], a.Seq, 0) == Finished {
 			continue
 		}
 		users, seqs = append(users, a.UserID), append(seqs, a.Seq)
 		msgIDs, events, kinds, texts, queues = append(msgIDs, a.MsgID), append(events, string(a.Event)), append(kinds, a.Kind), append(texts, a.Text), append(queues, a.Queue)
+		traceparents = append(traceparents, a.Traceparent)
 	}
 	var r Arrived
 	err = q.QueryRow(ctx, arriveSQL, pgx.StrictNamedArgs{
 		"users": users, "seqs": seqs, "msg_ids": msgIDs, "events": events, "kinds": kinds, "texts": texts, "queues": queues,
-		"start_users": startUsers, "start_last_seqs": startLast, "start_baselines": startBaselines,
+		"traceparents": traceparents,
+		"start_users":  startUsers, "start_last_seqs": startLast, "start_baselines": startBaselines,
 	}).Scan(&r.Inserted, &r.Baselines)
 	if err != nil {
 		return Arrived{}, fmt.Errorf("inbox: record %d messages: %w", len(batch), err)
@@ -189,6 +194,8 @@ type head struct {
 	ReadAt   time.Time     // when it was read, on this process's monotonic clock
 	MsgID    string
 	Event    []byte
+	// Traceparent is the inbox span that recorded it ("" untraced): its send span's parent.
+	Traceparent string
 }
 
 // claim is a user a lane took: its next SMS (Heads[0], Status "" when it has not arrived)
@@ -222,7 +229,7 @@ func scanHeads[X any](rows pgx.Rows, set func(*claim, X)) ([]claim, error) {
 			age        float64
 			event      string
 		)
-		if err := rows.Scan(&user, &last, &extra, &seq, &h.Status, &h.Attempts, &age, &h.MsgID, &event); err != nil {
+		if err := rows.Scan(&user, &last, &extra, &seq, &h.Status, &h.Attempts, &age, &h.MsgID, &event, &h.Traceparent); err != nil {
 			return nil, err
 		}
 		if len(out) == 0 || out[len(out)-1].UserID != user {

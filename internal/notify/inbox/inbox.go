@@ -14,10 +14,14 @@ import (
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/walletsaga/walletsaga/internal/notify"
 	"github.com/walletsaga/walletsaga/internal/notify/gate"
 	"github.com/walletsaga/walletsaga/internal/pg"
+	"github.com/walletsaga/walletsaga/internal/telemetry"
 	"github.com/walletsaga/walletsaga/internal/walletevent"
 )
 
@@ -33,6 +37,9 @@ type Message struct {
 	// DeadLetterReason says why the message was dead-lettered, when it was read from the
 	// DLQ topic and its publisher said.
 	DeadLetterReason string
+	// Traceparent is the W3C traceparent the message carried (the relay's send span), ""
+	// when none: the inbox span that records it is its child.
+	Traceparent string
 }
 
 // Decoded is a message as the notifier takes it: a wallet event arriving at the gate, or,
@@ -124,17 +131,55 @@ func (in *Inbox) Handle(ctx context.Context, batch []Message) error {
 			in.log.Warn("event carries a foreign sharding key", "msg_id", m.MsgID, "sharding_key", m.ShardingKey, "user_id", msgs[i].UserID)
 		}
 	}
+	spans := in.arriveSpans(ctx, batch, msgs)
 	r, err := in.write(ctx, msgs)
 	if isDataError(err) {
 		// One message the database refuses must not hold its queue-mates: record one by
 		// one, and the refused one as bad.
-		return in.oneByOne(ctx, msgs)
+		err = in.oneByOne(ctx, msgs)
+		endSpans(spans, err)
+		return err
 	}
+	endSpans(spans, err)
 	if err != nil {
 		return err
 	}
 	in.count(r)
 	return nil
+}
+
+// tracer starts the inbox's spans.
+var tracer = telemetry.Tracer("github.com/walletsaga/walletsaga/internal/notify/inbox")
+
+// arriveSpans starts, for each good message of batch that carried a traceparent, the span of
+// its recording, a child of the sender's span, and gives the arrival its traceparent: the
+// inbox row stores it, and the lane's send span is its child.
+func (in *Inbox) arriveSpans(ctx context.Context, batch []Message, msgs []Decoded) []trace.Span {
+	var spans []trace.Span
+	for i, m := range batch {
+		if m.Traceparent == "" || msgs[i].Bad != "" {
+			continue
+		}
+		sctx, span := tracer.Start(telemetry.WithParent(ctx, m.Traceparent), "inbox.arrive", trace.WithSpanKind(trace.SpanKindConsumer))
+		if span.IsRecording() {
+			span.SetAttributes(attribute.String("messaging.system", "rocketmq"), attribute.String("messaging.message.id", m.MsgID),
+				attribute.String("messaging.rocketmq.queue", m.Queue), attribute.Int64("messaging.rocketmq.offset", m.Offset),
+				attribute.Int64("sms.user_id", msgs[i].UserID), attribute.Int64("sms.seq", msgs[i].Seq))
+		}
+		msgs[i].Traceparent = telemetry.Traceparent(sctx)
+		spans = append(spans, span)
+	}
+	return spans
+}
+
+// endSpans ends spans, errors when err is not nil.
+func endSpans(spans []trace.Span, err error) {
+	for _, s := range spans {
+		if err != nil {
+			s.SetStatus(codes.Error, err.Error())
+		}
+		s.End()
+	}
 }
 
 // write records msgs in one transaction: the good ones through the gate, the bad ones here.

@@ -18,6 +18,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+
 	"github.com/walletsaga/walletsaga/internal/apperr"
 	"github.com/walletsaga/walletsaga/internal/freetext"
 	"github.com/walletsaga/walletsaga/internal/notify"
@@ -83,7 +85,8 @@ func NewWebhookClient(conns int) *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConns = max(conns, t.MaxIdleConns)
 	t.MaxIdleConnsPerHost = max(conns, 1)
-	return &http.Client{Transport: t}
+	// Each SMS request is a client span, and carries its traceparent to the provider.
+	return &http.Client{Transport: otelhttp.NewTransport(t)}
 }
 
 // NewWebhookSender checks rawURL (absolute http or https) and returns a sender for it.

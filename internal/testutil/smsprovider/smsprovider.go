@@ -26,6 +26,8 @@ type Call struct {
 	Late   bool
 	Status int       // what the provider answered
 	At     time.Time // when it answered
+	// Traceparent is the W3C traceparent header the call carried, "" when none.
+	Traceparent string
 }
 
 // Fault is what the provider does with a call instead of delivering it; the zero Fault
@@ -135,7 +137,8 @@ func (p *Provider) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	c := Call{Key: r.Header.Get("Idempotency-Key"), UserID: body.UserID, Seq: body.Seq, Phone: body.Phone, Text: body.Text, Late: body.Late}
+	c := Call{Key: r.Header.Get("Idempotency-Key"), UserID: body.UserID, Seq: body.Seq, Phone: body.Phone, Text: body.Text, Late: body.Late,
+		Traceparent: r.Header.Get("Traceparent")}
 	if c.Key == "" {
 		http.Error(w, "an Idempotency-Key header is required", http.StatusBadRequest)
 		return

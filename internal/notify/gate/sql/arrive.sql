@@ -3,11 +3,13 @@
 -- row is woken (a row appended to notify.wakes); a user the gate had not seen gets its
 -- progress row, due, at the start given (@start_*). It locks no row a lane may hold.
 WITH ev AS (
-	SELECT * FROM unnest(@users::bigint[], @seqs::bigint[], @msg_ids::text[], @events::jsonb[], @kinds::text[], @texts::text[], @queues::text[])
-		AS ev(user_id, seq, msg_id, event, kind, text, queue)
+	SELECT * FROM unnest(@users::bigint[], @seqs::bigint[], @msg_ids::text[], @events::jsonb[], @kinds::text[], @texts::text[], @queues::text[],
+			@traceparents::text[])
+		AS ev(user_id, seq, msg_id, event, kind, text, queue, traceparent)
 ), ins AS (
-	INSERT INTO notify.notifications (user_id, seq, status, msg_id, event, kind, text, queue)
-	SELECT DISTINCT ON (ev.user_id, ev.seq) ev.user_id, ev.seq, 'pending', ev.msg_id, ev.event, ev.kind, ev.text, NULLIF(ev.queue, '')
+	INSERT INTO notify.notifications (user_id, seq, status, msg_id, event, kind, text, queue, traceparent)
+	SELECT DISTINCT ON (ev.user_id, ev.seq) ev.user_id, ev.seq, 'pending', ev.msg_id, ev.event, ev.kind, ev.text, NULLIF(ev.queue, ''),
+		NULLIF(ev.traceparent, '')
 	FROM ev
 	ORDER BY ev.user_id, ev.seq
 	ON CONFLICT (user_id, seq) DO NOTHING

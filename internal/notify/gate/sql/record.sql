@@ -66,7 +66,8 @@ WITH o AS (
 )
 SELECT adv.user_id, st.last_seq, adv.idle,
        n.seq, COALESCE(n.status, ''), COALESCE(n.attempts, 0),
-       COALESCE(extract(epoch FROM now() - n.first_attempt_at), 0)::float8, COALESCE(n.msg_id, ''), COALESCE(n.event::text, '')
+       COALESCE(extract(epoch FROM now() - n.first_attempt_at), 0)::float8, COALESCE(n.msg_id, ''), COALESCE(n.event::text, ''),
+       COALESCE(n.traceparent, '')
 FROM adv
 JOIN st ON st.user_id = adv.user_id
 LEFT JOIN LATERAL (

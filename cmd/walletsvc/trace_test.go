@@ -1,0 +1,171 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/walletsaga/walletsaga/internal/notify/gate"
+	"github.com/walletsaga/walletsaga/internal/notify/inbox"
+	"github.com/walletsaga/walletsaga/internal/notify/senders"
+	"github.com/walletsaga/walletsaga/internal/ordering"
+	"github.com/walletsaga/walletsaga/internal/procs"
+	"github.com/walletsaga/walletsaga/internal/providersim"
+	"github.com/walletsaga/walletsaga/internal/providersim/simtest"
+	"github.com/walletsaga/walletsaga/internal/rmqtest"
+	"github.com/walletsaga/walletsaga/internal/telemetry"
+	"github.com/walletsaga/walletsaga/internal/testdb"
+	"github.com/walletsaga/walletsaga/internal/testutil/smsprovider"
+	"github.com/walletsaga/walletsaga/internal/testutil/wait"
+)
+
+// TestADepositIsOneTraceFromRequestToSMS runs walletsvc (in this process, as run wires it)
+// and the notifier's consumer, inbox and lanes on the real Postgres and broker, with the
+// SDK's in-memory exporter as the global tracer provider, and follows one deposit: the API
+// span, the saga's start, run and commit, the relay's send, the inbox's arrival and the
+// lane's send are one chain of parents and children in one trace, and the SMS provider's
+// request carries a traceparent of that trace.
+//
+// It sets the process's global tracer provider, so it does not run in parallel: it runs
+// before the parallel tests of the package start, and its provider is shut down (every span
+// after it a no-op) when it ends.
+func TestADepositIsOneTraceFromRequestToSMS(t *testing.T) {
+	b := rmqtest.Require(t)
+	spans := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
+	otel.SetTracerProvider(tp)
+	otel.SetTextMapPropagator(telemetry.Propagator())
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+
+	pool, dbURL := testdb.New(t)
+	topic := rmqtest.Unique("trace-events")
+	b.CreateTopic(t, topic, 4)
+	prov := simtest.Start(t, nil, providersim.Options{})
+	sms := smsprovider.Start()
+	t.Cleanup(sms.Close)
+
+	// The notifier's side, wired as cmd/notifier wires it, on the same database.
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	gates := gate.NewStore(pool)
+	sender, err := senders.NewWebhookSender(sms.URL(), 2*time.Second, senders.NewWebhookClient(4))
+	require.NoError(t, err)
+	lanes, err := gate.NewLanes(gates, gate.LaneConfig{Workers: 4, Owner: "trace-test", Poll: 50 * time.Millisecond,
+		Policy: gate.DefaultRetryPolicy, Sender: sender, Logger: log})
+	require.NoError(t, err)
+	in := inbox.NewInbox(inbox.NewStore(pool), gates, false, func(inbox.Received) { lanes.Wake() }, log)
+	consumer, err := ordering.NewOrderlyConsumer(ordering.ConsumerConfig{Namesrv: []string{b.Namesrv}, Group: rmqtest.Unique("trace-notifier"),
+		Topic: topic, FromFirstOffset: true, Credentials: b.Credentials, Logger: log},
+		func(ctx context.Context, batch []ordering.Delivery) error {
+			msgs := make([]inbox.Message, len(batch))
+			for i, d := range batch {
+				msgs[i] = inbox.Message{MsgID: d.MsgID, Topic: d.Topic, Queue: d.QueueLabel(), Offset: d.QueueOffset, ShardingKey: d.ShardingKey,
+					Body: d.Body, Traceparent: d.Properties[ordering.PropertyTraceparent]}
+			}
+			return in.Handle(ctx, msgs)
+		})
+	require.NoError(t, err)
+	require.NoError(t, lanes.Start(context.Background()))
+	require.NoError(t, consumer.Start(context.Background()))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		require.NoError(t, consumer.Stop(ctx))
+		require.NoError(t, lanes.Stop(ctx))
+	})
+
+	p := procs.StartFuncTest(t, "walletsvc", run, []string{"serve"}, devEnv(map[string]string{
+		"DATABASE_URL": dbURL, "ROCKETMQ_NAMESRV": b.Namesrv, "WALLET_EVENTS_TOPIC": topic, "PRODUCER_GROUP": rmqtest.Unique("trace-relay"),
+		"PAYMENT_GATEWAY_URL": prov.URL, "MERCHANT_URL": prov.URL,
+		"ROCKETMQ_ACCESS_KEY": b.Credentials.AccessKey, "ROCKETMQ_SECRET_KEY": b.Credentials.SecretKey,
+	}))
+	t.Cleanup(func() { require.NoError(t, p.Stop(30*time.Second)) })
+
+	post := func(path, body string) {
+		req, err := http.NewRequest(http.MethodPost, p.URL+path, strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+DevServiceToken)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Less(t, resp.StatusCode, 300, path)
+	}
+	post("/v1/users", `{"name":"Ann","phone":"+8613800138000"}`)
+	var user int64
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT id FROM users WHERE name = 'Ann'`).Scan(&user))
+	post(fmt.Sprintf("/v1/users/%d/deposits?wait=true", user), `{"amount":500}`)
+
+	byName := func(name string) []sdktrace.ReadOnlySpan {
+		var out []sdktrace.ReadOnlySpan
+		for _, s := range spans.GetSpans().Snapshots() {
+			if s.Name() == name {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	wait.Until(t, 60*time.Second, "the SMS send span", func() bool { return len(byName("sms.send")) > 0 })
+
+	api := byName("POST /v1/users/:id/deposits")
+	require.Len(t, api, 1, "one server span for the deposit")
+	root := api[0]
+	require.Equal(t, trace.SpanKindServer, root.SpanKind())
+	traceID := root.SpanContext().TraceID()
+	// Every span of this trace, by its id; the chain below walks it from the SMS up.
+	all := map[trace.SpanID]sdktrace.ReadOnlySpan{}
+	for _, s := range spans.GetSpans().Snapshots() {
+		if s.SpanContext().TraceID() == traceID {
+			all[s.SpanContext().SpanID()] = s
+		}
+	}
+	sends := byName("sms.send")
+	require.Len(t, sends, 1)
+	chain := []string{sends[0].Name()}
+	for s := sends[0]; s.Parent().IsValid(); {
+		require.Equal(t, traceID, s.SpanContext().TraceID(), "span %s is in the deposit's trace", s.Name())
+		parent, ok := all[s.Parent().SpanID()]
+		require.True(t, ok, "the parent of %s is a span of the deposit's trace", s.Name())
+		s = parent
+		chain = append(chain, s.Name())
+	}
+	require.Equal(t, []string{"sms.send", "inbox.arrive", "outbox.send", "saga.commit", "saga.run", "saga.start", "POST /v1/users/:id/deposits"}, chain)
+
+	// The payment gateway's call is a child of the saga's run, through the provider client's
+	// own client span; the SMS provider's request carries the lane's trace.
+	calls := 0
+	for _, s := range all {
+		if s.Name() == "saga.call" {
+			calls++
+			require.Equal(t, "saga.run", all[s.Parent().SpanID()].Name())
+		}
+	}
+	require.Equal(t, 1, calls, "one remote call: the charge")
+	got := sms.Calls(nil)
+	require.Len(t, got, 1)
+	sc := telemetry.Parse(got[0].Traceparent)
+	require.True(t, sc.IsValid(), "the SMS request carries a traceparent: %q", got[0].Traceparent)
+	require.Equal(t, traceID, sc.TraceID())
+	client, ok := all[sc.SpanID()]
+	require.True(t, ok, "the traceparent names a span of the trace")
+	require.Equal(t, trace.SpanKindClient, client.SpanKind())
+	require.Equal(t, sends[0].SpanContext().SpanID(), client.Parent().SpanID(), "the HTTP client span is the lane send span's child")
+
+	// The rows carry it too: the outbox row the send span's parent, the inbox row the
+	// arrival span's.
+	var outboxTP, inboxTP string
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT traceparent FROM wallet_events WHERE user_id = $1`, user).Scan(&outboxTP))
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT traceparent FROM notify.notifications WHERE user_id = $1`, user).Scan(&inboxTP))
+	require.Equal(t, byName("outbox.send")[0].Parent().SpanID(), telemetry.Parse(outboxTP).SpanID())
+	require.Equal(t, byName("inbox.arrive")[0].SpanContext().SpanID(), telemetry.Parse(inboxTP).SpanID())
+}
