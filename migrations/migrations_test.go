@@ -244,9 +244,16 @@ func TestADatabaseOfTheCombinedSequenceIsAdopted(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool, _ := testdb.New(t)
-	// What the combined sequence left: every version in public.goose_db_version, no notifier
-	// version table.
-	_, err := pool.Exec(ctx, `
+	// What the combined sequence left: the notifier's schema as of its last version (11),
+	// every version in public.goose_db_version, no notifier version table. The notifier's
+	// later migrations came after the split: stepped down first, they are applied on top.
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close() //nolint:errcheck // a view of pool
+	p, err := migrations.Notify.Provider(db)
+	require.NoError(t, err)
+	_, err = p.DownTo(ctx, 11)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `
 		INSERT INTO public.goose_db_version (version_id, is_applied) SELECT version_id, true FROM notify.goose_db_version WHERE version_id > 0;
 		DROP TABLE notify.goose_db_version`)
 	require.NoError(t, err)
