@@ -14,7 +14,6 @@ import (
 	"context"
 	_ "embed"
 	"errors"
-	"io/fs"
 	"log/slog"
 	"math"
 	"net/http"
@@ -23,7 +22,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/walletsaga/walletsaga/internal/apperr"
-	"github.com/walletsaga/walletsaga/internal/freetext"
 	"github.com/walletsaga/walletsaga/internal/httpx"
 	"github.com/walletsaga/walletsaga/internal/notify/deadletters"
 	"github.com/walletsaga/walletsaga/internal/notify/gate"
@@ -80,9 +78,10 @@ func Register(e *echo.Echo, d Deps) {
 		handler      echo.HandlerFunc
 		mw           []echo.MiddlewareFunc
 	}
+	page, asset := httpx.Page(web.FS)
 	routes := []route{
-		{http.MethodGet, "/", page(), nil},
-		{http.MethodGet, "/assets/:name", asset(), nil},
+		{http.MethodGet, "/", page, nil},
+		{http.MethodGet, "/assets/:name", asset, nil},
 		{http.MethodGet, "/v1/users", listUsers(d.Log), []echo.MiddlewareFunc{read}},
 		{http.MethodGet, "/v1/users/:id/sms", listUserSMS(d.Log), []echo.MiddlewareFunc{read}},
 		{http.MethodGet, "/v1/sms", noStore(listPage(d.Log.Changes)), []echo.MiddlewareFunc{read}},
@@ -102,39 +101,6 @@ func Register(e *echo.Echo, d Deps) {
 		e.Add(r.method, r.path, r.handler, r.mw...)
 	}
 	httpx.Document(e, "/openapi.yaml", "application/yaml", OpenAPI)
-}
-
-// page serves the SMS log page, allowed to load only its own assets.
-func page() echo.HandlerFunc {
-	return func(c echo.Context) error {
-		b, err := fs.ReadFile(web.FS, "index.html")
-		if err != nil {
-			return apperr.Wrap(err, apperr.Internal, "the page is missing from the binary")
-		}
-		h := c.Response().Header()
-		h.Set("Content-Security-Policy", "default-src 'self'; style-src 'self'; script-src 'self'; connect-src 'self'")
-		h.Set("Cache-Control", "no-cache")
-		return c.Blob(http.StatusOK, "text/html; charset=utf-8", b)
-	}
-}
-
-// asset serves the page's script and style sheet, and nothing else: a name that is not one
-// of them is a JSON 404 (a file server would list directories and redirect index.html).
-func asset() echo.HandlerFunc {
-	types := map[string]string{"app.js": "text/javascript; charset=utf-8", "style.css": "text/css; charset=utf-8"}
-	return func(c echo.Context) error {
-		name := c.Param("name")
-		ct, ok := types[name]
-		if !ok {
-			return apperr.New(apperr.NotFound, "no asset %q: the page has app.js and style.css", freetext.Clip(name, 40))
-		}
-		b, err := fs.ReadFile(web.FS, name)
-		if err != nil {
-			return apperr.Wrap(err, apperr.Internal, "the page's %s is missing from the binary", name)
-		}
-		c.Response().Header().Set("Cache-Control", "no-cache")
-		return c.Blob(http.StatusOK, ct, b)
-	}
 }
 
 // listUserSMS serves GET /v1/users/{id}/sms: a page of the user's finished SMS, in seq order.
