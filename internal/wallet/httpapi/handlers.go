@@ -199,6 +199,9 @@ func listEvents(svc *wallet.Service) userHandler {
 			return err
 		}
 		f.Limit = int(min(limit, 1_000_000))
+		if f.Limit == 0 {
+			f.Limit = wallet.DefaultEventPage
+		}
 		evs, err := svc.ListEvents(c.Request().Context(), id, f)
 		if err != nil {
 			return err
@@ -210,7 +213,15 @@ func listEvents(svc *wallet.Service) userHandler {
 				BalanceAfter: int64(e.BalanceAfter), SagaID: e.SagaID, OccurredAt: e.OccurredAt, Published: e.Published,
 			})
 		}
-		return c.JSON(http.StatusOK, map[string]any{"items": items})
+		body := struct {
+			Items      []eventBody `json:"items"`
+			NextCursor string      `json:"next_cursor,omitempty"`
+		}{Items: items}
+		// A full page may have a next one: it starts after the last seq of this one.
+		if len(items) > 0 && len(items) == f.Limit {
+			body.NextCursor = strconv.FormatInt(items[len(items)-1].Seq, 10)
+		}
+		return c.JSON(http.StatusOK, body)
 	}
 }
 

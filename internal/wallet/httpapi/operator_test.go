@@ -187,3 +187,24 @@ func TestConsoleIsSelfContained(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, http.StatusNotFound, resp.StatusCode)
 }
+
+func TestEventsPageByCursor(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, false)
+	user := strconv.FormatInt(s.createUser(t), 10)
+	for range 3 {
+		res := s.do(t, http.MethodPost, "/v1/users/"+user+"/deposits?wait=true", `{"amount":100}`)
+		require.Equal(t, http.StatusOK, res.status, res.raw)
+	}
+	res := s.do(t, http.MethodGet, "/v1/users/"+user+"/events?limit=2", "")
+	require.Equal(t, http.StatusOK, res.status, res.raw)
+	require.Len(t, res.body["items"], 2)
+	require.Equal(t, "2", res.body["next_cursor"])
+	res = s.do(t, http.MethodGet, "/v1/users/"+user+"/events?limit=2&after=2", "")
+	require.Equal(t, http.StatusOK, res.status, res.raw)
+	require.Len(t, res.body["items"], 1)
+	require.Equal(t, 3.0, res.body["items"].([]any)[0].(map[string]any)["seq"])
+	require.Nil(t, res.body["next_cursor"], "the last page")
+	res = s.do(t, http.MethodGet, "/v1/users/"+user+"/events?limit=1001", "")
+	require.Equal(t, http.StatusBadRequest, res.status, res.raw)
+}
