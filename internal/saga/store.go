@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgerrcode"
@@ -318,28 +319,33 @@ func endedSagas(ctx context.Context, pool *pgxpool.Pool, ids []int64) ([]int64, 
 
 // listSagas reads the sagas f selects (see ListFilter), newest first, without input, data
 // and history. A NULL parameter switches its filter off.
-func listSagas(ctx context.Context, pool *pgxpool.Pool, f ListFilter) ([]Snapshot, error) {
-	var kinds []string
+// listSQL is List's statement for f: only the filters given are in it. A catch-all
+// ($n IS NULL OR …) would let a generic plan walk every saga by id to find a page of one
+// state, where this statement reads sagas_state_id_idx backwards from the cursor.
+func listSQL(f ListFilter) (string, pgx.NamedArgs) {
+	where, args := []string{"true"}, pgx.NamedArgs{"limit": f.Limit}
+	if f.IDs != nil {
+		where, args["ids"] = append(where, "id = ANY(@ids)"), f.IDs
+	}
 	if len(f.Kinds) > 0 {
-		kinds = f.Kinds
+		where, args["kinds"] = append(where, "kind = ANY(@kinds)"), f.Kinds
 	}
-	var state *string
 	if f.State != "" {
-		s := string(f.State)
-		state = &s
+		where, args["state"] = append(where, "state = @state"), string(f.State)
 	}
-	var before *int64
 	if f.Before > 0 {
-		before = &f.Before
+		where, args["before"] = append(where, "id < @before"), f.Before
 	}
-	rows, err := pool.Query(ctx, `SELECT id, kind, state, error_code, error_message, created_at, updated_at
+	return `SELECT id, kind, state, error_code, error_message, created_at, updated_at
 		FROM sagas
-		WHERE ($1::bigint[] IS NULL OR id = ANY($1))
-		  AND ($2::text[] IS NULL OR kind = ANY($2))
-		  AND ($3::text IS NULL OR state = $3)
-		  AND ($4::bigint IS NULL OR id < $4)
+		WHERE ` + strings.Join(where, " AND ") + `
 		ORDER BY id DESC
-		LIMIT $5`, f.IDs, kinds, state, before, f.Limit)
+		LIMIT @limit`, args
+}
+
+func listSagas(ctx context.Context, pool *pgxpool.Pool, f ListFilter) ([]Snapshot, error) {
+	query, args := listSQL(f)
+	rows, err := pool.Query(ctx, query, args)
 	if err != nil {
 		return nil, fmt.Errorf("saga: list: %w", err)
 	}

@@ -402,7 +402,7 @@ func validState(st saga.State) bool {
 func (s *Service) ListEvents(ctx context.Context, userID int64, f EventFilter) ([]Event, error) {
 	switch {
 	case f.Limit == 0:
-		f.Limit = 100
+		f.Limit = DefaultEventPage
 	case f.Limit < 1 || f.Limit > 1000:
 		return nil, apperr.New(apperr.Invalid, "limit must be between 1 and 1000, got %d", f.Limit)
 	}

@@ -105,10 +105,13 @@ type SagaPage struct {
 	NextCursor int64       // 0 when there is no further page
 }
 
+// DefaultEventPage is how many events ListEvents returns when the filter sets no limit.
+const DefaultEventPage = 100
+
 // EventFilter selects events for ListEvents.
 type EventFilter struct {
 	AfterSeq int64 // only events with a larger seq
-	Limit    int   // 1–1000; 0 means 100
+	Limit    int   // 1–1000; 0 means DefaultEventPage
 }
 
 var phoneRE = regexp.MustCompile(`^\+[1-9][0-9]{7,14}$`)

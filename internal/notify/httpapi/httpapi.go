@@ -14,7 +14,6 @@ import (
 	"context"
 	_ "embed"
 	"errors"
-	"io/fs"
 	"log/slog"
 	"math"
 	"net/http"
@@ -23,7 +22,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/walletsaga/walletsaga/internal/apperr"
-	"github.com/walletsaga/walletsaga/internal/freetext"
 	"github.com/walletsaga/walletsaga/internal/httpx"
 	"github.com/walletsaga/walletsaga/internal/notify/deadletters"
 	"github.com/walletsaga/walletsaga/internal/notify/gate"
@@ -80,15 +78,17 @@ func Register(e *echo.Echo, d Deps) {
 		handler      echo.HandlerFunc
 		mw           []echo.MiddlewareFunc
 	}
+	page, asset := httpx.Page(web.FS)
 	routes := []route{
-		{http.MethodGet, "/", page(), nil},
-		{http.MethodGet, "/assets/:name", asset(), nil},
-		{http.MethodGet, "/v1/users", listPage(d.Log.Users), []echo.MiddlewareFunc{read}},
+		{http.MethodGet, "/", page, nil},
+		{http.MethodGet, "/assets/:name", asset, nil},
+		{http.MethodGet, "/v1/users", listUsers(d.Log), []echo.MiddlewareFunc{read}},
 		{http.MethodGet, "/v1/users/:id/sms", listUserSMS(d.Log), []echo.MiddlewareFunc{read}},
 		{http.MethodGet, "/v1/sms", noStore(listPage(d.Log.Changes)), []echo.MiddlewareFunc{read}},
+		{http.MethodGet, "/v1/activity", noStore(listPage(d.Log.Activity)), []echo.MiddlewareFunc{read}},
 		{http.MethodGet, "/v1/dead-letters", listPage(d.Log.DeadLetters), []echo.MiddlewareFunc{read}},
 		{http.MethodGet, "/v1/bad-messages", listPage(d.Log.BadMessages), []echo.MiddlewareFunc{read}},
-		{http.MethodGet, "/v1/audit", listAudit(d.Log), []echo.MiddlewareFunc{read}},
+		{http.MethodGet, "/v1/audit", listPage(d.Log.Audit), []echo.MiddlewareFunc{read}},
 		// Operator actions: admin token + X-Operator, checked in the handler.
 		{http.MethodPost, "/v1/dead-letters/:user_id/:seq/replay", replay(d), nil},
 	}
@@ -103,58 +103,42 @@ func Register(e *echo.Echo, d Deps) {
 	httpx.Document(e, "/openapi.yaml", "application/yaml", OpenAPI)
 }
 
-// page serves the SMS log page, allowed to load only its own assets.
-func page() echo.HandlerFunc {
-	return func(c echo.Context) error {
-		b, err := fs.ReadFile(web.FS, "index.html")
-		if err != nil {
-			return apperr.Wrap(err, apperr.Internal, "the page is missing from the binary")
-		}
-		h := c.Response().Header()
-		h.Set("Content-Security-Policy", "default-src 'self'; style-src 'self'; script-src 'self'; connect-src 'self'")
-		h.Set("Cache-Control", "no-cache")
-		return c.Blob(http.StatusOK, "text/html; charset=utf-8", b)
-	}
-}
-
-// asset serves the page's script and style sheet, and nothing else: a name that is not one
-// of them is a JSON 404 (a file server would list directories and redirect index.html).
-func asset() echo.HandlerFunc {
-	types := map[string]string{"app.js": "text/javascript; charset=utf-8", "style.css": "text/css; charset=utf-8"}
-	return func(c echo.Context) error {
-		name := c.Param("name")
-		ct, ok := types[name]
-		if !ok {
-			return apperr.New(apperr.NotFound, "no asset %q: the page has app.js and style.css", freetext.Clip(name, 40))
-		}
-		b, err := fs.ReadFile(web.FS, name)
-		if err != nil {
-			return apperr.Wrap(err, apperr.Internal, "the page's %s is missing from the binary", name)
-		}
-		c.Response().Header().Set("Cache-Control", "no-cache")
-		return c.Blob(http.StatusOK, ct, b)
-	}
-}
-
-type userSMSBody struct {
-	UserID int64            `json:"user_id"`
-	Items  []smslog.SMSItem `json:"items"`
-}
-
+// listUserSMS serves GET /v1/users/{id}/sms: a page of the user's finished SMS, in seq order.
 func listUserSMS(s *smslog.Store) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		id, err := positiveInt(c.Param("id"), "user id")
 		if err != nil {
 			return err
 		}
-		items, err := s.UserSMS(c.Request().Context(), id, 0)
+		limit, err := limitParam(c)
 		if err != nil {
 			return err
 		}
-		if items == nil {
-			items = []smslog.SMSItem{}
+		p, err := s.UserSMSPage(c.Request().Context(), id, limit, c.QueryParam("cursor"))
+		if err != nil {
+			return err
 		}
-		return c.JSON(http.StatusOK, userSMSBody{UserID: id, Items: items})
+		return c.JSON(http.StatusOK, p)
+	}
+}
+
+// listUsers serves GET /v1/users: a page of the users, all of them or (?phone=) those with
+// an SMS to a phone number.
+func listUsers(s *smslog.Store) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		limit, err := limitParam(c)
+		if err != nil {
+			return err
+		}
+		phone := c.QueryParam("phone")
+		if c.QueryParams().Has("phone") && phone == "" {
+			return apperr.New(apperr.Invalid, "query parameter phone must not be empty: leave it out for every user")
+		}
+		p, err := s.Users(c.Request().Context(), limit, c.QueryParam("cursor"), phone)
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, p)
 	}
 }
 
@@ -292,20 +276,6 @@ func gateState(g *Gate) echo.HandlerFunc {
 			Lanes: g.Lanes.Stats(), Inbox: g.Inbox.Stats(), GapAlertAfter: g.GapAlertAfter.String(),
 			Retry: retryBody{Base: p.Base.String(), Max: p.Max.String(), MaxAttempts: p.MaxAttempts, DeadLetterAfter: p.DeadLetterAfter.String()},
 		})
-	}
-}
-
-func listAudit(s *smslog.Store) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		limit, err := limitParam(c)
-		if err != nil {
-			return err
-		}
-		items, err := s.Audit(c.Request().Context(), limit)
-		if err != nil {
-			return err
-		}
-		return c.JSON(http.StatusOK, map[string]any{"items": items})
 	}
 }
 

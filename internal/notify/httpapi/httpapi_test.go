@@ -194,8 +194,38 @@ func TestListsAndPagination(t *testing.T) {
 	require.Len(t, v["items"], 4)
 	require.Equal(t, "", v["next_cursor"], "rows younger than the feed lag keep the cursor where it was")
 
-	for _, q := range []string{"limit=0", "limit=-1", "limit=x", "limit=100000", "cursor=%25%25"} {
-		for _, p := range []string{"/v1/users", "/v1/dead-letters", "/v1/bad-messages", "/v1/sms"} {
+	// The recent activity: newest first, a page at a time.
+	st, v = e.do(t, http.MethodGet, "/v1/activity?limit=3", "", "")
+	require.Equal(t, http.StatusOK, st)
+	act := v["items"].([]any)
+	require.Len(t, act, 3)
+	require.Equal(t, []any{2.0, 1.0}, []any{act[0].(map[string]any)["user_id"], act[0].(map[string]any)["seq"]}, "the latest change first")
+	st, v = e.do(t, http.MethodGet, "/v1/activity?limit=3&cursor="+v["next_cursor"].(string), "", "")
+	require.Equal(t, http.StatusOK, st)
+	require.Len(t, v["items"], 1)
+	require.Nil(t, v["next_cursor"])
+
+	// A user's SMS, a page at a time; the search by phone.
+	st, v = e.do(t, http.MethodGet, "/v1/users/1/sms?limit=2", "", "")
+	require.Equal(t, http.StatusOK, st)
+	require.Len(t, v["items"], 2)
+	st, v = e.do(t, http.MethodGet, "/v1/users/1/sms?limit=2&cursor="+v["next_cursor"].(string), "", "")
+	require.Equal(t, http.StatusOK, st)
+	require.Equal(t, 3.0, v["items"].([]any)[0].(map[string]any)["seq"])
+	st, v = e.do(t, http.MethodGet, "/v1/users?phone=%2B8613800001234", "", "")
+	require.Equal(t, http.StatusOK, st)
+	require.Len(t, v["items"], 2, "both users' events went to the number")
+	st, v = e.do(t, http.MethodGet, "/v1/users?phone=%2B8613800009999", "", "")
+	require.Equal(t, http.StatusOK, st)
+	require.Equal(t, []any{}, v["items"])
+	for _, q := range []string{"phone=", "phone=13800001234", "phone=%2B86-138"} {
+		st, v = e.do(t, http.MethodGet, "/v1/users?"+q, "", "")
+		require.Equal(t, http.StatusBadRequest, st, q)
+		require.Equal(t, "invalid", errCode(v))
+	}
+
+	for _, q := range []string{"limit=0", "limit=-1", "limit=x", "limit=1001", "limit=100000", "cursor=%25%25", "cursor=not-a-cursor"} {
+		for _, p := range []string{"/v1/users", "/v1/users/1/sms", "/v1/activity", "/v1/dead-letters", "/v1/bad-messages", "/v1/sms", "/v1/audit"} {
 			st, v = e.do(t, http.MethodGet, p+"?"+q, "", "")
 			require.Equal(t, http.StatusBadRequest, st, "%s?%s", p, q)
 			require.Equal(t, "invalid", errCode(v))
@@ -281,7 +311,7 @@ func TestReplayDisabledWithoutToken(t *testing.T) {
 func TestReadEndpointsNeedTheReadOrAdminToken(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
-	for _, path := range []string{"/v1/users", "/v1/users/1/sms", "/v1/sms", "/v1/dead-letters", "/v1/bad-messages", "/v1/audit", "/v1/gate"} {
+	for _, path := range []string{"/v1/users", "/v1/users/1/sms", "/v1/sms", "/v1/activity", "/v1/dead-letters", "/v1/bad-messages", "/v1/audit", "/v1/gate"} {
 		st, v := e.do(t, http.MethodGet, path, "-", "")
 		require.Equal(t, http.StatusUnauthorized, st, path)
 		require.Contains(t, v["error"].(map[string]any)["message"], "a read token is required", path)

@@ -11,6 +11,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -46,6 +47,12 @@ var (
 	userSMSSQL string
 	//go:embed sql/users.sql
 	usersSQL string
+	//go:embed sql/user_ids.sql
+	userIDsSQL string
+	//go:embed sql/user_ids_by_phone.sql
+	userIDsByPhoneSQL string
+	//go:embed sql/activity.sql
+	activitySQL string
 	//go:embed sql/dead_letters.sql
 	deadLettersSQL string
 	//go:embed sql/bad_messages.sql
@@ -82,10 +89,56 @@ type SMSItem struct {
 	ReplayedAt  *time.Time `json:"replayed_at,omitempty"`
 }
 
-// UserSMS returns the finished SMS (sent, dead-lettered, skipped) of a user with seq >
-// afterSeq, in seq order; pending ones are not in the log yet.
+// UserSMS returns all the finished SMS (sent, dead-lettered, skipped) of a user with seq >
+// afterSeq, in seq order, reading them a page at a time; pending ones are not in the log
+// yet. It is the CLI's; the API serves UserSMSPage.
 func (s *Store) UserSMS(ctx context.Context, userID, afterSeq int64) ([]SMSItem, error) {
-	rows, err := s.db.Query(ctx, userSMSSQL, pgx.StrictNamedArgs{"user": userID, "after_seq": afterSeq, "replay": deadletters.ActionReplay})
+	var all []SMSItem
+	for {
+		items, err := s.userSMS(ctx, userID, afterSeq, MaxPageSize)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, items...)
+		if len(items) < MaxPageSize {
+			return all, nil
+		}
+		afterSeq = items[len(items)-1].Seq
+	}
+}
+
+// SMSPage is a page of one user's finished SMS, in seq order.
+type SMSPage struct {
+	UserID     int64     `json:"user_id"`
+	Items      []SMSItem `json:"items"`
+	NextCursor string    `json:"next_cursor,omitempty"`
+}
+
+// UserSMSPage returns a page of the finished SMS of a user, in seq order, after cursor ("":
+// from the first). It returns an apperr.Invalid error for a bad limit or cursor.
+func (s *Store) UserSMSPage(ctx context.Context, userID int64, limit int, cursor string) (SMSPage, error) {
+	limit, err := checkLimit(limit)
+	if err != nil {
+		return SMSPage{}, err
+	}
+	c, err := decodeCursor(cursor)
+	if err != nil {
+		return SMSPage{}, err
+	}
+	items, err := s.userSMS(ctx, userID, c.S, limit+1)
+	if err != nil {
+		return SMSPage{}, err
+	}
+	page := SMSPage{UserID: userID, Items: nonNil(items)}
+	if len(items) > limit {
+		page.Items = items[:limit]
+		page.NextCursor = encodeCursor(cursorKey{S: items[limit-1].Seq})
+	}
+	return page, nil
+}
+
+func (s *Store) userSMS(ctx context.Context, userID, afterSeq int64, limit int) ([]SMSItem, error) {
+	rows, err := s.db.Query(ctx, userSMSSQL, pgx.StrictNamedArgs{"user": userID, "after_seq": afterSeq, "replay": deadletters.ActionReplay, "limit": limit})
 	if err != nil {
 		return nil, fmt.Errorf("list SMS of user %d: %w", userID, err)
 	}
@@ -146,6 +199,8 @@ type UserSummary struct {
 	MissingSeq *int64     `json:"missing_seq,omitempty"`
 	GapSince   *time.Time `json:"gap_since,omitempty"`
 	UpdatedAt  time.Time  `json:"updated_at"`
+	// Phone is the number of the user's latest event, masked but for its last four digits.
+	Phone string `json:"phone"`
 }
 
 // UserPage is a page of users in user_id order.
@@ -154,9 +209,10 @@ type UserPage struct {
 	NextCursor string        `json:"next_cursor,omitempty"`
 }
 
-// Users lists the users that have notifications, by user id, limit per page. It returns an
-// apperr.Invalid error for a bad limit or cursor.
-func (s *Store) Users(ctx context.Context, limit int, cursor string) (UserPage, error) {
+// Users lists the users that have notifications, by user id, limit per page; with phone
+// set (an E.164 number), only those with an event addressed to it. It returns an
+// apperr.Invalid error for a bad limit, cursor or phone.
+func (s *Store) Users(ctx context.Context, limit int, cursor, phone string) (UserPage, error) {
 	limit, err := checkLimit(limit)
 	if err != nil {
 		return UserPage{}, err
@@ -165,25 +221,48 @@ func (s *Store) Users(ctx context.Context, limit int, cursor string) (UserPage, 
 	if err != nil {
 		return UserPage{}, err
 	}
-	rows, err := s.db.Query(ctx, usersSQL, pgx.StrictNamedArgs{"after_user": c.U, "limit": limit + 1})
+	query, args := userIDsSQL, pgx.StrictNamedArgs{"after_user": c.U, "limit": limit + 1}
+	if phone != "" {
+		if !phoneRE.MatchString(phone) {
+			return UserPage{}, apperr.New(apperr.Invalid, "phone must be an E.164 number such as +8613800001234, got %q", phone)
+		}
+		query, args["phone"] = userIDsByPhoneSQL, phone
+	}
+	rows, err := s.db.Query(ctx, query, args)
+	if err != nil {
+		return UserPage{}, fmt.Errorf("list users: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return UserPage{}, fmt.Errorf("list users: %w", err)
+	}
+	page := UserPage{Items: []UserSummary{}}
+	if len(ids) > limit {
+		ids = ids[:limit]
+		page.NextCursor = encodeCursor(cursorKey{U: ids[limit-1]})
+	}
+	if len(ids) == 0 {
+		return page, nil
+	}
+	rows, err = s.db.Query(ctx, usersSQL, pgx.StrictNamedArgs{"ids": ids})
 	if err != nil {
 		return UserPage{}, fmt.Errorf("list users: %w", err)
 	}
 	items, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (UserSummary, error) {
 		var u UserSummary
-		err := r.Scan(&u.UserID, &u.Sent, &u.DeadLettered, &u.Skipped, &u.Pending, &u.LastSeq, &u.MissingSeq, &u.GapSince, &u.UpdatedAt)
+		err := r.Scan(&u.UserID, &u.Sent, &u.DeadLettered, &u.Skipped, &u.Pending, &u.LastSeq, &u.MissingSeq, &u.GapSince, &u.UpdatedAt, &u.Phone)
+		u.Phone = notify.MaskPhone(u.Phone)
 		return u, err
 	})
 	if err != nil {
 		return UserPage{}, fmt.Errorf("list users: %w", err)
 	}
-	page := UserPage{Items: nonNil(items)}
-	if len(items) > limit {
-		page.Items = items[:limit]
-		page.NextCursor = encodeCursor(cursorKey{U: items[limit-1].UserID})
-	}
+	page.Items = nonNil(items)
 	return page, nil
 }
+
+// phoneRE is the form of a phone number the search takes: E.164, as the wallet stores it.
+var phoneRE = regexp.MustCompile(`^\+[1-9][0-9]{7,14}$`)
 
 // DeadLetter is one SMS that was dead-lettered.
 type DeadLetter struct {
@@ -366,6 +445,54 @@ func (s *Store) Changes(ctx context.Context, limit int, cursor string) (ChangePa
 	return page, nil
 }
 
+// ActivityPage is a page of the recent activity, newest first.
+type ActivityPage struct {
+	Items      []Change `json:"items"`
+	NextCursor string   `json:"next_cursor,omitempty"`
+}
+
+// Activity returns the notifications changed before cursor ("": the newest), newest first
+// by (updated_at, user_id, seq): one page of the recent activity, read backwards on the
+// index the change feed reads forwards. It returns an apperr.Invalid error for a bad limit
+// or cursor.
+func (s *Store) Activity(ctx context.Context, limit int, cursor string) (ActivityPage, error) {
+	limit, err := checkLimit(limit)
+	if err != nil {
+		return ActivityPage{}, err
+	}
+	c, err := decodeCursor(cursor)
+	if err != nil {
+		return ActivityPage{}, err
+	}
+	rows, err := s.db.Query(ctx, activitySQL, pgx.StrictNamedArgs{
+		"before_at": c.timeOr(pgtype.Infinity), "before_user": c.U, "before_seq": c.S, "limit": limit + 1,
+	})
+	if err != nil {
+		return ActivityPage{}, fmt.Errorf("list recent activity: %w", err)
+	}
+	items, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Change, error) {
+		var ch Change
+		var event []byte
+		err := r.Scan(&ch.UserID, &ch.Seq, &ch.Kind, &ch.Text, &event, &ch.Status, &ch.Attempts, &ch.LastError,
+			&ch.FinishedAt, &ch.UpdatedAt)
+		ch.Kind, ch.Text = fillFromEvent(ch.Kind, ch.Text, event)
+		if ch.Status == gate.StatusSent {
+			ch.SentAt = ch.FinishedAt
+		}
+		return ch, err
+	})
+	if err != nil {
+		return ActivityPage{}, fmt.Errorf("list recent activity: %w", err)
+	}
+	page := ActivityPage{Items: nonNil(items)}
+	if len(items) > limit {
+		last := items[limit-1]
+		page.Items = items[:limit]
+		page.NextCursor = encodeCursor(cursorKey{T: last.UpdatedAt.UnixMicro(), HasT: true, U: last.UserID, S: last.Seq})
+	}
+	return page, nil
+}
+
 // AuditEntry is one recorded operator action.
 type AuditEntry struct {
 	ID     int64     `json:"id"`
@@ -377,22 +504,41 @@ type AuditEntry struct {
 	Reason string    `json:"reason"`
 }
 
-// Audit returns the latest operator actions, newest first (at most limit; 0 means
-// DefaultPageSize). It returns an apperr.Invalid error for a bad limit.
-func (s *Store) Audit(ctx context.Context, limit int) ([]AuditEntry, error) {
+// AuditPage is a page of operator actions, newest first.
+type AuditPage struct {
+	Items      []AuditEntry `json:"items"`
+	NextCursor string       `json:"next_cursor,omitempty"`
+}
+
+// Audit returns the operator actions before cursor ("": the latest), newest first. It
+// returns an apperr.Invalid error for a bad limit or cursor.
+func (s *Store) Audit(ctx context.Context, limit int, cursor string) (AuditPage, error) {
 	limit, err := checkLimit(limit)
 	if err != nil {
-		return nil, err
+		return AuditPage{}, err
 	}
-	rows, err := s.db.Query(ctx, auditSQL, pgx.StrictNamedArgs{"limit": limit})
+	c, err := decodeCursor(cursor)
 	if err != nil {
-		return nil, fmt.Errorf("audit: %w", err)
+		return AuditPage{}, err
 	}
-	out, err := pgx.AppendRows([]AuditEntry{}, rows, pgx.RowToStructByPos[AuditEntry])
+	before := int64(math.MaxInt64)
+	if cursor != "" {
+		before = c.S
+	}
+	rows, err := s.db.Query(ctx, auditSQL, pgx.StrictNamedArgs{"before_id": before, "limit": limit + 1})
 	if err != nil {
-		return nil, fmt.Errorf("audit: %w", err)
+		return AuditPage{}, fmt.Errorf("audit: %w", err)
 	}
-	return out, nil
+	items, err := pgx.AppendRows([]AuditEntry{}, rows, pgx.RowToStructByPos[AuditEntry])
+	if err != nil {
+		return AuditPage{}, fmt.Errorf("audit: %w", err)
+	}
+	page := AuditPage{Items: items}
+	if len(items) > limit {
+		page.Items = items[:limit]
+		page.NextCursor = encodeCursor(cursorKey{S: items[limit-1].ID})
+	}
+	return page, nil
 }
 
 // DLQDepth counts the dead letters no operator has replayed yet.

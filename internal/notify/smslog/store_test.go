@@ -86,7 +86,7 @@ func TestUsersPaginates(t *testing.T) {
 	s := smslog.NewStore(pool)
 	ctx := context.Background()
 
-	p1, err := s.Users(ctx, 2, "")
+	p1, err := s.Users(ctx, 2, "", "")
 	require.NoError(t, err)
 	require.Len(t, p1.Items, 2)
 	require.NotEmpty(t, p1.NextCursor)
@@ -101,15 +101,15 @@ func TestUsersPaginates(t *testing.T) {
 	require.Equal(t, int64(2), p1.Items[1].UserID)
 	require.Nil(t, p1.Items[1].MissingSeq)
 
-	p2, err := s.Users(ctx, 2, p1.NextCursor)
+	p2, err := s.Users(ctx, 2, p1.NextCursor, "")
 	require.NoError(t, err)
 	require.Len(t, p2.Items, 1)
 	require.Equal(t, int64(3), p2.Items[0].UserID)
 	require.Empty(t, p2.NextCursor)
 
-	_, err = s.Users(ctx, 2, "not-a-cursor!")
+	_, err = s.Users(ctx, 2, "not-a-cursor!", "")
 	require.Equal(t, apperr.Invalid, apperr.CodeOf(err))
-	_, err = s.Users(ctx, smslog.MaxPageSize+1, "")
+	_, err = s.Users(ctx, smslog.MaxPageSize+1, "", "")
 	require.Equal(t, apperr.Invalid, apperr.CodeOf(err))
 }
 
@@ -262,4 +262,85 @@ func TestPrintSMSLogFollows(t *testing.T) {
 	require.NoError(t, <-done)
 	require.Equal(t, 1, strings.Count(out.String(), "fourth"), "each SMS printed once")
 	require.Equal(t, 5, strings.Count(out.String(), "\n"))
+}
+
+func TestConsoleListsPage(t *testing.T) {
+	t.Parallel()
+	pool, _ := testdb.New(t)
+	notifytest.Bulk(t, pool, 30, 7)
+	s := smslog.NewStore(pool)
+	ctx := context.Background()
+
+	// Recent activity: newest first, each page before the last of the previous one, the
+	// pages together every change once.
+	seen := map[[2]int64]bool{}
+	var prev time.Time
+	cursor := ""
+	for pages := 0; ; pages++ {
+		require.Less(t, pages, 30)
+		p, err := s.Activity(ctx, 40, cursor)
+		require.NoError(t, err)
+		for _, it := range p.Items {
+			if !prev.IsZero() {
+				require.False(t, it.UpdatedAt.After(prev), "newest first")
+			}
+			prev = it.UpdatedAt
+			k := [2]int64{it.UserID, it.Seq}
+			require.False(t, seen[k], "each change once")
+			seen[k] = true
+		}
+		if p.NextCursor == "" {
+			break
+		}
+		cursor = p.NextCursor
+	}
+	require.Len(t, seen, 30*7)
+	first, err := s.Activity(ctx, 1, "")
+	require.NoError(t, err)
+	require.Equal(t, []int64{30, 7}, []int64{first.Items[0].UserID, first.Items[0].Seq}, "the newest change first")
+
+	// A user's SMS: pages of seq order; the pending last seq of user 10 is not in the log.
+	p1, err := s.UserSMSPage(ctx, 10, 4, "")
+	require.NoError(t, err)
+	require.Equal(t, []int64{1, 2, 3, 4}, seqs(p1.Items))
+	p2, err := s.UserSMSPage(ctx, 10, 4, p1.NextCursor)
+	require.NoError(t, err)
+	require.Equal(t, []int64{5, 6}, seqs(p2.Items))
+	require.Empty(t, p2.NextCursor)
+
+	// Search by phone: the user whose events went to it, and no one for another number.
+	found, err := s.Users(ctx, 10, "", notifytest.BulkPhone(17))
+	require.NoError(t, err)
+	require.Len(t, found.Items, 1)
+	require.Equal(t, int64(17), found.Items[0].UserID)
+	require.Equal(t, 7, found.Items[0].Sent+found.Items[0].DeadLettered)
+	require.Equal(t, "+*********0017", found.Items[0].Phone, "masked")
+	none, err := s.Users(ctx, 10, "", "+8613999999999")
+	require.NoError(t, err)
+	require.Empty(t, none.Items)
+	_, err = s.Users(ctx, 10, "", "13800001234")
+	require.Equal(t, apperr.Invalid, apperr.CodeOf(err), "a phone not in E.164")
+
+	// The audit trail pages newest first.
+	_, err = pool.Exec(ctx, `INSERT INTO notify.audit (actor, action, reason) SELECT 'alice', 'skip_seq', 'r' || i FROM generate_series(1, 5) AS g(i)`)
+	require.NoError(t, err)
+	a1, err := s.Audit(ctx, 3, "")
+	require.NoError(t, err)
+	require.Len(t, a1.Items, 3)
+	require.Equal(t, "r5", a1.Items[0].Reason)
+	a2, err := s.Audit(ctx, 3, a1.NextCursor)
+	require.NoError(t, err)
+	require.Len(t, a2.Items, 2)
+	require.Equal(t, "r2", a2.Items[0].Reason)
+	require.Empty(t, a2.NextCursor)
+	_, err = s.Audit(ctx, 3, "bad cursor")
+	require.Equal(t, apperr.Invalid, apperr.CodeOf(err))
+}
+
+func seqs(items []smslog.SMSItem) []int64 {
+	out := make([]int64, len(items))
+	for i, it := range items {
+		out[i] = it.Seq
+	}
+	return out
 }

@@ -317,6 +317,13 @@ func operatorCases(f Fixture) []Case {
 		{Name: "retry with an unknown field", Method: "POST", Path: saga + "/retry", Body: `{"reason":"x","force":true}`, Header: admin(), Status: 400, Code: "invalid", Msg: "unknown field"},
 		{Name: "retry with SQL in the saga id", Method: "POST", Path: "/v1/sagas/1;DROP%20TABLE%20audit/retry", Body: reason, Header: admin(), Status: 400, Code: "invalid", Msg: "saga id"},
 		{Name: "resolve an unknown saga", Method: "POST", Path: "/v1/sagas/424242/resolve", Body: reason, Header: admin(), Status: 404, Code: "not_found", Msg: "saga 424242"},
+		{Name: "operator list without a token", Method: "GET", Path: "/v1/operator/sagas", Header: []string{"Authorization", ""}, Status: 401, Code: "unauthorized", Msg: "admin token is required"},
+		{Name: "operator list with the service token", Method: "GET", Path: "/v1/operator/sagas", Status: 403, Code: "forbidden", Msg: "admin token is not valid"},
+		{Name: "operator list limit too big", Method: "GET", Path: "/v1/operator/sagas?limit=101", Header: admin(), Status: 400, Code: "invalid", Msg: "limit"},
+		{Name: "operator list bad cursor", Method: "GET", Path: "/v1/operator/sagas?cursor=abc", Header: admin(), Status: 400, Code: "invalid", Msg: "cursor"},
+		{Name: "operator list bad state", Method: "GET", Path: "/v1/operator/sagas?state=done", Header: admin(), Status: 400, Code: "invalid", Msg: "state must be one of"},
+		{Name: "console with a malformed query", Method: "GET", Path: "/?q=%zz", Status: 400, Code: "invalid", Msg: "query string is malformed"},
+		{Name: "console asset that is not one", Method: "GET", Path: "/assets/index.html", Status: 404, Code: "not_found", Msg: "no asset"},
 	}
 }
 

@@ -199,6 +199,9 @@ func listEvents(svc *wallet.Service) userHandler {
 			return err
 		}
 		f.Limit = int(min(limit, 1_000_000))
+		if f.Limit == 0 {
+			f.Limit = wallet.DefaultEventPage
+		}
 		evs, err := svc.ListEvents(c.Request().Context(), id, f)
 		if err != nil {
 			return err
@@ -210,7 +213,15 @@ func listEvents(svc *wallet.Service) userHandler {
 				BalanceAfter: int64(e.BalanceAfter), SagaID: e.SagaID, OccurredAt: e.OccurredAt, Published: e.Published,
 			})
 		}
-		return c.JSON(http.StatusOK, map[string]any{"items": items})
+		body := struct {
+			Items      []eventBody `json:"items"`
+			NextCursor string      `json:"next_cursor,omitempty"`
+		}{Items: items}
+		// A full page may have a next one: it starts after the last seq of this one.
+		if len(items) > 0 && len(items) == f.Limit {
+			body.NextCursor = strconv.FormatInt(items[len(items)-1].Seq, 10)
+		}
+		return c.JSON(http.StatusOK, body)
 	}
 }
 
@@ -381,35 +392,51 @@ func listSagas(svc *wallet.Service) userHandler {
 			return err
 		}
 		f.UserID = sagaListUser(who, f.UserID)
-		limit, err := queryInt(c, "limit", 1)
-		if err != nil {
-			return err
-		}
-		f.Limit = int(min(limit, 1_000_000))
-		if f.Cursor, err = queryInt(c, "cursor", 1); err != nil {
-			return err
-		}
-		if c.QueryParams().Has("state") {
-			if f.State = saga.State(c.QueryParam("state")); f.State == "" {
-				return apperr.New(apperr.Invalid, "query parameter state must not be empty: leave it out for every state")
-			}
-		}
-		page, err := svc.ListSagas(c.Request().Context(), f)
-		if err != nil {
-			return err
-		}
-		body := struct {
-			Items      []sagaBody `json:"items"`
-			NextCursor string     `json:"next_cursor,omitempty"`
-		}{Items: make([]sagaBody, 0, len(page.Items))}
-		for _, op := range page.Items {
-			body.Items = append(body.Items, toSagaBody(op, false))
-		}
-		if page.NextCursor != 0 {
-			body.NextCursor = strconv.FormatInt(page.NextCursor, 10)
-		}
-		return c.JSON(http.StatusOK, body)
+		return answerSagaPage(c, svc, f)
 	}
+}
+
+// operatorSagas serves GET /v1/operator/sagas, the operator console's list: every user's
+// sagas in one state (or all), newest first, a page at a time, with the admin token.
+func operatorSagas(svc *wallet.Service, adminToken string) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if err := httpx.CheckBearer(c, "admin", "operator endpoints are disabled: no admin token is configured", adminToken); err != nil {
+			return err
+		}
+		return answerSagaPage(c, svc, wallet.SagaFilter{})
+	}
+}
+
+// answerSagaPage reads ?limit=, ?cursor= and ?state= into f, and answers the page of sagas.
+func answerSagaPage(c echo.Context, svc *wallet.Service, f wallet.SagaFilter) error {
+	limit, err := queryInt(c, "limit", 1)
+	if err != nil {
+		return err
+	}
+	f.Limit = int(min(limit, 1_000_000))
+	if f.Cursor, err = queryInt(c, "cursor", 1); err != nil {
+		return err
+	}
+	if c.QueryParams().Has("state") {
+		if f.State = saga.State(c.QueryParam("state")); f.State == "" {
+			return apperr.New(apperr.Invalid, "query parameter state must not be empty: leave it out for every state")
+		}
+	}
+	page, err := svc.ListSagas(c.Request().Context(), f)
+	if err != nil {
+		return err
+	}
+	body := struct {
+		Items      []sagaBody `json:"items"`
+		NextCursor string     `json:"next_cursor,omitempty"`
+	}{Items: make([]sagaBody, 0, len(page.Items))}
+	for _, op := range page.Items {
+		body.Items = append(body.Items, toSagaBody(op, false))
+	}
+	if page.NextCursor != 0 {
+		body.NextCursor = strconv.FormatInt(page.NextCursor, 10)
+	}
+	return c.JSON(http.StatusOK, body)
 }
 
 // --- parameters ---

@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"io"
 	"net/http"
 	"strconv"
 	"testing"
@@ -112,4 +113,98 @@ func TestAPhoneNeverReachesTheLog(t *testing.T) {
 	res := s.do(t, http.MethodPost, "/v1/users", `{"name":"a","phone":"+86 139 7654 3210"}`)
 	require.Equal(t, http.StatusBadRequest, res.status)
 	require.NotContains(t, res.raw, "7654", "the message (which the access log records) does not echo the phone")
+}
+
+func TestOperatorListsSagasByStateAPageAtATime(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, false)
+	user := s.createUser(t)
+	var attention []string
+	for range 3 {
+		attention = append(attention, s.needsAttention(t, user))
+	}
+	done := s.do(t, http.MethodPost, "/v1/users/"+strconv.FormatInt(user, 10)+"/deposits?wait=true", `{"amount":700}`)
+	require.Equal(t, http.StatusOK, done.status, done.raw)
+	admin := []string{"Authorization", "Bearer " + adminToken}
+
+	// Only the admin token reads it.
+	res := s.do(t, http.MethodGet, "/v1/operator/sagas", "", "Authorization", "")
+	require.Equal(t, http.StatusUnauthorized, res.status, res.raw)
+	res = s.do(t, http.MethodGet, "/v1/operator/sagas", "")
+	require.Equal(t, http.StatusForbidden, res.status, "the service token is not the admin token: %s", res.raw)
+
+	// needs_attention, newest first, two at a time: the pages hold each saga once.
+	res = s.do(t, http.MethodGet, "/v1/operator/sagas?state=needs_attention&limit=2", "", admin...)
+	require.Equal(t, http.StatusOK, res.status, res.raw)
+	items := res.body["items"].([]any)
+	require.Len(t, items, 2)
+	require.Equal(t, attention[2], strconv.FormatFloat(items[0].(map[string]any)["id"].(float64), 'f', -1, 64), "newest first")
+	require.Equal(t, "needs_attention", items[0].(map[string]any)["state"])
+	next := res.body["next_cursor"].(string)
+	res = s.do(t, http.MethodGet, "/v1/operator/sagas?state=needs_attention&limit=2&cursor="+next, "", admin...)
+	require.Equal(t, http.StatusOK, res.status, res.raw)
+	items = res.body["items"].([]any)
+	require.Len(t, items, 1)
+	require.Equal(t, attention[0], strconv.FormatFloat(items[0].(map[string]any)["id"].(float64), 'f', -1, 64))
+	require.Nil(t, res.body["next_cursor"])
+	res = s.do(t, http.MethodGet, "/v1/operator/sagas?state=completed", "", admin...)
+	require.Equal(t, http.StatusOK, res.status, res.raw)
+	require.Len(t, res.body["items"], 1)
+
+	// Bad pages are refused with a clear 400.
+	for _, q := range []string{"limit=0", "limit=101", "limit=x", "cursor=abc", "cursor=0", "state=", "state=stuck"} {
+		res = s.do(t, http.MethodGet, "/v1/operator/sagas?"+q, "", admin...)
+		require.Equal(t, http.StatusBadRequest, res.status, "%s: %s", q, res.raw)
+		require.Equal(t, "invalid", res.body["error"].(map[string]any)["code"], q)
+	}
+}
+
+// The saga console is open (it holds no data and asks for the admin token), loads nothing
+// from elsewhere, and reads the operator list and actions.
+func TestConsoleIsSelfContained(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, false)
+	for _, p := range []struct{ path, ctype string }{
+		{"/", "text/html"}, {"/assets/app.js", "javascript"}, {"/assets/style.css", "text/css"},
+	} {
+		resp, err := http.Get(s.url + p.path)
+		require.NoError(t, err)
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, resp.StatusCode, p.path)
+		require.Contains(t, resp.Header.Get("Content-Type"), p.ctype, p.path)
+		require.NotContains(t, string(b), "http://", "%s loads nothing from elsewhere", p.path)
+		require.NotContains(t, string(b), "https://", "%s loads nothing from elsewhere", p.path)
+		if p.path == "/assets/app.js" {
+			for _, want := range []string{"/v1/operator/sagas", "needs_attention", `"retry"`, `"resolve"`, "X-Operator"} {
+				require.Contains(t, string(b), want)
+			}
+		}
+	}
+	resp, err := http.Get(s.url + "/assets/index.html")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusNotFound, resp.StatusCode)
+}
+
+func TestEventsPageByCursor(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, false)
+	user := strconv.FormatInt(s.createUser(t), 10)
+	for range 3 {
+		res := s.do(t, http.MethodPost, "/v1/users/"+user+"/deposits?wait=true", `{"amount":100}`)
+		require.Equal(t, http.StatusOK, res.status, res.raw)
+	}
+	res := s.do(t, http.MethodGet, "/v1/users/"+user+"/events?limit=2", "")
+	require.Equal(t, http.StatusOK, res.status, res.raw)
+	require.Len(t, res.body["items"], 2)
+	require.Equal(t, "2", res.body["next_cursor"])
+	res = s.do(t, http.MethodGet, "/v1/users/"+user+"/events?limit=2&after=2", "")
+	require.Equal(t, http.StatusOK, res.status, res.raw)
+	require.Len(t, res.body["items"], 1)
+	require.Equal(t, 3.0, res.body["items"].([]any)[0].(map[string]any)["seq"])
+	require.Nil(t, res.body["next_cursor"], "the last page")
+	res = s.do(t, http.MethodGet, "/v1/users/"+user+"/events?limit=1001", "")
+	require.Equal(t, http.StatusBadRequest, res.status, res.raw)
 }

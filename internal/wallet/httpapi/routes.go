@@ -17,6 +17,7 @@ import (
 
 	"github.com/walletsaga/walletsaga/internal/httpx"
 	"github.com/walletsaga/walletsaga/internal/wallet"
+	"github.com/walletsaga/walletsaga/internal/wallet/web"
 )
 
 // OpenAPI is the OpenAPI 3 description of every route walletsvc serves, served at
@@ -48,6 +49,7 @@ func Register(e *echo.Echo, svc *wallet.Service, opts Options) {
 		opts.Logger = slog.Default()
 	}
 	users := authenticator{serviceToken: opts.ServiceToken, serviceOnly: opts.ServiceTokenCreatesUsersOnly, users: opts.UserTokens}
+	page, asset := httpx.Page(web.FS)
 	routes := []struct {
 		method, path string
 		handler      echo.HandlerFunc
@@ -67,6 +69,10 @@ func Register(e *echo.Echo, svc *wallet.Service, opts Options) {
 		{http.MethodPost, "/v1/sagas/:id/retry", operatorAction(opts.AdminToken, svc.RetrySaga)},
 		{http.MethodPost, "/v1/sagas/:id/resolve", operatorAction(opts.AdminToken, svc.ResolveSaga)},
 		{http.MethodGet, "/v1/sagas/:id/audit", sagaAudit(svc, opts.AdminToken)},
+		{http.MethodGet, "/v1/operator/sagas", operatorSagas(svc, opts.AdminToken)},
+		// The operator console: open, it holds no data and asks for the admin token.
+		{http.MethodGet, "/", page},
+		{http.MethodGet, "/assets/:name", asset},
 	}
 	for _, r := range routes {
 		e.Add(r.method, r.path, r.handler)

@@ -221,7 +221,7 @@ func TestEveryUserFacingRouteChecksTheUser(t *testing.T) {
 	}
 	var registered []string
 	for _, r := range openapicheck.Routes(s.echo.Routes()) {
-		if strings.Contains(r, "/v1/") && !strings.HasSuffix(r, "/retry") && !strings.HasSuffix(r, "/resolve") && !strings.HasSuffix(r, "/audit") {
+		if strings.Contains(r, "/v1/") && !strings.Contains(r, "/v1/operator/") && !strings.HasSuffix(r, "/retry") && !strings.HasSuffix(r, "/resolve") && !strings.HasSuffix(r, "/audit") {
 			registered = append(registered, r)
 		}
 	}

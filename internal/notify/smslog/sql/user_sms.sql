@@ -1,4 +1,5 @@
--- UserSMS: a user's finished SMS after @after_seq, in seq order, with their replays.
+-- UserSMS: a user's finished SMS after @after_seq, in seq order, with their replays (on the
+-- primary key, one page).
 SELECT n.seq, n.status, n.attempts, coalesce(n.last_error, ''), coalesce(n.kind, ''),
        coalesce(n.text, ''), n.event, n.finished_at, r.n, r.last
 FROM notify.notifications n
@@ -8,3 +9,4 @@ LEFT JOIN LATERAL (
 ) r ON true
 WHERE n.user_id = @user AND n.seq > @after_seq AND n.status IN ('sent', 'dead_lettered', 'skipped_by_operator')
 ORDER BY n.seq
+LIMIT @limit
