@@ -184,6 +184,44 @@ func MeasureFreeze(ctx context.Context, db *pgxpool.Pool, broker string, start, 
 	return fi, err
 }
 
+// QueueLatency is, for one queue the notifier received events from, how the events
+// committed in a window fared: how many, and the longest commit→published (the relay),
+// commit→inbox (the broker and the consumer) and commit→SMS.
+type QueueLatency struct {
+	Queue                        string
+	Events                       int
+	ToPublished, ToInbox, ToText time.Duration
+}
+
+func (q QueueLatency) String() string {
+	return fmt.Sprintf("queue %-12s %4d events, max commit→published %6.2fs, →inbox %6.2fs, →SMS %6.2fs",
+		q.Queue, q.Events, q.ToPublished.Seconds(), q.ToInbox.Seconds(), q.ToText.Seconds())
+}
+
+// MeasureFreezeQueues breaks the events committed from start to end down by the queue they
+// arrived on, slowest first: whether a late event waited at the relay or after it.
+func MeasureFreezeQueues(ctx context.Context, db *pgxpool.Pool, start, end time.Time) ([]QueueLatency, error) {
+	rows, err := db.Query(ctx, `SELECT n.queue, count(*)::int,
+			COALESCE(max(extract(epoch FROM e.published_at - e.occurred_at)), 0),
+			COALESCE(max(extract(epoch FROM n.first_seen_at - e.occurred_at)), 0),
+			COALESCE(max(extract(epoch FROM l.sent_at - e.occurred_at)), 0)
+		FROM wallet_events e
+		JOIN notify.notifications n ON n.user_id = e.user_id AND n.seq = e.seq
+		LEFT JOIN notify.sms_log l ON l.user_id = e.user_id AND l.seq = e.seq AND NOT l.late
+		WHERE e.occurred_at BETWEEN $1 AND $2
+		GROUP BY n.queue ORDER BY 5 DESC, 1`, start, end)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (QueueLatency, error) {
+		var q QueueLatency
+		var pub, inbox, sms float64
+		err := row.Scan(&q.Queue, &q.Events, &pub, &inbox, &sms)
+		q.ToPublished, q.ToInbox, q.ToText = seconds(pub), seconds(inbox), seconds(sms)
+		return q, err
+	})
+}
+
 // TakeOver is how a frozen notifier's leased users fared: how many it held, how many of
 // the SMS it was on (each user's next) were recorded finished before it resumed (by a
 // replica: it could record nothing), and the shortest and longest time from its stop to

@@ -772,30 +772,31 @@ func pgURL(port int) string {
 
 // measureInOneDatabase makes the notifier's database able to answer the measurements, which
 // join the wallet's events with the notifier's records: with -notify-cluster it copies the
-// events' keys and commit times there (into a table of the run's own that neither service
+// events' keys, commit and publication times there (into a table of the run's own that neither service
 // reads), once the pipeline is quiet. Sharing one database, it has nothing to do.
 func (r *chaosRun) measureInOneDatabase(ctx context.Context) error {
 	if r.ndb == r.db {
 		return nil
 	}
-	rows, err := r.db.Query(ctx, `SELECT id, user_id, seq, occurred_at FROM wallet_events ORDER BY id`)
+	rows, err := r.db.Query(ctx, `SELECT id, user_id, seq, occurred_at, published_at FROM wallet_events ORDER BY id`)
 	if err != nil {
 		return fmt.Errorf("reading the events to measure: %w", err)
 	}
 	events, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) ([]any, error) {
 		var id, user, seq int64
 		var at time.Time
-		err := row.Scan(&id, &user, &seq, &at)
-		return []any{id, user, seq, at}, err
+		var published *time.Time
+		err := row.Scan(&id, &user, &seq, &at, &published)
+		return []any{id, user, seq, at, published}, err
 	})
 	if err != nil {
 		return fmt.Errorf("reading the events to measure: %w", err)
 	}
 	if _, err := r.ndb.Exec(ctx, `DROP TABLE IF EXISTS public.wallet_events;
-		CREATE TABLE public.wallet_events (id bigint PRIMARY KEY, user_id bigint NOT NULL, seq bigint NOT NULL, occurred_at timestamptz NOT NULL)`); err != nil {
+		CREATE TABLE public.wallet_events (id bigint PRIMARY KEY, user_id bigint NOT NULL, seq bigint NOT NULL, occurred_at timestamptz NOT NULL, published_at timestamptz)`); err != nil {
 		return fmt.Errorf("a table to measure in: %w", err)
 	}
-	if _, err := r.ndb.CopyFrom(ctx, pgx.Identifier{"public", "wallet_events"}, []string{"id", "user_id", "seq", "occurred_at"}, pgx.CopyFromRows(events)); err != nil {
+	if _, err := r.ndb.CopyFrom(ctx, pgx.Identifier{"public", "wallet_events"}, []string{"id", "user_id", "seq", "occurred_at", "published_at"}, pgx.CopyFromRows(events)); err != nil {
 		return fmt.Errorf("copying the events to measure: %w", err)
 	}
 	r.printf("chaos: %d events copied beside the notifier's records to measure the faults\n", len(events))
@@ -941,6 +942,14 @@ func (r *chaosRun) reportFreezeAndLock(ctx context.Context, e executed) {
 				verdict = "MISSED"
 			}
 			r.printf("      users on the other brokers: %s; target p99 < %s: %s\n", fi.Others, freezeTarget, verdict)
+			// Where the time went, queue by queue, so a miss can be told from this output alone.
+			qs, err := MeasureFreezeQueues(ctx, r.ndb, e.start, e.end)
+			if err != nil {
+				r.printf("      %v\n", err)
+			}
+			for _, q := range qs {
+				r.printf("        %s\n", q)
+			}
 			line = fmt.Sprintf("freeze of %s for %.0fs: users on the other brokers %s; target p99 < %s: %s. Its own users: %s",
 				e.Broker, e.Down.Seconds(), fi.Others, freezeTarget, verdict, fi.Frozen)
 		}
