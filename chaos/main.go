@@ -110,6 +110,8 @@ type config struct {
 	NotifyCluster bool
 	GatewayOutage time.Duration
 	Retention     time.Duration
+	// PruneInbox also prunes the notifier's finished inbox rows within Retention.
+	PruneInbox bool
 }
 
 func parseConfig(args []string, stderr io.Writer) (config, error) {
@@ -129,6 +131,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.NamesrvPort, "namesrv-port", 9886, "port of the run's RocketMQ name server")
 	fs.IntVar(&c.BrokerPort, "broker-port", 10941, "port of the run's broker (it also uses port-2 and port+1)")
 	fs.IntVar(&c.Queues, "queues", 8, "queues of the topic at the start")
+	fs.BoolVar(&c.PruneInbox, "prune-inbox", false, "also prune the notifier's finished inbox rows within -retention: the audit judges a pruned seq by its user's position at the gate, and the per-fault reports see only the rows left")
 	fs.DurationVar(&c.Retention, "retention", 10*time.Second, "retention window of finished sagas, idempotency keys and wake rows, pruned while the faults run (0: the services' defaults); "+
 		"the outbox, the inbox and the SMS log keep theirs: the audit and the impact reports read them at the end")
 	fs.IntVar(&c.Reshard, "reshard-to", 16, "queues of the topic after the reshard")
@@ -144,6 +147,9 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	var problems []string
 	if c.Users < 2 {
 		problems = append(problems, "-users must be at least 2")
+	}
+	if c.PruneInbox && c.Retention <= 0 {
+		problems = append(problems, "-prune-inbox needs a -retention window")
 	}
 	if c.Workers < 1 || c.Rate <= 0 {
 		problems = append(problems, "-workers and -rate must be positive")
@@ -528,6 +534,9 @@ func (r *chaosRun) startSlots(ctx context.Context, dbURL, ndbURL string) error {
 	if cfg.Retention > 0 {
 		walletEnv["RETENTION_SAGAS"], walletEnv["RETENTION_IDEMPOTENCY"] = cfg.Retention.String(), cfg.Retention.String()
 		notifierEnv["RETENTION_WAKES"] = cfg.Retention.String()
+		if cfg.PruneInbox {
+			notifierEnv["RETENTION_INBOX"] = cfg.Retention.String()
+		}
 	}
 	// The binaries sign as the product's RocketMQ users, as deployed: by default the dev
 	// users services.sh creates, or the ones its variables name.
