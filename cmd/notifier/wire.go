@@ -220,21 +220,9 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // idle-in-transaction timeouts, and checks that the database keeps what it acknowledges:
 // the consumer acknowledges a message to the broker once its inbox row is committed.
 func openPool(ctx context.Context, cfg config, log *slog.Logger) (*pgxpool.Pool, error) {
-	pool, err := pg.Open(ctx, cfg.DatabaseURL, pg.Options{
+	return cli.OpenDurablePool(ctx, cfg.Mode, log, cfg.DatabaseURL, pg.Options{
 		MaxConns: 24, StatementTimeout: cfg.StatementTimeout, IdleInTxTimeout: cfg.IdleInTxTimeout,
-	})
-	if err != nil {
-		return nil, err
-	}
-	d, err := pg.ReadDurability(ctx, pool)
-	if err == nil {
-		err = cli.RequireDurable(cfg.Mode, log, cli.Redact(cfg.DatabaseURL), d.Unsafe(), cfg.UnsafeDurability)
-	}
-	if err != nil {
-		pool.Close()
-		return nil, err
-	}
-	return pool, nil
+	}, cfg.UnsafeDurability)
 }
 
 // migrate applies the migrations on a pool of its own, without the statement timeout: a

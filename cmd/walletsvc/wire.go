@@ -130,22 +130,10 @@ func logSettings(cfg config, log *slog.Logger) {
 // openPool opens the service's pool, every connection under the statement and
 // idle-in-transaction timeouts, and checks that the database keeps what it acknowledges.
 func openPool(ctx context.Context, cfg config, log *slog.Logger) (*pgxpool.Pool, error) {
-	pool, err := pg.Open(ctx, cfg.DatabaseURL, pg.Options{
+	return cli.OpenDurablePool(ctx, cfg.Mode, log, cfg.DatabaseURL, pg.Options{
 		MaxConns:         int32(cfg.SagaWorkers) + 8, //nolint:gosec // G115: validate keeps SAGA_WORKERS within 1–1024
 		StatementTimeout: cfg.StatementTimeout, IdleInTxTimeout: cfg.IdleInTxTimeout,
-	})
-	if err != nil {
-		return nil, err
-	}
-	d, err := pg.ReadDurability(ctx, pool)
-	if err == nil {
-		err = cli.RequireDurable(cfg.Mode, log, cli.Redact(cfg.DatabaseURL), d.Unsafe(), cfg.UnsafeDurability)
-	}
-	if err != nil {
-		pool.Close()
-		return nil, err
-	}
-	return pool, nil
+	}, cfg.UnsafeDurability)
 }
 
 // migrate applies the migrations on a pool of its own, without the statement timeout: a

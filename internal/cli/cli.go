@@ -4,6 +4,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -17,9 +18,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/walletsaga/walletsaga/internal/retention"
+	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/walletsaga/walletsaga/internal/pg"
 	"github.com/walletsaga/walletsaga/internal/reqid"
+	"github.com/walletsaga/walletsaga/internal/retention"
 	"github.com/walletsaga/walletsaga/internal/telemetry"
 )
 
@@ -461,6 +464,25 @@ func (p *Problems) CheckOverride(field, reason string) {
 	if reason != "" && len(strings.Fields(reason)) < 2 {
 		p.Addf(field, "must state the reason in words (for example %q), got %q", "load-test cluster, data is disposable", reason)
 	}
+}
+
+// OpenDurablePool opens a service's pool on url with o, then reads the server's durability
+// settings and applies RequireDurable to them with override; on any failure the pool is
+// closed and the error returned.
+func OpenDurablePool(ctx context.Context, mode Mode, log *slog.Logger, url string, o pg.Options, override string) (*pgxpool.Pool, error) {
+	pool, err := pg.Open(ctx, url, o)
+	if err != nil {
+		return nil, err
+	}
+	d, err := pg.ReadDurability(ctx, pool)
+	if err == nil {
+		err = RequireDurable(mode, log, Redact(url), d.Unsafe(), override)
+	}
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return pool, nil
 }
 
 // RequireDurable decides whether a binary may run on a database that reports unsafe (the
