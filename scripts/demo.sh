@@ -37,7 +37,15 @@ export SERVICE_TOKEN="${SERVICE_TOKEN:-walletsaga-dev-service-token}"
 export READ_TOKEN="${READ_TOKEN:-walletsaga-demo-read-token}"
 say() { printf 'demo: %s\n' "$*"; }
 
-scripts/services.sh up | grep -E 'ERROR|up in|already running|resolving|jars resolved' || true
+# The stack's own messages go to a log; the demo shows the few that matter, and stops at once
+# when the stack did not come up.
+if ! scripts/services.sh up >"$RUN/services.log" 2>&1; then
+	grep -E 'ERROR' "$RUN/services.log" >&2 || true
+	tail -n 20 "$RUN/services.log" >&2
+	say "ERROR: the stack did not start (the whole output: $RUN/services.log)"
+	exit 1
+fi
+grep -E 'up in|already running|resolving|jars resolved|cannot reach' "$RUN/services.log" || true
 say "building bin/walletsvc, bin/notifier, bin/providersim, bin/demo"
 go build -o bin/walletsvc ./cmd/walletsvc
 go build -o bin/notifier ./cmd/notifier

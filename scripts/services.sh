@@ -45,6 +45,12 @@ PG_PASSWORD="${PG_PASSWORD:-walletsaga}"
 PG_SYNCHRONOUS_COMMIT="${PG_SYNCHRONOUS_COMMIT:-off}"
 PG_DATA="$RUN/pg/data"
 PG_LOG="$RUN/pg/postgres.log"
+# A cluster kept outside the run dir (see pg_prepare_dir) is reached by its real path: the
+# postgres user cannot follow a link through a directory it cannot traverse.
+if [ -L "$PG_DATA" ]; then
+	PG_DATA="$(readlink "$PG_DATA")"
+	PG_LOG="$(dirname "$PG_DATA")/postgres.log"
+fi
 
 RMQ_VERSION="${RMQ_VERSION:-5.3.3}"
 RMQ_DIR="$RUN/rocketmq"
@@ -130,11 +136,12 @@ pg_prepare_dir() {
 			local alt
 			alt="/tmp/walletsaga-pg-$(printf '%s' "$RUN" | md5sum | cut -c1-12)"
 			say "postgres user cannot reach $RUN/pg; keeping the cluster in $alt"
-			mkdir -p "$alt"
-			chown postgres: "$alt"
-			[ -L "$PG_DATA" ] || { rm -rf "$PG_DATA"; ln -s "$alt/data" "$PG_DATA"; }
 			mkdir -p "$alt/data"
-			chown postgres: "$alt/data"
+			chown postgres: "$alt" "$alt/data"
+			# Links for people and tools reading .run/pg; the scripts use the real paths.
+			[ -L "$RUN/pg/data" ] || { rm -rf "$RUN/pg/data"; ln -s "$alt/data" "$RUN/pg/data"; }
+			[ -L "$RUN/pg/postgres.log" ] || { rm -f "$RUN/pg/postgres.log"; ln -s "$alt/postgres.log" "$RUN/pg/postgres.log"; }
+			PG_DATA="$alt/data" PG_LOG="$alt/postgres.log"
 		fi
 		chown postgres: "$RUN/pg"
 	fi
