@@ -225,18 +225,27 @@ func listEvents(svc *wallet.Service) userHandler {
 	}
 }
 
+// userOperation reads what every operation on one user's wallet starts with, in this order:
+// the user in the path (for whom the caller must be allowed to act), the wait and
+// Idempotency-Key parameters, and the JSON body into req.
+func userOperation(c echo.Context, who caller, req any) (id int64, wait bool, key string, err error) {
+	if id, err = pathUser(c, who); err != nil {
+		return 0, false, "", err
+	}
+	if wait, key, err = operationParams(c); err != nil {
+		return 0, false, "", err
+	}
+	if err = httpx.DecodeJSON(c, req); err != nil {
+		return 0, false, "", err
+	}
+	return id, wait, key, nil
+}
+
 func deposit(svc *wallet.Service) userHandler {
 	return func(c echo.Context, who caller) error {
-		id, err := pathUser(c, who)
-		if err != nil {
-			return err
-		}
-		wait, key, err := operationParams(c)
-		if err != nil {
-			return err
-		}
 		var req depositRequest
-		if err := httpx.DecodeJSON(c, &req); err != nil {
+		id, wait, key, err := userOperation(c, who, &req)
+		if err != nil {
 			return err
 		}
 		amount, err := wallet.ParseAmount("amount", string(req.Amount))
@@ -254,16 +263,9 @@ func deposit(svc *wallet.Service) userHandler {
 
 func purchase(svc *wallet.Service) userHandler {
 	return func(c echo.Context, who caller) error {
-		id, err := pathUser(c, who)
-		if err != nil {
-			return err
-		}
-		wait, key, err := operationParams(c)
-		if err != nil {
-			return err
-		}
 		var req purchaseRequest
-		if err := httpx.DecodeJSON(c, &req); err != nil {
+		id, wait, key, err := userOperation(c, who, &req)
+		if err != nil {
 			return err
 		}
 		amount, err := wallet.ParseAmount("amount", string(req.Amount))
@@ -279,16 +281,9 @@ func purchase(svc *wallet.Service) userHandler {
 
 func withdraw(svc *wallet.Service) userHandler {
 	return func(c echo.Context, who caller) error {
-		id, err := pathUser(c, who)
-		if err != nil {
-			return err
-		}
-		wait, key, err := operationParams(c)
-		if err != nil {
-			return err
-		}
 		var req withdrawalRequest
-		if err := httpx.DecodeJSON(c, &req); err != nil {
+		id, wait, key, err := userOperation(c, who, &req)
+		if err != nil {
 			return err
 		}
 		amount, err := wallet.ParseAmount("amount", string(req.Amount))
