@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"strconv"
+	"time"
 
 	"github.com/walletsaga/walletsaga/internal/ordering"
 	"github.com/walletsaga/walletsaga/internal/wallet"
@@ -24,10 +25,27 @@ func (a outboxAdapter) Pending(ctx context.Context, s ordering.Slice, c ordering
 	}
 	out := ordering.Page{Records: make([]ordering.OutboxRecord, len(page.Events)), Last: page.Last, Horizon: page.Horizon}
 	for i, ev := range page.Events {
-		out.Records[i] = ordering.OutboxRecord{ID: ev.ID, Key: strconv.FormatInt(ev.UserID, 10), Seq: ev.Seq, Tag: ev.Kind,
-			Keys: ev.Keys, Body: ev.Body, At: ev.OccurredAt, Pred: ev.Pred, Traceparent: ev.Traceparent}
+		out.Records[i] = outboxRecord(ev)
 	}
 	return out, nil
+}
+
+func (a outboxAdapter) Strays(ctx context.Context, held []int64, olderThan time.Duration, limit int) ([]string, error) {
+	users, err := a.s.Strays(ctx, held, olderThan, limit)
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]string, len(users))
+	for i, u := range users {
+		keys[i] = strconv.FormatInt(u, 10)
+	}
+	return keys, nil
+}
+
+// outboxRecord is ev as the relay sends it.
+func outboxRecord(ev wallet.PendingEvent) ordering.OutboxRecord {
+	return ordering.OutboxRecord{ID: ev.ID, Key: strconv.FormatInt(ev.UserID, 10), Seq: ev.Seq, Tag: ev.Kind,
+		Keys: ev.Keys, Body: ev.Body, At: ev.OccurredAt, Pred: ev.Pred, Traceparent: ev.Traceparent}
 }
 
 func (a outboxAdapter) MarkPublished(ctx context.Context, recs []ordering.Published) error {

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -58,17 +59,11 @@ func build(cfg config, log *slog.Logger, pool *pgxpool.Pool) (*walletsvc, error)
 
 	reg := metrics.NewRegistry()
 	metrics.NewBroker(reg, broker.Reachable)
-	// The engine observes into the saga metrics, which count through the engine; its commits
-	// that ran local steps (which write outbox rows) wake the relay.
+	// The engine observes into the saga metrics, which count through the engine.
 	var engine *saga.Engine
 	var relay *ordering.Relay
 	sagaMetrics := metrics.NewSaga(reg, func(ctx context.Context) ([]saga.KindStateCount, error) { return engine.CountByKindState(ctx) })
-	engine = saga.New(pool, saga.Options{Workers: cfg.SagaWorkers, Logger: log, Observer: sagaMetrics,
-		Committed: func(locals int) {
-			if locals > 0 {
-				relay.Wake()
-			}
-		}})
+	engine = saga.New(pool, saga.Options{Workers: cfg.SagaWorkers, Logger: log, Observer: sagaMetrics})
 	gateway, err := provider.NewGateway(provider.Options{URL: cfg.GatewayURL, Token: cfg.GatewayToken, Timeout: cfg.ProviderTimeout})
 	if err != nil {
 		return w, err
@@ -80,7 +75,15 @@ func build(cfg config, log *slog.Logger, pool *pgxpool.Pool) (*walletsvc, error)
 	// One attempt of a remote step is one call: the engine's attempt timeout is the
 	// provider timeout, so PROVIDER_TIMEOUT is the one that holds.
 	svc, err := wallet.NewService(pool, engine, gateway, merchant,
-		wallet.Options{Logger: log, Steps: wallet.StepTuning{Window: cfg.SagaRetryWindow, AttemptTimeout: cfg.ProviderTimeout}})
+		wallet.Options{Logger: log, Steps: wallet.StepTuning{Window: cfg.SagaRetryWindow, AttemptTimeout: cfg.ProviderTimeout},
+			// Each event a saga commits goes to the relay's pump at once, without a read.
+			EventCommitted: func(ev wallet.PendingEvent, complete bool) {
+				if complete {
+					relay.Offer(outboxRecord(ev))
+				} else {
+					relay.WakeKey(strconv.FormatInt(ev.UserID, 10))
+				}
+			}})
 	if err != nil {
 		return w, err
 	}

@@ -41,11 +41,19 @@ type pump struct {
 	queue Queue
 	slice Slice
 	wake  chan struct{}
+	// needRead asks the loop to read the outbox: at the start, after a failure, when the
+	// relay's probe found records nobody holds, when an offered record cannot go without
+	// one, and while a backlog or a deferred record is left.
+	needRead atomic.Bool
 
 	flights  sync.WaitGroup
 	mu       sync.Mutex
 	awaiting map[int64]struct{} // confirmed by the broker, not yet marked published
+	recent   *recentIDs         // marked published lately: an offer of one comes too late
 	deferred bool               // the last read left records for a predecessor to be marked
+	offered  []OutboxRecord     // handed over in-process, not looked at yet
+	flying   []OutboxRecord     // the flight's records
+	ahead    []OutboxRecord     // to send after the flight
 
 	sendSince    atomic.Int64 // unix nanos the flight started; 0 when none
 	failingSince atomic.Int64 // unix nanos of the first failure in a row; 0 when none
@@ -54,7 +62,9 @@ type pump struct {
 }
 
 func newPump(r *Relay, com *committer, q Queue, s Slice) *pump {
-	p := &pump{relay: r, com: com, queue: q, slice: s, wake: make(chan struct{}, 1), awaiting: map[int64]struct{}{}}
+	p := &pump{relay: r, com: com, queue: q, slice: s, wake: make(chan struct{}, 1), awaiting: map[int64]struct{}{},
+		recent: newRecentIDs(recentPublished)}
+	p.needRead.Store(true)
 	p.Runner = lifecycle.NewRunner(p.run)
 	return p
 }
@@ -64,6 +74,91 @@ func (p *pump) signal() {
 	case p.wake <- struct{}{}:
 	default:
 	}
+}
+
+// requestRead asks the pump to read its queue's records from the outbox.
+func (p *pump) requestRead() {
+	p.needRead.Store(true)
+	p.signal()
+}
+
+// offer hands the pump a record its process just committed: it sends it without reading
+// the outbox when the record's predecessor is published or its own, and reads otherwise.
+func (p *pump) offer(rec OutboxRecord) {
+	p.mu.Lock()
+	p.offered = append(p.offered, rec)
+	p.mu.Unlock()
+	p.signal()
+}
+
+// held appends to dst the IDs of every record the pump holds: offered, to send, in flight,
+// or confirmed and not yet marked.
+func (p *pump) held(dst []int64) []int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for id := range p.awaiting {
+		dst = append(dst, id)
+	}
+	for _, recs := range [][]OutboxRecord{p.offered, p.flying, p.ahead} {
+		for _, r := range recs {
+			dst = append(dst, r.ID)
+		}
+	}
+	return dst
+}
+
+// hold records what the loop holds in flight and to send after it (for held).
+func (p *pump) hold(fl *flight, next []OutboxRecord) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.flying, p.ahead = nil, next
+	if fl != nil {
+		p.flying = fl.recs
+	}
+}
+
+// takeOffered takes the records offered since the last look and appends to next those
+// that may go now: not held already nor published lately, with a predecessor that is
+// published or held. It asks for a read when one may not go yet.
+func (p *pump) takeOffered(fl *flight, next []OutboxRecord) []OutboxRecord {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	offered := p.offered
+	p.offered = nil
+	if len(offered) == 0 {
+		return next
+	}
+	own := make(map[int64]struct{}, len(p.awaiting)+len(next)+len(offered))
+	for id := range p.awaiting {
+		own[id] = struct{}{}
+	}
+	if fl != nil {
+		for _, r := range fl.recs {
+			own[r.ID] = struct{}{}
+		}
+	}
+	for _, r := range next {
+		own[r.ID] = struct{}{}
+	}
+	for _, r := range offered {
+		if _, mine := own[r.ID]; mine || p.recent.has(r.ID) {
+			continue
+		}
+		if _, ok := own[r.Pred]; r.Pred != 0 && !ok && !p.recent.has(r.Pred) {
+			p.needRead.Store(true)
+			continue
+		}
+		own[r.ID] = struct{}{}
+		next = append(next, r)
+	}
+	return next
+}
+
+// dropOffered forgets what was offered (a read will show it).
+func (p *pump) dropOffered() {
+	p.mu.Lock()
+	p.offered = nil
+	p.mu.Unlock()
 }
 
 // flight is a send in progress: recs go to the queue in order, in batches of MaxPerSend.
@@ -80,8 +175,7 @@ func (p *pump) run(ctx context.Context) error {
 	policy := retry.Policy{Base: cfg.RetryBackoff, Max: 10 * cfg.RetryBackoff}
 	var (
 		cur      Cursor
-		next     []OutboxRecord // read ahead, not sent yet
-		haveRead bool           // next is what a read since the last send, failure or wake found
+		next     []OutboxRecord // to send once the flight is done, in order
 		fl       *flight
 		failures int
 		retryAt  time.Time
@@ -103,15 +197,31 @@ func (p *pump) run(ctx context.Context) error {
 	defer t.Stop()
 	for ctx.Err() == nil {
 		now := time.Now()
-		if !haveRead && !now.Before(retryAt) {
-			recs, c, at, err := p.read(ctx, cur, fl)
+		ready := !now.Before(retryAt)
+		switch {
+		case !ready:
+		case failures > 0 && fl == nil:
+			// Failing: what was offered meanwhile is read again, from the start.
+			p.dropOffered()
+			p.needRead.Store(true)
+		default:
+			next = p.takeOffered(fl, next)
+		}
+		// A read goes on from the cursor, which is past what it returned last: what is to be
+		// sent is sent first.
+		if ready && len(next) == 0 && p.needRead.Swap(false) {
+			recs, c, at, more, err := p.read(ctx, cur, fl)
 			switch {
 			case ctx.Err() != nil:
 				return nil
 			case err != nil:
+				p.needRead.Store(true)
 				fail(fmt.Errorf("reading the outbox: %w", err))
 			default:
-				next, cur, deferAt, haveRead = recs, c, at, true
+				next, cur, deferAt = recs, c, at
+				if more {
+					p.needRead.Store(true) // read on while this batch is sent
+				}
 				if fl == nil && len(next) == 0 && failures > 0 {
 					// Nothing is left to send: whatever was failing is over.
 					failures = 0
@@ -119,14 +229,16 @@ func (p *pump) run(ctx context.Context) error {
 				}
 			}
 		}
-		if fl == nil && len(next) > 0 && !now.Before(retryAt) {
+		if fl == nil && len(next) > 0 && ready {
 			fl = p.send(ctx, next)
-			next, haveRead = nil, false
+			next = nil
+			p.hold(fl, next)
 			p.track(fl, next, deferAt)
-			continue // read the next batch while this one is sent
+			continue // read on, or take what is offered, while this one is sent
 		}
+		p.hold(fl, next)
 		p.track(fl, next, deferAt)
-		wait := cfg.Poll
+		wait := cfg.QueuePoll
 		if d := time.Until(retryAt); d > 0 {
 			wait = d
 		}
@@ -141,23 +253,19 @@ func (p *pump) run(ctx context.Context) error {
 		case err := <-done:
 			fl = nil
 			if err != nil {
-				// The batch read ahead may hold successors of what just failed: throw it
-				// away and read again from the start (what the flight's earlier batches
-				// stored is awaiting its mark and is left out).
-				next, haveRead, cur = nil, false, Cursor{}
+				// What is to be sent may hold successors of what just failed: throw it away
+				// and read again from the start (what the flight's earlier batches stored is
+				// awaiting its mark and is left out).
+				next, cur = nil, Cursor{}
+				p.needRead.Store(true)
 				fail(err)
 			} else if failures > 0 {
 				failures = 0
 				p.failingSince.Store(0)
 			}
 		case <-p.wake:
-			if len(next) == 0 {
-				haveRead = false
-			}
 		case <-t.C:
-			if len(next) == 0 {
-				haveRead = false
-			}
+			p.needRead.Store(true)
 		}
 		t.Stop()
 	}
@@ -166,8 +274,9 @@ func (p *pump) run(ctx context.Context) error {
 
 // read reads the queue's next records from cur and takes those whose predecessor is
 // published or in the pump's own set. It returns them in ID order, the cursor for the next
-// read, and the time of the oldest record it left waiting.
-func (p *pump) read(ctx context.Context, cur Cursor, fl *flight) ([]OutboxRecord, Cursor, time.Time, error) {
+// read, the time of the oldest record it left waiting, and whether more are left to read
+// (the read stopped at the batch size).
+func (p *pump) read(ctx context.Context, cur Cursor, fl *flight) ([]OutboxRecord, Cursor, time.Time, bool, error) {
 	cfg := p.relay.cfg
 	own := map[int64]struct{}{}
 	p.mu.Lock()
@@ -186,7 +295,7 @@ func (p *pump) read(ctx context.Context, cur Cursor, fl *flight) ([]OutboxRecord
 	}
 	page, err := p.relay.outbox.Pending(ctx, p.slice, cur, skip, cfg.Batch)
 	if err != nil {
-		return nil, cur, time.Time{}, err
+		return nil, cur, time.Time{}, false, err
 	}
 	var (
 		taken     []OutboxRecord
@@ -197,7 +306,7 @@ func (p *pump) read(ctx context.Context, cur Cursor, fl *flight) ([]OutboxRecord
 	)
 	for i, r := range page.Records {
 		if i > 0 && r.ID <= page.Records[i-1].ID {
-			return nil, cur, time.Time{}, fmt.Errorf("outbox returned record %d after %d", r.ID, page.Records[i-1].ID)
+			return nil, cur, time.Time{}, false, fmt.Errorf("outbox returned record %d after %d", r.ID, page.Records[i-1].ID)
 		}
 		if r.ID > cur.After {
 			fresh++
@@ -229,7 +338,7 @@ func (p *pump) read(ctx context.Context, cur Cursor, fl *flight) ([]OutboxRecord
 	p.mu.Lock()
 	p.deferred = waiting != 0
 	p.mu.Unlock()
-	return taken, next, waitingAt, nil
+	return taken, next, waitingAt, fresh >= cfg.Batch, nil
 }
 
 // send starts a flight of recs.
@@ -303,15 +412,18 @@ func (p *pump) confirmed(stored []Published) {
 	}
 	p.mu.Unlock()
 	p.relay.published.Add(int64(len(stored)))
-	p.com.submit(stored, func(error) {
+	p.com.submit(stored, func(err error) {
 		p.mu.Lock()
 		for _, s := range stored {
 			delete(p.awaiting, s.ID)
+			if err == nil {
+				p.recent.add(s.ID)
+			}
 		}
 		wake := p.deferred
 		p.mu.Unlock()
 		if wake {
-			p.signal() // a record left for its predecessor may go now
+			p.requestRead() // a record left for its predecessor may go now
 		}
 	})
 }
@@ -397,4 +509,38 @@ func endSendSpans(spans []trace.Span, chunk []OutboxRecord, res []SendResult, er
 		}
 		span.End()
 	}
+}
+
+// recentPublished is how many of the IDs it marked published lately a pump remembers: an
+// offer arriving after a read already sent and marked its record is not sent again.
+const recentPublished = 4096
+
+// recentIDs is a set of the last n IDs added.
+type recentIDs struct {
+	ring []int64
+	next int
+	set  map[int64]struct{}
+}
+
+func newRecentIDs(n int) *recentIDs {
+	return &recentIDs{ring: make([]int64, 0, n), set: make(map[int64]struct{}, n)}
+}
+
+func (r *recentIDs) add(id int64) {
+	if _, ok := r.set[id]; ok {
+		return
+	}
+	if len(r.ring) < cap(r.ring) {
+		r.ring = append(r.ring, id)
+	} else {
+		delete(r.set, r.ring[r.next])
+		r.ring[r.next] = id
+		r.next = (r.next + 1) % len(r.ring)
+	}
+	r.set[id] = struct{}{}
+}
+
+func (r *recentIDs) has(id int64) bool {
+	_, ok := r.set[id]
+	return ok
 }

@@ -76,6 +76,10 @@ type Outbox interface {
 	// MarkPublished records that the records were stored by the broker, each as its MsgID,
 	// in one statement. Marking a record twice must be harmless (at-least-once).
 	MarkPublished(ctx context.Context, recs []Published) error
+	// Strays returns the keys of up to limit unpublished records, oldest first, that were
+	// written more than olderThan ago and whose IDs are not in held: records nobody handed
+	// to the relay (written by another process, or committed late) or left behind.
+	Strays(ctx context.Context, held []int64, olderThan time.Duration, limit int) ([]string, error)
 }
 
 // Published is a record the broker stored, and the message id it got.
@@ -101,9 +105,13 @@ type RelayConfig struct {
 	Batch int
 	// MaxPerSend is how many messages one batch send carries at most (default 64).
 	MaxPerSend int
-	// Poll is how often an idle pump looks for records it was not told about (written by
-	// other processes) when nothing wakes it (default 100ms).
+	// Poll is how often the relay looks, in one statement for all its queues, for records
+	// it was not handed (Offer) and no pump holds: written by other processes, committed
+	// late, or left behind; it wakes the pumps of their queues (default 100ms).
 	Poll time.Duration
+	// QueuePoll is how often a pump that nothing woke reads its queue anyway (default 2s):
+	// a backstop for what Poll cannot see, past the first rows of a long backlog.
+	QueuePoll time.Duration
 	// RoutePoll is how often the relay reads the topic's route, to follow added or removed
 	// queues (default 1s).
 	RoutePoll time.Duration
@@ -165,8 +173,11 @@ type RelayStats struct {
 // the keys hashed to its queue. A pump sends a record only when its predecessor is published
 // or was confirmed (or is being sent, earlier in the same batch) by that pump; a failed send
 // discards the batch read ahead and reads again from the start, so no key's record is ever
-// sent ahead of an unpublished predecessor. The relay is woken in-process (Wake, after a
-// commit that wrote records) or polls (records other processes wrote), and follows the
+// sent ahead of an unpublished predecessor. A record committed by this process is handed
+// to its pump (Offer), which sends it without reading the outbox when its predecessor is
+// published or its own; once per Poll, one statement looks for records no pump holds
+// (written by other processes, committed late, left behind) and has their pumps read; a
+// pump nothing woke reads every QueuePoll. The relay follows the
 // route: when the topic's queues change, keys move, and the pumps start again on the new
 // route. Only the Outbox's leader publishes, so several replicas can run a relay safely.
 //
@@ -199,7 +210,7 @@ func NewRelay(outbox Outbox, sender Sender, cfg RelayConfig) (*Relay, error) {
 		d   *time.Duration
 		def time.Duration
 	}{
-		{&cfg.Poll, 100 * time.Millisecond}, {&cfg.RoutePoll, time.Second}, {&cfg.RetryBackoff, 200 * time.Millisecond},
+		{&cfg.Poll, 100 * time.Millisecond}, {&cfg.QueuePoll, 2 * time.Second}, {&cfg.RoutePoll, time.Second}, {&cfg.RetryBackoff, 200 * time.Millisecond},
 		{&cfg.SendTimeout, 10 * time.Second}, {&cfg.StuckAfter, 5 * time.Second}, {&cfg.MarkLinger, 2 * time.Millisecond},
 	}
 	for _, d := range defaults {
@@ -225,14 +236,33 @@ func NewRelay(outbox Outbox, sender Sender, cfg RelayConfig) (*Relay, error) {
 	return r, nil
 }
 
-// Wake tells the relay that records were committed: idle pumps read at once. It never
-// blocks.
-func (r *Relay) Wake() {
+// WakeKey tells the relay that a record of key was committed: the pump of its queue reads.
+// It never blocks.
+func (r *Relay) WakeKey(key string) {
+	if p := r.pumpOf(key); p != nil {
+		p.requestRead()
+	}
+}
+
+// Offer hands the relay a record this process just committed. The pump of its queue sends
+// it without reading the outbox when the record's predecessor is published (Pred 0) or held
+// by that pump, and reads its queue otherwise. A relay that is not publishing drops it: the
+// one that is finds it (Poll). It never blocks.
+func (r *Relay) Offer(rec OutboxRecord) {
+	if p := r.pumpOf(rec.Key); p != nil {
+		p.offer(rec)
+	}
+}
+
+// pumpOf is the pump of key's queue on the current route (nil while there is none).
+func (r *Relay) pumpOf(key string) *pump {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, p := range r.pumps {
-		p.signal()
+	if len(r.pumps) == 0 {
+		return nil
 	}
+	s := r.pumps[0].slice
+	return r.pumps[s.Hash.Slot(key, s.Count)]
 }
 
 // Stats returns the relay's counters and its queues' states.
@@ -283,6 +313,16 @@ func (r *Relay) lead(ctx context.Context) error {
 	if err := com.Start(lctx); err != nil {
 		return err
 	}
+	pctx, stopProbe := context.WithCancel(lctx)
+	probed := make(chan struct{})
+	go func() {
+		defer close(probed)
+		r.probe(pctx)
+	}()
+	defer func() {
+		stopProbe()
+		<-probed
+	}()
 	var (
 		stopping    sync.WaitGroup // pumps told to stop, finishing their sends
 		route       Route
@@ -347,6 +387,56 @@ func (r *Relay) lead(ctx context.Context) error {
 			route = rt
 		}
 		t.Reset(r.cfg.RoutePoll)
+	}
+}
+
+// The probe's records are those older than strayAge (younger ones are being handed over)
+// and at most strayLimit of them.
+const (
+	strayAge   = 50 * time.Millisecond
+	strayLimit = 256
+)
+
+// probe looks, every Poll until ctx ends, for records no pump holds, and has the pumps of
+// their queues read.
+func (r *Relay) probe(ctx context.Context) {
+	t := time.NewTicker(r.cfg.Poll)
+	defer t.Stop()
+	var (
+		held     []int64
+		failures int
+	)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		r.mu.Lock()
+		pumps := r.pumps
+		r.mu.Unlock()
+		if len(pumps) == 0 {
+			continue
+		}
+		held = held[:0]
+		for _, p := range pumps {
+			held = p.held(held)
+		}
+		keys, err := r.outbox.Strays(ctx, held, strayAge, strayLimit)
+		if err != nil {
+			if ctx.Err() == nil {
+				failures++
+				if failures == 1 || failures%100 == 0 {
+					r.log.Warn("relay cannot look for records it was not handed", "err", err, "failures", failures)
+				}
+			}
+			continue
+		}
+		failures = 0
+		s := pumps[0].slice
+		for _, k := range keys {
+			pumps[s.Hash.Slot(k, s.Count)].requestRead()
+		}
 	}
 }
 

@@ -46,9 +46,6 @@ type Options struct {
 	// same key once the lease expires. Every attempt is bounded by its AttemptTimeout and
 	// every commit by the database's statement timeout already; this bounds their sum.
 	RunTimeout time.Duration
-	// Committed, when set, is called after every commit of a saga with the number of local
-	// steps it ran (e.g. to wake an outbox relay when they wrote events). It must be quick.
-	Committed func(localSteps int)
 }
 
 // Engine starts sagas, runs them inline, and recovers those nobody runs. Several engines, in

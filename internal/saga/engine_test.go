@@ -619,3 +619,34 @@ func TestARunIsBoundedByRunTimeout(t *testing.T) {
 	require.Less(t, took, 2*time.Second, "the run stopped at its bound, not at the end of an attempt")
 	require.Equal(t, saga.Running, snap.State, "left running, for recovery")
 }
+
+// TestAfterCommitRunsOnlyForTheCommitThatHeld: a local step's AfterCommit runs once its
+// commit is done, never for a commit that was rolled back (the refused credit took the
+// debit of the same batch with it; the debit's and its reversal's next commit held).
+func TestAfterCommitRunsOnlyForTheCommitThatHeld(t *testing.T) {
+	t.Parallel()
+	pool := withEffects(t)
+	var (
+		mu  sync.Mutex
+		ran []string
+	)
+	noted := func(step string) saga.LocalFunc {
+		return func(s *saga.Instance, b *pgx.Batch) saga.Outcome {
+			s.AfterCommit(func() {
+				mu.Lock()
+				defer mu.Unlock()
+				ran = append(ran, step)
+			})
+			return effect(step)(s, b)
+		}
+	}
+	e := newEngine(t, pool, saga.Options{}, fast("transfer",
+		saga.Step{Name: "debit", Do: saga.Local(noted("debit")), Compensate: saga.Local(noted("reversal"))},
+		saga.Step{Name: "credit", Do: saga.Local(noted("refused"))},
+	))
+	s := start(t, e, "transfer", nil).Snapshot()
+	require.Equal(t, saga.Compensated, s.State)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []string{"debit", "reversal"}, ran)
+}

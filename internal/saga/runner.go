@@ -184,6 +184,9 @@ func (r *runner) commit(ctx context.Context, first *Outcome, queue Queue) (err e
 				span.SetAttributes(r.attrs(attribute.String("saga.state", string(f.To.State)), attribute.Int("saga.local_steps", len(f.Locals)))...)
 			}
 			r.committed(f, inst.Data, out)
+			for _, fn := range inst.afterCommit {
+				fn()
+			}
 			return nil
 		}
 		failed := *done
@@ -222,9 +225,6 @@ func (r *runner) committed(f folded, data json.RawMessage, out written) {
 	}
 	for _, w := range f.Records {
 		r.record(w)
-	}
-	if r.e.opts.Committed != nil {
-		r.e.opts.Committed(len(f.Locals))
 	}
 	switch {
 	case f.To.State.Terminal():

@@ -145,7 +145,15 @@ type Instance struct {
 	// is off: a step whose row another process picks up (an outbox row) stores it there, so
 	// that the trace goes on from this commit.
 	Traceparent string
+
+	afterCommit []func()
 }
+
+// AfterCommit asks that fn run once the transaction carrying the step's statements has
+// committed (a local step: e.g. to hand the rows it wrote to whoever publishes them, with
+// what the statements returned). fn does not run when that transaction fails; it must be
+// quick and must not block.
+func (i *Instance) AfterCommit(fn func()) { i.afterCommit = append(i.afterCommit, fn) }
 
 // SetData replaces the instance's data with v encoded as JSON.
 func (i *Instance) SetData(v any) error {

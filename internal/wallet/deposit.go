@@ -118,7 +118,7 @@ var deposit = sagaKind{
 			},
 			{
 				Name: stepCredit,
-				Do: balanceStep(stepCredit, func(in depositInput) Change {
+				Do: balanceStep(p, stepCredit, func(in depositInput) Change {
 					return Change{UserID: in.UserID, Amount: in.Amount, Kind: walletevent.Deposit}
 				}),
 			},

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/walletsaga/walletsaga/internal/walletevent"
@@ -27,6 +28,18 @@ type PendingEvent struct {
 	// Traceparent is the W3C traceparent of the saga commit that wrote the event, "" when
 	// untraced.
 	Traceparent string
+}
+
+// pendingEvent is event e as the relay sends it: its body, its keys and its trace (Pred is
+// left 0 for the caller to set).
+func pendingEvent(e walletevent.Event, traceparent string) (PendingEvent, error) {
+	e.OccurredAt = e.OccurredAt.UTC().Truncate(time.Microsecond)
+	body, err := walletevent.Encode(e)
+	if err != nil {
+		return PendingEvent{}, fmt.Errorf("event %d: %w", e.EventID, err)
+	}
+	return PendingEvent{ID: e.EventID, UserID: e.UserID, Seq: e.Seq, Kind: string(e.Kind), Body: body,
+		Keys: []string{strconv.FormatInt(e.EventID, 10), e.SeqKey()}, OccurredAt: e.OccurredAt, Traceparent: traceparent}, nil
 }
 
 // OutboxStore is the relay's side of the transactional outbox (wallet_events): the relay
@@ -199,20 +212,18 @@ func (s *OutboxStore) Pending(ctx context.Context, q QueueSlice, after int64, ho
 		if id == nil {
 			continue // the snapshot's row of a read that found no event
 		}
-		e := walletevent.Event{EventID: *id, UserID: *userID, Seq: *seq, Kind: walletevent.Kind(*kind), Amount: *amount,
-			Currency: *currency, BalanceAfter: *balanceAfter, SagaID: *sagaID, Phone: *phone, Locale: *locale,
-			OccurredAt: occurredAt.UTC().Truncate(time.Microsecond)}
-		body, err := walletevent.Encode(e)
-		if err != nil {
-			return OutboxPage{}, fmt.Errorf("wallet: outbox pending: event %d: %w", e.EventID, err)
+		var tp string
+		if traceparent != nil {
+			tp = *traceparent
 		}
-		ev := PendingEvent{ID: e.EventID, UserID: e.UserID, Seq: e.Seq, Kind: *kind, Body: body,
-			Keys: []string{strconv.FormatInt(e.EventID, 10), e.SeqKey()}, OccurredAt: e.OccurredAt}
+		ev, err := pendingEvent(walletevent.Event{EventID: *id, UserID: *userID, Seq: *seq, Kind: walletevent.Kind(*kind), Amount: *amount,
+			Currency: *currency, BalanceAfter: *balanceAfter, SagaID: *sagaID, Phone: *phone, Locale: *locale,
+			OccurredAt: *occurredAt}, tp)
+		if err != nil {
+			return OutboxPage{}, fmt.Errorf("wallet: outbox pending: %w", err)
+		}
 		if pred != nil {
 			ev.Pred = *pred
-		}
-		if traceparent != nil {
-			ev.Traceparent = *traceparent
 		}
 		page.Events = append(page.Events, ev)
 	}
@@ -223,6 +234,29 @@ func (s *OutboxStore) Pending(ctx context.Context, q QueueSlice, after int64, ho
 		return OutboxPage{}, fmt.Errorf("wallet: outbox pending: horizon %q: %w", xmin, err)
 	}
 	return page, nil
+}
+
+// Strays returns the user ids of up to limit unpublished events, oldest first, written more
+// than olderThan ago, whose ids are not in held: those the relay was not handed or left
+// behind. It reads the partial index of unpublished ids, so it costs the unpublished rows
+// up to the limit past the held ones, never the published history.
+func (s *OutboxStore) Strays(ctx context.Context, held []int64, olderThan time.Duration, limit int) ([]int64, error) {
+	if held == nil {
+		held = []int64{}
+	}
+	rows, err := s.pool.Query(ctx, `
+SELECT user_id FROM wallet_events
+WHERE published_at IS NULL AND id <> ALL($1) AND occurred_at < now() - $2::bigint * interval '1 microsecond'
+ORDER BY id
+LIMIT $3`, held, olderThan.Microseconds(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("wallet: outbox strays: %w", err)
+	}
+	users, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("wallet: outbox strays: %w", err)
+	}
+	return users, nil
 }
 
 // MarkPublishedBatch records, in one statement, that events ids[i] were sent as broker

@@ -268,3 +268,51 @@ func TestOutboxMarksAnIDGivenTwiceInOneBatch(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, rest.Events, "both marked")
 }
+
+// TestAChangeHandsOverItsEventAsTheRelayReadsIt: what a committed change hands to the relay
+// (Applied.Event) is the row as Pending reads it, with the predecessor as it stood at the
+// commit; and Strays finds the unpublished rows nobody holds.
+func TestAChangeHandsOverItsEventAsTheRelayReadsIt(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{noRunner: true})
+	a := e.user(t)
+	id := e.sagaID(t, a)
+	var got []wallet.Applied
+	for i := range 2 {
+		ap, err := e.apply(e.ctx, wallet.Change{UserID: a, SagaID: id, Step: fmt.Sprintf("s%d", i), Amount: 100, Kind: walletevent.Deposit,
+			Traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"})
+		require.NoError(t, err)
+		require.True(t, ap.PredKnown)
+		got = append(got, ap)
+	}
+	out := wallet.NewOutboxStore(e.pool, 1, 0)
+	waitSettled(t, e)
+	page, err := out.Pending(e.ctx, whole, 0, 0, nil, 100)
+	require.NoError(t, err)
+	require.Len(t, page.Events, 2)
+	for i, ev := range page.Events {
+		require.Equal(t, ev, got[i].Event, "event %d handed over as read", i)
+	}
+	require.Zero(t, got[0].Event.Pred, "seq 1 has no predecessor")
+	require.Equal(t, got[0].EventID, got[1].Event.Pred, "the unpublished predecessor")
+
+	strays, err := out.Strays(e.ctx, nil, 0, 10)
+	require.NoError(t, err)
+	require.Equal(t, []int64{a, a}, strays)
+	strays, err = out.Strays(e.ctx, []int64{got[0].EventID}, 0, 10)
+	require.NoError(t, err)
+	require.Equal(t, []int64{a}, strays, "held ids are left out")
+	strays, err = out.Strays(e.ctx, nil, time.Hour, 10)
+	require.NoError(t, err)
+	require.Empty(t, strays, "younger than olderThan")
+
+	require.NoError(t, out.MarkPublishedBatch(e.ctx, []int64{got[0].EventID, got[1].EventID}, []string{"m1", "m2"}))
+	third, err := e.apply(e.ctx, wallet.Change{UserID: a, SagaID: id, Step: "s2", Amount: 100, Kind: walletevent.Deposit})
+	require.NoError(t, err)
+	require.True(t, third.PredKnown)
+	require.Zero(t, third.Event.Pred, "the predecessor was published at the commit")
+	require.Equal(t, int64(3), third.Event.Seq)
+	strays, err = out.Strays(e.ctx, nil, 0, 10)
+	require.NoError(t, err)
+	require.Equal(t, []int64{a}, strays, "published rows are no strays")
+}

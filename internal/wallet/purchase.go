@@ -92,10 +92,10 @@ var purchase = sagaKind{
 		return saga.Definition{Kind: KindPurchase, Steps: []saga.Step{
 			{
 				Name: stepDebit,
-				Do: balanceStep(stepDebit, func(in purchaseInput) Change {
+				Do: balanceStep(p, stepDebit, func(in purchaseInput) Change {
 					return Change{UserID: in.UserID, Amount: -in.Amount, Kind: walletevent.Purchase}
 				}),
-				Compensate: balanceStep(ledgerRefund, func(in purchaseInput) Change {
+				Compensate: balanceStep(p, ledgerRefund, func(in purchaseInput) Change {
 					return Change{UserID: in.UserID, Amount: in.Amount, Kind: walletevent.Refund}
 				}),
 			},

@@ -51,6 +51,8 @@ type sagaKind struct {
 type parties struct {
 	gateway  PaymentGateway
 	merchant Merchant
+	// committed is Options.EventCommitted (nil when unset).
+	committed func(ev PendingEvent, complete bool)
 }
 
 // sagaKinds is the registry: every kind of saga the wallet registers, each defined in its
@@ -88,8 +90,7 @@ type StepTuning struct {
 
 // definitions returns the definitions of every registered kind, calling gw and m for their
 // remote steps, tuned by t.
-func definitions(gw PaymentGateway, m Merchant, t StepTuning) []saga.Definition {
-	p := parties{gateway: gw, merchant: m}
+func definitions(p parties, t StepTuning) []saga.Definition {
 	out := make([]saga.Definition, 0, len(sagaKinds))
 	for _, k := range sagaKinds {
 		d := k.Define(p)
@@ -102,8 +103,9 @@ func definitions(gw PaymentGateway, m Merchant, t StepTuning) []saga.Definition 
 
 // balanceStep is a local step that applies one balance change, derived from the saga's
 // input by change (which sets UserID, Amount and Kind), as ledger step name step: one
-// statement in the commit that records the step (see QueueChange).
-func balanceStep[In any](step string, change func(in In) Change) saga.Action {
+// statement in the commit that records the step (see QueueChange). Once that commit is
+// done, the event it wrote is handed to p.committed.
+func balanceStep[In any](p parties, step string, change func(in In) Change) saga.Action {
 	return saga.Local(func(s *saga.Instance, b *pgx.Batch) saga.Outcome {
 		var in In
 		if o, ok := decodeInput(s, &in); !ok {
@@ -111,7 +113,17 @@ func balanceStep[In any](step string, change func(in In) Change) saga.Action {
 		}
 		c := change(in)
 		c.SagaID, c.Step, c.Traceparent = s.ID, step, s.Traceparent
-		QueueChange(b, c, nil)
+		if p.committed == nil {
+			QueueChange(b, c, nil)
+			return saga.Done()
+		}
+		got := &Applied{}
+		QueueChange(b, c, got)
+		s.AfterCommit(func() {
+			if got.Applied {
+				p.committed(got.Event, got.PredKnown)
+			}
+		})
 		return saga.Done()
 	})
 }

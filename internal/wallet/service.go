@@ -24,6 +24,13 @@ type Options struct {
 	Currency string
 	// Steps tunes the attempts, timeouts and backoff of every saga step.
 	Steps StepTuning
+	// EventCommitted, when set, is told of each balance event a saga step wrote, once the
+	// step's commit is done, so that a relay in this process can send it without reading
+	// the outbox: ev is the row as OutboxStore.Pending would return it. complete is false
+	// when ev.Pred is not known (the user's previous event committed after the step's
+	// snapshot) or ev could not be built; the row is only in the outbox then. It must be
+	// quick and must not block.
+	EventCommitted func(ev PendingEvent, complete bool)
 }
 
 // Service is the wallet's application service: users, wallets, and the sagas that move
@@ -61,7 +68,7 @@ func NewService(pool *pgxpool.Pool, engine *saga.Engine, gw PaymentGateway, m Me
 	if err := ValidateCurrency(opts.Currency); err != nil {
 		return nil, fmt.Errorf("wallet: options: %w", err)
 	}
-	for _, d := range definitions(gw, m, opts.Steps) {
+	for _, d := range definitions(parties{gateway: gw, merchant: m, committed: opts.EventCommitted}, opts.Steps) {
 		if err := engine.Register(d); err != nil {
 			return nil, fmt.Errorf("wallet: %w", err)
 		}

@@ -129,6 +129,12 @@ type Applied struct {
 	EventID      int64
 	Seq          int64
 	BalanceAfter Money
+	// Event is the outbox row written, as the relay reads it (when Applied).
+	Event PendingEvent
+	// PredKnown tells whether Event is complete and its Pred known: false when the user's
+	// previous event committed after the statement's snapshot, so whether it is published
+	// is not known, or when the event could not be encoded (the relay reads the row then).
+	PredKnown bool
 
 	found bool // the wallet exists
 }
@@ -165,19 +171,48 @@ WITH w AS (
 ), e AS (
     INSERT INTO wallet_events (user_id, seq, kind, amount, currency, balance_after, saga_id, phone, locale, traceparent)
     SELECT $1, w.event_seq, $5, $4, w.currency, w.balance, $2, u.phone, u.locale, NULLIF($6::text, '') FROM w JOIN users u ON u.id = $1
-    RETURNING id, seq, balance_after
+    RETURNING id, seq, balance_after, currency, phone, locale, occurred_at
 )
-SELECT e.id, e.seq, e.balance_after, EXISTS (SELECT 1 FROM wallets WHERE user_id = $1)
-FROM (SELECT 1) one LEFT JOIN e ON true`, c.UserID, c.SagaID, c.Step, int64(c.Amount), string(c.Kind), c.Traceparent)
+SELECT e.id, e.seq, e.balance_after, e.currency, e.phone, e.locale, e.occurred_at,
+       p.id, p.published_at IS NOT NULL, EXISTS (SELECT 1 FROM wallets WHERE user_id = $1)
+FROM (SELECT 1) one LEFT JOIN e ON true
+LEFT JOIN wallet_events p ON p.user_id = $1 AND p.seq = e.seq - 1`, c.UserID, c.SagaID, c.Step, int64(c.Amount), string(c.Kind), c.Traceparent)
 	if got != nil {
 		q.QueryRow(func(row pgx.Row) error {
-			var id, seq, after *int64
-			if err := row.Scan(&id, &seq, &after, &got.found); err != nil {
+			var (
+				id, seq, after, pred *int64
+				currency, phone, loc *string
+				at                   *time.Time
+				predPublished        *bool
+			)
+			if err := row.Scan(&id, &seq, &after, &currency, &phone, &loc, &at, &pred, &predPublished, &got.found); err != nil {
 				return err
 			}
-			if id != nil {
-				got.Applied, got.EventID, got.Seq, got.BalanceAfter = true, *id, *seq, Money(*after)
+			if id == nil {
+				return nil
 			}
+			got.Applied, got.EventID, got.Seq, got.BalanceAfter = true, *id, *seq, Money(*after)
+			ev, err := pendingEvent(walletevent.Event{EventID: *id, UserID: c.UserID, Seq: *seq, Kind: c.Kind,
+				Amount: int64(c.Amount), Currency: *currency, BalanceAfter: *after, SagaID: c.SagaID,
+				Phone: *phone, Locale: *loc, OccurredAt: *at}, c.Traceparent)
+			if err != nil {
+				// Not an error of the change, which is made: the relay reads the row instead.
+				got.Event = PendingEvent{ID: *id, UserID: c.UserID, Seq: *seq}
+				return nil //nolint:nilerr // the row stands; only its hand-over is given up
+			}
+			// The previous event's row is read in the statement's snapshot: when it committed
+			// after that (this statement waited for the wallet's row lock), it is not seen,
+			// and whether it is published is not known.
+			switch {
+			case *seq == 1:
+				got.PredKnown = true
+			case pred != nil:
+				got.PredKnown = true
+				if !*predPublished {
+					ev.Pred = *pred
+				}
+			}
+			got.Event = ev
 			return nil
 		})
 	}

@@ -89,20 +89,20 @@ func (s *Service) Transfer(ctx context.Context, r TransferRequest) (Operation, e
 var transfer = sagaKind{
 	Name:   KindTransfer,
 	Events: []walletevent.Kind{walletevent.TransferOut, walletevent.TransferIn, walletevent.Reversal},
-	Define: func(parties) saga.Definition {
+	Define: func(p parties) saga.Definition {
 		return saga.Definition{Kind: KindTransfer, Steps: []saga.Step{
 			{
 				Name: stepDebit,
-				Do: balanceStep(stepDebit, func(in transferInput) Change {
+				Do: balanceStep(p, stepDebit, func(in transferInput) Change {
 					return Change{UserID: in.From, Amount: -in.Amount, Kind: walletevent.TransferOut, LockFirst: []int64{in.From, in.To}}
 				}),
-				Compensate: balanceStep(ledgerReversal, func(in transferInput) Change {
+				Compensate: balanceStep(p, ledgerReversal, func(in transferInput) Change {
 					return Change{UserID: in.From, Amount: in.Amount, Kind: walletevent.Reversal}
 				}),
 			},
 			{
 				Name: stepCredit,
-				Do: balanceStep(stepCredit, func(in transferInput) Change {
+				Do: balanceStep(p, stepCredit, func(in transferInput) Change {
 					return Change{UserID: in.To, Amount: in.Amount, Kind: walletevent.TransferIn}
 				}),
 			},

@@ -87,10 +87,10 @@ var withdrawal = sagaKind{
 		return saga.Definition{Kind: KindWithdrawal, Steps: []saga.Step{
 			{
 				Name: stepDebit,
-				Do: balanceStep(stepDebit, func(in withdrawalInput) Change {
+				Do: balanceStep(p, stepDebit, func(in withdrawalInput) Change {
 					return Change{UserID: in.UserID, Amount: -in.Amount, Kind: walletevent.Withdrawal}
 				}),
-				Compensate: balanceStep(ledgerRefund, func(in withdrawalInput) Change {
+				Compensate: balanceStep(p, ledgerRefund, func(in withdrawalInput) Change {
 					return Change{UserID: in.UserID, Amount: in.Amount, Kind: walletevent.WithdrawalRefund}
 				}),
 			},
