@@ -124,7 +124,8 @@ type RelayConfig struct {
 	// before its state is "stuck" (default 5s).
 	StuckAfter time.Duration
 	// MarkLinger is how long the shared committer waits for more pumps' confirmations before
-	// it marks what it holds published in one statement (default 2ms)…
+	// it marks what it holds published in one statement (default 20ms: no send waits for a
+	// mark, so the linger costs no latency)…
 	MarkLinger time.Duration
 	// …unless MarkMaxRows records are waiting (default 1024).
 	MarkMaxRows int
@@ -211,7 +212,7 @@ func NewRelay(outbox Outbox, sender Sender, cfg RelayConfig) (*Relay, error) {
 		def time.Duration
 	}{
 		{&cfg.Poll, 100 * time.Millisecond}, {&cfg.QueuePoll, 2 * time.Second}, {&cfg.RoutePoll, time.Second}, {&cfg.RetryBackoff, 200 * time.Millisecond},
-		{&cfg.SendTimeout, 10 * time.Second}, {&cfg.StuckAfter, 5 * time.Second}, {&cfg.MarkLinger, 2 * time.Millisecond},
+		{&cfg.SendTimeout, 10 * time.Second}, {&cfg.StuckAfter, 5 * time.Second}, {&cfg.MarkLinger, 20 * time.Millisecond},
 	}
 	for _, d := range defaults {
 		if *d.d <= 0 {
