@@ -1002,14 +1002,16 @@ func (dc *defaultConsumer) processPullResult(mq *primitive.MessageQueue, result 
 	}
 }
 
+// walletsaga patch 12: ask the topic's brokers in turn, from a random one, until one
+// answers: upstream asked one random broker, so while a broker hangs every other rebalance
+// failed, after its 3 s timeout.
 func (dc *defaultConsumer) findConsumerList(topic string) []string {
-	brokerAddr := dc.client.GetNameSrv().FindBrokerAddrByTopic(topic)
-	if brokerAddr == "" {
+	addrs := dc.consumerListBrokers(topic)
+	if len(addrs) == 0 {
 		dc.client.GetNameSrv().UpdateTopicRouteInfo(topic)
-		brokerAddr = dc.client.GetNameSrv().FindBrokerAddrByTopic(topic)
+		addrs = dc.consumerListBrokers(topic)
 	}
-
-	if brokerAddr != "" {
+	for _, brokerAddr := range addrs {
 		req := &internal.GetConsumerListRequestHeader{
 			ConsumerGroup: dc.consumerGroup,
 		}
@@ -1021,7 +1023,7 @@ func (dc *defaultConsumer) findConsumerList(topic string) []string {
 				rlog.LogKeyBroker:        brokerAddr,
 				rlog.LogKeyUnderlayError: err,
 			})
-			return nil
+			continue
 		}
 		result := gjson.ParseBytes(res.Body)
 		list := make([]string, 0)
@@ -1032,6 +1034,33 @@ func (dc *defaultConsumer) findConsumerList(topic string) []string {
 		return list
 	}
 	return nil
+}
+
+// walletsaga patch 12: consumerListBrokers returns the master addresses of the brokers
+// holding the topic's subscribed queues, in a random order (upstream: one random broker of
+// the topic's route).
+func (dc *defaultConsumer) consumerListBrokers(topic string) []string {
+	v, ok := dc.topicSubscribeInfoTable.Load(topic)
+	if !ok {
+		return nil
+	}
+	var names []string
+	for _, mq := range v.([]*primitive.MessageQueue) {
+		found := false
+		for _, n := range names {
+			found = found || n == mq.BrokerName
+		}
+		if !found {
+			names = append(names, mq.BrokerName)
+		}
+	}
+	var addrs []string
+	for _, i := range rand.Perm(len(names)) {
+		if r := dc.client.GetNameSrv().FindBrokerAddressInSubscribe(names[i], internal.MasterId, true); r != nil && r.BrokerAddr != "" {
+			addrs = append(addrs, r.BrokerAddr)
+		}
+	}
+	return addrs
 }
 
 func (dc *defaultConsumer) sendBack(msg *primitive.MessageExt, level int) error {

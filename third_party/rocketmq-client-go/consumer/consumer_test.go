@@ -67,7 +67,9 @@ func TestDoRebalance(t *testing.T) {
 		ctrl := gomock.NewController(t)
 		defer ctrl.Finish()
 		namesrvCli := internal.NewMockNamesrvs(ctrl)
-		namesrvCli.EXPECT().FindBrokerAddrByTopic(gomock.Any()).Return(broker)
+		// walletsaga patch 12: the consumer list is asked of the subscribed queues' brokers.
+		namesrvCli.EXPECT().FindBrokerAddressInSubscribe(gomock.Any(), internal.MasterId, true).
+			Return(&internal.FindBrokerResult{BrokerAddr: broker})
 
 		rmqCli := internal.NewMockRMQClient(ctrl)
 		rmqCli.EXPECT().InvokeSync(gomock.Any(), gomock.Any(), gomock.Any(), gomock.Any()).

@@ -7,6 +7,7 @@ package consumer
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -320,5 +321,31 @@ func TestAQueueLockedOnRebalanceIsPulledAsLocked(t *testing.T) {
 		require.True(t, pr.pq.IsLock(), "the new queue's process queue is not marked locked")
 	default:
 		t.Fatal("no pull request for the new queue")
+	}
+}
+
+// Patch 12: a rebalance asks its group's consumers of the topic's brokers in turn until one
+// answers, so a broker that hangs (here: times out) does not fail it. Upstream asked one
+// broker at random, half the time the hung one here.
+func TestTheConsumerListComesFromABrokerThatAnswers(t *testing.T) {
+	ctrl := gomock.NewController(t)
+	defer ctrl.Finish()
+	dc, client := newOrderlyConsumer(ctrl)
+	const hungBroker, hungAddr = "broker-b", "192.0.2.2:10911"
+	namesrv := client.GetNameSrv().(*internal.MockNamesrvs)
+	namesrv.EXPECT().FindBrokerAddressInSubscribe(hungBroker, internal.MasterId, true).
+		Return(&internal.FindBrokerResult{BrokerAddr: hungAddr}).AnyTimes()
+	a, b := patchQueue(0), primitive.MessageQueue{Topic: patchTopic, BrokerName: hungBroker, QueueId: 0}
+	dc.topicSubscribeInfoTable.Store(patchTopic, []*primitive.MessageQueue{&a, &b})
+	client.EXPECT().InvokeSync(gomock.Any(), gomock.Any(), gomock.Any(), gomock.Any()).DoAndReturn(
+		func(_ context.Context, addr string, cmd *remote.RemotingCommand, _ time.Duration) (*remote.RemotingCommand, error) {
+			require.Equal(t, internal.ReqGetConsumerListByGroup, cmd.Code)
+			if addr == hungAddr {
+				return nil, errors.New("request timeout")
+			}
+			return &remote.RemotingCommand{Code: internal.ResSuccess, Body: []byte(`{"consumerIdList":["c1","c2"]}`)}, nil
+		}).AnyTimes()
+	for i := 0; i < 20; i++ { // the first broker asked is drawn at random
+		require.Equal(t, []string{"c1", "c2"}, dc.findConsumerList(patchTopic))
 	}
 }
