@@ -28,6 +28,9 @@ type Call struct {
 	At     time.Time // when it answered
 	// Traceparent is the W3C traceparent header the call carried, "" when none.
 	Traceparent string
+	// Delivered tells the fault hook that the key was delivered before: a provider that
+	// keeps its contract answers it 409, whatever else its fault does to new SMS.
+	Delivered bool
 }
 
 // Fault is what the provider does with a call instead of delivering it; the zero Fault
@@ -152,6 +155,7 @@ func (p *Provider) serve(w http.ResponseWriter, r *http.Request) {
 	case p.hanging:
 		f = Fault{Hang: time.Hour}
 	case p.fault != nil:
+		_, c.Delivered = p.delivered[c.Key]
 		f = p.fault(c)
 	}
 	p.mu.Unlock()
