@@ -140,9 +140,20 @@ type eventTime struct {
 	published *time.Time // published_at
 }
 
-// eventsOf returns the events committed in [from, to), with their commit and publish times.
-func eventsOf(ctx context.Context, db *pgxpool.Pool, from, to time.Time) ([]eventTime, error) {
-	rows, err := db.Query(ctx, `SELECT user_id, seq, occurred_at, published_at FROM wallet_events WHERE occurred_at >= $1 AND occurred_at < $2`, from, to)
+// lastEventID is the outbox's highest id: ids grow, so the events of a run that starts now
+// have higher ones.
+func (s *laneStack) lastEventID(ctx context.Context) (int64, error) {
+	var id int64
+	err := s.db.QueryRow(ctx, `SELECT COALESCE(max(id), 0) FROM wallet_events`).Scan(&id)
+	return id, err
+}
+
+// eventsOf returns the events with an id above after committed in [from, to), with their
+// commit and publish times: the id bounds the scan to the run's rows (the primary key), the
+// times leave out what committed after the run.
+func eventsOf(ctx context.Context, db *pgxpool.Pool, after int64, from, to time.Time) ([]eventTime, error) {
+	rows, err := db.Query(ctx, `SELECT user_id, seq, occurred_at, published_at FROM wallet_events
+		WHERE id > $1 AND occurred_at >= $2 AND occurred_at < $3`, after, from, to)
 	if err != nil {
 		return nil, err
 	}
@@ -167,12 +178,13 @@ func (b *bench) laneRate() float64 {
 	return b.cfg.LaneRate
 }
 
-// waitAccepted waits (up to the drain time) until the provider accepted every event
-// committed in [from, to) of users other than except, and returns those events.
-func (b *bench) waitAccepted(ctx context.Context, db *pgxpool.Pool, prov *smsprovider.Provider, from, to time.Time, except int64) ([]eventTime, error) {
+// waitAccepted waits (up to the drain time) until the provider accepted every event with an
+// id above after committed in [from, to) of users other than except, and returns those
+// events.
+func (b *bench) waitAccepted(ctx context.Context, db *pgxpool.Pool, prov *smsprovider.Provider, after int64, from, to time.Time, except int64) ([]eventTime, error) {
 	deadline := time.Now().Add(b.cfg.Drain)
 	for {
-		all, err := eventsOf(ctx, db, from, to)
+		all, err := eventsOf(ctx, db, after, from, to)
 		if err != nil {
 			return nil, err
 		}
@@ -190,7 +202,7 @@ func (b *bench) waitAccepted(ctx context.Context, db *pgxpool.Pool, prov *smspro
 		if missing == 0 || time.Now().After(deadline) || ctx.Err() != nil {
 			return evs, nil
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(500 * time.Millisecond)
 	}
 }
 

@@ -200,3 +200,16 @@ func (r *Results) bestByKind(setting string) map[string]Phase {
 	}
 	return best
 }
+
+// commits are the product's transactions over the phase's span: the database's, less the
+// bench's probes.
+func (p Phase) commits() int64 { return p.DBCommits - p.Probes }
+
+// writeAndReadTx are the phase's write transactions (from the WAL) and the product's
+// read-only ones (its commits less those); not ok when the WAL was not read.
+func (p Phase) writeAndReadTx() (WriteTx, int64, bool) {
+	if p.Writes == nil {
+		return WriteTx{}, 0, false
+	}
+	return *p.Writes, p.commits() - p.Writes.All(), true
+}
