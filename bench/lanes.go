@@ -224,7 +224,7 @@ func (r *Results) laneTargets() {
 		r.Targets = append(r.Targets,
 			Target{What: fmt.Sprintf("dead letters after a %.0f s provider outage under load", o.OutageSecs), Want: "0", Got: float64(o.DeadLettered),
 				Reached: o.DeadLettered == 0 && o.Delivered == o.Events && o.OutOfOrder == 0},
-			Target{What: "every SMS delivered after the provider recovers, within (s)", Want: "≤ 5", Got: o.RecoverySecs,
+			Target{What: fmt.Sprintf("every SMS delivered after a %.0f s provider outage, within (s) of the recovery", o.OutageSecs), Want: "≤ 5", Got: o.RecoverySecs,
 				Reached: o.Delivered == o.Events && o.RecoverySecs <= 5})
 	}
 	if bl := r.Lanes.Backlog; bl != nil {

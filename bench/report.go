@@ -60,7 +60,7 @@ func (r *Results) tables() []table {
 	if len(r.Phases) > 0 {
 		t := table{title: "Product: sagas with ?wait=true and an Idempotency-Key (closed loop); commit→SMS = outbox occurred_at → notify.sms_log sent_at",
 			head: []string{"kind", "settings", "clients", "sagas/s", "ok", "failed", "202", "err", "API p50", "p95", "p99 ms",
-				"commit→SMS p50", "p95", "p99 ms", "→published p99", "SMS/s", "CPU ms/saga wallet", "notifier", "postgres", "broker", "bench",
+				"commit→SMS p50", "p95", "p99 ms", "→published p99", "SMS/s", "SMS ÷ events", "CPU ms/saga wallet", "notifier", "postgres", "broker", "bench", "all",
 				"DB commits/saga", "write tx/saga: saga", "relay", "notifier", "read tx/saga", "others CPU"}}
 		rows := append([]Phase(nil), r.Phases...)
 		if r.HalfLoad != nil {
@@ -86,9 +86,9 @@ func (r *Results) tables() []table {
 				ws = []string{per(w.Saga), per(w.Relay), per(w.Notifier), per(reads)}
 			}
 			t.rows = append(t.rows, append([]string{p.Kind, settingName(p.Setting), clients, f1(p.SagasPerS), d(p.Completed), d(p.Failed), d(p.Timeouts), d(p.Errors),
-				f1(p.API.P50), f1(p.API.P95), f1(p.API.P99), f1(p.E2E.P50), f1(p.E2E.P95), f1(p.E2E.P99), f1(p.ToPublished.P99), f1(p.SMSPerS),
+				f1(p.API.P50), f1(p.API.P95), f1(p.API.P99), f1(p.E2E.P50), f1(p.E2E.P95), f1(p.E2E.P99), f1(p.ToPublished.P99), f1(p.SMSPerS), strconv.FormatFloat(p.smsShare(), 'f', 2, 64),
 				perOp(p.CPU["walletsvc"], p.Completed), perOp(p.CPU["notifier"], p.Completed), perOp(p.CPU["postgres"], p.Completed),
-				perOp(p.CPU["broker"], p.Completed), perOp(p.CPU["bench"], p.Completed), commits}, append(ws, f0(p.OthersCPU*100)+"%")...))
+				perOp(p.CPU["broker"], p.Completed), perOp(p.CPU["bench"], p.Completed), perOp(p.cpuAll(), p.Completed), commits}, append(ws, f0(p.OthersCPU*100)+"%")...))
 		}
 		ts = append(ts, t)
 	}
@@ -143,8 +143,8 @@ var definitions = []string{
 	"sagas/s: sagas answered 200 with state completed within the phase, ÷ the phase's length; 202 = still running after the API's 10 s wait; failed = terminal but not completed.",
 	"API pNN: client-side latency of the POST with ?wait=true (open loop: from the scheduled start, so queueing counts).",
 	"commit→SMS: wallet_events.occurred_at (now() of the step's transaction, just before its commit) → notify.sms_log.sent_at (now() of the notifier's send transaction), for the events written during the phase, read after the phase's SMS have all arrived; →published: occurred_at → published_at (the relay).",
-	"SMS/s: SMS log rows written during the phase ÷ its length.",
-	"CPU ms/saga: CPU time (/proc/PID/stat utime+stime) of each process from the phase's start to the end of its SMS drain ÷ completed sagas; postgres = the whole cluster (postmaster, live and exited backends); broker = the RocketMQ broker JVM; bench = this load generator, with the payment gateway and merchant stub it serves (the simulator's handler on its memory store, so the product's database holds nothing of theirs).",
+	"SMS/s: SMS log rows written during the phase ÷ its length; SMS ÷ events: that ÷ the phase's events ÷ its length (a transfer writes two events), below 1 when the notifier falls behind.",
+	"CPU ms/saga: CPU time (/proc/PID/stat utime+stime) of each process from the phase's start to the end of its SMS drain ÷ completed sagas; postgres = the whole cluster (postmaster, live and exited backends); broker = the RocketMQ broker JVM; bench = this load generator, with the payment gateway and merchant stub it serves (the simulator's handler on its memory store, so the product's database holds nothing of theirs); all = the sum of the five.",
 	"DB commits/saga: pg_stat_database.xact_commit of the product's database over the same span, less the bench's own probes, ÷ completed sagas: every transaction of walletsvc (API, saga engine, relay) and of the notifier (each autocommit statement counts as one); backends flush these counters up to ~1 s late. The probes (the span's opening snapshot, the drain polls, the latency query: bench_probe_tx in the JSON) run one at a time on one connection of their own, on the simple protocol and never pinged, so that each is exactly one transaction, and are counted by the bench.",
 	"write tx/saga: committed transactions that wrote (got a transaction id), read from the WAL of the same span (pg_walinspect; the span is recorded during the phase and read after the run's last measured part, so that reading it perturbs no phase) and split by the tables each touched: saga = the wallet's and the saga engine's tables (the saga's own commits), relay = only wallet_events (marking published), notifier = the notify schema; ÷ completed sagas. read tx/saga = DB commits (the probes left out) − all write transactions: the product's read-only transactions (the API's reads, the relay's and the notifier's polls).",
 	"others CPU: share of the machine's CPU capacity over the same span used by processes outside the stack (other sessions' builds and tests, kernel threads): the noise on this run; Postgres work of other databases on the same cluster is counted under postgres, not here.",
