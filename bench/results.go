@@ -56,11 +56,15 @@ type Target struct {
 // finish computes the ratios and checks the targets.
 func (r *Results) finish() {
 	bestRaw, bestRawC := 0.0, 0
-	durableRaw := 0.0
+	durableRaw := map[string]float64{} // by setting
+	var durableSettings []string
 	for _, p := range r.RawPG {
 		switch {
-		case p.Setting == "durable":
-			durableRaw = max(durableRaw, p.TPS)
+		case p.Setting != "":
+			if _, ok := durableRaw[p.Setting]; !ok {
+				durableSettings = append(durableSettings, p.Setting)
+			}
+			durableRaw[p.Setting] = max(durableRaw[p.Setting], p.TPS)
 		case p.TPS > bestRaw:
 			bestRaw, bestRawC = p.TPS, p.Clients
 		}
@@ -105,15 +109,20 @@ func (r *Results) finish() {
 		r.Ratios = slices.Insert(r.Ratios, at, rt)
 		r.Targets = append(r.Targets, dtmTarget(rt, best))
 	}
-	if durable := r.bestByKind("durable"); durableRaw > 0 && len(durable) > 0 {
+	for _, setting := range durableSettings {
+		durable := r.bestByKind(setting)
+		if durableRaw[setting] <= 0 || len(durable) == 0 {
+			continue
+		}
 		minRate := -1.0
 		for _, p := range durable {
 			if minRate < 0 || p.SagasPerS < minRate {
 				minRate = p.SagasPerS
 			}
 		}
-		r.Ratios = append(r.Ratios, Ratio{Name: "wallet_vs_postgres_durable", Value: round2(minRate / durableRaw), Definition: fmt.Sprintf(
-			"with fsync and synchronous_commit on: the minimum over deposit and purchase of completed sagas/s (%.1f) ÷ the raw wallet-step tx/s with the same settings (%.1f)", minRate, durableRaw)})
+		r.Ratios = append(r.Ratios, Ratio{Name: "wallet_vs_postgres_" + ratioSuffix(setting), Value: round2(minRate / durableRaw[setting]), Definition: fmt.Sprintf(
+			"with %s: the minimum over deposit and purchase of completed sagas/s (%.1f) ÷ the raw wallet-step tx/s with the same settings (%.1f)",
+			strings.Replace(setting, "durable", "fsync and synchronous_commit on", 1), minRate, durableRaw[setting])})
 	}
 	for _, k := range []string{"deposit", "purchase"} {
 		if p, ok := best[k]; ok {
@@ -149,6 +158,15 @@ func (r *Results) finish() {
 	r.Targets = append(r.Targets, deliveryTargets(r.Phases)...)
 	r.Targets = append(r.Targets, durableTargets(r.Phases)...)
 	r.laneTargets()
+}
+
+// ratioSuffix turns a setting's label into a ratio's name: "durable, commit_delay 500µs
+// (siblings 5)" → "durable_commit_delay_500us_siblings_5".
+func ratioSuffix(setting string) string {
+	f := strings.FieldsFunc(strings.ReplaceAll(setting, "µs", "us"), func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_')
+	})
+	return strings.Join(f, "_")
 }
 
 // stackProcs are the processes whose CPU makes a phase's all-process CPU: everything a saga

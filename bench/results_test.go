@@ -4,6 +4,7 @@ import (
 	"maps"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -200,4 +201,27 @@ func TestRatioTargetsWantTheIssuesFloors(t *testing.T) {
 	g := dtmTarget(rt, lost)
 	require.False(t, g.Reached)
 	require.Contains(t, g.What, "(2 were not)")
+}
+
+func TestDurableRatiosComeOnePerSetting(t *testing.T) {
+	t.Parallel()
+	gc := groupCommit{Delay: 500 * time.Microsecond, Siblings: 5}.name()
+	r := &Results{
+		RawPG: []RawPG{{Clients: 8, TPS: 5000}, {Clients: 32, TPS: 6000}, {Clients: 32, TPS: 1000, Setting: "durable"}, {Clients: 32, TPS: 1600, Setting: gc}},
+		Phases: []Phase{
+			{Kind: "deposit", Clients: 32, SagasPerS: 1200}, {Kind: "purchase", Clients: 32, SagasPerS: 1100},
+			{Kind: "deposit", Clients: 32, SagasPerS: 400, Setting: "durable"}, {Kind: "purchase", Clients: 32, SagasPerS: 300, Setting: "durable"},
+			{Kind: "deposit", Clients: 32, SagasPerS: 800, Setting: gc}, {Kind: "purchase", Clients: 32, SagasPerS: 700, Setting: gc},
+		},
+	}
+	r.finish()
+	ratios := map[string]float64{}
+	for _, rt := range r.Ratios {
+		ratios[rt.Name] = rt.Value
+	}
+	require.InDelta(t, 1100.0/6000, ratios["wallet_vs_postgres"], 0.005) // the durable raw runs are not the default's ceiling
+	require.InDelta(t, 0.3, ratios["wallet_vs_postgres_durable"], 1e-9)
+	require.InDelta(t, 700.0/1600, ratios["wallet_vs_postgres_durable_commit_delay_500us_siblings_5"], 0.005)
+	require.False(t, targetOf(t, r.Targets, "sagas/s durable ÷ default, purchase × 32").Reached) // 300 ÷ 1100
+	require.True(t, targetOf(t, r.Targets, "sagas/s "+gc+" ÷ default, deposit × 32").Reached)    // 800 ÷ 1200
 }
