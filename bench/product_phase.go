@@ -177,8 +177,9 @@ func (pr *productRun) request(ctx context.Context, kind string, i int64) (ok boo
 	}
 }
 
-// snapshot reads the CPU of the stack, the database's commit count, the WAL position
-// (flushed: the WAL reader reads no further) and the outbox's last id.
+// snapshot is what a phase reads at its start and at its end: the CPU of the stack, the
+// database's commit count, the WAL position (flushed: the WAL reader reads no further) and
+// the outbox's last id.
 type snapshot struct {
 	cpu     CPUSample
 	commits int64
@@ -186,6 +187,7 @@ type snapshot struct {
 	lastID  int64
 }
 
+// snapshot reads one, in one probe.
 func (pr *productRun) snapshot(ctx context.Context) snapshot {
 	var s snapshot
 	_ = pr.probe(ctx, `SELECT xact_commit, pg_current_wal_flush_lsn()::text, (SELECT COALESCE(max(id), 0) FROM wallet_events)
