@@ -225,3 +225,35 @@ func TestDurableRatiosComeOnePerSetting(t *testing.T) {
 	require.False(t, targetOf(t, r.Targets, "sagas/s durable ÷ default, purchase × 32").Reached) // 300 ÷ 1100
 	require.True(t, targetOf(t, r.Targets, "sagas/s "+gc+" ÷ default, deposit × 32").Reached)    // 800 ÷ 1200
 }
+
+func TestLaneTargetsWantTheIssuesLimitsAndSomethingMeasured(t *testing.T) {
+	t.Parallel()
+	targets := func(i Isolation, o Outage) []Target {
+		r := &Results{Lanes: &LaneBench{Isolation: &i, Outage: &o}}
+		r.laneTargets()
+		return r.Targets
+	}
+	iso := Isolation{RatePerS: 300, Events: 4000, E2E: Latency{P99: 80}}
+	out := Outage{OutageSecs: 30, Events: 12000, Delivered: 12000, RecoverySecs: 4.2}
+	ts := targets(iso, out)
+	require.Len(t, ts, 3)
+	for _, g := range ts {
+		require.True(t, g.Reached, g.What)
+	}
+	require.Equal(t, "< 100 ms", ts[0].Want)
+	require.Equal(t, "every SMS delivered after a 30 s provider outage, within (s) of the recovery", ts[2].What)
+	require.Equal(t, "≤ 5", ts[2].Want)
+
+	slowIso, lateOut := iso, out
+	slowIso.E2E.P99, lateOut.RecoverySecs = 100, 5.2
+	ts = targets(slowIso, lateOut)
+	require.False(t, ts[0].Reached)
+	require.True(t, ts[1].Reached)
+	require.False(t, ts[2].Reached)
+
+	// A run that measured nothing (no event committed) reaches none.
+	ts = targets(Isolation{RatePerS: 300}, Outage{OutageSecs: 30})
+	for _, g := range ts {
+		require.False(t, g.Reached, g.What)
+	}
+}
