@@ -16,7 +16,6 @@ func (b *bench) product(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	b.productDB = u
 	if err := b.keepWAL(ctx); err != nil {
 		return err
 	}

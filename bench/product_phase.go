@@ -61,6 +61,8 @@ type Phase struct {
 	// Setting names the run's special conditions ("sim latency 20ms", "durable"); "" for
 	// the default.
 	Setting string `json:"setting,omitempty"`
+	// dbURL is the database the phase ran on, whose WAL span inspectWAL reads.
+	dbURL string
 }
 
 // productRun drives the running walletsvc and measures what reaches the SMS log.
@@ -221,7 +223,7 @@ func (pr *productRun) quiet(ctx context.Context, limit time.Duration) int64 {
 
 // phase runs kind for d: closed loop with clients, or open loop at openRate sagas/s.
 func (pr *productRun) phase(ctx context.Context, kind string, clients int, openRate float64, d time.Duration) Phase {
-	ph := Phase{Kind: kind, Clients: clients, OpenRate: round2(openRate), Seconds: d.Seconds()}
+	ph := Phase{Kind: kind, Clients: clients, OpenRate: round2(openRate), Seconds: d.Seconds(), dbURL: pr.dbURL}
 	evicted, stmtErr := pr.stmts.reset(ctx, pr.dbURL)
 	probes0 := pr.probes.Load()
 	s0 := pr.snapshot(ctx)
