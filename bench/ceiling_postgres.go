@@ -28,7 +28,7 @@ type RawPG struct {
 	TPS     float64 `json:"tps"`
 	Latency Latency `json:"latency"`
 	Errors  int64   `json:"errors"`
-	Setting string  `json:"setting,omitempty"` // "durable": fsync and synchronous_commit on
+	Setting string  `json:"setting,omitempty"` // "durable…": fsync and synchronous_commit on (groupCommit.name)
 }
 
 // PGBench is pgbench's TPC-B-like result at one client count.

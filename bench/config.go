@@ -36,6 +36,8 @@ type config struct {
 	SimLatency                   time.Duration
 	LatencyClients               []int
 	Durable                      bool
+	CommitDelays                 []time.Duration
+	CommitSiblings               int
 	SlowUsers, SlowQueues        int
 	SlowDelay, SlowWindow        time.Duration
 	LaneUsers                    int
@@ -90,6 +92,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&c.SimLatency, "sim-latency", 20*time.Millisecond, "latency of the in-process payment gateway and merchant stub in the extra deposit and purchase phases (0: no such phases)")
 	latClients := fs.String("sim-latency-clients", "32,128", "clients of the phases with a slow gateway and merchant")
 	fs.BoolVar(&c.Durable, "durable", true, "also measure with fsync and synchronous_commit on (set on the cluster for those phases with ALTER SYSTEM and a reload, then reset)")
+	delays := fs.String("durable-commit-delays", "0,500us", "commit_delay of each run of the durable phases (group commit; 0: off), set with them and reset after")
+	fs.IntVar(&c.CommitSiblings, "commit-siblings", 5, "commit_siblings of the durable phases whose commit_delay is not 0")
 	fs.BoolVar(&c.KeepDBs, "keep-dbs", false, "keep the bench databases (default: drop them at the end)")
 	fs.BoolVar(&c.Profile, "cpuprofile", true, "write a CPU profile of this process for the raw parts")
 	if err := fs.Parse(args); err != nil {
@@ -104,6 +108,12 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	}
 	if c.LatencyClients, err = parseInts(*latClients); err != nil {
 		return c, fmt.Errorf("-sim-latency-clients: %w", err)
+	}
+	if c.CommitDelays, err = parseCommitDelays(*delays); err != nil {
+		return c, fmt.Errorf("-durable-commit-delays: %w", err)
+	}
+	if c.CommitSiblings < 0 || c.CommitSiblings > 1000 {
+		return c, fmt.Errorf("-commit-siblings: %d is not in 0…1000", c.CommitSiblings)
 	}
 	c.Parts = map[string]bool{}
 	for _, p := range strings.Split(*parts, ",") {
@@ -132,6 +142,20 @@ func parseInts(s string) ([]int, error) {
 	return out, nil
 }
 
+// parseCommitDelays reads a list of commit_delay values: whole microseconds from 0 to
+// 100 ms, Postgres's range.
+func parseCommitDelays(s string) ([]time.Duration, error) {
+	var out []time.Duration
+	for _, f := range strings.Split(s, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(f))
+		if err != nil || d < 0 || d > 100*time.Millisecond || d%time.Microsecond != 0 {
+			return nil, fmt.Errorf("%q is not a list of durations from 0 to 100ms in whole microseconds", s)
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
 func settingsOf(c config) map[string]any {
 	return map[string]any{
 		"clients": c.Clients, "phase_s": c.Phase.Seconds(), "ceiling_phase_s": c.CeilingPhase.Seconds(), "users": c.Users,
@@ -140,5 +164,6 @@ func settingsOf(c config) map[string]any {
 		"slow_users": c.SlowUsers, "slow_queues": c.SlowQueues, "slow_delay_ms": c.SlowDelay.Milliseconds(), "slow_window_s": c.SlowWindow.Seconds(),
 		"lane_users": c.LaneUsers, "lane_rate": c.LaneRate, "outage_s": c.Outage.Seconds(), "backlog": c.BacklogSize,
 		"sim_latency_ms": c.SimLatency.Milliseconds(), "sim_latency_clients": c.LatencyClients, "durable": c.Durable,
+		"durable_commit_delays": durationsText(c.CommitDelays), "commit_siblings": c.CommitSiblings,
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -31,4 +32,38 @@ func TestParseConfigSelectsPartsAndRefusesUnknownOnes(t *testing.T) {
 
 	_, err = parseConfig([]string{"-clients", "8,0"}, none, io.Discard)
 	require.ErrorContains(t, err, "-clients")
+}
+
+func TestParseConfigReadsTheDurablePhasesGroupCommit(t *testing.T) {
+	t.Parallel()
+	none := func(string) string { return "" }
+	c, err := parseConfig(nil, none, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, []time.Duration{0, 500 * time.Microsecond}, c.CommitDelays)
+	require.Equal(t, 5, c.CommitSiblings)
+
+	c, err = parseConfig([]string{"-durable-commit-delays", "1ms", "-commit-siblings", "2"}, none, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, []time.Duration{time.Millisecond}, c.CommitDelays)
+	require.Equal(t, 2, c.CommitSiblings)
+
+	for _, bad := range []string{"-1us", "101ms", "1ns", "soon"} {
+		_, err = parseConfig([]string{"-durable-commit-delays", "0," + bad}, none, io.Discard)
+		require.ErrorContains(t, err, "-durable-commit-delays", bad)
+	}
+	_, err = parseConfig([]string{"-commit-siblings", "1001"}, none, io.Discard)
+	require.ErrorContains(t, err, "-commit-siblings")
+}
+
+func TestGroupCommitSetsAndResetsTheClustersDurability(t *testing.T) {
+	t.Parallel()
+	off := groupCommit{Siblings: 5}
+	require.Equal(t, "durable", off.name())
+	on := groupCommit{Delay: 500 * time.Microsecond, Siblings: 5}
+	require.Equal(t, "durable, commit_delay 500µs (siblings 5)", on.name())
+	require.Equal(t, []string{`ALTER SYSTEM SET fsync = on`, `ALTER SYSTEM SET synchronous_commit = on`,
+		`ALTER SYSTEM SET commit_delay = 500`, `ALTER SYSTEM SET commit_siblings = 5`, `SELECT pg_reload_conf()`}, on.statements(true))
+	require.Equal(t, []string{`ALTER SYSTEM RESET fsync`, `ALTER SYSTEM RESET synchronous_commit`,
+		`ALTER SYSTEM RESET commit_delay`, `ALTER SYSTEM RESET commit_siblings`, `SELECT pg_reload_conf()`}, on.statements(false))
+	require.Equal(t, "durable_commit_delay_500us_siblings_5", ratioSuffix(on.name()))
 }

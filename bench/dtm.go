@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/dtm-labs/client/dtmcli"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -45,6 +46,7 @@ type DTMPhase struct {
 	CPUSpan    float64     `json:"cpu_span_s"`
 	OthersCPU  float64     `json:"others_cpu_share"`
 	DBCommits  int64       `json:"db_commits"`
+	Probes     int64       `json:"bench_probe_tx"` // of DBCommits: the bench's own, one transaction each
 	Writes     *WriteTx    `json:"write_tx,omitempty"`
 	WAL        *WALSpan    `json:"wal,omitempty"`
 	Statements *Statements `json:"statements,omitempty"`
@@ -70,7 +72,7 @@ func (b *bench) dtm(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	db, err := pgxpool.New(ctx, u)
+	db, err := newProbePool(ctx, u)
 	if err != nil {
 		return err
 	}
@@ -123,10 +125,17 @@ type dtmLoad struct {
 	server, branches string // DTM's API; the branch handlers' base URL
 	tag              string // makes the run's global transaction ids unique
 	next             atomic.Int64
-	db               *pgxpool.Pool // DTM's store
+	db               *pgxpool.Pool // DTM's store (newProbePool), read by the bench's probes only
 	dbURL            string
 	stmts            *statementMeter
 	meter            *cpuMeter
+	probes           atomic.Int64 // the transactions the bench ran on db
+}
+
+// probe runs one of the bench's statements on DTM's database, marked and counted.
+func (l *dtmLoad) probe(ctx context.Context, sql string, args ...any) pgx.Row {
+	l.probes.Add(1)
+	return l.db.QueryRow(ctx, probe+sql, args...)
 }
 
 // saga submits saga number i and waits for its end.
@@ -145,7 +154,7 @@ func (l *dtmLoad) saga(i int64) error {
 // snapshot reads the CPU of the stack, DTM's database's commit count and the WAL position,
 // and the last branch row's id.
 func (l *dtmLoad) snapshot(ctx context.Context) (cpu CPUSample, commits int64, lsn string, lastBranch int64) {
-	_ = l.db.QueryRow(ctx, probe+`SELECT xact_commit, pg_current_wal_flush_lsn()::text,
+	_ = l.probe(ctx, `SELECT xact_commit, pg_current_wal_flush_lsn()::text,
 		(SELECT COALESCE(max(id), 0) FROM trans_branch_op) FROM pg_stat_database WHERE datname = current_database()`).Scan(&commits, &lsn, &lastBranch)
 	return l.meter.sample(), commits, lsn, lastBranch
 }
@@ -154,6 +163,7 @@ func (l *dtmLoad) snapshot(ctx context.Context) (cpu CPUSample, commits int64, l
 func (l *dtmLoad) phase(ctx context.Context, clients int, d time.Duration) DTMPhase {
 	ph := DTMPhase{Clients: clients}
 	evicted, stmtErr := l.stmts.reset(ctx, l.dbURL)
+	probes0 := l.probes.Load()
 	cpu0, commits0, lsn0, branch0 := l.snapshot(ctx)
 	var (
 		lat      recorder
@@ -194,7 +204,7 @@ func (l *dtmLoad) phase(ctx context.Context, clients int, d time.Duration) DTMPh
 	// phase's actions are all recorded.
 	var pending int64
 	for settle := time.Now().Add(10 * time.Second); time.Now().Before(settle) && ctx.Err() == nil; {
-		_ = l.db.QueryRow(ctx, probe+`SELECT count(*) FROM trans_branch_op WHERE id > $1 AND op = 'action' AND status <> 'succeed'`, branch0).Scan(&pending)
+		_ = l.probe(ctx, `SELECT count(*) FROM trans_branch_op WHERE id > $1 AND op = 'action' AND status <> 'succeed'`, branch0).Scan(&pending)
 		if pending == 0 {
 			break
 		}
@@ -203,6 +213,7 @@ func (l *dtmLoad) phase(ctx context.Context, clients int, d time.Duration) DTMPh
 	if pending > 0 {
 		ph.Note += fmt.Sprintf("%d branch outcomes still unrecorded after 10 s; ", pending)
 	}
+	ph.Probes = l.probes.Load() - probes0 // the closing snapshot's commit is not in its count
 	cpu1, commits1, lsn1, _ := l.snapshot(ctx)
 	span := time.Since(start)
 	ph.CPU, ph.DBCommits, ph.CPUSpan = cpu1.since(cpu0), commits1-commits0, round2(span.Seconds())

@@ -49,6 +49,10 @@ func (b *bench) isolation(ctx context.Context) error {
 	}
 	poisoned := out.ID
 	r := Isolation{Users: len(s.users), RatePerS: b.laneRate(), Seconds: b.cfg.Phase.Seconds(), PoisonEveryMS: 300}
+	after, err := s.lastEventID(ctx)
+	if err != nil {
+		return err
+	}
 	pctx, stopPoison := context.WithCancel(ctx)
 	poisonDone := make(chan int64, 1)
 	go func() {
@@ -74,7 +78,7 @@ func (b *bench) isolation(ctx context.Context) error {
 	stopPoison()
 	r.PoisonedEvents = <-poisonDone
 	to := time.Now()
-	evs, err := b.waitAccepted(ctx, s.db, prov, from, to, poisoned)
+	evs, err := b.waitAccepted(ctx, s.db, prov, after, from, to, poisoned)
 	if err != nil {
 		return err
 	}

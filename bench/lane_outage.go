@@ -52,12 +52,16 @@ func (b *bench) outage(ctx context.Context) error {
 		}
 		prov.SetOutage(false)
 	}()
+	after, err := s.lastEventID(ctx)
+	if err != nil {
+		return err
+	}
 	from := time.Now()
 	r.RequestErrors = openLoop(ctx, r.RatePerS, load, func(i int64) error {
 		return s.deposit(ctx, s.users[i%int64(len(s.users))], fmt.Sprintf("outage-%d-%d", b.tag, i))
 	})
 	recovered = from.Add(5*time.Second + b.cfg.Outage)
-	evs, err := b.waitAccepted(ctx, s.db, prov, from, time.Now(), 0)
+	evs, err := b.waitAccepted(ctx, s.db, prov, after, from, time.Now(), 0)
 	if err != nil {
 		return err
 	}

@@ -53,15 +53,15 @@ type bench struct {
 	dbs   []string
 	meter *cpuMeter
 	res   *Results
-	// stub is the payment gateway and merchant every walletsvc of the run calls (no
-	// latency); slowStub the same with -sim-latency, for the phases that ask for it.
+	// stub is the payment gateway and merchant of the product part's walletsvc (no
+	// latency); slowStub the same with -sim-latency, for the phases that ask for it. The
+	// retention and lane runs, on databases of their own, start stubs of their own.
 	stub, slowStub *providerStub
 	// wal holds the WAL from the first phase that records a span until inspectWAL, after
-	// the last part; productDB is the product phases' database.
-	wal       *walKeeper
-	productDB string
-	dtmDB     string   // DTM's store
-	dtmBuild  dtmBuild // DTM's server, built before the first part
+	// the last part.
+	wal      *walKeeper
+	dtmDB    string   // DTM's store
+	dtmBuild dtmBuild // DTM's server, built before the first part
 	// stmts reads pg_stat_statements (statements.go).
 	stmts *statementMeter
 	// rawTopic holds the raw broker run's backlog, which the notifier drains next.

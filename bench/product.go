@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // product runs walletsvc and the notifier on a database and topic of their own and measures
@@ -18,7 +16,6 @@ func (b *bench) product(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	b.productDB = u
 	if err := b.keepWAL(ctx); err != nil {
 		return err
 	}
@@ -39,7 +36,7 @@ func (b *bench) product(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	db, err := pgxpool.New(ctx, u)
+	db, err := newProbePool(ctx, u)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"runtime"
@@ -10,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -36,15 +38,20 @@ type Phase struct {
 	ToPublished  Latency `json:"commit_to_published"`
 	PublishToSMS Latency `json:"published_to_sms"`
 	SMSPerS      float64 `json:"sms_per_s"`
+	// EventsPerS: the phase's events ÷ its length (a transfer writes two), beside SMSPerS.
+	EventsPerS float64 `json:"events_per_s"`
 	// Resources between the phase's start and the end of its SMS drain.
 	CPU       CPUSample `json:"cpu_s"`
 	CPUSpan   float64   `json:"cpu_span_s"`
 	OthersCPU float64   `json:"others_cpu_share"` // of the machine, by processes outside the stack
-	DBCommits int64     `json:"db_commits"`
+	// DBCommits counts every transaction of the product's database over the span, the
+	// bench's own probes included; Probes counts those (one transaction each).
+	DBCommits int64 `json:"db_commits"`
+	Probes    int64 `json:"bench_probe_tx"`
 	// Writes are the write transactions (those that got a transaction id and committed) of
 	// the product's database over the same span, WAL, read from the WAL after the run's last
-	// measured part and split by the tables each touched; Reads = DBCommits − all of them
-	// (read-only transactions of anyone).
+	// measured part and split by the tables each touched; the read-only transactions are
+	// DBCommits − Probes − all of them (readTx).
 	Writes *WriteTx `json:"write_tx,omitempty"`
 	WAL    *WALSpan `json:"wal,omitempty"`
 	// Statements is what the product's database executed over the same span, statement by
@@ -54,6 +61,8 @@ type Phase struct {
 	// Setting names the run's special conditions ("sim latency 20ms", "durable"); "" for
 	// the default.
 	Setting string `json:"setting,omitempty"`
+	// dbURL is the database the phase ran on, whose WAL span inspectWAL reads.
+	dbURL string
 }
 
 // productRun drives the running walletsvc and measures what reaches the SMS log.
@@ -61,13 +70,80 @@ type productRun struct {
 	tag   string            // makes the run's Idempotency-Keys unique
 	wenv  map[string]string // walletsvc's environment
 	api   apiClient
-	db    *pgxpool.Pool // the product's database
+	db    *pgxpool.Pool // the product's database (newProbePool), read by the bench's probes only
 	dbURL string
 	stmts *statementMeter
 	users []int64
 	meter *cpuMeter
 	next  atomic.Int64
 	drain time.Duration
+	// probes counts the transactions the bench ran on db.
+	probes atomic.Int64
+}
+
+// probeEvery is the first wait between two drain polls; each wait doubles, up to
+// probeEveryMax: a drained stack is seen quickly, and a long drain costs a poll a second.
+const (
+	probeEvery    = 100 * time.Millisecond
+	probeEveryMax = time.Second
+)
+
+// newProbePool opens the pool the bench's probes use on a product database, so that every
+// probe is exactly one transaction of the database and nothing else is: one connection, on
+// the simple protocol (a prepared statement's Parse would commit a transaction of its own),
+// never pinged (a ping is an empty statement, a transaction too).
+func newProbePool(ctx context.Context, dbURL string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(dbURL)
+	if err != nil {
+		return nil, err
+	}
+	cfg.MaxConns = 1
+	cfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
+	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	return pgxpool.NewWithConfig(ctx, cfg)
+}
+
+// probe runs one of the bench's statements on the product's database, marked (statements.go)
+// and counted.
+func (pr *productRun) probe(ctx context.Context, sql string, args ...any) pgx.Row {
+	pr.probes.Add(1)
+	return pr.db.QueryRow(ctx, probe+sql, args...)
+}
+
+// firstUnsent returns the lowest id above after, and up to upTo, of an event without its
+// SMS, or 0 when there is none. It walks the primary key from the cursor and stops at the
+// first such event, so a poll reads only what arrived since the last one.
+func (pr *productRun) firstUnsent(ctx context.Context, after, upTo int64) (int64, error) {
+	var id int64
+	err := pr.probe(ctx, `SELECT e.id FROM wallet_events e WHERE e.id > $1 AND e.id <= $2
+		AND NOT EXISTS (SELECT 1 FROM notify.sms_log l WHERE l.user_id = e.user_id AND l.seq = e.seq AND NOT l.late)
+		ORDER BY e.id LIMIT 1`, after, upTo).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	return id, err
+}
+
+// drained waits, up to deadline, until every event with an id in (after, upTo] has its SMS.
+// It returns its cursor (every event in (after, cursor] has its SMS) and whether it reached
+// upTo.
+func (pr *productRun) drained(ctx context.Context, after, upTo int64, deadline time.Time) (int64, bool) {
+	wait := probeEvery
+	for ctx.Err() == nil {
+		id, err := pr.firstUnsent(ctx, after, upTo)
+		if err == nil && id == 0 {
+			return upTo, true
+		}
+		if err == nil {
+			after = id - 1
+		}
+		if time.Now().Add(wait).After(deadline) {
+			break
+		}
+		time.Sleep(wait)
+		wait = min(2*wait, probeEveryMax)
+	}
+	return after, false
 }
 
 // request sends operation number i of kind with ?wait=true and classifies the answer.
@@ -103,40 +179,57 @@ func (pr *productRun) request(ctx context.Context, kind string, i int64) (ok boo
 	}
 }
 
-// snapshot reads the CPU of the stack, the database's commit count and the WAL position
-// (flushed: the WAL reader reads no further).
-func (pr *productRun) snapshot(ctx context.Context) (CPUSample, int64, string) {
-	var commits int64
-	var lsn string
-	_ = pr.db.QueryRow(ctx, probe+`SELECT xact_commit, pg_current_wal_flush_lsn()::text FROM pg_stat_database WHERE datname = current_database()`).Scan(&commits, &lsn)
-	return pr.meter.sample(), commits, lsn
+// snapshot is what a phase reads at its start and at its end: the CPU of the stack, the
+// database's commit count, the WAL position (flushed: the WAL reader reads no further) and
+// the outbox's last id.
+type snapshot struct {
+	cpu     CPUSample
+	commits int64
+	lsn     string
+	lastID  int64
+}
+
+// snapshot reads one, in one probe.
+func (pr *productRun) snapshot(ctx context.Context) snapshot {
+	var s snapshot
+	_ = pr.probe(ctx, `SELECT xact_commit, pg_current_wal_flush_lsn()::text, (SELECT COALESCE(max(id), 0) FROM wallet_events)
+		FROM pg_stat_database WHERE datname = current_database()`).Scan(&s.commits, &s.lsn, &s.lastID)
+	s.cpu = pr.meter.sample()
+	return s
+}
+
+// lastEventID is the outbox's highest id: ids grow, so a phase's events are those between
+// its first and its last.
+func (pr *productRun) lastEventID(ctx context.Context) int64 {
+	var id int64
+	_ = pr.probe(ctx, `SELECT COALESCE(max(id), 0) FROM wallet_events`).Scan(&id)
+	return id
 }
 
 // quiet waits, up to limit, until every event of the database has its SMS: a phase measured
 // right after another would otherwise share the machine with the previous one's backlog.
 // It reports how many were still undelivered.
 func (pr *productRun) quiet(ctx context.Context, limit time.Duration) int64 {
-	deadline := time.Now().Add(limit)
-	var left int64
-	for ctx.Err() == nil {
-		_ = pr.db.QueryRow(ctx, probe+`SELECT count(*) FROM wallet_events e
-			WHERE NOT EXISTS (SELECT 1 FROM notify.sms_log l WHERE l.user_id = e.user_id AND l.seq = e.seq AND NOT l.late)`).Scan(&left)
-		if left == 0 || time.Now().After(deadline) {
-			return left
-		}
-		time.Sleep(time.Second)
+	last := pr.lastEventID(ctx)
+	cursor, ok := pr.drained(ctx, 0, last, time.Now().Add(limit))
+	if ok {
+		return 0
 	}
+	var left int64
+	_ = pr.probe(ctx, `SELECT count(*) FROM wallet_events e WHERE e.id > $1 AND e.id <= $2
+		AND NOT EXISTS (SELECT 1 FROM notify.sms_log l WHERE l.user_id = e.user_id AND l.seq = e.seq AND NOT l.late)`, cursor, last).Scan(&left)
 	return left
 }
 
 // phase runs kind for d: closed loop with clients, or open loop at openRate sagas/s.
 func (pr *productRun) phase(ctx context.Context, kind string, clients int, openRate float64, d time.Duration) Phase {
-	ph := Phase{Kind: kind, Clients: clients, OpenRate: round2(openRate), Seconds: d.Seconds()}
+	ph := Phase{Kind: kind, Clients: clients, OpenRate: round2(openRate), Seconds: d.Seconds(), dbURL: pr.dbURL}
 	evicted, stmtErr := pr.stmts.reset(ctx, pr.dbURL)
-	cpu0, commits0, lsn0 := pr.snapshot(ctx)
+	probes0 := pr.probes.Load()
+	s0 := pr.snapshot(ctx)
 	var (
-		lat                                 recorder
-		completed, failed, timeouts, errors atomic.Int64
+		lat                               recorder
+		completed, failed, timeouts, errs atomic.Int64
 	)
 	var firstErr error
 	var errMu sync.Mutex
@@ -158,7 +251,7 @@ func (pr *productRun) phase(ctx context.Context, kind string, clients int, openR
 		case class == "timeout":
 			timeouts.Add(1)
 		default:
-			errors.Add(1)
+			errs.Add(1)
 		}
 	}
 	start := time.Now()
@@ -187,7 +280,7 @@ func (pr *productRun) phase(ctx context.Context, kind string, clients int, openR
 	wg.Wait()
 	el := time.Since(start)
 	ph.Seconds = round2(el.Seconds())
-	ph.Completed, ph.Failed, ph.Timeouts, ph.Errors = completed.Load(), failed.Load(), timeouts.Load(), errors.Load()
+	ph.Completed, ph.Failed, ph.Timeouts, ph.Errors = completed.Load(), failed.Load(), timeouts.Load(), errs.Load()
 	ph.SagasPerS = rate(ph.Completed, el)
 	ph.API = lat.latency()
 	if firstErr != nil {
@@ -195,41 +288,34 @@ func (pr *productRun) phase(ctx context.Context, kind string, clients int, openR
 	}
 	winEnd := time.Now()
 
-	// Let the relay and the notifier catch up, then read the latencies of the window's events.
-	deadline := time.Now().Add(pr.drain)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		_ = pr.db.QueryRow(ctx, probe+`SELECT count(*) FROM wallet_events e WHERE e.occurred_at >= $1 AND e.occurred_at < $2
-			AND NOT EXISTS (SELECT 1 FROM notify.sms_log l WHERE l.user_id = e.user_id AND l.seq = e.seq AND NOT l.late)`,
-			start, winEnd).Scan(&ph.Undelivered)
-		if ph.Undelivered == 0 {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	if ph.Undelivered > 0 {
-		ph.Note += fmt.Sprintf("%d events without SMS after %s", ph.Undelivered, pr.drain)
-	}
+	// Let the relay and the notifier catch up, then read the latencies of the window's
+	// events: those with an id above the outbox's last at the start, up to its last now.
+	lastID := pr.lastEventID(ctx)
+	pr.drained(ctx, s0.lastID, lastID, time.Now().Add(pr.drain))
 	var e2e, pub, deliver [4]*float64
 	var sms int64
-	err := pr.db.QueryRow(ctx, probe+`
+	err := pr.probe(ctx, `
 		WITH x AS (
 			SELECT extract(epoch FROM l.sent_at - e.occurred_at) * 1000 AS e2e,
 			       extract(epoch FROM e.published_at - e.occurred_at) * 1000 AS pub,
 			       extract(epoch FROM l.sent_at - e.published_at) * 1000 AS dlv
 			FROM wallet_events e LEFT JOIN notify.sms_log l ON l.user_id = e.user_id AND l.seq = e.seq AND NOT l.late
-			WHERE e.occurred_at >= $1 AND e.occurred_at < $2)
-		SELECT count(*),
+			WHERE e.id > $1 AND e.id <= $2)
+		SELECT count(*), count(*) FILTER (WHERE e2e IS NULL),
 		  percentile_disc(0.5) WITHIN GROUP (ORDER BY e2e), percentile_disc(0.95) WITHIN GROUP (ORDER BY e2e),
 		  percentile_disc(0.99) WITHIN GROUP (ORDER BY e2e), max(e2e),
 		  percentile_disc(0.5) WITHIN GROUP (ORDER BY pub), percentile_disc(0.95) WITHIN GROUP (ORDER BY pub),
 		  percentile_disc(0.99) WITHIN GROUP (ORDER BY pub), max(pub),
 		  percentile_disc(0.5) WITHIN GROUP (ORDER BY dlv), percentile_disc(0.95) WITHIN GROUP (ORDER BY dlv),
 		  percentile_disc(0.99) WITHIN GROUP (ORDER BY dlv), max(dlv),
-		  (SELECT count(*) FROM notify.sms_log WHERE sent_at >= $1 AND sent_at < $2 AND NOT late)
-		FROM x`, start, winEnd).Scan(&ph.Events,
+		  (SELECT count(*) FROM notify.sms_log WHERE sent_at >= $3 AND sent_at < $4 AND NOT late)
+		FROM x`, s0.lastID, lastID, start, winEnd).Scan(&ph.Events, &ph.Undelivered,
 		&e2e[0], &e2e[1], &e2e[2], &e2e[3], &pub[0], &pub[1], &pub[2], &pub[3], &deliver[0], &deliver[1], &deliver[2], &deliver[3], &sms)
 	if err != nil {
 		ph.Note += " latency query: " + err.Error()
+	}
+	if ph.Undelivered > 0 {
+		ph.Note += fmt.Sprintf("%d events without SMS after %s", ph.Undelivered, pr.drain)
 	}
 	toLat := func(v [4]*float64, n int64) Latency {
 		f := func(p *float64) float64 {
@@ -244,11 +330,15 @@ func (pr *productRun) phase(ctx context.Context, kind string, clients int, openR
 	ph.ToPublished = toLat(pub, ph.Events)
 	ph.PublishToSMS = toLat(deliver, ph.Events-ph.Undelivered)
 	ph.SMSPerS = rate(sms, winEnd.Sub(start))
-	cpu1, commits1, lsn1 := pr.snapshot(ctx)
+	ph.EventsPerS = rate(ph.Events, winEnd.Sub(start))
+	// The closing snapshot's own commit comes after the count it reads: it is not one of
+	// the span's probes.
+	ph.Probes = pr.probes.Load() - probes0
+	s1 := pr.snapshot(ctx)
 	span := time.Since(start)
-	ph.CPU, ph.DBCommits, ph.CPUSpan = cpu1.since(cpu0), commits1-commits0, round2(span.Seconds())
+	ph.CPU, ph.DBCommits, ph.CPUSpan = s1.cpu.since(s0.cpu), s1.commits-s0.commits, round2(span.Seconds())
 	ph.OthersCPU = ph.CPU.others(span, runtime.NumCPU())
-	ph.WAL = &WALSpan{From: lsn0, To: lsn1}
+	ph.WAL = &WALSpan{From: s0.lsn, To: s1.lsn}
 	if stmtErr == nil {
 		ph.Statements, stmtErr = pr.stmts.read(ctx, pr.dbURL, evicted)
 	}

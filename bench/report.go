@@ -60,8 +60,8 @@ func (r *Results) tables() []table {
 	if len(r.Phases) > 0 {
 		t := table{title: "Product: sagas with ?wait=true and an Idempotency-Key (closed loop); commit→SMS = outbox occurred_at → notify.sms_log sent_at",
 			head: []string{"kind", "settings", "clients", "sagas/s", "ok", "failed", "202", "err", "API p50", "p95", "p99 ms",
-				"commit→SMS p50", "p95", "p99 ms", "→published p99", "SMS/s", "CPU ms/saga wallet", "notifier", "postgres", "broker", "bench",
-				"DB commits/saga", "write tx/saga: saga", "relay", "notifier", "read tx/saga (db)", "others CPU"}}
+				"commit→SMS p50", "p95", "p99 ms", "→published p99", "SMS/s", "SMS ÷ events", "CPU ms/saga wallet", "notifier", "postgres", "broker", "bench", "all",
+				"DB commits/saga", "write tx/saga: saga", "relay", "notifier", "read tx/saga", "others CPU"}}
 		rows := append([]Phase(nil), r.Phases...)
 		if r.HalfLoad != nil {
 			rows = append(rows, *r.HalfLoad)
@@ -73,7 +73,7 @@ func (r *Results) tables() []table {
 			}
 			commits := "-"
 			if p.Completed > 0 {
-				commits = f1(float64(p.DBCommits) / float64(p.Completed))
+				commits = f1(float64(p.commits()) / float64(p.Completed))
 			}
 			per := func(n int64) string {
 				if p.Completed == 0 {
@@ -82,13 +82,13 @@ func (r *Results) tables() []table {
 				return strconv.FormatFloat(float64(n)/float64(p.Completed), 'f', 2, 64)
 			}
 			ws := []string{"-", "-", "-", "-"}
-			if w := p.Writes; w != nil {
-				ws = []string{per(w.Saga), per(w.Relay), per(w.Notifier), per(p.DBCommits - w.All())}
+			if w, reads, ok := p.writeAndReadTx(); ok {
+				ws = []string{per(w.Saga), per(w.Relay), per(w.Notifier), per(reads)}
 			}
 			t.rows = append(t.rows, append([]string{p.Kind, settingName(p.Setting), clients, f1(p.SagasPerS), d(p.Completed), d(p.Failed), d(p.Timeouts), d(p.Errors),
-				f1(p.API.P50), f1(p.API.P95), f1(p.API.P99), f1(p.E2E.P50), f1(p.E2E.P95), f1(p.E2E.P99), f1(p.ToPublished.P99), f1(p.SMSPerS),
+				f1(p.API.P50), f1(p.API.P95), f1(p.API.P99), f1(p.E2E.P50), f1(p.E2E.P95), f1(p.E2E.P99), f1(p.ToPublished.P99), f1(p.SMSPerS), strconv.FormatFloat(p.smsShare(), 'f', 2, 64),
 				perOp(p.CPU["walletsvc"], p.Completed), perOp(p.CPU["notifier"], p.Completed), perOp(p.CPU["postgres"], p.Completed),
-				perOp(p.CPU["broker"], p.Completed), perOp(p.CPU["bench"], p.Completed), commits}, append(ws, f0(p.OthersCPU*100)+"%")...))
+				perOp(p.CPU["broker"], p.Completed), perOp(p.CPU["bench"], p.Completed), perOp(p.cpuAll(), p.Completed), commits}, append(ws, f0(p.OthersCPU*100)+"%")...))
 		}
 		ts = append(ts, t)
 	}
@@ -99,7 +99,7 @@ func (r *Results) tables() []table {
 		for _, p := range m.Phases {
 			commits, writes := "-", "-"
 			if p.Completed > 0 {
-				commits = f1(float64(p.DBCommits) / float64(p.Completed))
+				commits = f1(float64(p.DBCommits-p.Probes) / float64(p.Completed))
 				if p.Writes != nil {
 					writes = strconv.FormatFloat(float64(p.Writes.All())/float64(p.Completed), 'f', 2, 64)
 				}
@@ -143,13 +143,13 @@ var definitions = []string{
 	"sagas/s: sagas answered 200 with state completed within the phase, ÷ the phase's length; 202 = still running after the API's 10 s wait; failed = terminal but not completed.",
 	"API pNN: client-side latency of the POST with ?wait=true (open loop: from the scheduled start, so queueing counts).",
 	"commit→SMS: wallet_events.occurred_at (now() of the step's transaction, just before its commit) → notify.sms_log.sent_at (now() of the notifier's send transaction), for the events written during the phase, read after the phase's SMS have all arrived; →published: occurred_at → published_at (the relay).",
-	"SMS/s: SMS log rows written during the phase ÷ its length.",
-	"CPU ms/saga: CPU time (/proc/PID/stat utime+stime) of each process from the phase's start to the end of its SMS drain ÷ completed sagas; postgres = the whole cluster (postmaster, live and exited backends); broker = the RocketMQ broker JVM; bench = this load generator, with the payment gateway and merchant stub it serves (the simulator's handler on its memory store, so the product's database holds nothing of theirs).",
-	"DB commits/saga: pg_stat_database.xact_commit of the product's database over the same span ÷ completed sagas: every transaction of walletsvc (API, saga engine, relay) and of the notifier (each autocommit statement counts as one); backends flush these counters up to ~1 s late.",
-	"write tx/saga: committed transactions that wrote (got a transaction id), read from the WAL of the same span (pg_walinspect; the span is recorded during the phase and read after the run's last measured part, so that reading it perturbs no phase) and split by the tables each touched: saga = the wallet's and the saga engine's tables (the saga's own commits), relay = only wallet_events (marking published), notifier = the notify schema; ÷ completed sagas. read tx/saga (db) = DB commits − all write transactions: read-only transactions of everyone on the database (the API's reads, the relay's and the notifier's polls, this bench's probes).",
+	"SMS/s: SMS log rows written during the phase ÷ its length; SMS ÷ events: that ÷ the phase's events ÷ its length (a transfer writes two events), below 1 when the notifier falls behind.",
+	"CPU ms/saga: CPU time (/proc/PID/stat utime+stime) of each process from the phase's start to the end of its SMS drain ÷ completed sagas; postgres = the whole cluster (postmaster, live and exited backends); broker = the RocketMQ broker JVM; bench = this load generator, with the payment gateway and merchant stub it serves (the simulator's handler on its memory store, so the product's database holds nothing of theirs); all = the sum of the five.",
+	"DB commits/saga: pg_stat_database.xact_commit of the product's database over the same span, less the bench's own probes, ÷ completed sagas: every transaction of walletsvc (API, saga engine, relay) and of the notifier (each autocommit statement counts as one); backends flush these counters up to ~1 s late. The probes (the span's opening snapshot, the drain polls, the latency query: bench_probe_tx in the JSON) run one at a time on one connection of their own, on the simple protocol and never pinged, so that each is exactly one transaction, and are counted by the bench.",
+	"write tx/saga: committed transactions that wrote (got a transaction id), read from the WAL of the same span (pg_walinspect; the span is recorded during the phase and read after the run's last measured part, so that reading it perturbs no phase) and split by the tables each touched: saga = the wallet's and the saga engine's tables (the saga's own commits), relay = only wallet_events (marking published), notifier = the notify schema; ÷ completed sagas. read tx/saga = DB commits (the probes left out) − all write transactions: the product's read-only transactions (the API's reads, the relay's and the notifier's polls).",
 	"others CPU: share of the machine's CPU capacity over the same span used by processes outside the stack (other sessions' builds and tests, kernel threads): the noise on this run; Postgres work of other databases on the same cluster is counted under postgres, not here.",
 	"peak RSS: VmHWM of /proc/PID/status at the end of the product phases.",
-	"DTM: the peer of the same run, DTM's server built from its module's source, with its defaults but for its ports and its log level (warn, as the product's binaries run here), its store on a database of its own of the same cluster; each client submits a saga of two branches (an action and a compensation each, no-op HTTP handlers of this load generator) through dtmcli with WaitResult (answered once the saga has ended) and a global id of its own, then the next. sagas/s, latency, CPU ms/saga (dtm = DTM's server process; postgres and bench as above, bench serving the branches), DB commits/saga and write tx/saga (every write transaction of DTM's database, from the WAL) are measured as for the product, the span ending when DTM has recorded the phase's branch outcomes (it writes them in batches after answering).",
+	"DTM: the peer of the same run, DTM's server built from its module's source, with its defaults but for its ports and its log level (warn, as the product's binaries run here), its store on a database of its own of the same cluster; each client submits a saga of two branches (an action and a compensation each, no-op HTTP handlers of this load generator) through dtmcli with WaitResult (answered once the saga has ended) and a global id of its own, then the next. sagas/s, latency, CPU ms/saga (dtm = DTM's server process; postgres and bench as above, bench serving the branches), DB commits/saga (the bench's probes left out) and write tx/saga (every write transaction of DTM's database, from the WAL) are measured as for the product, the span ending when DTM has recorded the phase's branch outcomes (it writes them in batches after answering).",
 	"statements: pg_stat_statements of the phase's database over the same span (reset at the phase's start): each normalized statement's calls and total execution time (from start to end inside the server, so lock waits and CPU queueing count; planning not included; BEGIN and COMMIT are statements too) ÷ completed sagas, costliest first; share = of the time the database spent executing statements; the bench's own probes, marked by a comment, are left out; [tables] = the tables the statement names. The verdict names the costliest.",
 }
 

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"maps"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -31,13 +34,226 @@ func TestWalletVsDTMIsTheWorstKindAgainstDTMsBest(t *testing.T) {
 	r.finish()
 	require.Equal(t, "wallet_vs_postgres", r.Ratios[0].Name)
 	require.Equal(t, "wallet_vs_dtm", r.Ratios[1].Name)
-	var target *Target
-	for i := range r.Targets {
-		if r.Targets[i].What == "ratio wallet_vs_dtm (min over kinds)" {
-			target = &r.Targets[i]
-		}
-	}
-	require.NotNil(t, target)
+	target := targetOf(t, r.Targets, "ratio wallet_vs_dtm (min over kinds)")
 	require.Equal(t, "≥ 1.00", target.Want)
 	require.False(t, target.Reached)
+}
+
+// targetOf is the target whose What starts with prefix.
+func targetOf(t *testing.T, ts []Target, prefix string) Target {
+	t.Helper()
+	for _, g := range ts {
+		if strings.HasPrefix(g.What, prefix) {
+			return g
+		}
+	}
+	require.Failf(t, "no target", "%q among %v", prefix, ts)
+	return Target{}
+}
+
+// halfLoad is a recorded half-load phase: 1000 deposits at 300/s, whose figures the cases
+// change one at a time.
+func halfLoad() Phase {
+	return Phase{Kind: "deposit", OpenRate: 300, Completed: 1000, Events: 1000,
+		CPU:       CPUSample{"walletsvc": 0.3, "notifier": 0.2, "postgres": 0.5, "broker": 0.1, "bench": 0.1, "machine": 9},
+		DBCommits: 3600, Probes: 200, Writes: &WriteTx{Saga: 2000, Relay: 300, Notifier: 1000},
+		API: Latency{P99: 12}, E2E: Latency{P99: 40}}
+}
+
+// depositMax is the recorded closed-loop deposit maximum: 1 ms of all-process CPU per saga.
+var depositMax = Phase{Kind: "deposit", Clients: 32, SagasPerS: 600, Completed: 9000,
+	CPU: CPUSample{"walletsvc": 2.7, "notifier": 1.8, "postgres": 3.6, "broker": 0.45, "bench": 0.45}}
+
+func TestHalfLoadTargetsReachedOnARecordedRun(t *testing.T) {
+	t.Parallel()
+	h := halfLoad()
+	ts := halfLoadTargets(&h, depositMax)
+	require.Len(t, ts, 5)
+	for _, g := range ts {
+		require.True(t, g.Reached, g.What)
+	}
+	cpu := targetOf(t, ts, "all-process CPU per saga")
+	require.InDelta(t, 1.2, cpu.Got, 1e-9) // 1.2 ms at half load ÷ 1.0 ms at the maximum
+	require.Contains(t, cpu.What, "1.20 ÷ 1.00 ms")
+	require.Contains(t, cpu.What, "32 clients, 600.0 sagas/s")
+	require.InDelta(t, 3.4, targetOf(t, ts, "DB commits per saga").Got, 1e-9)    // (3600 − 200 probes) ÷ 1000
+	require.InDelta(t, 0.1, targetOf(t, ts, "read-only transactions").Got, 1e-9) // 3400 − 3300 writes
+	require.Equal(t, "< 30 ms", targetOf(t, ts, "API p99").Want)
+	require.Nil(t, halfLoadTargets(nil, depositMax))
+}
+
+func TestHalfLoadTargetsEachMissed(t *testing.T) {
+	t.Parallel()
+	for name, c := range map[string]struct {
+		change func(*Phase)
+		target string
+	}{
+		"CPU per saga over 1.3× the maximum's": {func(h *Phase) { h.CPU["postgres"] = 0.75 }, "all-process CPU per saga"},
+		"commits over 3.5 per saga":            {func(h *Phase) { h.DBCommits, h.Writes.Saga = 3800, 2200 }, "DB commits per saga"},
+		"reads over 0.1 per saga":              {func(h *Phase) { h.Writes.Notifier = 900 }, "read-only transactions"},
+		"reads not measured":                   {func(h *Phase) { h.Writes = nil }, "read-only transactions"},
+		"API p99 at 30 ms":                     {func(h *Phase) { h.API.P99 = 30 }, "API p99"},
+		"commit→SMS p99 at 100 ms":             {func(h *Phase) { h.E2E.P99 = 100 }, "p99 commit→SMS"},
+		"an SMS missing":                       {func(h *Phase) { h.Undelivered = 1 }, "p99 commit→SMS"},
+	} {
+		h := halfLoad()
+		h.CPU = maps.Clone(h.CPU)
+		w := *h.Writes
+		h.Writes = &w
+		c.change(&h)
+		ts := halfLoadTargets(&h, depositMax)
+		require.False(t, targetOf(t, ts, c.target).Reached, name)
+		for _, g := range ts {
+			if !strings.HasPrefix(g.What, c.target) {
+				require.True(t, g.Reached, "%s: %s", name, g.What)
+			}
+		}
+	}
+	h := halfLoad()
+	h.Writes = nil
+	require.Contains(t, targetOf(t, halfLoadTargets(&h, depositMax), "read-only").What, "not measured")
+	h.CPU = CPUSample{"walletsvc": 1.3, "notifier": 0.2}
+	require.InDelta(t, 1.5, targetOf(t, halfLoadTargets(&h, depositMax), "all-process").Got, 1e-9)
+}
+
+func TestDeliveryTargetsReportTheWorstClosedLoopPhase(t *testing.T) {
+	t.Parallel()
+	phases := []Phase{
+		{Kind: "deposit", Clients: 8, SMSPerS: 500, EventsPerS: 500, E2E: Latency{P99: 30}},
+		{Kind: "transfer", Clients: 128, SMSPerS: 960, EventsPerS: 1000, E2E: Latency{P99: 800}},
+		{Kind: "purchase", Clients: 32, SMSPerS: 590, EventsPerS: 600, E2E: Latency{P99: 200}},
+		// Neither the half load, nor another setting counts.
+		{Kind: "deposit", OpenRate: 300, SMSPerS: 100, EventsPerS: 300, E2E: Latency{P99: 5000}},
+		{Kind: "deposit", Clients: 32, Setting: "durable", SMSPerS: 100, EventsPerS: 300, E2E: Latency{P99: 5000}},
+	}
+	ts := deliveryTargets(phases)
+	require.Len(t, ts, 2)
+	share, p99 := ts[0], ts[1]
+	require.True(t, share.Reached)
+	require.InDelta(t, 0.96, share.Got, 1e-9)
+	require.Contains(t, share.What, "each of 3 closed-loop phases, worst: transfer × 128 (960.0 ÷ 1000.0)")
+	require.True(t, p99.Reached)
+	require.InDelta(t, 800, p99.Got, 1e-9)
+	require.Contains(t, p99.What, "worst: transfer × 128")
+
+	phases[2].SMSPerS, phases[2].E2E.P99 = 560, 1000
+	ts = deliveryTargets(phases)
+	require.False(t, ts[0].Reached)
+	require.InDelta(t, 0.933, ts[0].Got, 1e-9)
+	require.Contains(t, ts[0].What, "worst: purchase × 32")
+	require.False(t, ts[1].Reached)
+	require.InDelta(t, 1000, ts[1].Got, 1e-9)
+
+	phases[2].E2E.P99 = 100
+	phases[0].Undelivered = 3
+	ts = deliveryTargets(phases)
+	require.False(t, ts[1].Reached)
+	require.Contains(t, ts[1].What, "worst: deposit × 8; 3 events without SMS")
+	require.Nil(t, deliveryTargets(phases[3:]))
+}
+
+func TestDurableTargetsCompareTheSameKindAndClients(t *testing.T) {
+	t.Parallel()
+	phases := []Phase{
+		{Kind: "deposit", Clients: 8, SagasPerS: 900},
+		{Kind: "deposit", Clients: 32, SagasPerS: 1000},
+		{Kind: "purchase", Clients: 32, SagasPerS: 800},
+		{Kind: "deposit", Clients: 32, Setting: "durable", SagasPerS: 650},
+		{Kind: "purchase", Clients: 32, Setting: "durable", SagasPerS: 400},
+		{Kind: "deposit", Clients: 32, Setting: "durable, commit_delay 200µs", SagasPerS: 700},
+		{Kind: "transfer", Clients: 32, Setting: "durable", SagasPerS: 700},
+	}
+	ts := durableTargets(phases)
+	require.Len(t, ts, 4)
+	require.Equal(t, "sagas/s durable ÷ default, deposit × 32: 650.0 ÷ 1000.0", ts[0].What)
+	require.InDelta(t, 0.65, ts[0].Got, 1e-9)
+	require.True(t, ts[0].Reached)
+	require.InDelta(t, 0.5, ts[1].Got, 1e-9)
+	require.False(t, ts[1].Reached)
+	require.Contains(t, ts[2].What, "durable, commit_delay 200µs ÷ default, deposit × 32")
+	require.True(t, ts[2].Reached)
+	require.Contains(t, ts[3].What, "no default phase")
+	require.False(t, ts[3].Reached)
+}
+
+func TestRatioTargetsWantTheIssuesFloors(t *testing.T) {
+	t.Parallel()
+	best := map[string]Phase{"deposit": {Kind: "deposit", Clients: 32, SagasPerS: 1100}, "purchase": {Kind: "purchase", Clients: 32, SagasPerS: 1000}}
+	m := &DTM{Version: dtmVersion, Phases: []DTMPhase{{Clients: 32, SagasPerS: 900}}}
+	finish := func(rawTPS float64) *Results {
+		r := &Results{Phases: []Phase{best["deposit"], best["purchase"]}, DTM: m, RawPG: []RawPG{{Clients: 8, TPS: rawTPS}}}
+		r.finish()
+		return r
+	}
+	r := finish(5000) // 1000 ÷ 5000 = 0.20
+	pg := targetOf(t, r.Targets, "ratio wallet_vs_postgres")
+	require.Equal(t, "≥ 0.18", pg.Want)
+	require.True(t, pg.Reached)
+	require.True(t, targetOf(t, r.Targets, "ratio wallet_vs_dtm").Reached)                  // 1000 ÷ 900
+	require.False(t, targetOf(t, finish(6000).Targets, "ratio wallet_vs_postgres").Reached) // 0.17
+
+	rt, ok := dtmRatio(best, m)
+	require.True(t, ok)
+	lost := maps.Clone(best)
+	p := lost["purchase"]
+	p.Undelivered = 2
+	lost["purchase"] = p
+	g := dtmTarget(rt, lost)
+	require.False(t, g.Reached)
+	require.Contains(t, g.What, "(2 were not)")
+}
+
+func TestDurableRatiosComeOnePerSetting(t *testing.T) {
+	t.Parallel()
+	gc := groupCommit{Delay: 500 * time.Microsecond, Siblings: 5}.name()
+	r := &Results{
+		RawPG: []RawPG{{Clients: 8, TPS: 5000}, {Clients: 32, TPS: 6000}, {Clients: 32, TPS: 1000, Setting: "durable"}, {Clients: 32, TPS: 1600, Setting: gc}},
+		Phases: []Phase{
+			{Kind: "deposit", Clients: 32, SagasPerS: 1200}, {Kind: "purchase", Clients: 32, SagasPerS: 1100},
+			{Kind: "deposit", Clients: 32, SagasPerS: 400, Setting: "durable"}, {Kind: "purchase", Clients: 32, SagasPerS: 300, Setting: "durable"},
+			{Kind: "deposit", Clients: 32, SagasPerS: 800, Setting: gc}, {Kind: "purchase", Clients: 32, SagasPerS: 700, Setting: gc},
+		},
+	}
+	r.finish()
+	ratios := map[string]float64{}
+	for _, rt := range r.Ratios {
+		ratios[rt.Name] = rt.Value
+	}
+	require.InDelta(t, 1100.0/6000, ratios["wallet_vs_postgres"], 0.005) // the durable raw runs are not the default's ceiling
+	require.InDelta(t, 0.3, ratios["wallet_vs_postgres_durable"], 1e-9)
+	require.InDelta(t, 700.0/1600, ratios["wallet_vs_postgres_durable_commit_delay_500us_siblings_5"], 0.005)
+	require.False(t, targetOf(t, r.Targets, "sagas/s durable ÷ default, purchase × 32").Reached) // 300 ÷ 1100
+	require.True(t, targetOf(t, r.Targets, "sagas/s "+gc+" ÷ default, deposit × 32").Reached)    // 800 ÷ 1200
+}
+
+func TestLaneTargetsWantTheIssuesLimitsAndSomethingMeasured(t *testing.T) {
+	t.Parallel()
+	targets := func(i Isolation, o Outage) []Target {
+		r := &Results{Lanes: &LaneBench{Isolation: &i, Outage: &o}}
+		r.laneTargets()
+		return r.Targets
+	}
+	iso := Isolation{RatePerS: 300, Events: 4000, E2E: Latency{P99: 80}}
+	out := Outage{OutageSecs: 30, Events: 12000, Delivered: 12000, RecoverySecs: 4.2}
+	ts := targets(iso, out)
+	require.Len(t, ts, 3)
+	for _, g := range ts {
+		require.True(t, g.Reached, g.What)
+	}
+	require.Equal(t, "< 100 ms", ts[0].Want)
+	require.Equal(t, "every SMS delivered after a 30 s provider outage, within (s) of the recovery", ts[2].What)
+	require.Equal(t, "≤ 5", ts[2].Want)
+
+	slowIso, lateOut := iso, out
+	slowIso.E2E.P99, lateOut.RecoverySecs = 100, 5.2
+	ts = targets(slowIso, lateOut)
+	require.False(t, ts[0].Reached)
+	require.True(t, ts[1].Reached)
+	require.False(t, ts[2].Reached)
+
+	// A run that measured nothing (no event committed) reaches none.
+	ts = targets(Isolation{RatePerS: 300}, Outage{OutageSecs: 30})
+	for _, g := range ts {
+		require.False(t, g.Reached, g.What)
+	}
 }

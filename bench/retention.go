@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // retention measures what pruning costs the wallet under load: the deposit closed loop at
@@ -70,7 +68,7 @@ func (b *bench) retentionRun(ctx context.Context, name, setting string, retentio
 		return err
 	}
 	defer b.stopProc("notifier")
-	db, err := pgxpool.New(ctx, u)
+	db, err := newProbePool(ctx, u)
 	if err != nil {
 		return err
 	}
@@ -88,7 +86,7 @@ func (b *bench) retentionRun(ctx context.Context, name, setting string, retentio
 		ph := pr.phase(ctx, "deposit", c, 0, b.cfg.Phase)
 		ph.Setting = setting
 		var kept int64
-		if err := db.QueryRow(ctx, `SELECT count(*) FROM wallet_events`).Scan(&kept); err != nil {
+		if err := pr.probe(ctx, `SELECT count(*) FROM wallet_events`).Scan(&kept); err != nil {
 			return err
 		}
 		if retention["RETENTION_OUTBOX"] != "0" {

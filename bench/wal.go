@@ -80,10 +80,10 @@ func (b *bench) inspectWAL(ctx context.Context) error {
 	defer b.releaseWAL()
 	var todo []walInspection
 	for i := range b.res.Phases {
-		todo = append(todo, b.res.Phases[i].walInspection(b.productDB))
+		todo = append(todo, b.res.Phases[i].walInspection())
 	}
 	if b.res.HalfLoad != nil {
-		todo = append(todo, b.res.HalfLoad.walInspection(b.productDB))
+		todo = append(todo, b.res.HalfLoad.walInspection())
 	}
 	if b.res.DTM != nil {
 		for i := range b.res.DTM.Phases {
@@ -118,9 +118,10 @@ func (b *bench) inspectWAL(ctx context.Context) error {
 	return nil
 }
 
-// walInspection is the phase's span, whose answer fills Writes (or the note).
-func (ph *Phase) walInspection(db string) walInspection {
-	return walInspection{db: db, span: ph.WAL, set: func(w WriteTx, err error) {
+// walInspection is the phase's span on its database (the product's, or a retention run's),
+// whose answer fills Writes (or the note).
+func (ph *Phase) walInspection() walInspection {
+	return walInspection{db: ph.dbURL, span: ph.WAL, set: func(w WriteTx, err error) {
 		if err != nil {
 			ph.Note += " write transactions: " + err.Error()
 			return
