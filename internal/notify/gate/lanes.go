@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/walletsaga/walletsaga/internal/groupcommit"
 	"github.com/walletsaga/walletsaga/internal/lifecycle"
 	"github.com/walletsaga/walletsaga/internal/notify"
 	"github.com/walletsaga/walletsaga/internal/notify/senders"
@@ -93,13 +94,16 @@ type LaneStats struct {
 	// LeaseShort counts users given back unsent because their lease had less than twice
 	// the send timeout left.
 	LeaseShort int64 `json:"lease_short"`
+	// Records counts record statements: fewer than the outcomes recorded when the workers'
+	// outcomes share statements.
+	Records int64 `json:"records"`
 }
 
 // Lanes delivers the inbox: a dispatcher claims users whose next SMS is due (FOR UPDATE
 // SKIP LOCKED, so replicas share them; each claim takes a new fence) and hands each to a
 // worker, which sends that user's SMS in seq order — each only once the gate admits it
 // (Admit: its predecessor is recorded sent, dead-lettered or skipped) — and records each
-// outcome, under its claim's fence, through committers that group the outcomes of all
+// outcome, under its claim's fence, through one recorder that groups the outcomes of all
 // workers into few transactions.
 // Different users proceed in parallel; a failing or slow user holds only its own worker.
 //
@@ -111,20 +115,20 @@ type LaneStats struct {
 type Lanes struct {
 	// Runner delivers in the background between Start and Stop.
 	*lifecycle.Runner
-	store   *Store
-	cfg     LaneConfig
-	log     *slog.Logger
-	journal bool
-	wake    chan struct{}
-	freed   chan struct{}
-	commits chan commitReq
-	busy    atomic.Int64
+	store    *Store
+	cfg      LaneConfig
+	log      *slog.Logger
+	journal  bool
+	wake     chan struct{}
+	freed    chan struct{}
+	recorder *groupcommit.Committer[commitReq]
+	busy     atomic.Int64
 	// deployment is the notifier tables' deployment id, read once at start: part of every
 	// provider key.
 	deployment string
 
 	sent, retried, dead, postponed, fenced, claims, recordFailures atomic.Int64
-	recordsGivenUp, recordsRefused, leaseShort                     atomic.Int64
+	recordsGivenUp, recordsRefused, leaseShort, records            atomic.Int64
 }
 
 // NewLanes returns the lanes over store; Start delivers.
@@ -170,8 +174,9 @@ func NewLanes(store *Store, cfg LaneConfig) (*Lanes, error) {
 	}
 	l := &Lanes{
 		store: store, cfg: cfg, log: cfg.Logger.With("component", "lanes"), journal: notify.IsJournaled(cfg.Sender),
-		wake: make(chan struct{}, 1), freed: make(chan struct{}, 1), commits: make(chan commitReq, cfg.Workers),
+		wake: make(chan struct{}, 1), freed: make(chan struct{}, 1),
 	}
+	l.recorder = l.newRecorder()
 	l.Runner = lifecycle.NewRunner(l.run)
 	return l, nil
 }
@@ -200,7 +205,8 @@ func (l *Lanes) Breaker() *senders.Breaker { return l.cfg.Breaker }
 func (l *Lanes) Stats() LaneStats {
 	return LaneStats{Sent: l.sent.Load(), Retried: l.retried.Load(), DeadLettered: l.dead.Load(),
 		Postponed: l.postponed.Load(), Fenced: l.fenced.Load(), Claims: l.claims.Load(), RecordFailures: l.recordFailures.Load(),
-		RecordsGivenUp: l.recordsGivenUp.Load(), RecordsRefused: l.recordsRefused.Load(), LeaseShort: l.leaseShort.Load()}
+		RecordsGivenUp: l.recordsGivenUp.Load(), RecordsRefused: l.recordsRefused.Load(), LeaseShort: l.leaseShort.Load(),
+		Records: l.records.Load()}
 }
 
 // run delivers until ctx is cancelled, then lets each worker finish the SMS in hand,
@@ -226,19 +232,15 @@ func (l *Lanes) run(ctx context.Context) error {
 	// Workers finish the SMS in hand after ctx ends, so their sends and records must not
 	// die with it.
 	work := context.WithoutCancel(ctx)
-	var recording lifecycle.Group
-	for i := range committers {
-		recording.Add(fmt.Sprintf("committer %d", i), l.newCommitter(work))
-	}
-	if err := recording.Start(work); err != nil {
+	if err := l.recorder.Start(work); err != nil {
 		return err
 	}
 
 	var wg sync.WaitGroup
 	l.dispatch(ctx, work, &wg)
 	wg.Wait()
-	// Every worker has handed its outcomes over: the committers record what is left.
-	return recording.Stop(work)
+	// Every worker has handed its outcomes over: the recorder records what is left.
+	return l.recorder.Stop(work)
 }
 
 // dispatch claims due users and starts a worker for each, until ctx is cancelled.
