@@ -47,9 +47,15 @@ type LaneConfig struct {
 	// the SMS again under the same provider key).
 	RecordTimeout  time.Duration
 	RecordAttempts int
-	// Poll is how often the dispatcher looks for due users when nothing woke it: retries
-	// coming due, and SMS another replica's consumer received (default 500ms).
-	Poll time.Duration
+	// Poll is how soon the dispatcher looks for due users when nothing woke it (default
+	// 500ms): for SMS another replica's consumer received, and retries another replica
+	// gave back. Each look that finds nothing doubles the wait, up to IdlePoll (default ten
+	// times Poll); a look that finds work, or news, starts again from Poll. While work flows
+	// the dispatcher is woken in-process instead: by the inbox's writes, by freed workers,
+	// by this process's retries and postponed sends as they come due, and by users given
+	// back due at once.
+	Poll     time.Duration
+	IdlePoll time.Duration
 	// RunMax is how many SMS a worker sends to one user before it lets other users have a
 	// turn (default 100).
 	RunMax int
@@ -163,6 +169,9 @@ func NewLanes(store *Store, cfg LaneConfig) (*Lanes, error) {
 	if cfg.Poll <= 0 {
 		cfg.Poll = 500 * time.Millisecond
 	}
+	if cfg.IdlePoll < cfg.Poll {
+		cfg.IdlePoll = 10 * cfg.Poll
+	}
 	if cfg.RunMax <= 0 {
 		cfg.RunMax = 100
 	}
@@ -248,6 +257,7 @@ func (l *Lanes) dispatch(ctx, work context.Context, wg *sync.WaitGroup) {
 	br := l.cfg.Breaker
 	poll := time.NewTimer(0)
 	defer poll.Stop()
+	idle := l.cfg.Poll
 	for ctx.Err() == nil {
 		if wait := br.Wait(); wait > 0 {
 			l.sleep(ctx, wait, br.Changed())
@@ -277,6 +287,9 @@ func (l *Lanes) dispatch(ctx, work context.Context, wg *sync.WaitGroup) {
 			continue
 		}
 		l.claims.Add(int64(len(claims)))
+		if len(claims) > 0 {
+			idle = l.cfg.Poll
+		}
 		for _, c := range claims {
 			l.busy.Add(1)
 			wg.Add(1)
@@ -296,13 +309,16 @@ func (l *Lanes) dispatch(ctx, work context.Context, wg *sync.WaitGroup) {
 		case probe:
 			l.sleep(ctx, l.cfg.Poll, br.Changed())
 		case len(claims) < free:
-			// Nothing more is due: wait for news, a freed worker's user coming due again,
-			// or the poll.
-			poll.Reset(l.cfg.Poll)
+			// Nothing more is due: wait for news (an inbox write, a retry of this process
+			// coming due, a user given back due at once), or the poll, which stretches
+			// while it finds nothing.
+			poll.Reset(idle)
 			select {
 			case <-ctx.Done():
 			case <-l.wake:
+				idle = l.cfg.Poll
 			case <-poll.C:
+				idle = min(2*idle, l.cfg.IdlePoll)
 			case <-br.Changed():
 			}
 		}
@@ -455,6 +471,10 @@ func (l *Lanes) work(stop, ctx context.Context, c claim, leaseEnd time.Time) {
 			}
 		}
 		if v := outs[len(outs)-1].Verdict; v == Retry || v == Postponed || res.r.Released {
+			if v == Retry || v == Postponed {
+				// Due again after its delay: the dispatcher is woken then, whatever its poll.
+				time.AfterFunc(outs[len(outs)-1].Delay, l.Wake)
+			}
 			return
 		}
 		done += len(outs)
@@ -469,6 +489,10 @@ func (l *Lanes) giveBack(ctx context.Context, c claim, requeue bool) {
 	defer cancel()
 	if err := l.store.release(rctx, c.UserID, c.At.Fence, requeue); err != nil {
 		l.log.Warn("giving a user back failed; its lease will expire", "user_id", c.UserID, "err", err)
+		return
+	}
+	if requeue {
+		l.Wake() // due at once
 	}
 }
 
