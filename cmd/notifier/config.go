@@ -134,7 +134,7 @@ func parseConfig(sub string, args []string, getenv func(string) string, stderr i
 	f.Duration(&c.BreakerOpen, "SMS_BREAKER_OPEN", db.Open, "how long the open breaker holds SMS back before a probe; doubles after each failed probe")
 	f.Duration(&c.BreakerOpenMax, "SMS_BREAKER_OPEN_MAX", db.OpenMax, "longest pause of the open breaker between probes")
 	f.Duration(&c.LaneLease, "LANE_LEASE", 30*time.Second, "how long a delivery worker holds a user without recording anything; a notifier that dies leaves its users to the others after that (one restarted under the same CONSUMER_INSTANCE takes them back at once)")
-	f.Duration(&c.LanePoll, "LANE_POLL", 500*time.Millisecond, "how often idle workers look for due SMS (retries coming due, SMS another replica received)")
+	f.Duration(&c.LanePoll, "LANE_POLL", 500*time.Millisecond, "how soon idle workers look for due SMS that nothing in this process woke them for (SMS another replica received or gave back); doubled after each look that finds nothing, up to ten times this")
 	f.String(&c.ConsumeFrom, "CONSUME_FROM", "first", "where a NEW consumer group starts: first (every message the topic still holds) or last (only what is published from now; a user first seen at seq n > 1 starts at n, recorded as a baseline in GET /v1/gate)")
 	f.Int(&c.ConsumeBatch, "CONSUME_BATCH", 32, "messages of one queue written to the inbox in one transaction, at most")
 	f.Int(&c.ConsumeBuffer, "CONSUME_BUFFER", 2048, "messages the consumer pulls ahead, across its queues (bounds memory while draining a backlog)")

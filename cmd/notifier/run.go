@@ -105,8 +105,8 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 
 	// The consumer's name is taken first (a second live process under it refuses to start)
 	// and given up last. Stopped in reverse: intake first (the HTTP server, then the consumer, which lets the
-	// batch in flight be recorded, its offsets then persisted by the client, and the DLQ
-	// watcher), then delivery (each worker finishes the SMS in hand and gives its user back),
+	// batch in flight be recorded, its offsets then persisted by the client, the inbox writer
+	// and the DLQ watcher), then delivery (each worker finishes the SMS in hand and gives its user back),
 	// then retention, the dead-letter publisher and the broker watch; the pool closes after all of them.
 	// The consumer and the watcher start in the background: the notifier serves and delivers
 	// its inbox while the broker is away.
@@ -121,6 +121,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 	if n.watcher != nil {
 		g.Add("DLQ watcher", n.watcher)
 	}
+	g.Add("inbox writer", n.inbox)
 	g.Add("consumer", n.consumer)
 	g.Add("http server", n.server)
 	err = lifecycle.Run(ctx, &g, n.server.Stopped(), cfg.ShutdownTimeout)

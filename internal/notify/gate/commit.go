@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/walletsaga/walletsaga/internal/backoff"
-	"github.com/walletsaga/walletsaga/internal/lifecycle"
+	"github.com/walletsaga/walletsaga/internal/groupcommit"
 )
 
 // commitReq is one user's outcomes waiting to be recorded, and where to answer.
@@ -42,7 +42,7 @@ func (l *Lanes) commit(stop, ctx context.Context, c claim, outs []outcome) (comm
 	o := outs[0]
 	for attempt := 1; ; attempt++ {
 		reply := make(chan commitRes, 1)
-		l.commits <- commitReq{outs: outs, reply: reply}
+		l.recorder.Submit(commitReq{outs: outs, reply: reply}, len(outs))
 		res := <-reply
 		if res.err == nil {
 			if !res.r.Held {
@@ -75,45 +75,25 @@ func (l *Lanes) commit(stop, ctx context.Context, c claim, outs []outcome) (comm
 	}
 }
 
-// committers is how many record statements the lanes run at once. One would serialise the
-// lanes behind it: on a machine whose CPUs the wallet's busy backends share, a record of a few
-// hundred outcomes can take a second, and every worker waits for it. Records of one process
-// never touch the same user (each user is held by one worker), so they do not wait for each
-// other.
-const committers = 4
+// Recorder tuning. recordWriters is how many record statements the lanes run at once. One
+// would serialise the lanes behind it: on a machine whose CPUs the wallet's busy backends
+// share, a record of a few hundred outcomes can take a second, and every worker waits for it.
+// Records of one process never touch the same user (each user is held by one worker), so they
+// do not wait for each other. A lone worker's outcomes wait at most recordLinger for other
+// workers' to share their statement (at moderate load each worker records on its own
+// otherwise: a commit per SMS); a statement holds at most recordMaxRows outcomes.
+const (
+	recordWriters = 4
+	recordLinger  = 2 * time.Millisecond
+	recordMaxRows = 1024
+)
 
-// newCommitter returns a committer: it records outcomes in groups, taking whatever outcomes
-// are waiting (those of up to one user per worker) and writing them in one statement, so a
-// thousand SMS a second cost tens of commits, not a thousand. Several run at once. Its
-// statements run under ctx; Stop, once no worker hands outcomes over any more, lets it record
-// what is left and return.
-func (l *Lanes) newCommitter(ctx context.Context) *lifecycle.Runner {
-	return lifecycle.NewRunner(func(stop context.Context) error {
-		batch := make([]commitReq, 0, l.cfg.Workers)
-		for {
-			var first commitReq
-			select {
-			case first = <-l.commits:
-			case <-stop.Done():
-				select {
-				case first = <-l.commits:
-				default:
-					return nil
-				}
-			}
-			batch = append(batch[:0], first)
-		more:
-			for len(batch) < cap(batch) {
-				select {
-				case r := <-l.commits:
-					batch = append(batch, r)
-				default:
-					break more
-				}
-			}
-			l.recordBatch(ctx, batch)
-		}
-	})
+// newRecorder returns the lanes' recorder: it records the outcomes of all workers in groups,
+// those that wait together within recordLinger (or until recordMaxRows), each group in one
+// statement, so a thousand SMS a second cost tens of commits, not a thousand. Stop, once no
+// worker hands outcomes over any more, lets it record what is left and return.
+func (l *Lanes) newRecorder() *groupcommit.Committer[commitReq] {
+	return groupcommit.New(groupcommit.Config{Linger: recordLinger, MaxRows: recordMaxRows, Writers: recordWriters}, l.recordBatch)
 }
 
 // recordBatch records the outcomes of batch in one statement and answers each request. A
@@ -144,6 +124,7 @@ func (l *Lanes) recordBatch(ctx context.Context, batch []commitReq) {
 func (l *Lanes) recordOnce(ctx context.Context, outs []outcome) (map[int64]recorded, error) {
 	rctx, cancel := context.WithTimeout(ctx, l.cfg.RecordTimeout)
 	defer cancel()
+	l.records.Add(1)
 	return l.store.record(rctx, l.cfg.Lease, l.runLen(), outs)
 }
 

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/walletsaga/walletsaga/internal/groupcommit"
 	"github.com/walletsaga/walletsaga/internal/lifecycle"
 	"github.com/walletsaga/walletsaga/internal/notify"
 	"github.com/walletsaga/walletsaga/internal/notify/senders"
@@ -46,9 +47,15 @@ type LaneConfig struct {
 	// the SMS again under the same provider key).
 	RecordTimeout  time.Duration
 	RecordAttempts int
-	// Poll is how often the dispatcher looks for due users when nothing woke it: retries
-	// coming due, and SMS another replica's consumer received (default 500ms).
-	Poll time.Duration
+	// Poll is how soon the dispatcher looks for due users when nothing woke it (default
+	// 500ms): for SMS another replica's consumer received, and retries another replica
+	// gave back. Each look that finds nothing doubles the wait, up to IdlePoll (default ten
+	// times Poll); a look that finds work, or news, starts again from Poll. While work flows
+	// the dispatcher is woken in-process instead: by the inbox's writes, by freed workers,
+	// by this process's retries and postponed sends as they come due, and by users given
+	// back due at once.
+	Poll     time.Duration
+	IdlePoll time.Duration
 	// RunMax is how many SMS a worker sends to one user before it lets other users have a
 	// turn (default 100).
 	RunMax int
@@ -93,13 +100,16 @@ type LaneStats struct {
 	// LeaseShort counts users given back unsent because their lease had less than twice
 	// the send timeout left.
 	LeaseShort int64 `json:"lease_short"`
+	// Records counts record statements: fewer than the outcomes recorded when the workers'
+	// outcomes share statements.
+	Records int64 `json:"records"`
 }
 
 // Lanes delivers the inbox: a dispatcher claims users whose next SMS is due (FOR UPDATE
 // SKIP LOCKED, so replicas share them; each claim takes a new fence) and hands each to a
 // worker, which sends that user's SMS in seq order — each only once the gate admits it
 // (Admit: its predecessor is recorded sent, dead-lettered or skipped) — and records each
-// outcome, under its claim's fence, through committers that group the outcomes of all
+// outcome, under its claim's fence, through one recorder that groups the outcomes of all
 // workers into few transactions.
 // Different users proceed in parallel; a failing or slow user holds only its own worker.
 //
@@ -111,20 +121,20 @@ type LaneStats struct {
 type Lanes struct {
 	// Runner delivers in the background between Start and Stop.
 	*lifecycle.Runner
-	store   *Store
-	cfg     LaneConfig
-	log     *slog.Logger
-	journal bool
-	wake    chan struct{}
-	freed   chan struct{}
-	commits chan commitReq
-	busy    atomic.Int64
+	store    *Store
+	cfg      LaneConfig
+	log      *slog.Logger
+	journal  bool
+	wake     chan struct{}
+	freed    chan struct{}
+	recorder *groupcommit.Committer[commitReq]
+	busy     atomic.Int64
 	// deployment is the notifier tables' deployment id, read once at start: part of every
 	// provider key.
 	deployment string
 
 	sent, retried, dead, postponed, fenced, claims, recordFailures atomic.Int64
-	recordsGivenUp, recordsRefused, leaseShort                     atomic.Int64
+	recordsGivenUp, recordsRefused, leaseShort, records            atomic.Int64
 }
 
 // NewLanes returns the lanes over store; Start delivers.
@@ -159,6 +169,9 @@ func NewLanes(store *Store, cfg LaneConfig) (*Lanes, error) {
 	if cfg.Poll <= 0 {
 		cfg.Poll = 500 * time.Millisecond
 	}
+	if cfg.IdlePoll < cfg.Poll {
+		cfg.IdlePoll = 10 * cfg.Poll
+	}
 	if cfg.RunMax <= 0 {
 		cfg.RunMax = 100
 	}
@@ -170,8 +183,9 @@ func NewLanes(store *Store, cfg LaneConfig) (*Lanes, error) {
 	}
 	l := &Lanes{
 		store: store, cfg: cfg, log: cfg.Logger.With("component", "lanes"), journal: notify.IsJournaled(cfg.Sender),
-		wake: make(chan struct{}, 1), freed: make(chan struct{}, 1), commits: make(chan commitReq, cfg.Workers),
+		wake: make(chan struct{}, 1), freed: make(chan struct{}, 1),
 	}
+	l.recorder = l.newRecorder()
 	l.Runner = lifecycle.NewRunner(l.run)
 	return l, nil
 }
@@ -200,7 +214,8 @@ func (l *Lanes) Breaker() *senders.Breaker { return l.cfg.Breaker }
 func (l *Lanes) Stats() LaneStats {
 	return LaneStats{Sent: l.sent.Load(), Retried: l.retried.Load(), DeadLettered: l.dead.Load(),
 		Postponed: l.postponed.Load(), Fenced: l.fenced.Load(), Claims: l.claims.Load(), RecordFailures: l.recordFailures.Load(),
-		RecordsGivenUp: l.recordsGivenUp.Load(), RecordsRefused: l.recordsRefused.Load(), LeaseShort: l.leaseShort.Load()}
+		RecordsGivenUp: l.recordsGivenUp.Load(), RecordsRefused: l.recordsRefused.Load(), LeaseShort: l.leaseShort.Load(),
+		Records: l.records.Load()}
 }
 
 // run delivers until ctx is cancelled, then lets each worker finish the SMS in hand,
@@ -226,19 +241,15 @@ func (l *Lanes) run(ctx context.Context) error {
 	// Workers finish the SMS in hand after ctx ends, so their sends and records must not
 	// die with it.
 	work := context.WithoutCancel(ctx)
-	var recording lifecycle.Group
-	for i := range committers {
-		recording.Add(fmt.Sprintf("committer %d", i), l.newCommitter(work))
-	}
-	if err := recording.Start(work); err != nil {
+	if err := l.recorder.Start(work); err != nil {
 		return err
 	}
 
 	var wg sync.WaitGroup
 	l.dispatch(ctx, work, &wg)
 	wg.Wait()
-	// Every worker has handed its outcomes over: the committers record what is left.
-	return recording.Stop(work)
+	// Every worker has handed its outcomes over: the recorder records what is left.
+	return l.recorder.Stop(work)
 }
 
 // dispatch claims due users and starts a worker for each, until ctx is cancelled.
@@ -246,6 +257,7 @@ func (l *Lanes) dispatch(ctx, work context.Context, wg *sync.WaitGroup) {
 	br := l.cfg.Breaker
 	poll := time.NewTimer(0)
 	defer poll.Stop()
+	idle := l.cfg.Poll
 	for ctx.Err() == nil {
 		if wait := br.Wait(); wait > 0 {
 			l.sleep(ctx, wait, br.Changed())
@@ -275,6 +287,9 @@ func (l *Lanes) dispatch(ctx, work context.Context, wg *sync.WaitGroup) {
 			continue
 		}
 		l.claims.Add(int64(len(claims)))
+		if len(claims) > 0 {
+			idle = l.cfg.Poll
+		}
 		for _, c := range claims {
 			l.busy.Add(1)
 			wg.Add(1)
@@ -294,13 +309,16 @@ func (l *Lanes) dispatch(ctx, work context.Context, wg *sync.WaitGroup) {
 		case probe:
 			l.sleep(ctx, l.cfg.Poll, br.Changed())
 		case len(claims) < free:
-			// Nothing more is due: wait for news, a freed worker's user coming due again,
-			// or the poll.
-			poll.Reset(l.cfg.Poll)
+			// Nothing more is due: wait for news (an inbox write, a retry of this process
+			// coming due, a user given back due at once), or the poll, which stretches
+			// while it finds nothing.
+			poll.Reset(idle)
 			select {
 			case <-ctx.Done():
 			case <-l.wake:
+				idle = l.cfg.Poll
 			case <-poll.C:
+				idle = min(2*idle, l.cfg.IdlePoll)
 			case <-br.Changed():
 			}
 		}
@@ -453,6 +471,10 @@ func (l *Lanes) work(stop, ctx context.Context, c claim, leaseEnd time.Time) {
 			}
 		}
 		if v := outs[len(outs)-1].Verdict; v == Retry || v == Postponed || res.r.Released {
+			if v == Retry || v == Postponed {
+				// Due again after its delay: the dispatcher is woken then, whatever its poll.
+				time.AfterFunc(outs[len(outs)-1].Delay, l.Wake)
+			}
 			return
 		}
 		done += len(outs)
@@ -467,6 +489,10 @@ func (l *Lanes) giveBack(ctx context.Context, c claim, requeue bool) {
 	defer cancel()
 	if err := l.store.release(rctx, c.UserID, c.At.Fence, requeue); err != nil {
 		l.log.Warn("giving a user back failed; its lease will expire", "user_id", c.UserID, "err", err)
+		return
+	}
+	if requeue {
+		l.Wake() // due at once
 	}
 }
 

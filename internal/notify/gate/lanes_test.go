@@ -504,7 +504,7 @@ func TestNewsDoesNotCutAUsersBackoffShort(t *testing.T) {
 
 // TestTheGateViewCountsAsDueOnlyWhatAClaimWouldTake: /v1/gate's due_users and
 // walletsaga_notify_due_users count the users a claim would take now; a user leased by a
-// lane is not one of them, though its due_at stays set while it is leased.
+// lane is not one of them, though its wake rows stay while it is leased.
 func TestTheGateViewCountsAsDueOnlyWhatAClaimWouldTake(t *testing.T) {
 	t.Parallel()
 	_, s := userOneClaimed(t)

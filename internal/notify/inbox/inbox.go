@@ -2,15 +2,19 @@
 // queue's batch is decoded and its SMS rendered; the good ones arrive at the gate
 // (gate.Store.Arrive), the bad ones are recorded with a dead-letter intent in
 // notify.bad_messages, which this package owns, all in one transaction; then the batch is
-// acknowledged. A queue never waits for a user, a provider, or a predecessor on another
-// queue.
+// acknowledged. The batches of all queues are written through one writer that groups what
+// arrives within a short linger into one transaction (groupcommit), so several queues share a
+// commit; each batch is acknowledged only once its own rows are committed. A queue never
+// waits for a user, a provider, or a predecessor on another queue.
 package inbox
 
 import (
 	"context"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
@@ -18,6 +22,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/walletsaga/walletsaga/internal/groupcommit"
 	"github.com/walletsaga/walletsaga/internal/notify"
 	"github.com/walletsaga/walletsaga/internal/notify/gate"
 	"github.com/walletsaga/walletsaga/internal/pg"
@@ -75,6 +80,9 @@ type Stats struct {
 	Ignored   int64 `json:"ignored"`   // redeliveries of SMS the inbox holds or finished already
 	Bad       int64 `json:"bad"`       // undecodable messages recorded and dead-lettered
 	Baselines int64 `json:"baselines"` // users that started past seq 1 (CONSUME_FROM=last)
+	// Writes counts the write transactions run: fewer than the batches received when the
+	// queues' batches share commits.
+	Writes int64 `json:"writes"`
 }
 
 // Received is what one write of the inbox did.
@@ -86,18 +94,38 @@ type Received struct {
 	Duplicates int // bad messages seen before
 }
 
-// Inbox is the orderly consumer's handler: it records each batch of wallet events in one
-// transaction and acknowledges it. It fails a batch (the consumer pauses the queue and
-// delivers the batch again) only when the database cannot take it.
+// Inbox is the orderly consumer's handler: it records each batch of wallet events, in one
+// transaction with whatever other queues' batches arrive within the writer's linger, and
+// acknowledges it once that transaction has committed. It fails a batch (the consumer pauses
+// the queue and delivers the batch again) only when the database cannot take it.
+//
+// Start starts the writer, which Handle needs; Stop, once no more batches are handled,
+// writes what waits and returns.
 type Inbox struct {
 	store    *Store
 	gate     *gate.Store
 	fromLast bool
 	received func(Received) // what to wake: the lanes, the DLQ publisher
 	log      *slog.Logger
+	writer   *groupcommit.Committer[writeReq]
 
-	recv, ignored, bad, baselines atomic.Int64
+	recv, ignored, bad, baselines, writes atomic.Int64
 }
+
+// writeReq is one queue's batch waiting for the writer, and where to answer.
+type writeReq struct {
+	msgs  []Decoded
+	reply chan error
+}
+
+// Writer tuning: a lone batch waits at most writeLinger for other queues' batches to share
+// its commit (the latency it adds at low load); a group holds at most writeMaxRows messages;
+// writeTimeout bounds one statement, whose failure the consumer retries.
+const (
+	writeLinger  = 2 * time.Millisecond
+	writeMaxRows = 512
+	writeTimeout = 10 * time.Second
+)
 
 // NewInbox returns the handler, which writes good messages through g and bad ones to store.
 // fromLast: a user the gate has never seen starts at the first seq it receives (a group
@@ -110,12 +138,22 @@ func NewInbox(store *Store, g *gate.Store, fromLast bool, received func(Received
 	if received == nil {
 		received = func(Received) {}
 	}
-	return &Inbox{store: store, gate: g, fromLast: fromLast, received: received, log: log.With("component", "inbox")}
+	in := &Inbox{store: store, gate: g, fromLast: fromLast, received: received, log: log.With("component", "inbox")}
+	in.writer = groupcommit.New(groupcommit.Config{Linger: writeLinger, MaxRows: writeMaxRows, Writers: 2}, in.writeGroup)
+	return in
 }
+
+// Start starts the writer.
+func (in *Inbox) Start(ctx context.Context) error { return in.writer.Start(ctx) }
+
+// Stop writes the batches that wait and stops the writer; call it once Handle is no longer
+// called.
+func (in *Inbox) Stop(ctx context.Context) error { return in.writer.Stop(ctx) }
 
 // Stats returns the counters.
 func (in *Inbox) Stats() Stats {
-	return Stats{Received: in.recv.Load(), Ignored: in.ignored.Load(), Bad: in.bad.Load(), Baselines: in.baselines.Load()}
+	return Stats{Received: in.recv.Load(), Ignored: in.ignored.Load(), Bad: in.bad.Load(), Baselines: in.baselines.Load(),
+		Writes: in.writes.Load()}
 }
 
 // Handle records a batch of one queue's messages.
@@ -132,20 +170,50 @@ func (in *Inbox) Handle(ctx context.Context, batch []Message) error {
 		}
 	}
 	spans := in.arriveSpans(ctx, batch, msgs)
-	r, err := in.write(ctx, msgs)
-	if isDataError(err) {
-		// One message the database refuses must not hold its queue-mates: record one by
-		// one, and the refused one as bad.
-		err = in.oneByOne(ctx, msgs)
-		endSpans(spans, err)
-		return err
+	req := writeReq{msgs: msgs, reply: make(chan error, 1)}
+	in.writer.Submit(req, len(msgs))
+	var err error
+	select {
+	case err = <-req.reply:
+	case <-ctx.Done():
+		// Not acknowledged: the batch comes again, and its rows, should they commit
+		// meanwhile, are found there.
+		err = ctx.Err()
 	}
 	endSpans(spans, err)
-	if err != nil {
-		return err
+	return err
+}
+
+// writeGroup records the batches of group, from several queues, in one transaction and
+// answers each. When the database refuses the data of one message, each batch is written
+// again on its own, and the refusing batch one message at a time, the refused one as bad: a
+// batch of one queue never fails because of another's message.
+func (in *Inbox) writeGroup(ctx context.Context, group []writeReq) {
+	var all []Decoded
+	for _, g := range group {
+		all = append(all, g.msgs...)
 	}
-	in.count(r)
-	return nil
+	r, err := in.write(ctx, all)
+	if err == nil {
+		in.count(r)
+	}
+	if !isDataError(err) {
+		for _, g := range group {
+			g.reply <- err
+		}
+		return
+	}
+	for _, g := range group {
+		if len(group) > 1 {
+			if r, err = in.write(ctx, g.msgs); err == nil {
+				in.count(r)
+			}
+		}
+		if isDataError(err) {
+			err = in.oneByOne(ctx, g.msgs)
+		}
+		g.reply <- err
+	}
 }
 
 // tracer starts the inbox's spans.
@@ -182,8 +250,12 @@ func endSpans(spans []trace.Span, err error) {
 	}
 }
 
-// write records msgs in one transaction: the good ones through the gate, the bad ones here.
+// write records msgs in one transaction, within writeTimeout: the good ones through the gate,
+// the bad ones here.
 func (in *Inbox) write(ctx context.Context, msgs []Decoded) (Received, error) {
+	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
+	defer cancel()
+	in.writes.Add(1)
 	var good []gate.Arrival
 	var bad []Decoded
 	for _, m := range msgs {
@@ -202,12 +274,14 @@ func (in *Inbox) write(ctx context.Context, msgs []Decoded) (Received, error) {
 		r.Inserted, r.Ignored, r.Baselines = a.Inserted, a.Ignored, a.Baselines
 		return err
 	}
-	if len(bad) == 0 {
-		return r, arrive(in.store.db)
-	}
+	// One transaction even with no bad message: Arrive reads positions before it writes,
+	// and each statement on the pool would be a commit of its own.
 	err := pg.WithTx(ctx, in.store.db, func(tx pgx.Tx) error {
 		if err := arrive(tx); err != nil {
 			return err
+		}
+		if len(bad) == 0 {
+			return nil
 		}
 		n, err := in.store.recordBad(ctx, tx, bad, false)
 		r.Bad, r.Duplicates = n, len(bad)-n
@@ -226,6 +300,8 @@ func (in *Inbox) oneByOne(ctx context.Context, msgs []Decoded) error {
 		if isDataError(err) {
 			in.log.Warn("bad message: the database refused it; recorded and dead-lettered", "msg_id", m.MsgID, "err", err)
 			one[0].Bad = "the database refused it: " + err.Error()
+			// What the broker said of it may be what the database refused.
+			one[0].MsgID, one[0].Queue = storable(m.MsgID), storable(m.Queue)
 			r, err = in.write(ctx, one)
 		}
 		if err != nil {
@@ -245,6 +321,11 @@ func (in *Inbox) count(r Received) {
 		in.log.Warn("users first seen past seq 1 start there (CONSUME_FROM=last); see GET /v1/gate", "users", r.Baselines)
 	}
 	in.received(r)
+}
+
+// storable returns s as text the database takes: valid UTF-8 without NUL bytes.
+func storable(s string) string {
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
 }
 
 // isDataError reports whether the database refused the data itself (SQLSTATE class 22: an

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -76,6 +77,7 @@ func FuzzInbox(f *testing.F) {
 	}
 	pool, _ := testdb.New(f)
 	in := inbox.NewInbox(inbox.NewStore(pool), gate.NewStore(pool), false, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	started(f, in)
 	var n atomic.Int64
 	f.Fuzz(func(t *testing.T, body []byte, shardingKey string) {
 		d := message(body, shardingKey, n.Add(1))
@@ -138,12 +140,13 @@ func TestBadMessagesAreRecordedOnceWithTheirIntent(t *testing.T) {
 	store := inbox.NewStore(pool)
 	var got []inbox.Received
 	in := inbox.NewInbox(store, gate.NewStore(pool), false, func(r inbox.Received) { got = append(got, r) }, nil)
+	started(t, in)
 	ctx := context.Background()
 	bad := inbox.Message{MsgID: "bad-1", Queue: "broker-a/2", Offset: 7, Body: []byte(`{"v":1}`)}
 	require.NotEmpty(t, inbox.Decode(bad).Bad)
 	require.NoError(t, in.Handle(ctx, []inbox.Message{bad, bad, event(t, 3, 1)}))
 	require.Equal(t, []inbox.Received{{Inserted: 1, Bad: 1, Duplicates: 1}}, got)
-	require.Equal(t, inbox.Stats{Received: 1, Bad: 1}, in.Stats())
+	require.Equal(t, inbox.Stats{Received: 1, Bad: 1, Writes: 1}, in.Stats())
 
 	intents, err := store.BadIntents(ctx, 10)
 	require.NoError(t, err)
@@ -165,4 +168,84 @@ func TestBadMessagesAreRecordedOnceWithTheirIntent(t *testing.T) {
 	var rows int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM notify.bad_messages`).Scan(&rows))
 	require.Equal(t, 2, rows)
+}
+
+// started starts in's writer, and stops it when the test ends.
+func started(t testing.TB, in *inbox.Inbox) {
+	t.Helper()
+	require.NoError(t, in.Start(context.Background()))
+	t.Cleanup(func() { require.NoError(t, in.Stop(context.Background())) })
+}
+
+// poisoned is a message of (user, seq) that decodes and renders, but that the database
+// refuses: its queue label holds a NUL byte, which text takes not (SQLSTATE 22021).
+func poisoned(t *testing.T, user, seq int64) inbox.Message {
+	t.Helper()
+	m := event(t, user, seq)
+	m.MsgID += "-poisoned"
+	m.Queue = "broker-a/\x001"
+	require.Empty(t, inbox.Decode(m).Bad, "the poison decodes and renders: only the database refuses it")
+	return m
+}
+
+// TestQueuesShareInboxCommits: the batches that several queues hand over at once are
+// written in fewer transactions than batches; every batch is acknowledged (Handle returns)
+// only once its rows are committed; none is lost; and a message the database refuses fails
+// alone: it is recorded as bad, its queue-mates and the other queues' batches are written.
+func TestQueuesShareInboxCommits(t *testing.T) {
+	t.Parallel()
+	pool, _ := testdb.New(t)
+	in := inbox.NewInbox(inbox.NewStore(pool), gate.NewStore(pool), false, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	started(t, in)
+	ctx := context.Background()
+	const queues, rounds, perBatch = 8, 10, 3
+	// round hands each queue's batch of perBatch messages (one user per message, its seq
+	// the round) to the inbox at once; with poison, queue 0's second message is poisoned.
+	round := func(round int64, poison bool) {
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for q := range int64(queues) {
+			batch := make([]inbox.Message, perBatch)
+			for i := range int64(perBatch) {
+				batch[i] = event(t, q*100+i+1, round)
+			}
+			if q == 0 && poison {
+				batch[1] = poisoned(t, 1000+round, 1)
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				require.NoError(t, in.Handle(ctx, batch))
+				// Acknowledged: each of its messages is committed, seen from another
+				// connection.
+				for _, m := range batch {
+					var n int
+					require.NoError(t, pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM notify.notifications WHERE msg_id = $1)
+						+ (SELECT count(*) FROM notify.bad_messages WHERE msg_id = $1)`, m.MsgID).Scan(&n))
+					require.Equal(t, 1, n, "message %s committed before its batch was acknowledged", m.MsgID)
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+	}
+	for r := range int64(rounds) {
+		round(r+1, false)
+	}
+	s := in.Stats()
+	require.Less(t, s.Writes, int64(queues*rounds), "the queues' batches share transactions")
+	require.Equal(t, int64(queues*rounds*perBatch), s.Received, "no message lost")
+
+	round(rounds+1, true)
+	s = in.Stats()
+	require.Equal(t, int64(1), s.Bad, "the poisoned message alone is recorded as bad")
+	want := queues * (rounds + 1) * perBatch
+	require.Equal(t, int64(want-1), s.Received, "every other message is in the inbox")
+	var inInbox int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM notify.notifications`).Scan(&inInbox))
+	require.Equal(t, want-1, inInbox)
+	var reason string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT reason FROM notify.bad_messages WHERE msg_id LIKE '%-poisoned'`).Scan(&reason))
+	require.Contains(t, reason, "the database refused it")
 }

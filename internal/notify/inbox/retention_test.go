@@ -29,6 +29,7 @@ func TestARedeliveryOfAPrunedSeqIsIgnored(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	gates := gate.NewStore(pool)
 	in := inbox.NewInbox(inbox.NewStore(pool), gates, false, nil, log)
+	started(t, in)
 	prov := smsprovider.Start()
 	t.Cleanup(prov.Close)
 	sender, err := senders.NewWebhookSender(prov.URL(), 0, nil)

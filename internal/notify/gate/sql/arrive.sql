@@ -1,7 +1,9 @@
 -- Arrive: the arrivals the gate admitted (none of them finished), in ONE statement. Each
 -- becomes a pending inbox row unless its (user, seq) is there already; each user with a new
 -- row is woken (a row appended to notify.wakes); a user the gate had not seen gets its
--- progress row, due, at the start given (@start_*). It locks no row a lane may hold.
+-- progress row at the start given (@start_*), idle: its wake row brings it to a lane, and
+-- due_at, which is indexed, stays NULL, so the lane's updates of the row are HOT. It locks no
+-- row a lane may hold.
 WITH ev AS (
 	SELECT * FROM unnest(@users::bigint[], @seqs::bigint[], @msg_ids::text[], @events::jsonb[], @kinds::text[], @texts::text[], @queues::text[],
 			@traceparents::text[])
@@ -16,7 +18,7 @@ WITH ev AS (
 	RETURNING user_id, seq
 ), fresh AS (
 	INSERT INTO notify.progress (user_id, last_seq, due_at, baseline_seq, baseline_at)
-	SELECT s.user_id, s.last_seq, now(), NULLIF(s.baseline_seq, 0), CASE WHEN s.baseline_seq > 0 THEN now() END
+	SELECT s.user_id, s.last_seq, NULL::timestamptz, NULLIF(s.baseline_seq, 0), CASE WHEN s.baseline_seq > 0 THEN now() END
 	FROM unnest(@start_users::bigint[], @start_last_seqs::bigint[], @start_baselines::bigint[]) AS s(user_id, last_seq, baseline_seq)
 	WHERE s.user_id IN (SELECT user_id FROM ins)
 	ORDER BY s.user_id

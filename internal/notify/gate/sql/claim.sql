@@ -1,7 +1,8 @@
 -- Claim: lease up to @n users whose lane is due (due_at has come, or news woke them while
 -- idle) and free, longest waiting first, each under a new fence, and read each one's next
 -- SMS: the inbox rows from last_seq + 1 on, at most @run (one row of NULLs when there is
--- none). The heads are read in the snapshot in which the user's wake rows are deleted.
+-- none). The heads are read in the snapshot in which the user's wake rows are marked with
+-- the claim's fence (read by it).
 WITH cand AS (
 	SELECT user_id, min(at) AS at FROM (
 		(SELECT user_id, due_at AS at FROM notify.progress
@@ -21,14 +22,17 @@ WITH cand AS (
 	LIMIT @n
 	FOR UPDATE OF p SKIP LOCKED
 ), claimed AS (
-	-- due_at stays set while the user is leased: should this lane die, the user is
-	-- due again once the lease runs out.
+	-- Only unindexed columns change (a HOT update). Should this lane die, the user is
+	-- claimable again once the lease runs out: by its due_at when it came due, else by
+	-- its wake rows, which stay (marked) while it is leased.
 	UPDATE notify.progress p SET lane_owner = @owner, lane_until = now() + @lease_us::bigint * interval '1 microsecond',
-		due_at = COALESCE(p.due_at, now()), fence = p.fence + 1
+		fence = p.fence + 1
 	FROM c WHERE p.user_id = c.user_id
 	RETURNING p.user_id, p.last_seq, p.fence
 ), seen AS (
-	DELETE FROM notify.wakes w USING claimed WHERE w.user_id = claimed.user_id
+	-- Marked, not deleted: a give-back as idle deletes the rows this claim read (this
+	-- fence), and leaves news that came after.
+	UPDATE notify.wakes w SET fence = claimed.fence FROM claimed WHERE w.user_id = claimed.user_id
 )
 SELECT claimed.user_id, claimed.last_seq, claimed.fence,
        n.seq, COALESCE(n.status, ''), COALESCE(n.attempts, 0),

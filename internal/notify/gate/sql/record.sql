@@ -38,7 +38,7 @@ WITH o AS (
 		updated_at = now()
 	FROM st
 	WHERE p.user_id = st.user_id
-	RETURNING p.user_id, st.idle
+	RETURNING p.user_id, st.idle, st.verdict IN ('retry', 'postponed') OR st.idle AS released
 ), upd AS (
 	-- upd and logged join the outcomes with st (the users, estimated from the arrays),
 	-- not with adv: the planner takes an UPDATE's output for one row and joined every
@@ -62,7 +62,9 @@ WITH o AS (
 	ORDER BY o.user_id, o.seq
 	ON CONFLICT (user_id, seq) WHERE NOT late DO NOTHING
 ), seen AS (
-	DELETE FROM notify.wakes w USING adv WHERE w.user_id = adv.user_id
+	-- A user given back drops the wake rows of this snapshot (news it did not see stays);
+	-- one still leased keeps them: should its lane die, they make it claimable again.
+	DELETE FROM notify.wakes w USING adv WHERE w.user_id = adv.user_id AND adv.released
 )
 SELECT adv.user_id, st.last_seq, adv.idle,
        n.seq, COALESCE(n.status, ''), COALESCE(n.attempts, 0),
