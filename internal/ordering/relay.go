@@ -309,7 +309,7 @@ func (r *Relay) lead(ctx context.Context) error {
 	r.active.Store(true)
 	r.log.Info("relay active")
 
-	com := newCommitter(r.outbox, r.cfg.MarkLinger, r.cfg.MarkMaxRows, r.log,
+	com := newCommitter(lctx, r.outbox, r.cfg.MarkLinger, r.cfg.MarkMaxRows, r.log,
 		retry.Policy{Base: r.cfg.RetryBackoff, Max: 10 * r.cfg.RetryBackoff})
 	if err := com.Start(lctx); err != nil {
 		return err
