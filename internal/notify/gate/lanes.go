@@ -485,9 +485,25 @@ func (l *Lanes) work(stop, ctx context.Context, c claim, leaseEnd time.Time) {
 // giveBack releases the user under the claim's fence: due at once with requeue, else idle.
 // It is bounded like a record attempt; if it fails, the lease runs out on its own.
 func (l *Lanes) giveBack(ctx context.Context, c claim, requeue bool) {
-	rctx, cancel := context.WithTimeout(ctx, l.cfg.RecordTimeout)
-	defer cancel()
-	if err := l.store.release(rctx, c.UserID, c.At.Fence, requeue); err != nil {
+	// A record attempt that timed out may still hold the user's progress row for a moment
+	// (its backend ends once the cancel request reaches it): try again, spaced as records
+	// are, before leaving the user to its lease.
+	var err error
+	for attempt := 1; attempt <= l.cfg.RecordAttempts; attempt++ {
+		rctx, cancel := context.WithTimeout(ctx, l.cfg.RecordTimeout)
+		err = l.store.release(rctx, c.UserID, c.At.Fence, requeue)
+		cancel()
+		if err == nil || ctx.Err() != nil || attempt == l.cfg.RecordAttempts {
+			break
+		}
+		t := time.NewTimer(recordBackoff.Delay(attempt, rand.Int64N))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+	}
+	if err != nil {
 		l.log.Warn("giving a user back failed; its lease will expire", "user_id", c.UserID, "err", err)
 		return
 	}
