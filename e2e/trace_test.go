@@ -63,9 +63,14 @@ func TestBothBinariesExportTheDepositsTrace(t *testing.T) {
 		}
 		return out
 	}
-	wait.Until(t, 60*time.Second, "the notifier's SMS send span", func() bool {
-		_, ok := byService()["notifier"]["sms.send"]
-		return ok
+	// The SMS can reach the provider before walletsvc's batch exporter sends the request's
+	// spans: wait for both services' ends of the trace.
+	wait.Until(t, 60*time.Second, "the notifier's SMS send span and walletsvc's request span", func() bool {
+		got := byService()
+		_, sent := got["notifier"]["sms.send"]
+		_, served := got["walletsvc"]["POST /v1/users/:id/deposits"]
+		_, published := got["walletsvc"]["outbox.send"]
+		return sent && served && published
 	})
 	got := byService()
 	server := got["walletsvc"]["POST /v1/users/:id/deposits"]
