@@ -128,18 +128,7 @@ func (p *pump) takeOffered(fl *flight, next []OutboxRecord) []OutboxRecord {
 	if len(offered) == 0 {
 		return next
 	}
-	own := make(map[int64]struct{}, len(p.awaiting)+len(next)+len(offered))
-	for id := range p.awaiting {
-		own[id] = struct{}{}
-	}
-	if fl != nil {
-		for _, r := range fl.recs {
-			own[r.ID] = struct{}{}
-		}
-	}
-	for _, r := range next {
-		own[r.ID] = struct{}{}
-	}
+	own := p.ownLocked(fl, next)
 	for _, r := range offered {
 		if _, mine := own[r.ID]; mine || p.recent.has(r.ID) {
 			continue
@@ -152,6 +141,25 @@ func (p *pump) takeOffered(fl *flight, next []OutboxRecord) []OutboxRecord {
 		next = append(next, r)
 	}
 	return next
+}
+
+// ownLocked is the pump's own set, the IDs a record may follow without its predecessor
+// being published: confirmed and awaiting their mark, in the flight fl, and in next (what is
+// to be sent after it). The caller holds p.mu.
+func (p *pump) ownLocked(fl *flight, next []OutboxRecord) map[int64]struct{} {
+	own := make(map[int64]struct{}, len(p.awaiting)+len(next))
+	for id := range p.awaiting {
+		own[id] = struct{}{}
+	}
+	if fl != nil {
+		for _, r := range fl.recs {
+			own[r.ID] = struct{}{}
+		}
+	}
+	for _, r := range next {
+		own[r.ID] = struct{}{}
+	}
+	return own
 }
 
 // dropOffered forgets what was offered (a read will show it).
@@ -278,17 +286,9 @@ func (p *pump) run(ctx context.Context) error {
 // (the read stopped at the batch size).
 func (p *pump) read(ctx context.Context, cur Cursor, fl *flight) ([]OutboxRecord, Cursor, time.Time, bool, error) {
 	cfg := p.relay.cfg
-	own := map[int64]struct{}{}
 	p.mu.Lock()
-	for id := range p.awaiting {
-		own[id] = struct{}{}
-	}
+	own := p.ownLocked(fl, nil)
 	p.mu.Unlock()
-	if fl != nil {
-		for _, r := range fl.recs {
-			own[r.ID] = struct{}{}
-		}
-	}
 	skip := make([]int64, 0, len(own))
 	for id := range own {
 		skip = append(skip, id)

@@ -259,11 +259,16 @@ func (r *Relay) Offer(rec OutboxRecord) {
 func (r *Relay) pumpOf(key string) *pump {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if len(r.pumps) == 0 {
+	return pumpFor(r.pumps, key)
+}
+
+// pumpFor is the pump of key's queue among the pumps of one route (nil when there are none).
+func pumpFor(pumps []*pump, key string) *pump {
+	if len(pumps) == 0 {
 		return nil
 	}
-	s := r.pumps[0].slice
-	return r.pumps[s.Hash.Slot(key, s.Count)]
+	s := pumps[0].slice
+	return pumps[s.Hash.Slot(key, s.Count)]
 }
 
 // Stats returns the relay's counters and its queues' states.
@@ -434,9 +439,8 @@ func (r *Relay) probe(ctx context.Context) {
 			continue
 		}
 		failures = 0
-		s := pumps[0].slice
 		for _, k := range keys {
-			pumps[s.Hash.Slot(k, s.Count)].requestRead()
+			pumpFor(pumps, k).requestRead()
 		}
 	}
 }
