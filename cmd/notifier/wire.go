@@ -222,6 +222,7 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 func openPool(ctx context.Context, cfg config, log *slog.Logger) (*pgxpool.Pool, error) {
 	return cli.OpenDurablePool(ctx, cfg.Mode, log, cfg.DatabaseURL, pg.Options{
 		MaxConns: 24, StatementTimeout: cfg.StatementTimeout, IdleInTxTimeout: cfg.IdleInTxTimeout,
+		ConnectionCheck: pg.ConnectionCheck,
 	}, cfg.UnsafeDurability)
 }
 

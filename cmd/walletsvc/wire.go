@@ -136,6 +136,7 @@ func openPool(ctx context.Context, cfg config, log *slog.Logger) (*pgxpool.Pool,
 	return cli.OpenDurablePool(ctx, cfg.Mode, log, cfg.DatabaseURL, pg.Options{
 		MaxConns:         int32(cfg.SagaWorkers) + 8, //nolint:gosec // G115: validate keeps SAGA_WORKERS within 1–1024
 		StatementTimeout: cfg.StatementTimeout, IdleInTxTimeout: cfg.IdleInTxTimeout,
+		ConnectionCheck: pg.ConnectionCheck,
 	}, cfg.UnsafeDurability)
 }
 

@@ -17,6 +17,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
+// ConnectionCheck is the client_connection_check_interval the services' pools use: a
+// statement left running by a client that went away ends within a second.
+const ConnectionCheck = time.Second
+
 // Options shape the pool Open returns.
 type Options struct {
 	// MaxConns is the least number of connections the pool may open (the URL's
@@ -29,6 +33,11 @@ type Options struct {
 	// IdleInTxTimeout ends a session that stays idle inside a transaction longer, releasing
 	// the locks a stalled client holds. 0 leaves the server's setting.
 	IdleInTxTimeout time.Duration
+	// ConnectionCheck is client_connection_check_interval: how often a backend running a
+	// statement (or waiting for a lock) checks that its client is still connected, and ends
+	// the statement if not. A client that gave up closes its connection, so a statement whose
+	// cancel request was lost does not run on for long. 0 leaves the server's setting.
+	ConnectionCheck time.Duration
 }
 
 // Open returns a pool on databaseURL shaped by opts, after checking the database answers.
@@ -45,6 +54,9 @@ func Open(ctx context.Context, databaseURL string, opts Options) (*pgxpool.Pool,
 	params := pc.ConnConfig.RuntimeParams
 	if opts.StatementTimeout > 0 {
 		params["statement_timeout"] = strconv.FormatInt(opts.StatementTimeout.Milliseconds(), 10)
+	}
+	if opts.ConnectionCheck > 0 {
+		params["client_connection_check_interval"] = strconv.FormatInt(opts.ConnectionCheck.Milliseconds(), 10)
 	}
 	if opts.IdleInTxTimeout > 0 {
 		params["idle_in_transaction_session_timeout"] = strconv.FormatInt(opts.IdleInTxTimeout.Milliseconds(), 10)
@@ -108,6 +120,52 @@ type Querier interface {
 // Beginner is a pool or a connection.
 type Beginner interface {
 	Begin(ctx context.Context) (pgx.Tx, error)
+	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
+}
+
+// Bounds are limits the server keeps on one transaction by itself, set with SET LOCAL in the
+// round trip of its BEGIN (no statement of their own). A client-side deadline alone does not
+// bound what the server does: when a context ends during a statement, pgx closes the
+// connection and sends a cancel request, and the server drops a cancel that lands while the
+// backend is between protocol messages (reading the next one). The statement then runs on
+// after the client gave up, and a statement waiting for a lock keeps every lock its
+// transaction took until that lock comes free, however long that is. With Bounds the server
+// ends it itself. A zero field leaves that setting as the session has it.
+type Bounds struct {
+	// Lock is lock_timeout: the longest any one statement waits for a lock (SQLSTATE 55P03).
+	Lock time.Duration
+	// Statement is statement_timeout: the longest any one statement runs (SQLSTATE 57014).
+	Statement time.Duration
+	// IdleInTx is idle_in_transaction_session_timeout: the longest the transaction may wait
+	// for its client's next statement before the server ends the session.
+	IdleInTx time.Duration
+}
+
+// UntilDeadline returns Bounds that end the transaction, on the server, no later than ctx's
+// deadline would on the client: each bound is the time left until it (zero Bounds when ctx
+// has no deadline). Whatever the client gives up on, the server then gives up on too.
+func UntilDeadline(ctx context.Context) Bounds {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return Bounds{}
+	}
+	left := max(time.Until(d), time.Millisecond)
+	return Bounds{Lock: left, Statement: left, IdleInTx: left}
+}
+
+// beginQuery is BEGIN and the SET LOCALs of b, sent as one simple-protocol message.
+func (b Bounds) beginQuery() string {
+	q := "BEGIN"
+	for _, s := range []struct {
+		name string
+		d    time.Duration
+	}{{"lock_timeout", b.Lock}, {"statement_timeout", b.Statement}, {"idle_in_transaction_session_timeout", b.IdleInTx}} {
+		if s.d > 0 {
+			// At least 1 ms: 0 would mean "no limit" to the server.
+			q += fmt.Sprintf("; SET LOCAL %s = %d", s.name, max(s.d.Milliseconds(), 1))
+		}
+	}
+	return q
 }
 
 // rollbackTimeout bounds a rollback, which runs on a context of its own.
@@ -120,7 +178,18 @@ const rollbackTimeout = 5 * time.Second
 // bounded by rollbackTimeout; a rollback that fails closes the connection, which ends the
 // transaction on the server too. Either way the connection goes back to a pool clean.
 func WithTx(ctx context.Context, db Beginner, fn func(pgx.Tx) error) error {
-	tx, err := db.Begin(ctx)
+	return withTx(ctx, db, pgx.TxOptions{}, fn)
+}
+
+// WithBoundedTx is WithTx with the server itself keeping the transaction within b: a statement
+// that waits for a lock or runs past its bound is ended by the server even when the client
+// has already given up on it (see Bounds), so the locks it holds come free within the bound.
+func WithBoundedTx(ctx context.Context, db Beginner, b Bounds, fn func(pgx.Tx) error) error {
+	return withTx(ctx, db, pgx.TxOptions{BeginQuery: b.beginQuery()}, fn)
+}
+
+func withTx(ctx context.Context, db Beginner, opts pgx.TxOptions, fn func(pgx.Tx) error) error {
+	tx, err := db.BeginTx(ctx, opts)
 	if err != nil {
 		return fmt.Errorf("begin transaction: %w", err)
 	}

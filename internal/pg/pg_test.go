@@ -217,3 +217,97 @@ func TestTimeoutsCutOffAHungStatementAndAnIdleTransaction(t *testing.T) {
 	require.Error(t, err, "the session was ended")
 	c.Release()
 }
+
+// TestAStatementTheClientGaveUpOnEndsOnTheServerWithinItsBounds is why the gate's records run
+// in bounded transactions. A transaction locks one row and then waits for another that a
+// peer holds; its client gives up after 300 ms, and its cancel request is lost (the server
+// drops a cancel that lands between protocol messages, as happens on a loaded machine;
+// testdb.LosingCancels loses every one). Unbounded, the backend keeps waiting after its
+// client returned, and keeps the row it locked: whatever waits for that row waits for the
+// peer. Bounded by the client's deadline (pg.UntilDeadline), the server ends it by itself
+// and the row comes free.
+func TestAStatementTheClientGaveUpOnEndsOnTheServerWithinItsBounds(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, dbURL := testdb.New(t)
+	pool := testdb.LosingCancels(t, dbURL, 4)
+	_, err := pool.Exec(ctx, `CREATE TABLE held (id int PRIMARY KEY); INSERT INTO held VALUES (1), (2), (3)`)
+	require.NoError(t, err)
+	peer, err := pgx.Connect(ctx, dbURL)
+	require.NoError(t, err)
+	defer peer.Close(ctx) //nolint:errcheck // the test's own connection
+	blocker, err := peer.Begin(ctx)
+	require.NoError(t, err)
+	defer blocker.Rollback(ctx) //nolint:errcheck // a no-op once rolled back
+	_, err = blocker.Exec(ctx, `SELECT * FROM held WHERE id = 1 FOR UPDATE`)
+	require.NoError(t, err)
+
+	// lockable reports whether row id can be locked at once by a transaction of its own.
+	lockable := func(id int) bool {
+		c, err := pgx.Connect(ctx, dbURL)
+		require.NoError(t, err)
+		defer c.Close(ctx) //nolint:errcheck // the test's own connection
+		err = pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, `SELECT * FROM held WHERE id = $1 FOR UPDATE NOWAIT`, id)
+			return err
+		})
+		if err != nil {
+			require.True(t, pg.IsCode(err, pgerrcode.LockNotAvailable), "%v", err)
+		}
+		return err == nil
+	}
+	// hang locks row own, then waits for row 1 until the client gives up.
+	hang := func(own int, run func(context.Context, pg.Beginner, func(pgx.Tx) error) error) {
+		cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer cancel()
+		err := run(cctx, pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(cctx, `SELECT * FROM held WHERE id = $1 FOR UPDATE`, own); err != nil {
+				return err
+			}
+			_, err := tx.Exec(cctx, `UPDATE held SET id = 1 WHERE id = 1`)
+			return err
+		})
+		require.Error(t, err)
+	}
+
+	hang(2, pg.WithTx)
+	require.False(t, lockable(2), "unbounded, the backend still holds its row after its client gave up")
+
+	hang(3, func(c context.Context, db pg.Beginner, fn func(pgx.Tx) error) error {
+		return pg.WithBoundedTx(c, db, pg.UntilDeadline(c), fn)
+	})
+	wait.Until(t, 10*time.Second, "the bounded transaction's row to come free", func() bool { return lockable(3) })
+	require.False(t, lockable(2), "the unbounded one still waits for the peer")
+
+	require.NoError(t, blocker.Rollback(ctx))
+	wait.Until(t, 10*time.Second, "the unbounded transaction's row to come free once the peer let go", func() bool { return lockable(2) })
+}
+
+func TestBoundsAreSetOnTheTransactionOnly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, dbURL := testdb.New(t)
+	pool, err := pg.Open(ctx, dbURL, pg.Options{MaxConns: 1})
+	require.NoError(t, err)
+	defer pool.Close()
+	show := func(q pg.Querier) (lock, stmt, idle string) {
+		require.NoError(t, q.QueryRow(ctx, `SELECT current_setting('lock_timeout'), current_setting('statement_timeout'),
+			current_setting('idle_in_transaction_session_timeout')`).Scan(&lock, &stmt, &idle))
+		return lock, stmt, idle
+	}
+	require.NoError(t, pg.WithBoundedTx(ctx, pool, pg.Bounds{Lock: 250 * time.Millisecond, Statement: 2 * time.Second}, func(tx pgx.Tx) error {
+		lock, stmt, idle := show(tx)
+		require.Equal(t, []string{"250ms", "2s", "0"}, []string{lock, stmt, idle})
+		return nil
+	}))
+	lock, stmt, idle := show(pool)
+	require.Equal(t, []string{"0", "0", "0"}, []string{lock, stmt, idle}, "the pool's next user sees the session's own settings")
+
+	dctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	b := pg.UntilDeadline(dctx)
+	require.InDelta(t, time.Minute, b.Lock, float64(time.Second))
+	require.Equal(t, b.Lock, b.Statement)
+	require.Equal(t, b.Lock, b.IdleInTx)
+	require.Equal(t, pg.Bounds{}, pg.UntilDeadline(ctx))
+}

@@ -8,10 +8,13 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"io/fs"
+	"net"
 	"net/url"
+	"slices"
 	"testing"
 	"time"
 
@@ -176,4 +179,55 @@ func randHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// LosingCancels returns a pool on dbURL (of at most maxConns connections) whose cancel
+// requests never reach the server. When a context ends during a statement, pgx closes the
+// connection and sends a cancel request on a new one; the server drops a cancel that lands
+// while the backend is between protocol messages, which happens on a loaded machine. This
+// pool loses every one, so a test sees at once what a lost cancel leaves behind: a statement
+// that runs on after its client gave up. The pool is closed when the test ends.
+func LosingCancels(t testing.TB, dbURL string, maxConns int32) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(dbURL)
+	if err != nil {
+		t.Fatalf("testdb: %v", err)
+	}
+	cfg.MaxConns = maxConns
+	dial := cfg.ConnConfig.DialFunc
+	cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &cancelDropper{Conn: c}, nil
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("testdb: pool: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// cancelDropper is a connection that spoils a cancel request written as its first message:
+// it goes out with a secret key no backend has, so the server reads it, cancels nothing and
+// closes the connection, as it does with a real cancel that came too early or too late.
+type cancelDropper struct {
+	net.Conn
+	wrote bool
+}
+
+// cancelRequestCode is the protocol's CancelRequest code, after the message's length (16).
+const cancelRequestCode = 80877102
+
+func (c *cancelDropper) Write(b []byte) (int, error) {
+	first := !c.wrote
+	c.wrote = true
+	if first && len(b) == 16 && binary.BigEndian.Uint32(b[0:4]) == 16 && binary.BigEndian.Uint32(b[4:8]) == cancelRequestCode {
+		spoilt := slices.Clone(b)
+		binary.BigEndian.PutUint32(spoilt[12:16], ^binary.BigEndian.Uint32(b[12:16]))
+		return c.Conn.Write(spoilt)
+	}
+	return c.Conn.Write(b)
 }

@@ -486,8 +486,8 @@ func (l *Lanes) work(stop, ctx context.Context, c claim, leaseEnd time.Time) {
 // It is bounded like a record attempt; if it fails, the lease runs out on its own.
 func (l *Lanes) giveBack(ctx context.Context, c claim, requeue bool) {
 	// A record attempt that timed out may still hold the user's progress row for a moment
-	// (its backend ends once the cancel request reaches it): try again, spaced as records
-	// are, before leaving the user to its lease.
+	// (the server ends it within the attempt's bound, see Store.record): try again, spaced
+	// as records are, before leaving the user to its lease.
 	var err error
 	for attempt := 1; attempt <= l.cfg.RecordAttempts; attempt++ {
 		rctx, cancel := context.WithTimeout(ctx, l.cfg.RecordTimeout)

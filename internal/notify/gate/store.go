@@ -326,7 +326,9 @@ func (s *Store) record(ctx context.Context, lease time.Duration, run int, batch 
 		byUser[o.UserID] = append(byUser[o.UserID], o)
 	}
 	var out map[int64]recorded
-	err := pg.WithTx(ctx, s.db, func(tx pgx.Tx) error {
+	// Bounded on the server too: a record the lanes gave up on must not hold its users'
+	// rows (locked by lockSQL) while it waits for some other lock (see pg.Bounds).
+	err := pg.WithBoundedTx(ctx, s.db, pg.UntilDeadline(ctx), func(tx pgx.Tx) error {
 		at, err := positions(ctx, tx, lockSQL, keys(byUser))
 		if err != nil {
 			return err
@@ -412,7 +414,13 @@ func (a *recordArgs) named(lease time.Duration, run int) pgx.StrictNamedArgs {
 // inbox write the lane has not seen still has its wake row, so the next claim takes the user
 // again. Nothing happens unless the user is still leased under fence.
 func (s *Store) release(ctx context.Context, user, fence int64, requeue bool) error {
-	if _, err := s.db.Exec(ctx, releaseSQL, pgx.StrictNamedArgs{"user": user, "fence": fence, "requeue": requeue}); err != nil {
+	// Bounded on the server too, as a record is: a give-back waiting for the user's row must
+	// not queue behind it after the lanes stopped waiting.
+	err := pg.WithBoundedTx(ctx, s.db, pg.UntilDeadline(ctx), func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, releaseSQL, pgx.StrictNamedArgs{"user": user, "fence": fence, "requeue": requeue})
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("lanes: release user %d: %w", user, err)
 	}
 	return nil
