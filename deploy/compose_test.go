@@ -487,7 +487,7 @@ func TestComposeTopicsCreator(t *testing.T) {
 		"createUser "+target+" -u "+wallet+" -p "+v["RMQ_WALLET_SECRET"]+" -t Normal",
 		"createUser "+target+" -u "+notifier+" -p "+v["RMQ_NOTIFIER_SECRET"]+" -t Normal",
 		"createAcl "+target+" -s User:"+wallet+" -r Topic:"+v["RMQ_EVENTS_TOPIC"]+" -a Pub -d Allow",
-		"createAcl "+target+" -s User:"+notifier+" -r Topic:"+v["RMQ_EVENTS_TOPIC"]+",Group:"+group+",Group:"+group+"-dlq-reconciler -a Sub -d Allow",
+		"createAcl "+target+" -s User:"+notifier+" -r Topic:"+v["RMQ_EVENTS_TOPIC"]+",Group:"+group+",Group:"+group+"-dlq-reconciler -a Sub,Get -d Allow",
 		"createAcl "+target+" -s User:"+notifier+" -r Topic:%DLQ%"+group+" -a Pub,Sub -d Allow",
 	)
 	for _, name := range []string{"walletsvc", "notifier"} {

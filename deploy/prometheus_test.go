@@ -245,7 +245,7 @@ func served() map[string]bool {
 	metrics.NewSMS(d)
 	metrics.NewCommitToSMS(d)
 	metrics.NewDLQ(d, func(context.Context) (int64, error) { return 0, noErr })
-	metrics.NewConsumer(d, func() bool { return true })
+	metrics.NewConsumer(d, func() bool { return true }, func() (int, int) { return 0, 0 })
 	return d.names
 }
 

@@ -6,6 +6,8 @@
 #   scripts/services.sh down     stop the broker, then the name server, then Postgres
 #   scripts/services.sh status   say what runs where
 #   scripts/services.sh clean    down, then delete .run/ state (jars are kept)
+#   scripts/services.sh notifier-user USER SECRET TOPIC GROUP   a RocketMQ user with the rights
+#                                the notifier's user has, on TOPIC and GROUP (for tests)
 #   scripts/services.sh topic T N [BROKER]   create topic T with N read/write queues on every
 #                                broker of the cluster, or on BROKER only (checked)
 #   scripts/services.sh restart-broker [BROKER]  SIGTERM a broker and start it again (same store)
@@ -456,40 +458,58 @@ acl_users() {
 		say "WARNING: $name runs without access control (started before it was on): restart it (scripts/services.sh restart-broker $name)"
 		return 0
 	fi
-	local users u user secret
+	acl_user "$name" "$addr" "$RMQ_WALLET_USER" "$RMQ_WALLET_SECRET"
+	acl_user "$name" "$addr" "$RMQ_NOTIFIER_USER" "$RMQ_NOTIFIER_SECRET"
+	local rule
+	{
+		printf '%s\n' "$RMQ_WALLET_USER Topic:$RMQ_EVENTS_TOPIC Pub"
+		notifier_rules "$RMQ_NOTIFIER_USER" "$RMQ_EVENTS_TOPIC" "$RMQ_NOTIFIER_GROUP"
+	} | while read -r rule; do
+		# shellcheck disable=SC2086 # a rule is three words: subject, resources, actions
+		acl_grant "$name" "$addr" $rule
+	done
+}
+
+# notifier_rules USER TOPIC GROUP: the rights a notifier signing as USER needs, one rule a
+# line (subject, resources, actions). Consuming needs Sub; Get too, because a consumer group
+# that starts at the end of the topic (CONSUME_FROM=last) asks the broker for each queue's
+# last offset (GET_MAX_OFFSET, which the broker authorizes as Get): without it those queues
+# are never consumed. Its DLQ it publishes to and reads back.
+notifier_rules() {
+	local user="$1" topic="$2" group="$3"
+	printf '%s\n' "$user Topic:$topic,Group:$group,Group:$group-dlq-reconciler Sub,Get" \
+		"$user Topic:%DLQ%$group Pub,Sub"
+}
+
+# acl_user BROKER ADDR USER SECRET: the user exists on BROKER with SECRET.
+acl_user() {
+	local name="$1" addr="$2" user="$3" secret="$4" users
 	users="$(mqadmin listUser -n "$NAMESRV_ADDR" -b "$addr")"
-	for u in WALLET NOTIFIER; do
-		user="RMQ_${u}_USER" secret="RMQ_${u}_SECRET"
-		user="${!user}" secret="${!secret}"
-		if awk -v u="$user" -v p="$secret" '$1 == u && $2 == p && $3 == "Normal" { f = 1 } END { exit !f }' <<<"$users"; then
-			continue
-		elif awk -v u="$user" '$1 == u { f = 1 } END { exit !f }' <<<"$users"; then
-			mqadmin_ok updateUser -n "$NAMESRV_ADDR" -b "$addr" -u "$user" -p "$secret" || die "updating RocketMQ user $user on $name failed"
-			say "$name: RocketMQ user $user: secret updated"
-		else
-			mqadmin_ok createUser -n "$NAMESRV_ADDR" -b "$addr" -u "$user" -p "$secret" -t Normal || die "creating RocketMQ user $user on $name failed"
-			say "$name: RocketMQ user $user created"
-		fi
-	done
-	# Each rule: subject, resources (one action set), actions. createAcl replaces a rule
-	# of the same subject and resource, so running it again is harmless.
-	local dlq="%DLQ%$RMQ_NOTIFIER_GROUP" acls rule subject resources actions want
+	if awk -v u="$user" -v p="$secret" '$1 == u && $2 == p && $3 == "Normal" { f = 1 } END { exit !f }' <<<"$users"; then
+		return 0
+	elif awk -v u="$user" '$1 == u { f = 1 } END { exit !f }' <<<"$users"; then
+		mqadmin_ok updateUser -n "$NAMESRV_ADDR" -b "$addr" -u "$user" -p "$secret" || die "updating RocketMQ user $user on $name failed"
+		say "$name: RocketMQ user $user: secret updated"
+	else
+		mqadmin_ok createUser -n "$NAMESRV_ADDR" -b "$addr" -u "$user" -p "$secret" -t Normal || die "creating RocketMQ user $user on $name failed"
+		say "$name: RocketMQ user $user created"
+	fi
+}
+
+# acl_grant BROKER ADDR SUBJECT RESOURCES ACTIONS: SUBJECT may do ACTIONS on RESOURCES on
+# BROKER. createAcl replaces a rule of the same subject and resource, so granting again is
+# harmless; it is skipped when every resource already has exactly these actions.
+acl_grant() {
+	local name="$1" addr="$2" subject="$3" resources="$4" actions="$5" acls want missing=0 r
 	acls="$(mqadmin listAcl -n "$NAMESRV_ADDR" -b "$addr")"
-	for rule in \
-		"$RMQ_WALLET_USER Topic:$RMQ_EVENTS_TOPIC Pub" \
-		"$RMQ_NOTIFIER_USER Topic:$RMQ_EVENTS_TOPIC,Group:$RMQ_NOTIFIER_GROUP,Group:$RMQ_NOTIFIER_GROUP-dlq-reconciler Sub" \
-		"$RMQ_NOTIFIER_USER Topic:$dlq Pub,Sub"; do
-		read -r subject resources actions <<<"$rule"
-		want="[${actions//,/, }]"
-		local missing=0 r
-		for r in ${resources//,/ }; do
-			awk -v s="User:$subject" -v r="$r" -v a="$want" '$1 == s && $3 == r && index($0, a) && / Allow *$/ { f = 1 } END { exit !f }' <<<"$acls" || missing=1
-		done
-		[ "$missing" = 0 ] && continue
-		mqadmin_ok createAcl -n "$NAMESRV_ADDR" -b "$addr" -s "User:$subject" -r "$resources" -a "$actions" -d Allow ||
-			die "granting $subject $actions on $resources on $name failed"
-		say "$name: RocketMQ user $subject may $actions on $resources"
+	want="[${actions//,/, }]"
+	for r in ${resources//,/ }; do
+		awk -v s="User:$subject" -v r="$r" -v a="$want" '$1 == s && $3 == r && index($0, a) && / Allow *$/ { f = 1 } END { exit !f }' <<<"$acls" || missing=1
 	done
+	[ "$missing" = 0 ] && return 0
+	mqadmin_ok createAcl -n "$NAMESRV_ADDR" -b "$addr" -s "User:$subject" -r "$resources" -a "$actions" -d Allow ||
+		die "granting $subject $actions on $resources on $name failed"
+	say "$name: RocketMQ user $subject may $actions on $resources"
 }
 
 # topic_create TOPIC QUEUES [BROKER]: on every broker of the cluster (QUEUES each), or on one.
@@ -606,6 +626,19 @@ topic)
 	java_check
 	rmq_jars
 	topic_create "$@"
+	;;
+notifier-user)
+	[ $# -eq 4 ] || die "usage: services.sh notifier-user USER SECRET TOPIC GROUP"
+	[ "$RMQ_ACL" = on ] || die "the brokers run without access control (RMQ_ACL=$RMQ_ACL)"
+	java_check
+	rmq_jars
+	for b in $(broker_names); do
+		acl_user "$b" "127.0.0.1:$(broker_port "$b")" "$1" "$2"
+		notifier_rules "$1" "$3" "$4" | while read -r rule; do
+			# shellcheck disable=SC2086 # a rule is three words: subject, resources, actions
+			acl_grant "$b" "127.0.0.1:$(broker_port "$b")" $rule
+		done
+	done
 	;;
 restart-broker)
 	acl_check

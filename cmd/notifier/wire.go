@@ -137,7 +137,7 @@ func build(ctx context.Context, cfg config, log *slog.Logger, pool *pgxpool.Pool
 		httpx.Check{Name: "rocketmq", Fn: broker.Check, Degraded: "no new balance events are received; the SMS already in the inbox are delivered and the read API serves"},
 		httpx.Check{Name: "consumer", Fn: func(context.Context) error { return consumer.Err() }, Degraded: "not consuming yet; it keeps trying to start"},
 	)
-	metrics.NewConsumer(reg, consumer.Running)
+	metrics.NewConsumer(reg, consumer.Running, consumer.Assignment)
 	n.server = httpx.NewServer(cfg.HTTPAddr, e, log, func(a net.Addr) {
 		log.Info("notifier listening", "addr", a.String(), "mode", cfg.Mode, "namesrv", cfg.Namesrv, "topic", cfg.Topic,
 			"group", cfg.ConsumerGroup, "sender", cfg.Sender, "workers", cfg.Workers, "consume_from", cfg.ConsumeFrom,

@@ -345,7 +345,19 @@ func NewBroker(reg prometheus.Registerer, reachable func() bool) {
 
 // NewConsumer registers walletsaga_notify_consumer_running: 1 once the notifier's orderly
 // consumer has started, 0 while it keeps trying (the broker unreachable at start).
-func NewConsumer(reg prometheus.Registerer, running func() bool) {
+//
+// Also how many of the topic's queues it holds, and how many the topic has: summed over a
+// group's replicas, the held queues make up the topic once rebalancing settled; a queue that
+// nobody holds is consumed by nobody.
+func NewConsumer(reg prometheus.Registerer, running func() bool, assignment func() (held, all int)) {
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "walletsaga_notify_consumer_queues_held",
+		Help: "Queues of the events topic this notifier's orderly consumer holds (pulls from, under the broker's lock).",
+	}, func() float64 { held, _ := assignment(); return float64(held) }))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "walletsaga_notify_topic_queues",
+		Help: "Queues the events topic has, as this notifier's consumer last read its route (0 before it started).",
+	}, func() float64 { _, all := assignment(); return float64(all) }))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "walletsaga_notify_consumer_running",
 		Help: "1 once this notifier's orderly consumer has started, 0 while it is still trying to (the broker unreachable).",

@@ -78,7 +78,9 @@ type ConsumerConfig struct {
 	Instance      string
 	// Credentials sign every request (the broker's access control); zero: unsigned. The
 	// group's user must be allowed to subscribe to the topic and the group (whose retry
-	// topic the client subscribes to as well).
+	// topic the client subscribes to as well), and, for a group that starts at the end of
+	// the topic, to get from it: the consumer asks each queue's last offset (GET_MAX_OFFSET),
+	// which the broker authorizes as Get.
 	Credentials Credentials
 	Logger      *slog.Logger
 }
@@ -265,6 +267,21 @@ func (c *OrderlyConsumer) Err() error {
 		return nil
 	}
 	return fmt.Errorf("consumer not started: %w", c.lastErr)
+}
+
+// Assignment reports how many of the topic's queues this consumer holds (pulls from, under
+// the broker's lock) and how many the topic has, as the consumer last read its route; zeros
+// before it started. Across a group's consumers the held queues add up to the topic's once
+// the rebalance settled: a queue a consumer was given but could not take (the broker refused
+// its lock or its start offset) is held by nobody, and nothing is consumed from it.
+func (c *OrderlyConsumer) Assignment() (held, all int) {
+	c.mu.Lock()
+	pc := c.pc
+	c.mu.Unlock()
+	if pc == nil {
+		return 0, 0
+	}
+	return pc.Assignment(c.cfg.Topic)
 }
 
 // Panics returns how many handler panics were recovered.

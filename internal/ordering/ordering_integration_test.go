@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -430,4 +432,98 @@ func TestAnAddedQueueIsTakenAtOnce(t *testing.T) {
 	q, _ := got.Load(body)
 	t.Logf("topic grown from 2 to 8 queues on broker %s: the producer used an added queue %s after, the consumer took queue %d's message %s after",
 		b.BrokerAddr, sent.Round(time.Millisecond), q, time.Since(grown).Round(time.Millisecond))
+}
+
+// TestAGroupThatStartsAtTheEndTakesEveryQueue: a consumer group that already has offsets on
+// some of a topic's queues, consumed by a notifier that starts at the end of the topic
+// (CONSUME_FROM=last) and signs as a user with the notifier's rights. For a queue the group
+// has no offset on, the consumer asks the broker for the queue's last offset; the broker
+// refused that to a user allowed only to subscribe, and the client took no queue it could
+// not find a start for: those queues were never consumed. Every queue must be held, and a
+// message sent to each must arrive.
+func TestAGroupThatStartsAtTheEndTakesEveryQueue(t *testing.T) {
+	t.Parallel()
+	b := rmqtest.Require(t)
+	const queues = 4
+	topic, group := rmqtest.Unique("it-last"), rmqtest.Unique("it-last-group")
+	b.CreateTopic(t, topic, queues)
+	creds := b.NotifierUser(t, topic, group)
+	p, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: []string{b.Namesrv}, Credentials: b.Credentials, Group: rmqtest.Unique("it-last-producer")})
+	require.NoError(t, err)
+	defer p.Shutdown() //nolint:errcheck // the test's own client; a failed shutdown changes nothing it checks
+	// sendTo sends one message to each of the given queues and returns their bodies.
+	hash, err := ordering.ParseKeyHash("")
+	require.NoError(t, err)
+	sends := 0
+	sendTo := func(want map[int]bool) map[string]int {
+		bodies := map[string]int{}
+		for len(bodies) < len(want) {
+			sends++
+			require.Less(t, sends, 10_000, "no key lands on the queues %v", want)
+			key := "k-" + strconv.Itoa(sends)
+			q := hash.Slot(key, queues) // one broker: the slot is the queue id
+			if !want[q] || slices.Contains(slices.Collect(maps.Values(bodies)), q) {
+				continue
+			}
+			res, err := p.SendOrderly(context.Background(), ordering.Message{Topic: topic, ShardingKey: key, Body: []byte(key)})
+			require.NoError(t, err)
+			require.Equal(t, q, res.QueueID)
+			bodies[key] = q
+		}
+		return bodies
+	}
+	consume := func(fromFirst bool, got *sync.Map) *ordering.OrderlyConsumer {
+		c, err := ordering.NewOrderlyConsumer(ordering.ConsumerConfig{
+			Namesrv: []string{b.Namesrv}, Credentials: creds, Group: group, Topic: topic, FromFirstOffset: fromFirst, RoutePoll: 200 * time.Millisecond,
+		}, func(_ context.Context, batch []ordering.Delivery) error {
+			for _, d := range batch {
+				got.Store(string(d.Body), d.QueueID)
+			}
+			return nil
+		})
+		require.NoError(t, err)
+		require.NoError(t, c.Start(t.Context()))
+		return c
+	}
+	stop := func(c *ordering.OrderlyConsumer) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, c.Stop(ctx))
+	}
+
+	// The group's offsets: a first consumer takes a message on queues 0 and 1, and commits
+	// where it stopped there when it shuts down. Queues 2 and 3 have none.
+	var first sync.Map
+	c1 := consume(true, &first)
+	early := sendTo(map[int]bool{0: true, 1: true})
+	wait.Until(t, 60*time.Second, "the first consumer's messages", func() bool {
+		for body := range early {
+			if _, ok := first.Load(body); !ok {
+				return false
+			}
+		}
+		return true
+	})
+	stop(c1)
+
+	var got sync.Map
+	c2 := consume(false, &got)
+	defer stop(c2)
+	wait.Until(t, 60*time.Second, "the consumer that starts at the end to hold every queue", func() bool {
+		held, all := c2.Assignment()
+		return held == queues && all == queues
+	})
+	late := sendTo(map[int]bool{0: true, 1: true, 2: true, 3: true})
+	wait.Until(t, 30*time.Second, "a message on every queue", func() bool {
+		for body := range late {
+			if _, ok := got.Load(body); !ok {
+				return false
+			}
+		}
+		return true
+	})
+	for body := range early {
+		_, again := got.Load(body)
+		require.False(t, again, "%s was consumed before the group's offset", body)
+	}
 }

@@ -11,6 +11,9 @@ import (
 	"encoding/hex"
 	"net"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -183,4 +186,24 @@ func HasKey(keys, k string) bool {
 		}
 	}
 	return false
+}
+
+// NotifierUser creates a RocketMQ user with the rights the notifier's user has
+// (scripts/services.sh notifier-user: the same rules), on topic and group instead of the
+// product's, and returns its credentials: a test of what the notifier may do that does not
+// touch the product's topic and group.
+func (b Broker) NotifierUser(t testing.TB, topic, group string) ordering.Credentials {
+	t.Helper()
+	adminMu.Lock()
+	defer adminMu.Unlock()
+	creds := ordering.Credentials{AccessKey: Unique("it-notifier"), SecretKey: Unique("it-secret")}
+	_, file, _, _ := runtime.Caller(0)
+	script := filepath.Join(filepath.Dir(file), "..", "..", "scripts", "services.sh")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "bash", script, "notifier-user", creds.AccessKey, creds.SecretKey, topic, group).CombinedOutput()
+	if err != nil {
+		t.Fatalf("rmqtest: services.sh notifier-user: %v\n%s", err, out)
+	}
+	return creds
 }

@@ -73,6 +73,10 @@ type PushConsumer interface {
 
 	// GetOffsetDiffMap Get offset difference map
 	GetOffsetDiffMap() map[string]int64
+
+	// Assignment reports how many of topic's queues this consumer holds, and how many the
+	// topic has. walletsaga patch 13: makes a queue the consumer failed to take visible.
+	Assignment(topic string) (held, all int)
 }
 
 func NewPushConsumer(opts ...consumer.Option) (PushConsumer, error) {

@@ -804,6 +804,7 @@ func (dc *defaultConsumer) updateProcessQueueTable(topic string, mqs []*primitiv
 			rlog.Warning("do defaultConsumer, add a new mq failed", map[string]interface{}{
 				rlog.LogKeyConsumerGroup: dc.consumerGroup,
 				rlog.LogKeyMessageQueue:  mq.String(),
+				rlog.LogKeyUnderlayError: err, // walletsaga patch 13: say why
 			})
 		}
 	}
@@ -856,14 +857,15 @@ func (dc *defaultConsumer) computePullFromWhereWithException(mq *primitive.Messa
 				if strings.HasPrefix(mq.Topic, internal.RetryGroupTopicPrefix) {
 					result = 0
 				} else {
-					lastOffset, err := dc.queryMaxOffset(mq)
-					if err == nil {
-						result = lastOffset
+					maxOffset, qerr := dc.queryMaxOffset(mq)
+					if qerr == nil {
+						result = maxOffset
 					} else {
 						rlog.Warning("query max offset error", map[string]interface{}{
 							rlog.LogKeyMessageQueue:  mq,
-							rlog.LogKeyUnderlayError: err,
+							rlog.LogKeyUnderlayError: qerr,
 						})
+						err = qerr // walletsaga patch 13: the caller logs why the queue was not taken
 					}
 				}
 			} else {
@@ -903,7 +905,7 @@ func (dc *defaultConsumer) computePullFromWhereWithException(mq *primitive.Messa
 		default:
 		}
 	}
-	return result, nil
+	return result, err // walletsaga patch 13: was nil, hiding why no offset was found
 }
 
 func (dc *defaultConsumer) pullInner(ctx context.Context, queue *primitive.MessageQueue, data *internal.SubscriptionData,
@@ -1089,8 +1091,33 @@ func (dc *defaultConsumer) queryMaxOffset(mq *primitive.MessageQueue) (int64, er
 	if err != nil {
 		return -1, err
 	}
+	// walletsaga patch 13: a broker's refusal (no permission, say) is an error that names it,
+	// not an offset parsed from an answer that has none ("parsing \"\": invalid syntax").
+	if response.Code != internal.ResSuccess {
+		return -1, fmt.Errorf("get max offset of %s: broker %s answered code %d: %s", mq.String(), brokerAddr, response.Code, response.Remark)
+	}
 
 	return strconv.ParseInt(response.ExtFields["offset"], 10, 64)
+}
+
+// Assignment reports, for topic, how many queues this consumer holds (pulls from; in orderly
+// mode, with the broker lock) and how many the topic has, as the last route read.
+// walletsaga patch 13: a queue the rebalance gave this consumer but that it could not take
+// (its lock or start offset refused) is otherwise invisible: nothing is consumed from it,
+// and nothing says so.
+func (dc *defaultConsumer) Assignment(topic string) (held, all int) {
+	dc.processQueueTable.Range(func(key, value interface{}) bool {
+		mq := key.(primitive.MessageQueue)
+		pq := value.(*processQueue)
+		if mq.Topic == topic && !pq.IsDroppd() && (!dc.consumeOrderly || pq.IsLock()) {
+			held++
+		}
+		return true
+	})
+	if v, ok := dc.topicSubscribeInfoTable.Load(topic); ok {
+		all = len(v.([]*primitive.MessageQueue))
+	}
+	return held, all
 }
 
 func (dc *defaultConsumer) queryOffset(mq *primitive.MessageQueue) int64 {

@@ -349,3 +349,35 @@ func TestTheConsumerListComesFromABrokerThatAnswers(t *testing.T) {
 		require.Equal(t, []string{"c1", "c2"}, dc.findConsumerList(patchTopic))
 	}
 }
+
+// walletsaga patch 13: a broker that refuses GET_MAX_OFFSET (a user without Get on the
+// topic) makes the consumer's start offset an error that names the refusal, not an offset
+// parsed from an answer that has none; and Assignment counts the queues held.
+func TestARefusedMaxOffsetIsAnErrorThatSaysWhy(t *testing.T) {
+	ctrl := gomock.NewController(t)
+	defer ctrl.Finish()
+	dc, client := newOrderlyConsumer(ctrl)
+	const addr = "192.0.2.1:10911"
+	namesrv := client.GetNameSrv().(*internal.MockNamesrvs)
+	namesrv.EXPECT().FindBrokerAddrByName(gomock.Any()).Return(addr).AnyTimes()
+	client.EXPECT().InvokeSync(gomock.Any(), addr, gomock.Any(), gomock.Any()).DoAndReturn(
+		func(_ context.Context, _ string, cmd *remote.RemotingCommand, _ time.Duration) (*remote.RemotingCommand, error) {
+			require.Equal(t, internal.ReqGetMaxOffset, cmd.Code)
+			return &remote.RemotingCommand{Code: internal.ResNoPermission, Remark: "User:it has no permission to access Topic:t"}, nil
+		})
+	q := patchQueue(0)
+	_, err := dc.queryMaxOffset(&q)
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "code 16: User:it has no permission")
+
+	held, all := dc.Assignment(patchTopic)
+	require.Equal(t, []int{0, 0}, []int{held, all})
+	b := patchQueue(1)
+	dc.topicSubscribeInfoTable.Store(patchTopic, []*primitive.MessageQueue{&q, &b})
+	pq := newProcessQueue(true)
+	pq.WithLock(true)
+	dc.processQueueTable.Store(q, pq)
+	dc.processQueueTable.Store(b, newProcessQueue(true)) // not locked: not held
+	held, all = dc.Assignment(patchTopic)
+	require.Equal(t, []int{1, 2}, []int{held, all})
+}
