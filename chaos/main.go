@@ -1149,6 +1149,12 @@ func (r *chaosRun) reportBrokerImpact(ctx context.Context, e executed) {
 			r.printf("      %v\n", err)
 			return
 		}
+		if ni.FirstEvent < 0 {
+			// Not a latency: nothing was committed on an added queue at all (the change did
+			// not add any, or no key mapped there before the load ended).
+			r.printf("      added queues: NO event on an added queue after the change\n")
+			return
+		}
 		r.printf("      added queues: first event on one %.2fs after the change, first SMS from one %.2fs after it; %d events on them in the 30 s after, commit→SMS max=%.2fs\n",
 			ni.FirstEvent.Seconds(), ni.FirstText.Seconds(), ni.Events, ni.Max.Seconds())
 	}

@@ -512,20 +512,38 @@ acl_grant() {
 	say "$name: RocketMQ user $subject may $actions on $resources"
 }
 
-# topic_create TOPIC QUEUES [BROKER]: on every broker of the cluster (QUEUES each), or on one.
+# topic_create TOPIC QUEUES [BROKER]: QUEUES queues on BROKER, or on every broker of the
+# cluster that runs (one by one, each checked: mqadmin's cluster-wide form stops at the first
+# broker it cannot reach, after the ones before it in its own order, and still prints their
+# "success"). A broker that is down is skipped and named; none running is an error.
 topic_create() {
-	local topic="$1" queues="$2" target=(-c "$CLUSTER") where="each broker" out
+	local topic="$1" queues="$2" b grown=() down=()
 	if [ -n "${3:-}" ]; then
-		target=(-b "127.0.0.1:$(broker_port "$3")")
-		where="$3"
+		topic_create_on "$topic" "$queues" "$3"
+		say "topic $topic: $queues queues on $3"
+		return
 	fi
-	out="$(mqadmin updateTopic -n "$NAMESRV_ADDR" "${target[@]}" -t "$topic" -r "$queues" -w "$queues" -o false)"
+	for b in $( (broker_names; all_brokers) | sort -u); do
+		if pid_alive "$(read_pid "$(broker_file "$b" .pid)")"; then
+			topic_create_on "$topic" "$queues" "$b"
+			grown+=("$b")
+		else
+			down+=("$b")
+		fi
+	done
+	[ ${#grown[@]} -gt 0 ] || die "creating topic $topic: no broker runs"
+	say "topic $topic: $queues queues on ${grown[*]}${down[*]:+ (down, left as they were: ${down[*]})}"
+}
+
+# topic_create_on TOPIC QUEUES BROKER
+topic_create_on() {
+	local out
+	out="$(mqadmin updateTopic -n "$NAMESRV_ADDR" -b "127.0.0.1:$(broker_port "$3")" -t "$1" -r "$2" -w "$2" -o false)"
 	# mqadmin exits 0 even when the broker refused: look for its success line.
 	if ! grep -q "success" <<<"$out"; then
 		printf '%s\n' "$out" >&2
-		die "creating topic $topic failed"
+		die "creating topic $1 on $3 failed"
 	fi
-	say "topic $topic: $queues queues on $where"
 }
 
 rmq_up() {
