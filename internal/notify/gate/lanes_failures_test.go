@@ -362,11 +362,12 @@ func TestAHangingRecordIsCutOffAndTheUserGivenBack(t *testing.T) {
 	require.NoError(t, err)
 
 	p := newProvider(t, pool)
-	// The user comes back by the give-back, or, where a loaded machine lets the cut-off
-	// attempt hold the user's row past the give-back's attempts, by its lease (5 s): either
-	// way it is claimed again, under a new fence, while the record still hangs.
-	lanes, _ := startLanes(t, s, LaneConfig{Workers: 2, Sender: p.sender, Lease: 5 * time.Second, SendTimeout: time.Second, RecordTimeout: 300 * time.Millisecond, RecordAttempts: 3})
-	wait.Until(t, 30*time.Second, "the user given back and claimed again", func() bool {
+	// The user comes back by the give-back, while the record still hangs: its lease (1 min)
+	// is longer than the wait, so only the give-back can free it in time. (With every cancel
+	// lost, it could not before the server bounded the record: the cut-off attempt's backend
+	// held the user's row for as long as the blocker held its lock.)
+	lanes, _ := startLanes(t, s, LaneConfig{Workers: 2, Sender: p.sender, Lease: time.Minute, RecordTimeout: 300 * time.Millisecond, RecordAttempts: 3})
+	wait.Until(t, 20*time.Second, "the user given back and claimed again", func() bool {
 		return count(t, pool, `SELECT fence FROM notify.progress WHERE user_id = 1`) >= 2
 	})
 	st := lanes.Stats()
