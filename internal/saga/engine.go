@@ -285,7 +285,8 @@ func (e *Engine) List(ctx context.Context, f ListFilter) ([]Snapshot, error) {
 }
 
 // Wait returns the saga once it is in a terminal state. When ctx ends first it returns the
-// latest snapshot and ctx's error; a missing saga gives ErrNotFound.
+// latest snapshot it read (a zero Snapshot if ctx ended before the first read did) and ctx's
+// error; a missing saga gives ErrNotFound.
 //
 // A Wait is woken at once when a runner of this engine ends the saga, and otherwise by a
 // re-check, every PollInterval, of all the sagas waited for, in one query. Each wake-up

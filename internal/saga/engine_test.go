@@ -534,7 +534,10 @@ func TestWait(t *testing.T) {
 	id := st.ID()
 	e.Go(st)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	// The saga is held until release, so Wait ends by this deadline, after its first read:
+	// 2 s, where 100 ms once let a loaded machine's first read itself run out of time (Wait
+	// then has no snapshot to give, as documented).
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	s, err := e.Wait(ctx, id)
 	cancel()
 	require.ErrorIs(t, err, context.DeadlineExceeded)
