@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/walletsaga/walletsaga/internal/lifecycle"
@@ -213,8 +214,9 @@ func (e *Engine) Start(ctx context.Context, kind string, input any, queue Queue)
 	if err != nil {
 		return nil, err
 	}
+	nonce := newNonce()
 	ctx, span := tracer.Start(ctx, "saga.start")
-	r := &runner{e: e, d: d, id: id, kind: kind, input: in, fence: 1, inline: true,
+	r := &runner{e: e, d: d, id: id, kind: kind, input: in, fence: 1, inline: true, nonce: nonce, keyPrefix: keyPrefix(id, nonce),
 		at:          position{State: Running, Step: 0, Phase: phaseForward, Attempts: 1},
 		traceparent: telemetry.Traceparent(ctx), span: span.SpanContext()}
 	if span.IsRecording() {
@@ -226,6 +228,24 @@ func (e *Engine) Start(ctx context.Context, kind string, input any, queue Queue)
 		return nil, err
 	}
 	return &Started{run: r}, nil
+}
+
+// newNonce mints a saga's nonce: 128 random bits, stored with it (sagas.key_nonce).
+func newNonce() pgtype.UUID {
+	n := pgtype.UUID{Valid: true}
+	_, _ = rand.Read(n.Bytes[:]) // never fails (crypto/rand)
+	return n
+}
+
+// keyPrefix is the KeyPrefix of saga id with nonce (see StepKey): "<id>-<nonce in hex>", or
+// "<id>" for a saga created before the nonce existed (NULL), so that it keeps the keys it
+// may have sent already.
+func keyPrefix(id int64, nonce pgtype.UUID) string {
+	p := strconv.FormatInt(id, 10)
+	if !nonce.Valid {
+		return p
+	}
+	return p + "-" + hex.EncodeToString(nonce.Bytes[:])
 }
 
 // Drive runs a started saga in the caller's goroutine until it ends, waits in a backoff (the
@@ -371,6 +391,7 @@ func (e *Engine) recoverSagas(ctx context.Context) error {
 			for _, c := range got {
 				d := e.definition(c.Kind)
 				r := &runner{e: e, d: d, id: c.ID, kind: c.Kind, input: c.Input, data: c.Data, fence: c.Fence,
+					nonce: c.Nonce, keyPrefix: keyPrefix(c.ID, c.Nonce),
 					at: c.position, stepSince: c.StepSince, err: c.Err, traceparent: c.Traceparent}
 				e.mu.Lock()
 				e.held[c.ID] = true

@@ -162,6 +162,7 @@ func requireStored(t *testing.T, e *saga.Engine, s saga.Snapshot) {
 	got, err := e.Get(context.Background(), s.ID)
 	require.NoError(t, err)
 	require.Equal(t, got.State, s.State)
+	require.Equal(t, got.KeyPrefix, s.KeyPrefix)
 	require.Equal(t, got.Error, s.Error)
 	require.Equal(t, statuses(got), statuses(s))
 	if len(got.Data)+len(s.Data) > 0 {
@@ -203,7 +204,7 @@ func TestHappyPathRunsInline(t *testing.T) {
 	require.JSONEq(t, `{"amount": 100}`, string(s.Input))
 	require.JSONEq(t, `{"reservation": "r-1"}`, string(s.Data))
 	require.Equal(t, []string{"reserve/forward/done/1", "charge/forward/done/1", "confirm/forward/done/1"}, statuses(s))
-	require.Equal(t, []string{fmt.Sprintf(`%d:charge {"reservation":"r-1"}`, id)}, charged.list())
+	require.Equal(t, []string{s.KeyPrefix + `:charge {"reservation":"r-1"}`}, charged.list())
 	require.Equal(t, 2, count(t, pool, `SELECT count(*) FROM effects WHERE saga_id = $1`, id))
 	requireStored(t, e, s)
 	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM sagas WHERE id = $1 AND lease_owner IS NULL`, id), "a terminal saga holds no lease")
@@ -347,7 +348,7 @@ func TestExhaustedCompensatesInReverse(t *testing.T) {
 	requireStored(t, e, s)
 	mu.Lock()
 	defer mu.Unlock()
-	require.Equal(t, []string{fmt.Sprintf("%d:b:compensate", s.ID), fmt.Sprintf("%d:a:compensate", s.ID)}, undone)
+	require.Equal(t, []string{s.KeyPrefix + ":b:compensate", s.KeyPrefix + ":a:compensate"}, undone)
 }
 
 func TestCompensationFailureNeedsAttentionThenRetry(t *testing.T) {
@@ -405,13 +406,16 @@ func TestCrashAfterFirstCommitResumesFromRecovery(t *testing.T) {
 		saga.Step{Name: "credit", Do: saga.Local(effect("credit"))},
 	))
 	began := time.Now()
-	id := start(t, e, "deposit", nil).ID() // and never driven
+	st := start(t, e, "deposit", nil) // and never driven
+	id, prefix := st.ID(), st.Snapshot().KeyPrefix
+	require.Regexp(t, fmt.Sprintf(`^%d-[0-9a-f]{32}$`, id), prefix, "the saga id and the nonce Start minted")
 	runEngine(t, e)
 
 	s := waitSaga(t, e, id)
 	require.Equal(t, saga.Completed, s.State)
 	require.GreaterOrEqual(t, calledAt.Load(), began.Add(400*time.Millisecond).UnixNano(), "not before the lease expired")
-	require.Equal(t, []string{fmt.Sprintf("%d:charge", id)}, seen.list())
+	require.Equal(t, []string{prefix + ":charge"}, seen.list(), "the key Start's nonce made, read back by recovery")
+	require.Equal(t, prefix, s.KeyPrefix)
 	require.Equal(t, []string{"charge/forward/done/2", "credit/forward/done/1"}, statuses(s), "the lost attempt counts")
 	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM effects`))
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -37,6 +38,10 @@ type runner struct {
 	data   json.RawMessage
 	fence  int64
 	inline bool // started here: the row is written by the first commit, and the history is all known
+	// nonce is the saga's (sagas.key_nonce; not Valid for a saga created before it existed);
+	// keyPrefix, made of the id and the nonce, starts the saga's idempotency keys (StepKey).
+	nonce     pgtype.UUID
+	keyPrefix string
 
 	at        position // where the saga stands, as committed (for Start: where it starts)
 	stepSince time.Time
@@ -89,11 +94,11 @@ func (r *runner) drive(ctx context.Context) error {
 // definite answer.
 func (r *runner) call(ctx context.Context, f RemoteFunc) (o Outcome, ok bool) {
 	name := r.d.Steps[r.at.Step].Name
-	key := StepKey(r.id, name)
+	key := StepKey(r.keyPrefix, name)
 	if r.at.Phase == phaseCompensate {
 		key += CompensateSuffix
 	}
-	inst := &Instance{ID: r.id, Kind: r.kind, Input: r.input, Data: r.data}
+	inst := &Instance{ID: r.id, Kind: r.kind, KeyPrefix: r.keyPrefix, Input: r.input, Data: r.data}
 	actx, cancel := context.WithTimeout(ctx, r.d.AttemptTimeout)
 	actx, span := tracer.Start(actx, "saga.call", trace.WithSpanKind(trace.SpanKindClient))
 	if span.IsRecording() {
@@ -130,7 +135,7 @@ func (r *runner) commit(ctx context.Context, first *Outcome, queue Queue) (err e
 			elapsed = time.Since(r.stepSince)
 		}
 		f := fold(r.d, r.at, first, known, elapsed, r.err, rand.Int64N)
-		inst := &Instance{ID: r.id, Kind: r.kind, Input: r.input, Data: r.data, Traceparent: traceparent}
+		inst := &Instance{ID: r.id, Kind: r.kind, KeyPrefix: r.keyPrefix, Input: r.input, Data: r.data, Traceparent: traceparent}
 		// The local actions' statements, queued first so that they may set the data the
 		// saga's own update writes.
 		locals := make([]*pgx.Batch, len(f.Locals))
@@ -160,7 +165,7 @@ func (r *runner) commit(ctx context.Context, first *Outcome, queue Queue) (err e
 		if r.inserted || !r.inline {
 			queueUpdate(b, w, f.Records, &out)
 		} else {
-			queueInsert(b, w, f.Records, r.traceparent, &out)
+			queueInsert(b, w, f.Records, r.traceparent, r.nonce, &out)
 		}
 		own := len(b.QueuedQueries)
 		if queue != nil && !r.inserted {
@@ -255,7 +260,7 @@ func (r *runner) record(w stepWrite) {
 
 func (r *runner) snapshot() Snapshot {
 	return Snapshot{
-		ID: r.id, Kind: r.kind, State: r.at.State, Input: r.input, Data: r.data, Error: r.err,
+		ID: r.id, Kind: r.kind, KeyPrefix: r.keyPrefix, State: r.at.State, Input: r.input, Data: r.data, Error: r.err,
 		Steps: append([]StepRecord(nil), r.steps...), CreatedAt: r.w.CreatedAt, UpdatedAt: r.w.UpdatedAt,
 	}
 }

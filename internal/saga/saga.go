@@ -18,7 +18,8 @@
 // (a CHECK constraint, say) rolls the whole commit back, the Definition's Classify says what
 // the error means, and the commit is planned and sent again with that outcome. So a local
 // step is applied exactly once whatever crashes, with its saga state change in the same
-// transaction. Remote steps get an idempotency key (saga id + step) and are retried forward
+// transaction. Remote steps get an idempotency key (StepKey: the saga's KeyPrefix, its own
+// across databases and restores, + the step) and are retried forward
 // with capped exponential backoff and jitter for the Definition's Window, each attempt bounded
 // by a timeout; compensations run in reverse order and are retried likewise; a compensation
 // that fails for good or exhausts its window puts the saga in NeedsAttention.
@@ -29,7 +30,7 @@
 //     steps before it are compensated, latest first; with none, the saga is Failed.
 //   - A remote step that exhausted its window (every attempt gave Retry, timed out, or was
 //     lost in a crash) has no definite outcome: a call whose response was lost may have
-//     taken effect. Its own compensation runs first (with the key "<id>:<step>:compensate"),
+//     taken effect. Its own compensation runs first (with the key "<prefix>:<step>:compensate"),
 //     then those of the steps before it, latest first. A remote step without a compensation
 //     is taken to need no undoing.
 //   - A local step that exhausted its window never committed, so it is not compensated.
@@ -43,7 +44,6 @@ package saga
 import (
 	"context"
 	"encoding/json"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -134,9 +134,11 @@ func Fail(code string, err error) Outcome { return Outcome{Kind: OutcomeFail, Co
 
 // Instance is what a step sees of its saga.
 type Instance struct {
-	ID    int64
-	Kind  string
-	Input json.RawMessage // as given to Start; never changes
+	ID   int64
+	Kind string
+	// KeyPrefix starts the idempotency keys of the saga's remote steps (StepKey).
+	KeyPrefix string
+	Input     json.RawMessage // as given to Start; never changes
 	// Data is state shared between steps (e.g. a charge id). A step may replace it with
 	// SetData; the engine persists it with the step's outcome (for local steps, in the same
 	// transaction).
@@ -184,15 +186,25 @@ type LocalFunc func(s *Instance, b *pgx.Batch) Outcome
 // compensates the step itself too.
 type RemoteFunc func(ctx context.Context, idempotencyKey string, s *Instance) Outcome
 
-// CompensateSuffix ends the idempotency key of a compensation: StepKey(id, step) +
+// CompensateSuffix ends the idempotency key of a compensation: StepKey(prefix, step) +
 // CompensateSuffix.
 const CompensateSuffix = ":compensate"
 
-// StepKey is the idempotency key the engine gives the remote action of step in saga
-// sagaID: "<saga id>:<step name>". A compensation can use it to find what the action did
-// at the remote party (e.g. refund the charge made with that key).
-func StepKey(sagaID int64, step string) string {
-	return strconv.FormatInt(sagaID, 10) + ":" + step
+// StepKey is the idempotency key the engine gives the remote action of step in the saga
+// whose KeyPrefix (Instance.KeyPrefix, Snapshot.KeyPrefix) is prefix: "<prefix>:<step name>".
+// A compensation can use it to find what the action did at the remote party (e.g. refund the
+// charge made with that key).
+//
+// A saga's KeyPrefix is "<saga id>-<nonce>", the nonce 128 random bits (32 hex digits) that
+// Start mints and writes with the saga in the commit that creates it, and that never
+// changes: so the keys stay the same across retries, compensations and restarts, and are
+// the saga's own among every saga of every database that calls the same remote party. Saga
+// ids alone repeat: in another deployment, and in this one restored from a backup (which
+// restores everything stored with the saga, so no stored deployment id would tell "saga 101
+// before the restore" from "saga 101 after it"; a nonce minted after the backup does). A saga
+// created before the nonce existed has the prefix "<saga id>", the keys it sent then.
+func StepKey(prefix, step string) string {
+	return prefix + ":" + step
 }
 
 // Action is a step's action or compensation: exactly one of Local and Remote is set.
@@ -256,8 +268,11 @@ type StepRecord struct {
 
 // Snapshot is a saga as stored.
 type Snapshot struct {
-	ID        int64
-	Kind      string
+	ID   int64
+	Kind string
+	// KeyPrefix starts the idempotency keys of the saga's remote steps (StepKey): what to ask
+	// a remote party about.
+	KeyPrefix string
 	State     State
 	Input     json.RawMessage
 	Data      json.RawMessage

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/walletsaga/walletsaga/internal/pg"
@@ -124,9 +125,9 @@ func withSteps(args []any, recs []stepWrite) []any {
 }
 
 // queueInsert queues, as one statement, the insert of a new saga (Start's commit), with the
-// traceparent of the span that started it ("" stores NULL), and the history of its first
-// commit.
-func queueInsert(b *pgx.Batch, w sagaWrite, recs []stepWrite, traceparent string, out *written) {
+// traceparent of the span that started it ("" stores NULL), its nonce, and the history of
+// its first commit.
+func queueInsert(b *pgx.Batch, w sagaWrite, recs []stepWrite, traceparent string, nonce pgtype.UUID, out *written) {
 	_, code, msg := w.errCols()
 	var owner *string
 	if w.Keep {
@@ -135,13 +136,13 @@ func queueInsert(b *pgx.Batch, w sagaWrite, recs []stepWrite, traceparent string
 	b.Queue(`
 WITH s AS (
     INSERT INTO sagas (id, kind, state, input, data, step, phase, attempts, error_code, error_message,
-                       next_run_at, lease_owner, fence, step_since, traceparent)
+                       next_run_at, lease_owner, fence, step_since, traceparent, key_nonce)
     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, now() + make_interval(secs => $11), $12, $13::bigint, now(),
-            NULLIF($21::text, ''))
+            NULLIF($21::text, ''), $22::uuid)
     RETURNING created_at, updated_at, step_since
 )`+stepsSQL,
 		append(withSteps([]any{w.ID, w.Kind, w.To.State, w.Input, w.Data, w.To.Step, w.To.Phase, w.To.Attempts, code, msg,
-			w.Due.Seconds(), owner, w.Fence}, recs), traceparent)...,
+			w.Due.Seconds(), owner, w.Fence}, recs), traceparent, nonce)...,
 	).QueryRow(func(row pgx.Row) error { return row.Scan(&out.CreatedAt, &out.UpdatedAt, &out.StepSince) })
 }
 
@@ -182,6 +183,8 @@ type claimed struct {
 	Err       *ErrorInfo
 	// Traceparent is the span that started the saga ("" untraced): the recovery run links to it.
 	Traceparent string
+	// Nonce is the saga's key nonce (not Valid: created before it existed, see keyPrefix).
+	Nonce pgtype.UUID
 }
 
 // claimSagas leases to owner up to limit sagas of the given kinds that are due (backoff over)
@@ -201,7 +204,7 @@ WITH due AS (
         fence = s.fence + 1, attempts = s.attempts + 1, updated_at = now()
     FROM due WHERE s.id = due.id
     RETURNING s.id, s.kind, s.state, s.step, s.phase, s.attempts, s.input, s.data, s.fence, s.step_since,
-        s.error_code, s.error_message, COALESCE(s.traceparent, '')
+        s.error_code, s.error_message, COALESCE(s.traceparent, ''), s.key_nonce
 ), h AS (
     UPDATE saga_steps st SET attempts = c.attempts
     FROM c WHERE st.saga_id = c.id AND st.step = c.step AND st.phase = c.phase AND st.status = 'pending'
@@ -213,7 +216,7 @@ SELECT * FROM c`, owner, lease.Seconds(), kinds, exclude, limit)
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (claimed, error) {
 		var c claimed
 		var code, msg *string
-		err := row.Scan(&c.ID, &c.Kind, &c.State, &c.Step, &c.Phase, &c.Attempts, &c.Input, &c.Data, &c.Fence, &c.StepSince, &code, &msg, &c.Traceparent)
+		err := row.Scan(&c.ID, &c.Kind, &c.State, &c.Step, &c.Phase, &c.Attempts, &c.Input, &c.Data, &c.Fence, &c.StepSince, &code, &msg, &c.Traceparent, &c.Nonce)
 		c.Err = errorInfo(code, msg)
 		return c, err
 	})
@@ -336,7 +339,7 @@ func listSQL(f ListFilter) (string, pgx.NamedArgs) {
 	if f.Before > 0 {
 		where, args["before"] = append(where, "id < @before"), f.Before
 	}
-	return `SELECT id, kind, state, error_code, error_message, created_at, updated_at
+	return `SELECT id, kind, key_nonce, state, error_code, error_message, created_at, updated_at
 		FROM sagas
 		WHERE ` + strings.Join(where, " AND ") + `
 		ORDER BY id DESC
@@ -352,8 +355,9 @@ func listSagas(ctx context.Context, pool *pgxpool.Pool, f ListFilter) ([]Snapsho
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Snapshot, error) {
 		var s Snapshot
 		var code, msg *string
-		err := row.Scan(&s.ID, &s.Kind, &s.State, &code, &msg, &s.CreatedAt, &s.UpdatedAt)
-		s.Error = errorInfo(code, msg)
+		var nonce pgtype.UUID
+		err := row.Scan(&s.ID, &s.Kind, &nonce, &s.State, &code, &msg, &s.CreatedAt, &s.UpdatedAt)
+		s.Error, s.KeyPrefix = errorInfo(code, msg), keyPrefix(s.ID, nonce)
 		return s, err
 	})
 	if err != nil {
@@ -366,15 +370,16 @@ func listSagas(ctx context.Context, pool *pgxpool.Pool, f ListFilter) ([]Snapsho
 func snapshot(ctx context.Context, pool *pgxpool.Pool, id int64) (Snapshot, error) {
 	var s Snapshot
 	var code, msg *string
-	err := pool.QueryRow(ctx, `SELECT id, kind, state, input, data, error_code, error_message, created_at, updated_at
-		FROM sagas WHERE id = $1`, id).Scan(&s.ID, &s.Kind, &s.State, &s.Input, &s.Data, &code, &msg, &s.CreatedAt, &s.UpdatedAt)
+	var nonce pgtype.UUID
+	err := pool.QueryRow(ctx, `SELECT id, kind, key_nonce, state, input, data, error_code, error_message, created_at, updated_at
+		FROM sagas WHERE id = $1`, id).Scan(&s.ID, &s.Kind, &nonce, &s.State, &s.Input, &s.Data, &code, &msg, &s.CreatedAt, &s.UpdatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return s, ErrNotFound
 	}
 	if err != nil {
 		return s, fmt.Errorf("saga: get: %w", err)
 	}
-	s.Error = errorInfo(code, msg)
+	s.Error, s.KeyPrefix = errorInfo(code, msg), keyPrefix(s.ID, nonce)
 	rows, err := pool.Query(ctx, `SELECT name, phase, status, attempts, error_code, error_message
 		FROM saga_steps WHERE saga_id = $1 ORDER BY seq`, id)
 	if err != nil {

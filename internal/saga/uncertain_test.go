@@ -3,7 +3,6 @@ package saga_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
@@ -51,8 +50,8 @@ func TestExhaustedRemoteStepIsCompensatedItself(t *testing.T) {
 	require.Regexp(t, `^gave up after \d+ attempts over \S+: charged, then the response was lost$`, s.Error.Message)
 	require.Equal(t, []string{"reserve/forward/done", "charge/forward/failed", "charge/compensate/done", "reserve/compensate/done"}, names(s))
 	require.Greater(t, s.Steps[1].Attempts, 2, "asked forward again before compensating")
-	require.Equal(t, []string{fmt.Sprintf("%d:charge:compensate", id), fmt.Sprintf("%d:reserve:compensate", id)}, undone.list())
-	require.Equal(t, saga.StepKey(id, "charge")+saga.CompensateSuffix, undone.list()[0])
+	require.Equal(t, []string{s.KeyPrefix + ":charge:compensate", s.KeyPrefix + ":reserve:compensate"}, undone.list())
+	require.Equal(t, saga.StepKey(s.KeyPrefix, "charge")+saga.CompensateSuffix, undone.list()[0])
 	require.Zero(t, count(t, pool, `SELECT count(*) FROM effects WHERE step = 'credit'`))
 }
 
@@ -78,7 +77,7 @@ func TestTimedOutFirstStepIsCompensated(t *testing.T) {
 	require.Equal(t, saga.Compensated, s.State)
 	require.Equal(t, "timeout", s.Error.Code)
 	require.Equal(t, []string{"charge/forward/failed", "charge/compensate/done"}, names(s))
-	require.Equal(t, []string{fmt.Sprintf("%d:charge:compensate", id)}, undone.list())
+	require.Equal(t, []string{s.KeyPrefix + ":charge:compensate"}, undone.list())
 	require.Zero(t, count(t, pool, `SELECT count(*) FROM effects`))
 }
 
@@ -99,5 +98,5 @@ func TestFailedRemoteStepIsNotCompensated(t *testing.T) {
 	s := waitSaga(t, e, id)
 	require.Equal(t, saga.Compensated, s.State)
 	require.Equal(t, []string{"reserve/forward/done/1", "charge/forward/failed/1", "reserve/compensate/done/1"}, statuses(s))
-	require.Equal(t, []string{fmt.Sprintf("%d:reserve:compensate", id)}, undone.list())
+	require.Equal(t, []string{s.KeyPrefix + ":reserve:compensate"}, undone.list())
 }

@@ -113,7 +113,7 @@ var deposit = sagaKind{
 				// ran out of attempts, when a charge may exist whose id never reached us (and if
 				// none does, the refund voids the key so a late charge cannot land).
 				Compensate: saga.Remote(func(ctx context.Context, key string, s *saga.Instance) saga.Outcome {
-					return remoteOutcome(p.gateway.RefundByKey(ctx, key, saga.StepKey(s.ID, stepCharge)))
+					return remoteOutcome(p.gateway.RefundByKey(ctx, key, saga.StepKey(s.KeyPrefix, stepCharge)))
 				}),
 			},
 			{

@@ -116,7 +116,7 @@ var purchase = sagaKind{
 					return saga.Done()
 				}),
 				Compensate: saga.Remote(func(ctx context.Context, key string, s *saga.Instance) saga.Outcome {
-					return remoteOutcome(p.merchant.CancelOrder(ctx, key, saga.StepKey(s.ID, stepPlaceOrder)))
+					return remoteOutcome(p.merchant.CancelOrder(ctx, key, saga.StepKey(s.KeyPrefix, stepPlaceOrder)))
 				}),
 			},
 		}}

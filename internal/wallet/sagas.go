@@ -20,8 +20,8 @@ import (
 // balance events it emits.
 
 // Step names are also the ledger's step labels (a compensation's label is the step name +
-// a suffix) and the remote steps' idempotency keys ("<saga id>:<step>"). They are part of
-// stored state: renaming one breaks running sagas. The shared ones:
+// a suffix) and end the remote steps' idempotency keys ("<key prefix>:<step>", saga.StepKey).
+// They are part of stored state: renaming one breaks running sagas. The shared ones:
 const (
 	stepCredit = "credit"
 	stepDebit  = "debit"

@@ -301,7 +301,8 @@ func (op operationRow) operation(snap saga.Snapshot) Operation {
 	return Operation{
 		ID: op.SagaID, Kind: op.Kind, State: snap.State, UserID: op.UserID, CounterpartyID: op.CounterpartyID,
 		Amount: op.Amount, Currency: op.Currency, Merchant: op.Merchant, Reference: op.Reference, Source: op.Source,
-		Destination: op.Destination, Steps: snap.Steps, Error: snap.Error, CreatedAt: snap.CreatedAt, UpdatedAt: snap.UpdatedAt,
+		Destination: op.Destination, ProviderKeyPrefix: snap.KeyPrefix, Steps: snap.Steps, Error: snap.Error,
+		CreatedAt: snap.CreatedAt, UpdatedAt: snap.UpdatedAt,
 	}
 }
 

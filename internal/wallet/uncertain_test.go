@@ -63,7 +63,7 @@ func TestDepositWithLostChargeResponsesRefundsTheCharge(t *testing.T) {
 	charges := e.prov.Charges(t)
 	require.Len(t, charges, 1, "one charge")
 	require.Equal(t, providersim.ChargeRefunded, charges[0].Status)
-	require.Equal(t, fmt.Sprintf("%d:charge:compensate", op.ID), charges[0].RefundKey)
+	require.Equal(t, saga.StepKey(op.ProviderKeyPrefix, "charge")+saga.CompensateSuffix, charges[0].RefundKey)
 	require.Greater(t, charges[0].Attempts, 1, "the charge was asked again, with the same key, for the whole window")
 	require.Equal(t, op.Steps[0].Attempts, charges[0].Attempts, "every attempt replayed the same charge")
 	require.EqualValues(t, 1, refunds.Load(), "refunded once")
@@ -152,7 +152,7 @@ func TestPurchaseWithUnreachableMerchantRefunds(t *testing.T) {
 	e.checkInvariants(t, u)
 
 	// The order arriving late at the merchant is rejected.
-	_, err = p.Merchant.PlaceOrder(e.ctx, saga.StepKey(op.ID, "place_order"), "shop", "o-2", 3000, "CNY")
+	_, err = p.Merchant.PlaceOrder(e.ctx, saga.StepKey(op.ProviderKeyPrefix, "place_order"), "shop", "o-2", 3000, "CNY")
 	code, permanent := wallet.IsPermanent(err)
 	require.True(t, permanent, "%v", err)
 	require.Equal(t, "rejected", code)

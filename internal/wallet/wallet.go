@@ -83,10 +83,13 @@ type Operation struct {
 	Reference      string
 	Source         string
 	Destination    string // withdrawals: the bank account
-	Steps          []saga.StepRecord
-	Error          *saga.ErrorInfo
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
+	// ProviderKeyPrefix starts the idempotency keys of the saga's calls to the gateway or
+	// the merchant (saga.Snapshot.KeyPrefix): "<prefix>:<step>", an undo's + ":compensate".
+	ProviderKeyPrefix string
+	Steps             []saga.StepRecord
+	Error             *saga.ErrorInfo
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
 	// Replayed is true when an Idempotency-Key matched an earlier request and this is its saga.
 	Replayed bool
 }

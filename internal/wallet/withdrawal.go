@@ -111,7 +111,7 @@ var withdrawal = sagaKind{
 					return saga.Done()
 				}),
 				Compensate: saga.Remote(func(ctx context.Context, key string, s *saga.Instance) saga.Outcome {
-					return remoteOutcome(p.gateway.CancelPayout(ctx, key, saga.StepKey(s.ID, stepPayout)))
+					return remoteOutcome(p.gateway.CancelPayout(ctx, key, saga.StepKey(s.KeyPrefix, stepPayout)))
 				}),
 			},
 		}}

@@ -56,21 +56,24 @@ type stepBody struct {
 }
 
 type sagaBody struct {
-	ID             int64      `json:"id"`
-	Kind           string     `json:"kind"`
-	State          string     `json:"state"`
-	UserID         int64      `json:"user_id"`
-	CounterpartyID int64      `json:"counterparty_id,omitempty"`
-	Amount         int64      `json:"amount"`
-	Currency       string     `json:"currency"`
-	Source         string     `json:"source,omitempty"`
-	Merchant       string     `json:"merchant,omitempty"`
-	Reference      string     `json:"reference,omitempty"`
-	Destination    string     `json:"destination,omitempty"`
-	Steps          []stepBody `json:"steps,omitempty"`
-	Error          *errorBody `json:"error"`
-	CreatedAt      time.Time  `json:"created_at"`
-	UpdatedAt      time.Time  `json:"updated_at"`
+	ID             int64  `json:"id"`
+	Kind           string `json:"kind"`
+	State          string `json:"state"`
+	UserID         int64  `json:"user_id"`
+	CounterpartyID int64  `json:"counterparty_id,omitempty"`
+	Amount         int64  `json:"amount"`
+	Currency       string `json:"currency"`
+	Source         string `json:"source,omitempty"`
+	Merchant       string `json:"merchant,omitempty"`
+	Reference      string `json:"reference,omitempty"`
+	Destination    string `json:"destination,omitempty"`
+	// ProviderKeyPrefix starts the idempotency keys of the saga's calls to the gateway or the
+	// merchant (not in list pages): what an operator asks them about.
+	ProviderKeyPrefix string     `json:"provider_key_prefix,omitempty"`
+	Steps             []stepBody `json:"steps,omitempty"`
+	Error             *errorBody `json:"error"`
+	CreatedAt         time.Time  `json:"created_at"`
+	UpdatedAt         time.Time  `json:"updated_at"`
 }
 
 type eventBody struct {
@@ -102,6 +105,7 @@ func toSagaBody(op wallet.Operation, withSteps bool) sagaBody {
 		Destination: op.Destination, Error: toErrorBody(op.Error), CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt,
 	}
 	if withSteps {
+		b.ProviderKeyPrefix = op.ProviderKeyPrefix
 		b.Steps = make([]stepBody, 0, len(op.Steps))
 		for _, s := range op.Steps {
 			b.Steps = append(b.Steps, stepBody{Name: s.Name, Phase: s.Phase, Status: s.Status, Attempts: s.Attempts, Error: toErrorBody(s.Error)})

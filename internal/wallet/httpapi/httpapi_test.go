@@ -205,6 +205,7 @@ func TestOperationsThroughHTTP(t *testing.T) {
 	steps := res.body["steps"].([]any)
 	require.Len(t, steps, 2)
 	require.Equal(t, map[string]any{"name": "charge", "phase": "forward", "status": "done", "attempts": float64(1), "error": nil}, steps[0])
+	require.Regexp(t, fmt.Sprintf(`^%d-[0-9a-f]{32}$`, dep), res.body["provider_key_prefix"], "what to ask the gateway about")
 
 	// Replay: same key and body → the same saga; other body → 422.
 	res = s.do(t, "POST", fmt.Sprintf("/v1/users/%d/deposits", u), `{"amount":10000}`, "Idempotency-Key", "top-up-1")
