@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/url"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -41,7 +42,38 @@ func NewEmpty(t testing.TB) (*pgxpool.Pool, string) {
 	return create(t, false)
 }
 
+// Copy returns a pool on a new database copied (CREATE DATABASE … TEMPLATE) from the
+// database at dbURL as it stands, and its URL: a backup of it, to restore in a test by using
+// the copy. Nothing may be connected to the database at dbURL while it is copied: close its
+// pools first. The copy is dropped at the end of the test.
+func Copy(t testing.TB, dbURL string) (*pgxpool.Pool, string) {
+	t.Helper()
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatalf("testdb: copy: %v", err)
+	}
+	return createFrom(t, func(context.Context, *pgx.Conn, string) (string, error) {
+		return strings.TrimPrefix(u.Path, "/"), nil
+	})
+}
+
 func create(t testing.TB, migrated bool) (*pgxpool.Pool, string) {
+	t.Helper()
+	return createFrom(t, func(ctx context.Context, admin *pgx.Conn, base string) (string, error) {
+		if !migrated {
+			return "template0", nil
+		}
+		tmpl, err := ensureTemplate(ctx, admin, base)
+		if err != nil {
+			return "", fmt.Errorf("template: %w", err)
+		}
+		return tmpl, nil
+	})
+}
+
+// createFrom creates a database copied from the one source names, and returns a pool on it
+// and its URL; the database is dropped at the end of the test.
+func createFrom(t testing.TB, source func(ctx context.Context, admin *pgx.Conn, base string) (string, error)) (*pgxpool.Pool, string) {
 	t.Helper()
 	testenv.SkipIfShort(t, "PostgreSQL")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -55,15 +87,13 @@ func create(t testing.TB, migrated bool) (*pgxpool.Pool, string) {
 	}
 	defer admin.Close(context.Background()) //nolint:errcheck // closing an admin connection loses nothing
 
-	tmpl := "template0"
-	if migrated {
-		if tmpl, err = ensureTemplate(ctx, admin, base); err != nil {
-			t.Fatalf("testdb: template: %v", err)
-		}
+	tmpl, err := source(ctx, admin, base)
+	if err != nil {
+		t.Fatalf("testdb: %v", err)
 	}
 	name := "t_" + randHex(8)
-	if _, err := admin.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s", name, tmpl)); err != nil {
-		t.Fatalf("testdb: create %s: %v", name, err)
+	if _, err := admin.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s", name, pgx.Identifier{tmpl}.Sanitize())); err != nil {
+		t.Fatalf("testdb: create %s from %s: %v", name, tmpl, err)
 	}
 	dbURL := withDatabase(base, name)
 	cfg, err := pgxpool.ParseConfig(dbURL)
