@@ -21,6 +21,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"slices"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -121,23 +122,59 @@ var legacyNotifyVersions = []int64{1, 4, 5, 6, 8, 9, 11}
 // when notify.goose_db_version does not exist yet and public.goose_db_version records the
 // notifier's tables (version 4), it creates the table (goose's own store and DDL) and records
 // as applied the notifier's versions the combined table records, so goose re-runs none of
-// them. It runs in one transaction under an advisory lock, so replicas starting at once adopt
-// once.
-func (s Sequence) adoptLegacy(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) (err error) {
+// them. It runs in one transaction under the sequence's advisory lock, so replicas starting at
+// once adopt once.
+//
+// The lock is tried, never waited for inside the server: the replica that holds it (goose's
+// session lock, the same id) may be building an index CONCURRENTLY, which waits for every
+// open transaction to end, and a transaction of ours waiting for its lock would be one: a
+// deadlock. A try that fails ends its transaction and tries again a moment later.
+func (s Sequence) adoptLegacy(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) error {
 	db := stdlib.OpenDBFromPool(pool)
 	defer db.Close() //nolint:errcheck // a view of pool: closing it closes no connection of the pool's
+	for wait := 10 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		held, err := s.adoptUnderLock(ctx, db, log)
+		if err != nil || held {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("migrations %s: adopt: waiting for the migration lock: %w", s.Name, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// adoptUnderLock is one try of adoptLegacy: held is false when another session holds the
+// sequence's lock (nothing was done).
+func (s Sequence) adoptUnderLock(ctx context.Context, db *sql.DB, log *slog.Logger) (held bool, err error) {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("migrations %s: adopt: %w", s.Name, err)
+		return false, fmt.Errorf("migrations %s: adopt: %w", s.Name, err)
 	}
+	defer func() {
+		if err != nil || !held {
+			_ = tx.Rollback()
+		}
+	}()
+	if err := tx.QueryRowContext(ctx, `SELECT pg_try_advisory_xact_lock($1)`, s.lockID).Scan(&held); err != nil || !held {
+		if err != nil {
+			err = fmt.Errorf("migrations %s: adopt: %w", s.Name, err)
+		}
+		return false, err
+	}
+	return true, s.adopt(ctx, tx, log)
+}
+
+// adopt does adoptLegacy's work in tx, which holds the sequence's lock, and commits it.
+func (s Sequence) adopt(ctx context.Context, tx *sql.Tx, log *slog.Logger) (err error) {
 	defer func() {
 		if err != nil {
 			_ = tx.Rollback()
 		}
 	}()
-	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, s.lockID); err != nil {
-		return fmt.Errorf("migrations %s: adopt: %w", s.Name, err)
-	}
 	var ours, combined bool
 	if err := tx.QueryRowContext(ctx, `SELECT to_regclass($1) IS NOT NULL, to_regclass('public.goose_db_version') IS NOT NULL`,
 		s.table).Scan(&ours, &combined); err != nil {
