@@ -14,6 +14,8 @@ import (
 	"io/fs"
 	"net"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -260,4 +262,30 @@ func (c *cancelDropper) Write(b []byte) (int, error) {
 		return c.Conn.Write(spoilt)
 	}
 	return c.Conn.Write(b)
+}
+
+// WithPassfile returns dbURL with its password moved into a passfile of the test's own (the
+// URL's passfile parameter, which pgx reads): production mode refuses a URL that holds the
+// dev stack's documented password, so a test that runs a binary in production on the dev
+// stack's Postgres hands it the password this way.
+func WithPassfile(t testing.TB, dbURL string) string {
+	t.Helper()
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatalf("testdb: %s: %v", redact(dbURL), err)
+	}
+	pw, ok := u.User.Password()
+	if !ok {
+		return dbURL
+	}
+	file := filepath.Join(t.TempDir(), "pgpass")
+	escaped := strings.NewReplacer(`\`, `\\`, `:`, `\:`).Replace(pw)
+	if err := os.WriteFile(file, []byte("*:*:*:*:"+escaped+"\n"), 0o600); err != nil {
+		t.Fatalf("testdb: passfile: %v", err)
+	}
+	u.User = url.User(u.User.Username())
+	q := u.Query()
+	q.Set("passfile", file)
+	u.RawQuery = q.Encode()
+	return u.String()
 }
