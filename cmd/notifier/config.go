@@ -54,9 +54,11 @@ type config struct {
 	// (empty: refused in production).
 	UnsafeDurability string
 	// RocketMQAccessKey and RocketMQSecretKey are the RocketMQ user this process signs its
-	// requests as (the broker's access control); empty: unsigned.
+	// requests as (the broker's access control); empty: unsigned, which production refuses
+	// unless UnsignedBroker states the network boundary that replaces access control.
 	RocketMQAccessKey string
 	RocketMQSecretKey string
+	UnsignedBroker    string
 	// StatementTimeout and IdleInTxTimeout are set on every connection of the pool.
 	StatementTimeout time.Duration
 	IdleInTxTimeout  time.Duration
@@ -105,7 +107,7 @@ func parseConfig(sub string, args []string, getenv func(string) string, stderr i
 	if !serving {
 		f.OnlyRequire("NOTIFY_DATABASE_URL")
 	}
-	f.DevStringOr(&c.DatabaseURL, "NOTIFY_DATABASE_URL", "DATABASE_URL", devDatabaseURL,
+	f.DatabaseURL(&c.DatabaseURL, "NOTIFY_DATABASE_URL", "DATABASE_URL", devDatabaseURL, true,
 		"PostgreSQL URL of the notifier's database (schema notify; it may be the wallet's database or one of its own, on any cluster)")
 	f.DevString(&c.Namesrv, "ROCKETMQ_NAMESRV", devNamesrv, "RocketMQ name server addresses, comma-separated")
 	f.String(&c.Topic, "WALLET_EVENTS_TOPIC", "wallet-events", "topic of balance events")
@@ -146,8 +148,9 @@ func parseConfig(sub string, args []string, getenv func(string) string, stderr i
 	f.Bool(&c.Reconcile, "DLQ_RECONCILE", true, "read the dead-letter queue and record what the gate did not")
 	f.Duration(&c.StatementTimeout, "PG_STATEMENT_TIMEOUT", 30*time.Second, "longest one SQL statement may run before Postgres cuts it off (a statement waiting behind a stalled peer's lock gives its connection back); 0 keeps the server's")
 	f.Duration(&c.IdleInTxTimeout, "PG_IDLE_IN_TX_TIMEOUT", 30*time.Second, "longest a session may sit idle inside a transaction before Postgres ends it and releases its locks; 0 keeps the server's")
-	f.DevOptional(&c.RocketMQAccessKey, "ROCKETMQ_ACCESS_KEY", DevRocketMQUser, "RocketMQ user this process signs its requests as (the broker's access control; empty in production: unsigned, for a broker without access control)")
+	f.DevOptional(&c.RocketMQAccessKey, "ROCKETMQ_ACCESS_KEY", DevRocketMQUser, "RocketMQ user this process signs its requests as (the broker's access control; required in production unless ALLOW_UNSIGNED_BROKER)")
 	f.Secret(&c.RocketMQSecretKey, "ROCKETMQ_SECRET_KEY", "", "secret key (password) of ROCKETMQ_ACCESS_KEY (in dev, for the dev user: its documented secret)")
+	f.String(&c.UnsignedBroker, cli.UnsignedBrokerEnv, "", "the network boundary that keeps everyone else off a broker without access control, in words: production then starts without ROCKETMQ_ACCESS_KEY, and logs it (empty: production refuses to consume unsigned)")
 	f.String(&c.UnsafeDurability, "ALLOW_UNSAFE_DURABILITY", "", "the reason to run on a Postgres whose commits can vanish in a crash (fsync off, synchronous_commit off or local); empty: production refuses such a server")
 	if extra != nil {
 		extra(f.FlagSet())
@@ -175,7 +178,7 @@ func parseConfig(sub string, args []string, getenv func(string) string, stderr i
 
 // validate adds c's problems to p; what only delivery needs matters only when serving.
 func (c config) validate(p *cli.Problems, serving bool) {
-	p.CheckPostgresURL("NOTIFY_DATABASE_URL", c.DatabaseURL)
+	p.CheckPostgresURL(c.Mode, "NOTIFY_DATABASE_URL", c.DatabaseURL)
 	p.CheckHostPort("ROCKETMQ_NAMESRV", c.Namesrv, true)
 	p.CheckName("WALLET_EVENTS_TOPIC", c.Topic)
 	p.CheckName("CONSUMER_GROUP", c.ConsumerGroup)
@@ -262,20 +265,22 @@ func (c config) validate(p *cli.Problems, serving bool) {
 	p.CheckToken(c.Mode, "SMS_WEBHOOK_TOKEN", c.WebhookToken, serving && c.Mode == cli.Production && c.Sender == "webhook")
 	p.CheckToken(c.Mode, "ADMIN_TOKEN", c.AdminToken, false)
 	p.CheckToken(c.Mode, "READ_TOKEN", c.ReadToken, false)
+	// Every secret the notifier takes (from readers and operators) or presents (to the SMS
+	// provider, the broker and the database) is another's; no two may be the same.
+	p.CheckDistinct(c.Mode,
+		cli.NamedSecret{Field: "ADMIN_TOKEN", Value: c.AdminToken},
+		cli.NamedSecret{Field: "READ_TOKEN", Value: c.ReadToken},
+		cli.NamedSecret{Field: "SMS_WEBHOOK_TOKEN", Value: c.WebhookToken},
+		cli.NamedSecret{Field: "ROCKETMQ_SECRET_KEY", Value: c.RocketMQSecretKey},
+		cli.NamedSecret{Field: "NOTIFY_DATABASE_URL's password", Value: cli.URLPassword(c.DatabaseURL)},
+	)
 	if c.StatementTimeout < 0 {
 		p.Addf("PG_STATEMENT_TIMEOUT", "must not be negative, got %s", c.StatementTimeout)
 	}
 	if c.IdleInTxTimeout < 0 {
 		p.Addf("PG_IDLE_IN_TX_TIMEOUT", "must not be negative, got %s", c.IdleInTxTimeout)
 	}
-	switch {
-	case c.RocketMQAccessKey != "" && c.RocketMQSecretKey == "":
-		p.Addf("ROCKETMQ_SECRET_KEY", "required with ROCKETMQ_ACCESS_KEY %q (or ROCKETMQ_SECRET_KEY_FILE)", c.RocketMQAccessKey)
-	case c.RocketMQAccessKey == "" && c.RocketMQSecretKey != "":
-		p.Addf("ROCKETMQ_ACCESS_KEY", "required with ROCKETMQ_SECRET_KEY (the user it is the secret of)")
-	case c.Mode == cli.Production && cli.IsDevToken(c.RocketMQSecretKey):
-		p.Addf("ROCKETMQ_SECRET_KEY", "is a secret the repository documents for its dev stack; production needs one of its own")
-	}
+	p.CheckBroker(c.Mode, serving, c.RocketMQAccessKey, c.RocketMQSecretKey, c.UnsignedBroker)
 	p.CheckOverride("ALLOW_UNSAFE_DURABILITY", c.UnsafeDurability)
 	p.CheckRetention(c.Mode, c.RetentionBatch, c.RetentionPause,
 		map[string]time.Duration{"RETENTION_INBOX": c.RetentionInbox, "RETENTION_SMS_LOG": c.RetentionSMSLog, "RETENTION_WAKES": c.RetentionWakes},

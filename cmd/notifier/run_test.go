@@ -125,7 +125,9 @@ func TestSMSLogCommand(t *testing.T) {
 		       (42, 2, 'dead_lettered', 3, 'deposit', 'You topped up 4.04 CNY. Balance: 5.04 CNY.', now())`)
 	require.NoError(t, err)
 	var out, errOut bytes.Buffer
-	// Production mode: sms-log needs only the database.
+	// Production mode: sms-log needs only the database (whose dev password production takes
+	// from a passfile only: a URL may not hold it).
+	dbURL = testdb.WithPassfile(t, dbURL)
 	err = run(context.Background(), []string{"sms-log", "--user", "42"}, func(k string) string {
 		return map[string]string{"DATABASE_URL": dbURL}[k]
 	}, &out, &errOut)
@@ -154,8 +156,22 @@ func TestProductionRefusesUnsafeSettings(t *testing.T) {
 			[]string{"SMS_FAIL_PHONE_PATTERN: makes SMS fail on purpose", "SMS_FAIL_AMOUNT: makes SMS fail on purpose"}},
 		"plain http to a remote provider": {map[string]string{"SMS_WEBHOOK_URL": "http://sms.example.com/send"}, nil, []string{"SMS_WEBHOOK_URL: must be https"}},
 		"dev tokens": {map[string]string{"READ_TOKEN": "walletsaga-demo-read-token", "SMS_WEBHOOK_TOKEN": "walletsaga-dev-sms-token"}, nil,
-			[]string{"READ_TOKEN: is a token the repository documents", "SMS_WEBHOOK_TOKEN: is a token the repository documents"}},
-		"a secret as a flag": {nil, []string{"--admin-token", "a-secret-given-on-the-command-line"}, []string{"ADMIN_TOKEN: secrets are not accepted on the command line"}},
+			[]string{"READ_TOKEN: is a secret the repository documents", "SMS_WEBHOOK_TOKEN: is a secret the repository documents"}},
+		"predictable tokens": {map[string]string{"ADMIN_TOKEN": "aaaaaaaaaaaaaaaaaaaa", "SMS_WEBHOOK_TOKEN": "1234567890123456"}, nil,
+			[]string{"ADMIN_TOKEN: is too predictable", "SMS_WEBHOOK_TOKEN: is too predictable"}},
+		"one token to read and to act": {map[string]string{"ADMIN_TOKEN": "Qm8vT2xLp4ZrW9sY3nBc", "READ_TOKEN": "Qm8vT2xLp4ZrW9sY3nBc"}, nil,
+			[]string{"READ_TOKEN: must differ from ADMIN_TOKEN"}},
+		"the webhook's token as the broker's secret": {map[string]string{"ROCKETMQ_ACCESS_KEY": "notifier-prod", "ROCKETMQ_SECRET_KEY": "Fz7kR2mXw9LqP4tV8cNb",
+			"SMS_WEBHOOK_TOKEN": "Fz7kR2mXw9LqP4tV8cNb"}, nil, []string{"ROCKETMQ_SECRET_KEY: must differ from SMS_WEBHOOK_TOKEN"}},
+		"no broker credentials": {nil, nil, []string{"ROCKETMQ_ACCESS_KEY: required in production", "ALLOW_UNSIGNED_BROKER"}},
+		"unsigned broker without a reason": {map[string]string{"ALLOW_UNSIGNED_BROKER": "true"}, nil,
+			[]string{"ALLOW_UNSIGNED_BROKER: must state the reason in words"}},
+		"a remote database in plain text": {map[string]string{"DATABASE_URL": "postgres://notifier@db.internal:5432/notify?sslmode=disable"}, nil,
+			[]string{"NOTIFY_DATABASE_URL: reaches db.internal over the network, so production needs sslmode=verify-full"}},
+		"a database password as a flag": {nil, []string{"--notify-database-url", "postgres://notifier:a-secret-given-on-the-command-line@db.internal/notify?sslmode=verify-full"},
+			[]string{"NOTIFY_DATABASE_URL: a URL holding a password is not accepted on the command line"}},
+		"a database URL file that is not there": {map[string]string{"NOTIFY_DATABASE_URL_FILE": "/nonexistent/url"}, nil, []string{"NOTIFY_DATABASE_URL_FILE: open /nonexistent/url"}},
+		"a secret as a flag":                    {nil, []string{"--admin-token", "a-secret-given-on-the-command-line"}, []string{"ADMIN_TOKEN: secrets are not accepted on the command line"}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -170,6 +186,43 @@ func TestProductionRefusesUnsafeSettings(t *testing.T) {
 			}
 			require.NotContains(t, err.Error(), "a-secret-given-on-the-command-line", "a secret is never echoed")
 		})
+	}
+}
+
+// One start in production with many things wrong at once: the one error lists every one of
+// them, each naming its setting, and none of the secrets.
+func TestProductionListsEveryProblemInOneMessage(t *testing.T) {
+	t.Parallel()
+	const shared = "Qm8vT2xLp4ZrW9sY3nBc"
+	env := map[string]string{
+		"ROCKETMQ_NAMESRV": "10.0.0.7:9876", "SMS_WEBHOOK_URL": "https://sms.example/send",
+		"READ_TOKEN": shared, "SMS_WEBHOOK_TOKEN": shared, // one secret for two purposes
+		"ADMIN_TOKEN":         "change-me-at-least-16",                                        // the README's example
+		"ROCKETMQ_ACCESS_KEY": "notifier-prod", "ROCKETMQ_SECRET_KEY": "aaaaaaaaaaaaaaaaaaaa", // predictable
+		"ALLOW_UNSIGNED_BROKER": "private network, only our hosts", // while signing
+	}
+	args := []string{"--notify-database-url", "postgres://notifier:a-db-password-of-ours@db.internal:5432/notify"}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // a configuration wrongly accepted returns at once instead of serving
+	var out bytes.Buffer
+	err := run(ctx, args, func(k string) string { return env[k] }, &out, &out)
+	require.Error(t, err)
+	msg := err.Error()
+	want := []string{
+		"NOTIFY_DATABASE_URL: a URL holding a password is not accepted on the command line",
+		"NOTIFY_DATABASE_URL: reaches db.internal over the network",
+		"ADMIN_TOKEN: is a secret the repository documents",
+		"SMS_WEBHOOK_TOKEN: must differ from READ_TOKEN",
+		"ALLOW_UNSIGNED_BROKER: is set, but ROCKETMQ_ACCESS_KEY signs the requests",
+		"ROCKETMQ_SECRET_KEY: is too predictable",
+	}
+	require.True(t, strings.HasPrefix(msg, "invalid configuration:\n"), msg)
+	for _, w := range want {
+		require.Contains(t, msg, "\n  "+w)
+	}
+	require.Equal(t, len(want), strings.Count(msg, "\n  "), "one line a problem, and no other: %s", msg)
+	for _, secret := range []string{shared, "a-db-password-of-ours", "aaaaaaaaaaaaaaaaaaaa", "change-me-at-least-16"} {
+		require.NotContains(t, msg, secret, "a secret is never echoed")
 	}
 }
 

@@ -156,9 +156,7 @@ func logSettings(cfg config, log *slog.Logger) {
 		log.Warn("running in dev mode (WALLETSAGA_ENV=dev): documented tokens, the log sender and the failure switches are accepted")
 	}
 
-	if cfg.RocketMQAccessKey == "" {
-		log.Warn("ROCKETMQ_ACCESS_KEY is not set: requests to the broker are unsigned, so only a broker without access control takes them; it must then be reachable from trusted hosts only")
-	}
+	cli.LogBroker(log, cfg.Mode, cfg.RocketMQAccessKey, cfg.UnsignedBroker)
 	if cfg.AdminToken == "" {
 		log.Info("ADMIN_TOKEN is not set: the operator endpoints (replay, skip) are disabled")
 	}

@@ -30,7 +30,7 @@ func TestComposeEnvironmentIsProvidersimConfig(t *testing.T) {
 		deploy.RequireReadsEnvironment(t, r, "providersim", func(getenv func(string) string) error {
 			var rest []string
 			var err error
-			cfg, rest, err = parseConfig("providersim serve", r.Args, getenv, io.Discard)
+			cfg, rest, err = parseConfig(r.Sub, r.Args, getenv, io.Discard)
 			require.Empty(t, rest, "%s: arguments", r.Name)
 			return err
 		})

@@ -35,17 +35,18 @@ var commands = [][2]string{
 	{"outage", "switch an outage of a running simulator: outage gateway|merchant fail|timeout DURATION"},
 }
 
-func parseConfig(name string, args []string, getenv func(string) string, stderr io.Writer) (config, []string, error) {
+// parseConfig reads the configuration of subcommand sub (serve, outage).
+func parseConfig(sub string, args []string, getenv func(string) string, stderr io.Writer) (config, []string, error) {
 	var c config
 	mode, err := cli.ModeFrom(getenv)
 	if err != nil {
 		return c, nil, err
 	}
 	c.Mode = mode
-	f := cli.NewFlags(name, mode, getenv, stderr, commands...)
+	f := cli.NewFlags("providersim "+sub, mode, getenv, stderr, commands...)
 	f.String(&c.HTTPAddr, "HTTP_ADDR", "127.0.0.1:8082", "address of the provider API")
 	f.String(&c.AddrFile, "HTTP_ADDR_FILE", "", "file the address HTTP_ADDR bound is written to once it listens, for whoever started the process with port 0 (empty: none)")
-	f.String(&c.DatabaseURL, "DATABASE_URL", "", "PostgreSQL URL of the simulator's store, in its own schema providersim (empty: in memory, gone at exit)")
+	f.DatabaseURL(&c.DatabaseURL, "DATABASE_URL", "", "", false, "PostgreSQL URL of the simulator's store, in its own schema providersim (empty: in memory, gone at exit)")
 	f.Duration(&c.Latency, "SIM_LATENCY", 0, "latency added to every call")
 	f.String(&c.failureRate, "SIM_FAILURE_RATE", "0", "share (0–1) of calls that fail retryably, half before the work and half after it (the answer lost)")
 	f.String(&c.LogFormat, "LOG_FORMAT", "text", "log format: text or json")
@@ -60,15 +61,17 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	if c.FailureRate, err = strconv.ParseFloat(c.failureRate, 64); err != nil {
 		p.Addf("SIM_FAILURE_RATE", "%q is not a number", c.failureRate)
 	}
-	c.validate(p)
+	c.validate(p, sub == "serve")
 	return c, f.FlagSet().Args(), f.Err()
 }
 
-func (c config) validate(p *cli.Problems) {
-	p.CheckHostPort("HTTP_ADDR", c.HTTPAddr, false)
-	if c.DatabaseURL != "" {
-		p.CheckPostgresURL("DATABASE_URL", c.DatabaseURL)
+// validate adds c's problems to p; serving, the simulator runs only in dev.
+func (c config) validate(p *cli.Problems, serving bool) {
+	if serving && c.Mode != cli.Dev {
+		p.Addf(cli.ModeEnv, "must be dev: the simulator approves any payment source, so it never serves in %s", c.Mode)
 	}
+	p.CheckHostPort("HTTP_ADDR", c.HTTPAddr, false)
+	p.CheckPostgresURL(c.Mode, "DATABASE_URL", c.DatabaseURL)
 	if c.FailureRate < 0 || c.FailureRate > 1 {
 		p.Addf("SIM_FAILURE_RATE", "must be between 0 and 1, got %v", c.FailureRate)
 	}
@@ -79,6 +82,10 @@ func (c config) validate(p *cli.Problems) {
 		p.Addf("SHUTDOWN_TIMEOUT", "must be positive, got %s", c.ShutdownTimeout)
 	}
 	p.CheckLog(c.LogFormat, c.LogLevel)
-	p.CheckToken(cli.Dev, "PROVIDER_TOKEN", c.Token, true)
+	p.CheckToken(c.Mode, "PROVIDER_TOKEN", c.Token, true)
+	p.CheckDistinct(c.Mode,
+		cli.NamedSecret{Field: "PROVIDER_TOKEN", Value: c.Token},
+		cli.NamedSecret{Field: "DATABASE_URL's password", Value: cli.URLPassword(c.DatabaseURL)},
+	)
 	p.CheckServiceURL(cli.Dev, "PROVIDERSIM_URL", c.URL)
 }

@@ -30,7 +30,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	default:
 		return fmt.Errorf("unknown command %q (serve, outage; -h lists them)", sub)
 	}
-	cfg, rest, err := parseConfig("providersim "+sub, args, getenv, stderr)
+	cfg, rest, err := parseConfig(sub, args, getenv, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil // the usage is printed; asking for it is not a failure
 	}

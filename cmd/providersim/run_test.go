@@ -5,6 +5,8 @@ import (
 	"context"
 	"io"
 	"maps"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -32,6 +34,36 @@ func TestRefusesToStartOutsideDev(t *testing.T) {
 	}
 }
 
+// Started in production, the simulator names, in one message, that it runs only in dev and
+// whatever else is wrong with its settings, checked as production checks them.
+func TestProductionListsEveryProblemInOneMessage(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"PROVIDER_TOKEN": providersim.DevToken}
+	args := []string{"--database-url", "postgres://sim:a-db-password-of-ours@db.internal:5432/sim?sslmode=disable"}
+	err := run(context.Background(), args, func(k string) string { return env[k] }, io.Discard, io.Discard)
+	require.Error(t, err)
+	msg := err.Error()
+	want := []string{
+		"WALLETSAGA_ENV: must be dev",
+		"DATABASE_URL: a URL holding a password is not accepted on the command line",
+		"DATABASE_URL: reaches db.internal over the network",
+		"PROVIDER_TOKEN: is a secret the repository documents",
+	}
+	for _, w := range want {
+		require.Contains(t, msg, "\n  "+w)
+	}
+	require.Equal(t, len(want), strings.Count(msg, "\n  "), "one line a problem, and no other: %s", msg)
+	require.NotContains(t, msg, "a-db-password-of-ours")
+
+	file := filepath.Join(t.TempDir(), "url")
+	require.NoError(t, os.WriteFile(file, []byte("postgres://sim:a-db-password-of-ours@127.0.0.1:55432/sim?sslmode=disable\n"), 0o600))
+	cfg, _, err := parseConfig("serve", nil, func(k string) string {
+		return map[string]string{"WALLETSAGA_ENV": "dev", "DATABASE_URL_FILE": file}[k]
+	}, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, "postgres://sim:a-db-password-of-ours@127.0.0.1:55432/sim?sslmode=disable", cfg.DatabaseURL, "DATABASE_URL_FILE")
+}
+
 func TestConfigValidation(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -48,11 +80,11 @@ func TestConfigValidation(t *testing.T) {
 	} {
 		env := map[string]string{"WALLETSAGA_ENV": "dev"}
 		maps.Copy(env, tc.env)
-		_, _, err := parseConfig("providersim", nil, func(k string) string { return env[k] }, io.Discard)
+		_, _, err := parseConfig("serve", nil, func(k string) string { return env[k] }, io.Discard)
 		require.ErrorContains(t, err, tc.want)
 		require.NotContains(t, err.Error(), "short", "a secret never appears in an error")
 	}
-	cfg, _, err := parseConfig("providersim", nil, func(k string) string { return map[string]string{"WALLETSAGA_ENV": "dev"}[k] }, io.Discard)
+	cfg, _, err := parseConfig("serve", nil, func(k string) string { return map[string]string{"WALLETSAGA_ENV": "dev"}[k] }, io.Discard)
 	require.NoError(t, err)
 	require.Equal(t, "127.0.0.1:8082", cfg.HTTPAddr)
 	require.Equal(t, providersim.DevToken, cfg.Token)

@@ -51,9 +51,11 @@ type config struct {
 	MerchantToken   string
 	ProviderTimeout time.Duration
 	// RocketMQAccessKey and RocketMQSecretKey are the RocketMQ user this process signs its
-	// requests as (the broker's access control); empty: unsigned.
+	// requests as (the broker's access control); empty: unsigned, which production refuses
+	// unless UnsignedBroker states the network boundary that replaces access control.
 	RocketMQAccessKey string
 	RocketMQSecretKey string
+	UnsignedBroker    string
 	// StatementTimeout and IdleInTxTimeout are set on every connection of the pool.
 	StatementTimeout time.Duration
 	IdleInTxTimeout  time.Duration
@@ -133,7 +135,7 @@ func parseConfig(sub string, args []string, getenv func(string) string, stderr i
 	if !serving {
 		f.OnlyRequire("DATABASE_URL")
 	}
-	f.DevString(&c.DatabaseURL, "DATABASE_URL", devDatabaseURL, "PostgreSQL URL")
+	f.DatabaseURL(&c.DatabaseURL, "DATABASE_URL", "", devDatabaseURL, true, "PostgreSQL URL")
 	f.DevString(&c.Namesrv, "ROCKETMQ_NAMESRV", devNamesrv, "RocketMQ name server addresses, comma-separated")
 	f.String(&c.Topic, "WALLET_EVENTS_TOPIC", "wallet-events", "topic of balance events")
 	f.String(&c.ProducerGroup, "PRODUCER_GROUP", "wallet-relay", "RocketMQ producer group of the outbox relay")
@@ -154,8 +156,9 @@ func parseConfig(sub string, args []string, getenv func(string) string, stderr i
 	f.Duration(&c.ProviderTimeout, "PROVIDER_TIMEOUT", 10*time.Second, "how long one call of the gateway or the merchant may take before its outcome counts as unknown (it is asked again, same key)")
 	f.Duration(&c.StatementTimeout, "PG_STATEMENT_TIMEOUT", 30*time.Second, "longest one SQL statement may run before Postgres cuts it off (a statement waiting behind a stalled peer's lock gives its connection back); 0 keeps the server's")
 	f.Duration(&c.IdleInTxTimeout, "PG_IDLE_IN_TX_TIMEOUT", 30*time.Second, "longest a session may sit idle inside a transaction before Postgres ends it and releases its locks; 0 keeps the server's")
-	f.DevOptional(&c.RocketMQAccessKey, "ROCKETMQ_ACCESS_KEY", DevRocketMQUser, "RocketMQ user this process signs its requests as (the broker's access control; empty in production: unsigned, for a broker without access control)")
+	f.DevOptional(&c.RocketMQAccessKey, "ROCKETMQ_ACCESS_KEY", DevRocketMQUser, "RocketMQ user this process signs its requests as (the broker's access control; required in production unless ALLOW_UNSIGNED_BROKER)")
 	f.Secret(&c.RocketMQSecretKey, "ROCKETMQ_SECRET_KEY", "", "secret key (password) of ROCKETMQ_ACCESS_KEY (in dev, for the dev user: its documented secret)")
+	f.String(&c.UnsignedBroker, cli.UnsignedBrokerEnv, "", "the network boundary that keeps everyone else off a broker without access control, in words: production then starts without ROCKETMQ_ACCESS_KEY, and logs it (empty: production refuses to publish unsigned)")
 	f.String(&c.UnsafeDurability, "ALLOW_UNSAFE_DURABILITY", "", "the reason to run on a Postgres whose commits can vanish in a crash (fsync off, synchronous_commit off or local); empty: production refuses such a server")
 	f.Secret(&c.ServiceToken, "SERVICE_TOKEN", DevServiceToken, "bearer token of a backend trusted to act for every user on the wallet API (see SERVICE_TOKEN_SCOPE)")
 	f.String(&c.ServiceTokenScope, "SERVICE_TOKEN_SCOPE", "", "what the service token may do: all (act for every user) or create-user (only create users; users act with their own tokens); default: all without AUTH_JWT_*, create-user with them")
@@ -206,7 +209,7 @@ func defaultLogFormat(mode cli.Mode) string {
 
 // validate adds c's problems to p; the tokens matter only when serving.
 func (c config) validate(p *cli.Problems, serving bool) {
-	p.CheckPostgresURL("DATABASE_URL", c.DatabaseURL)
+	p.CheckPostgresURL(c.Mode, "DATABASE_URL", c.DatabaseURL)
 	p.CheckHostPort("ROCKETMQ_NAMESRV", c.Namesrv, true)
 	p.CheckName("WALLET_EVENTS_TOPIC", c.Topic)
 	p.CheckName("PRODUCER_GROUP", c.ProducerGroup)
@@ -236,23 +239,24 @@ func (c config) validate(p *cli.Problems, serving bool) {
 	}
 	p.CheckToken(c.Mode, "SERVICE_TOKEN", c.ServiceToken, serving)
 	p.CheckToken(c.Mode, "ADMIN_TOKEN", c.AdminToken, false)
-	if c.AdminToken != "" && c.AdminToken == c.ServiceToken {
-		p.Addf("ADMIN_TOKEN", "must differ from SERVICE_TOKEN")
-	}
+	// Every secret walletsvc takes (from callers) or presents (to the providers, the broker
+	// and the database) is another's; no two may be the same.
+	p.CheckDistinct(c.Mode,
+		cli.NamedSecret{Field: "SERVICE_TOKEN", Value: c.ServiceToken},
+		cli.NamedSecret{Field: "ADMIN_TOKEN", Value: c.AdminToken},
+		cli.NamedSecret{Field: "AUTH_JWT_HMAC_SECRET", Value: c.JWT.HMACSecret},
+		cli.NamedSecret{Field: "PAYMENT_GATEWAY_TOKEN", Value: c.GatewayToken},
+		cli.NamedSecret{Field: "MERCHANT_TOKEN", Value: c.MerchantToken},
+		cli.NamedSecret{Field: "ROCKETMQ_SECRET_KEY", Value: c.RocketMQSecretKey},
+		cli.NamedSecret{Field: "DATABASE_URL's password", Value: cli.URLPassword(c.DatabaseURL)},
+	)
 	if c.StatementTimeout < 0 {
 		p.Addf("PG_STATEMENT_TIMEOUT", "must not be negative, got %s", c.StatementTimeout)
 	}
 	if c.IdleInTxTimeout < 0 {
 		p.Addf("PG_IDLE_IN_TX_TIMEOUT", "must not be negative, got %s", c.IdleInTxTimeout)
 	}
-	switch {
-	case c.RocketMQAccessKey != "" && c.RocketMQSecretKey == "":
-		p.Addf("ROCKETMQ_SECRET_KEY", "required with ROCKETMQ_ACCESS_KEY %q (or ROCKETMQ_SECRET_KEY_FILE)", c.RocketMQAccessKey)
-	case c.RocketMQAccessKey == "" && c.RocketMQSecretKey != "":
-		p.Addf("ROCKETMQ_ACCESS_KEY", "required with ROCKETMQ_SECRET_KEY (the user it is the secret of)")
-	case c.Mode == cli.Production && cli.IsDevToken(c.RocketMQSecretKey):
-		p.Addf("ROCKETMQ_SECRET_KEY", "is a secret the repository documents for its dev stack; production needs one of its own")
-	}
+	p.CheckBroker(c.Mode, serving, c.RocketMQAccessKey, c.RocketMQSecretKey, c.UnsignedBroker)
 	p.CheckOverride("ALLOW_UNSAFE_DURABILITY", c.UnsafeDurability)
 	p.CheckRetention(c.Mode, c.RetentionBatch, c.RetentionPause,
 		map[string]time.Duration{"RETENTION_OUTBOX": c.RetentionOutbox, "RETENTION_SAGAS": c.RetentionSagas, "RETENTION_IDEMPOTENCY": c.RetentionIdempotency},
@@ -300,13 +304,10 @@ func (c *config) userTokens(p *cli.Problems) {
 		p.Addf("AUTH_JWT_LEEWAY", "must be 0–%s, got %s", jwtauth.MaxLeeway, j.Leeway)
 	}
 	if j.HMACSecret != "" {
-		switch {
-		case len(j.HMACSecret) < jwtauth.MinHMACSecretLen:
+		if len(j.HMACSecret) < jwtauth.MinHMACSecretLen {
 			p.Addf("AUTH_JWT_HMAC_SECRET", "must be at least %d bytes (256 bits), got %d", jwtauth.MinHMACSecretLen, len(j.HMACSecret))
-		case c.Mode == cli.Production && cli.IsDevToken(j.HMACSecret):
-			p.Addf("AUTH_JWT_HMAC_SECRET", "is a secret the repository documents; production needs one of its own")
-		case j.HMACSecret == c.ServiceToken || j.HMACSecret == c.AdminToken:
-			p.Addf("AUTH_JWT_HMAC_SECRET", "must differ from SERVICE_TOKEN and ADMIN_TOKEN")
+		} else {
+			p.CheckToken(c.Mode, "AUTH_JWT_HMAC_SECRET", j.HMACSecret, false) // documented, predictable; validate checks it differs from the others
 		}
 	}
 	var keys []byte

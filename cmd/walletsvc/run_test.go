@@ -276,14 +276,36 @@ func TestProductionRefusesUnsafeSettings(t *testing.T) {
 		"nothing set": {nil, nil, []string{"DATABASE_URL: required", "ROCKETMQ_NAMESRV: required", "SERVICE_TOKEN: required", "WALLETSAGA_ENV=dev"}},
 		"short token": {map[string]string{"SERVICE_TOKEN": "short"}, nil, []string{"SERVICE_TOKEN: must be at least 16"}},
 		"dev token": {map[string]string{"SERVICE_TOKEN": DevServiceToken, "ADMIN_TOKEN": "walletsaga-demo-admin-token"}, nil,
-			[]string{"SERVICE_TOKEN: is a token the repository documents", "ADMIN_TOKEN: is a token the repository documents"}},
-		"secret as a flag":          {nil, []string{"--service-token", "a-secret-given-on-the-command-line"}, []string{"SERVICE_TOKEN: secrets are not accepted on the command line"}},
-		"override without a reason": {map[string]string{"ALLOW_UNSAFE_DURABILITY": "yes"}, nil, []string{"ALLOW_UNSAFE_DURABILITY: must state the reason"}},
-		"mode misspelt":             {map[string]string{"WALLETSAGA_ENV": "development"}, nil, []string{"WALLETSAGA_ENV"}},
-		"no provider":               {nil, nil, []string{"PAYMENT_GATEWAY_URL: required", "MERCHANT_URL: required", "PAYMENT_GATEWAY_TOKEN: required", "MERCHANT_TOKEN: required"}},
+			[]string{"SERVICE_TOKEN: is a secret the repository documents", "ADMIN_TOKEN: is a secret the repository documents"}},
+		"the README's example": {map[string]string{"ADMIN_TOKEN": "change-me-at-least-16"}, nil, []string{"ADMIN_TOKEN: is a secret the repository documents"}},
+		"predictable tokens": {map[string]string{"SERVICE_TOKEN": "aaaaaaaaaaaaaaaaaaaa", "MERCHANT_TOKEN": "1234567890123456"}, nil,
+			[]string{"SERVICE_TOKEN: is too predictable", "MERCHANT_TOKEN: is too predictable"}},
+		"a secret for two purposes": {map[string]string{"SERVICE_TOKEN": "Qm8vT2xLp4ZrW9sY3nBc", "PAYMENT_GATEWAY_TOKEN": "Qm8vT2xLp4ZrW9sY3nBc",
+			"MERCHANT_TOKEN": "Fz7kR2mXw9LqP4tV8cNb", "AUTH_JWT_HMAC_SECRET": "Fz7kR2mXw9LqP4tV8cNb", "ADMIN_TOKEN": "Fz7kR2mXw9LqP4tV8cNb"}, nil,
+			[]string{"PAYMENT_GATEWAY_TOKEN: must differ from SERVICE_TOKEN", "MERCHANT_TOKEN: must differ from ADMIN_TOKEN"}},
+		"an HMAC secret that is a provider token": {map[string]string{"AUTH_JWT_ISSUER": "https://id.example", "AUTH_JWT_AUDIENCE": "walletsvc",
+			"AUTH_JWT_HMAC_SECRET": "Jd83kLq0Zp2mXv7RwT5yBn4cGh6sFa1e", "PAYMENT_GATEWAY_TOKEN": "Jd83kLq0Zp2mXv7RwT5yBn4cGh6sFa1e"}, nil,
+			[]string{"PAYMENT_GATEWAY_TOKEN: must differ from AUTH_JWT_HMAC_SECRET"}},
+		"no broker credentials": {nil, nil, []string{"ROCKETMQ_ACCESS_KEY: required in production", "ALLOW_UNSIGNED_BROKER"}},
+		"unsigned broker without a reason": {map[string]string{"ALLOW_UNSIGNED_BROKER": "yes"}, nil,
+			[]string{"ALLOW_UNSIGNED_BROKER: must state the reason in words"}},
+		"a documented broker secret": {map[string]string{"ROCKETMQ_ACCESS_KEY": DevRocketMQUser, "ROCKETMQ_SECRET_KEY": DevRocketMQSecret}, nil,
+			[]string{"ROCKETMQ_SECRET_KEY: is a secret the repository documents"}},
+		"a remote database in plain text": {map[string]string{"DATABASE_URL": "postgres://wallet@db.internal:5432/wallet?sslmode=disable"}, nil,
+			[]string{"DATABASE_URL: reaches db.internal over the network, so production needs sslmode=verify-full"}},
+		"a remote database, TLS if it pleases": {map[string]string{"DATABASE_URL": "postgres://wallet@db.internal:5432/wallet"}, nil,
+			[]string{"DATABASE_URL: reaches db.internal", "got no sslmode"}},
+		"a database password as a flag": {nil, []string{"--database-url", "postgres://wallet:a-secret-given-on-the-command-line@db.internal/wallet?sslmode=verify-full"},
+			[]string{"DATABASE_URL: a URL holding a password is not accepted on the command line"}},
+		"the dev stack's database password":     {map[string]string{"DATABASE_URL": devDatabaseURL}, nil, []string{"DATABASE_URL: holds a password the repository documents"}},
+		"a database URL file that is not there": {map[string]string{"DATABASE_URL_FILE": "/nonexistent/url"}, nil, []string{"DATABASE_URL_FILE: open /nonexistent/url"}},
+		"secret as a flag":                      {nil, []string{"--service-token", "a-secret-given-on-the-command-line"}, []string{"SERVICE_TOKEN: secrets are not accepted on the command line"}},
+		"override without a reason":             {map[string]string{"ALLOW_UNSAFE_DURABILITY": "yes"}, nil, []string{"ALLOW_UNSAFE_DURABILITY: must state the reason"}},
+		"mode misspelt":                         {map[string]string{"WALLETSAGA_ENV": "development"}, nil, []string{"WALLETSAGA_ENV"}},
+		"no provider":                           {nil, nil, []string{"PAYMENT_GATEWAY_URL: required", "MERCHANT_URL: required", "PAYMENT_GATEWAY_TOKEN: required", "MERCHANT_TOKEN: required"}},
 		"the simulated providers": {map[string]string{"PAYMENT_GATEWAY_URL": DevProviderURL, "MERCHANT_URL": "http://providersim:8082",
 			"PAYMENT_GATEWAY_TOKEN": DevProviderToken, "MERCHANT_TOKEN": DevProviderToken}, nil,
-			[]string{"MERCHANT_URL: must be https", "PAYMENT_GATEWAY_TOKEN: is a token the repository documents", "MERCHANT_TOKEN: is a token the repository documents"}},
+			[]string{"MERCHANT_URL: must be https", "PAYMENT_GATEWAY_TOKEN: is a secret the repository documents", "MERCHANT_TOKEN: is a secret the repository documents"}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -298,6 +320,44 @@ func TestProductionRefusesUnsafeSettings(t *testing.T) {
 			}
 			require.NotContains(t, err.Error(), "a-secret-given-on-the-command-line", "a secret is never echoed")
 		})
+	}
+}
+
+// One start in production with many things wrong at once: the one error lists every one of
+// them, each naming its setting, and none of the secrets.
+func TestProductionListsEveryProblemInOneMessage(t *testing.T) {
+	t.Parallel()
+	const shared = "Qm8vT2xLp4ZrW9sY3nBc"
+	env := map[string]string{
+		"ROCKETMQ_NAMESRV":    "10.0.0.7:9876",
+		"PAYMENT_GATEWAY_URL": "https://pay.example", "MERCHANT_URL": "https://shop.example",
+		"SERVICE_TOKEN": shared, "MERCHANT_TOKEN": shared, // one secret for two purposes
+		"ADMIN_TOKEN":           "change-me-at-least-16", // the README's example
+		"PAYMENT_GATEWAY_TOKEN": "1234567890123456",      // predictable
+		// and no ROCKETMQ_ACCESS_KEY, nor ALLOW_UNSIGNED_BROKER
+	}
+	args := []string{"--database-url", "postgres://wallet:a-db-password-of-ours@db.internal:5432/wallet?sslmode=prefer"}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // a configuration wrongly accepted returns at once instead of serving
+	var out bytes.Buffer
+	err := run(ctx, args, func(k string) string { return env[k] }, &out, &out)
+	require.Error(t, err)
+	msg := err.Error()
+	want := []string{
+		"DATABASE_URL: a URL holding a password is not accepted on the command line",
+		"DATABASE_URL: reaches db.internal over the network",
+		"PAYMENT_GATEWAY_TOKEN: is too predictable",
+		"ADMIN_TOKEN: is a secret the repository documents",
+		"MERCHANT_TOKEN: must differ from SERVICE_TOKEN",
+		"ROCKETMQ_ACCESS_KEY: required in production",
+	}
+	require.True(t, strings.HasPrefix(msg, "invalid configuration:\n"), msg)
+	for _, w := range want {
+		require.Contains(t, msg, "\n  "+w)
+	}
+	require.Equal(t, len(want), strings.Count(msg, "\n  "), "one line a problem, and no other: %s", msg)
+	for _, secret := range []string{shared, "a-db-password-of-ours", "1234567890123456", "change-me-at-least-16"} {
+		require.NotContains(t, msg, secret, "a secret is never echoed")
 	}
 }
 
@@ -317,10 +377,12 @@ func TestProductionRefusesADatabaseThatCanLoseCommits(t *testing.T) {
 	}
 	prov := simtest.Start(t, nil, providersim.Options{Token: "a-provider-token-of-our-own"})
 	env := map[string]string{
-		"DATABASE_URL": dbURL, "ROCKETMQ_NAMESRV": hangUp(t), "SERVICE_TOKEN": "a-production-token-of-our-own",
+		"DATABASE_URL": testdb.WithPassfile(t, dbURL), "ROCKETMQ_NAMESRV": hangUp(t), "SERVICE_TOKEN": "a-production-token-of-our-own",
 		"PAYMENT_GATEWAY_URL": prov.URL, "MERCHANT_URL": prov.URL,
-		"PAYMENT_GATEWAY_TOKEN": "a-provider-token-of-our-own", "MERCHANT_TOKEN": "a-provider-token-of-our-own",
-		"HTTP_ADDR": "127.0.0.1:0", "WALLET_EVENTS_TOPIC": rmqtest.Unique("run-events"), "PRODUCER_GROUP": rmqtest.Unique("run-relay"),
+		// The simulator takes one token; no merchant call is made here.
+		"PAYMENT_GATEWAY_TOKEN": "a-provider-token-of-our-own", "MERCHANT_TOKEN": "a-merchant-token-of-our-own",
+		"ALLOW_UNSIGNED_BROKER": "test name server on loopback, nothing listens behind it",
+		"HTTP_ADDR":             "127.0.0.1:0", "WALLET_EVENTS_TOPIC": rmqtest.Unique("run-events"), "PRODUCER_GROUP": rmqtest.Unique("run-relay"),
 	}
 	var out bytes.Buffer
 	err = run(context.Background(), nil, func(k string) string { return env[k] }, &out, &out)
@@ -331,6 +393,7 @@ func TestProductionRefusesADatabaseThatCanLoseCommits(t *testing.T) {
 	env["ALLOW_UNSAFE_DURABILITY"] = "throwaway test cluster, nothing real in it"
 	p := procs.StartFuncTest(t, "walletsvc", run, nil, env)
 	require.Contains(t, p.Output(), "throwaway test cluster, nothing real in it", "the override is logged with its reason")
+	require.Contains(t, p.Output(), "test name server on loopback, nothing listens behind it", "so is the unsigned broker's")
 }
 
 func TestHelpExitsZeroAndListsTheCommands(t *testing.T) {
@@ -349,6 +412,7 @@ func TestMigrateSubcommandIsIdempotentAcrossReplicas(t *testing.T) {
 	_, err := pool.Exec(context.Background(), "DROP SCHEMA public CASCADE; DROP SCHEMA notify CASCADE; CREATE SCHEMA public")
 	require.NoError(t, err)
 	errs := make(chan error, 3)
+	dbURL = testdb.WithPassfile(t, dbURL) // production refuses the dev stack's documented password in a URL
 	for i := 0; i < 3; i++ {
 		go func() {
 			// Production mode: migrate needs only the database.

@@ -121,9 +121,7 @@ func logSettings(cfg config, log *slog.Logger) {
 	if cfg.Mode == cli.Dev {
 		log.Warn("running in dev mode (WALLETSAGA_ENV=dev): documented tokens and simulated providers are accepted; never use it for real money")
 	}
-	if cfg.RocketMQAccessKey == "" {
-		log.Warn("ROCKETMQ_ACCESS_KEY is not set: requests to the broker are unsigned, so only a broker without access control takes them; it must then be reachable from trusted hosts only")
-	}
+	cli.LogBroker(log, cfg.Mode, cfg.RocketMQAccessKey, cfg.UnsignedBroker)
 	if cfg.AdminToken == "" {
 		log.Info("ADMIN_TOKEN is not set: the operator endpoints (saga retry/resolve) are disabled")
 	}

@@ -161,22 +161,6 @@ func (f *Flags) DevString(p *string, env, devDef, usage string) {
 	})
 }
 
-// DevStringOr is DevString for a setting that falls back to another variable before its
-// default: the notifier's NOTIFY_DATABASE_URL falls back to DATABASE_URL, the database it
-// shares with the wallet unless given one of its own.
-func (f *Flags) DevStringOr(p *string, env, fallback, devDef, usage string) {
-	def := f.getenv(fallback)
-	if def == "" && f.mode == Dev {
-		def = devDef
-	}
-	f.String(p, env, def, usage+"; default "+fallback+", then "+describeDevDefault(devDef))
-	f.after = append(f.after, func() {
-		if *p == "" && f.requires(env) {
-			f.problems.Addf(env, "required (set --%s, %s or %s)", FlagName(env), env, fallback)
-		}
-	})
-}
-
 // DevOptional binds a string setting whose default devDef holds only in dev; in production
 // it may stay empty.
 func (f *Flags) DevOptional(p *string, env, devDef, usage string) {
@@ -311,38 +295,6 @@ func ReadSecret(field, value, file string) (string, error) {
 	return strings.TrimSpace(string(b)), nil
 }
 
-// MinTokenLen is the shortest bearer token accepted.
-const MinTokenLen = 16
-
-// devTokenPrefixes mark the tokens the repository documents for its dev stack, demo and
-// bench (walletsaga-dev-service-token, walletsaga-demo-read-token, …): anyone who read the
-// README knows them, so production refuses every one of them.
-var devTokenPrefixes = []string{"walletsaga-dev-", "walletsaga-demo-", "walletsaga-bench-"}
-
-// IsDevToken reports whether v is one of the tokens the repository documents.
-func IsDevToken(v string) bool {
-	for _, p := range devTokenPrefixes {
-		if strings.HasPrefix(v, p) {
-			return true
-		}
-	}
-	return false
-}
-
-// CheckToken validates a bearer token named field: when required it must be set; when set it
-// must be at least MinTokenLen characters and, in production, not a documented dev token.
-func (p *Problems) CheckToken(mode Mode, field, v string, required bool) {
-	switch {
-	case v == "" && required:
-		p.Addf(field, "required (set %s or %s_FILE)", field, field)
-	case v == "":
-	case len(v) < MinTokenLen:
-		p.Addf(field, "must be at least %d characters", MinTokenLen)
-	case mode == Production && IsDevToken(v):
-		p.Addf(field, "is a token the repository documents for its dev stack; production needs a secret of its own")
-	}
-}
-
 // Problems collects validation failures, each naming its field.
 type Problems []string
 
@@ -357,17 +309,6 @@ func (p Problems) Err() error {
 		return nil
 	}
 	return errors.New("invalid configuration:\n  " + strings.Join(p, "\n  "))
-}
-
-// CheckPostgresURL validates a DATABASE_URL.
-func (p *Problems) CheckPostgresURL(field, v string) {
-	if v == "" {
-		return // a required setting that is missing is reported as such
-	}
-	u, err := url.Parse(v)
-	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") || u.Host == "" {
-		p.Addf(field, "must be a postgres:// URL with a host, got %q", Redact(v))
-	}
 }
 
 // CheckHostPort validates a host:port list (comma-separated when many is true).

@@ -156,43 +156,6 @@ func TestHelpListsCommandsAndConventionalFlags(t *testing.T) {
 	require.NotContains(t, help.String(), "--service-token ", "a secret has no flag of its own")
 }
 
-func TestTokensAreCheckedForLengthAndDevValues(t *testing.T) {
-	t.Parallel()
-	check := func(mode cli.Mode, v string, required bool) string {
-		var p cli.Problems
-		p.CheckToken(mode, "T", v, required)
-		if err := p.Err(); err != nil {
-			return err.Error()
-		}
-		return ""
-	}
-	require.Contains(t, check(cli.Production, "", true), "T: required")
-	require.Empty(t, check(cli.Production, "", false))
-	require.Contains(t, check(cli.Production, "short", false), "at least 16")
-	require.Contains(t, check(cli.Production, "walletsaga-dev-service-token", true), "documents for its dev stack")
-	require.Contains(t, check(cli.Production, "walletsaga-demo-read-token", false), "documents for its dev stack")
-	require.Empty(t, check(cli.Dev, "walletsaga-dev-service-token", true), "dev accepts its own tokens")
-	require.Empty(t, check(cli.Production, "a-real-secret-of-32-characters!!", true))
-}
-
-// Every token the repository hands out for its dev stack, demo or bench is one that
-// production refuses: the rule is checked against the files people copy from.
-func TestEveryDocumentedDevTokenIsRefusedInProduction(t *testing.T) {
-	t.Parallel()
-	root := filepath.Join("..", "..")
-	re := regexp.MustCompile(`walletsaga-[a-z0-9-]*token[a-z0-9-]*`)
-	found := 0
-	for _, name := range []string{"README.md", "docker-compose.yml", "scripts/demo.sh", "scripts/services.sh", "cmd/demo/main.go"} {
-		b, err := os.ReadFile(filepath.Join(root, name))
-		require.NoError(t, err)
-		for _, tok := range re.FindAllString(string(b), -1) {
-			found++
-			require.True(t, cli.IsDevToken(tok), "%s in %s", tok, name)
-		}
-	}
-	require.Positive(t, found)
-}
-
 func TestDurabilityIsEnforcedInProductionOnly(t *testing.T) {
 	t.Parallel()
 	var logs bytes.Buffer
@@ -256,7 +219,7 @@ func TestNoServedDocumentNamesAToken(t *testing.T) {
 		"wallet": walletapi.OpenAPI, "notifier": notifyapi.OpenAPI, "provider": provider.OpenAPI(),
 	} {
 		for _, m := range re.FindAllString(string(doc), -1) {
-			require.False(t, cli.IsDevToken(m), "the %s document names the token %s", name, m)
+			require.False(t, cli.IsDocumentedSecret(m), "the %s document names the token %s", name, m)
 		}
 		require.NotContains(t, string(doc), "token-", "the %s document seems to name a token", name)
 	}

@@ -1,0 +1,144 @@
+package cli
+
+import (
+	"flag"
+	"fmt"
+	"net"
+	"net/url"
+	"slices"
+	"strings"
+)
+
+// DatabaseURL binds a PostgreSQL URL setting named env. It is read from --env on the command
+// line, else from the variable env or the file env_FILE (--env-file), else from the variable
+// fallback or the file fallback_FILE (when fallback is not empty: the notifier's
+// NOTIFY_DATABASE_URL falls back to DATABASE_URL), else, in dev, devDef. A URL that holds a
+// password is refused on the command line, where any user of the host can read it (ps): the
+// variable or the file are the ways. When required, production needs it set.
+func (f *Flags) DatabaseURL(p *string, env, fallback, devDef string, required bool, usage string) {
+	name, fileEnv := FlagName(env), env+"_FILE"
+	var fromFlag, file string
+	where := describeDevDefault(devDef)
+	if fallback != "" {
+		where = fallback + " (or " + fallback + "_FILE), then " + where
+	}
+	f.fs.StringVar(&fromFlag, name, "", usage+"; default "+where+"; a URL holding a password only from the environment or the file (env "+env+")")
+	f.String(&file, fileEnv, "", "file holding "+env+" (a URL with its password)")
+	f.after = append(f.after, func() {
+		onCommandLine := false
+		f.fs.Visit(func(fl *flag.Flag) { onCommandLine = onCommandLine || fl.Name == name })
+		switch {
+		case onCommandLine:
+			*p = fromFlag
+			if URLPassword(fromFlag) != "" {
+				f.problems.Addf(env, "a URL holding a password is not accepted on the command line, where any user of the host can read it (ps); set %s or %s", env, fileEnv)
+			}
+		default:
+			*p = f.urlFrom(env, file)
+			if *p == "" && fallback != "" {
+				*p = f.urlFrom(fallback, f.getenv(fallback+"_FILE"))
+			}
+			if *p == "" && f.mode == Dev {
+				*p = devDef
+			}
+		}
+		if *p == "" && required && f.requires(env) {
+			also := ""
+			if fallback != "" {
+				also = fmt.Sprintf(", or %s or %s_FILE", fallback, fallback)
+			}
+			f.problems.Addf(env, "required (set %s or %s%s)", env, fileEnv, also)
+		}
+	})
+}
+
+// urlFrom returns the variable env's value or the content of file (env_FILE), refusing both.
+func (f *Flags) urlFrom(env, file string) string {
+	v := f.getenv(env)
+	if file == "" {
+		return v
+	}
+	if v != "" {
+		f.problems.Addf(env, "set both as %s and as %s_FILE: set one", env, env)
+		return v
+	}
+	v, err := ReadSecret(env+"_FILE", "", file)
+	if err != nil {
+		f.problems = append(f.problems, err.Error())
+	}
+	return v
+}
+
+// URLPassword returns the password a database URL holds, in its user part or as its
+// password parameter ("" for none, or for a URL that does not parse).
+func URLPassword(v string) string {
+	u, err := url.Parse(v)
+	if err != nil {
+		return ""
+	}
+	if pw, ok := u.User.Password(); ok && pw != "" {
+		return pw
+	}
+	return u.Query().Get("password")
+}
+
+// safeSSLModes are the sslmode values under which pgx never talks to the server in plain
+// text: require (encrypted), verify-ca (and the server's certificate checked against
+// sslrootcert) and verify-full (and its name too). The default, prefer, and allow fall back
+// to plain text whenever the server (or whoever is in the middle) declines TLS.
+var safeSSLModes = []string{"require", "verify-ca", "verify-full"}
+
+// CheckPostgresURL validates a database URL named field. In production a database reached
+// over the network (any host that is not loopback or a Unix socket) must be reached with an
+// sslmode of safeSSLModes, said in the URL itself, and the URL's password must not be one
+// the repository documents.
+func (p *Problems) CheckPostgresURL(mode Mode, field, v string) {
+	if v == "" {
+		return // a required setting that is missing is reported as such
+	}
+	u, err := url.Parse(v)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") || u.Host == "" {
+		p.Addf(field, "must be a postgres:// URL with a host, got %q", Redact(v))
+		return
+	}
+	if mode != Production {
+		return
+	}
+	if IsDocumentedSecret(URLPassword(v)) {
+		p.Addf(field, "holds a password the repository documents (the dev stack's); production needs one of its own")
+	}
+	remote := remoteHosts(u)
+	if len(remote) == 0 {
+		return
+	}
+	if sslmode := u.Query().Get("sslmode"); !slices.Contains(safeSSLModes, sslmode) {
+		got := "no sslmode (pgx then takes PGSSLMODE, else prefer, which falls back to plain text)"
+		if sslmode != "" {
+			got = "sslmode=" + sslmode
+		}
+		p.Addf(field, "reaches %s over the network, so production needs sslmode=verify-full in the URL (encrypted, the server's certificate and name checked against sslrootcert), or verify-ca (certificate only) or require (encrypted only); got %s",
+			strings.Join(remote, ", "), got)
+	}
+}
+
+// remoteHosts returns the hosts of a database URL that are reached over the network: those
+// of its host part (host[:port], comma-separated) and of its host parameter, less loopback
+// addresses, localhost and Unix socket directories.
+func remoteHosts(u *url.URL) []string {
+	hosts := strings.Split(u.Host, ",")
+	for _, h := range u.Query()["host"] {
+		hosts = append(hosts, strings.Split(h, ",")...)
+	}
+	var remote []string
+	for _, h := range hosts {
+		if host, _, err := net.SplitHostPort(h); err == nil {
+			h = host
+		}
+		h = strings.Trim(h, "[]")
+		if h == "" || strings.HasPrefix(h, "/") || isLoopback(h) {
+			continue
+		}
+		remote = append(remote, h)
+	}
+	return remote
+}
