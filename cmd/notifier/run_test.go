@@ -26,6 +26,7 @@ import (
 	"github.com/walletsaga/walletsaga/internal/rmqtest"
 	"github.com/walletsaga/walletsaga/internal/testdb"
 	"github.com/walletsaga/walletsaga/internal/testutil/notifytest"
+	"github.com/walletsaga/walletsaga/internal/testutil/scrape"
 	"github.com/walletsaga/walletsaga/internal/testutil/wait"
 	"github.com/walletsaga/walletsaga/internal/walletevent"
 )
@@ -106,6 +107,8 @@ func TestRunAnswersProbesAndStopsGracefully(t *testing.T) {
 		"walletsaga_notify_inbox_pending 0", "walletsaga_notify_gap_alerts 0", "walletsaga_notify_dlq_unpublished 0",
 		"walletsaga_sms_send_duration_seconds_bucket", "walletsaga_dlq_depth 0",
 		"walletsaga_notify_commit_to_sms_seconds_count 0",
+		`walletsaga_groupcommit_groups_total{writer="inbox"} 0`, `walletsaga_groupcommit_groups_total{writer="lane_records"} 0`,
+		"walletsaga_notify_inbox_writes_total 0", "walletsaga_notify_record_statements_total 0",
 	} {
 		require.Contains(t, string(metricsText), name)
 	}
@@ -285,7 +288,7 @@ func TestStartsWithoutTheBrokerAndConsumesOnceItIsBack(t *testing.T) {
 	}
 	wait.Until(t, 30*time.Second, "the inbox to drain and the read API to serve while the broker is away",
 		func() bool { return slices.Equal(sms(), []string{"1:sent"}) })
-	require.Contains(t, metricsOf(t, p.URL), "walletsaga_notify_consumer_running 0")
+	require.Contains(t, scrape.Text(t, p.URL), "walletsaga_notify_consumer_running 0")
 
 	namesrv.open()
 	producer, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: []string{b.Namesrv}, Group: rmqtest.Unique("nobroker-producer"), Credentials: b.Credentials})
@@ -297,9 +300,25 @@ func TestStartsWithoutTheBrokerAndConsumesOnceItIsBack(t *testing.T) {
 	require.NoError(t, err)
 	wait.Until(t, 90*time.Second, "the consumer to start once the broker is reachable, and the next SMS to go out",
 		func() bool { return slices.Equal(sms(), []string{"1:sent", "2:sent"}) })
-	require.Contains(t, metricsOf(t, p.URL), "walletsaga_notify_consumer_running 1")
+	text := scrape.Text(t, p.URL)
+	require.Contains(t, text, "walletsaga_notify_consumer_running 1")
 	getJSON(t, p.URL+"/readyz", "", http.StatusOK, &ready)
 	require.Equal(t, "ok", ready.Checks["consumer"])
+
+	// The group-commit writers' counters: the inbox writer wrote the consumed message, the
+	// lanes' recorder both SMS's outcomes (counted before they are answered, so already).
+	for series, least := range map[string]float64{
+		`walletsaga_groupcommit_groups_total{writer="inbox"}`:        1,
+		`walletsaga_groupcommit_rows_total{writer="inbox"}`:          1,
+		`walletsaga_groupcommit_groups_total{writer="lane_records"}`: 1,
+		`walletsaga_groupcommit_rows_total{writer="lane_records"}`:   2,
+		"walletsaga_notify_inbox_writes_total":                       1,
+		"walletsaga_notify_record_statements_total":                  1,
+	} {
+		v, ok := scrape.Value(text, series)
+		require.True(t, ok, "%s in /metrics", series)
+		require.GreaterOrEqual(t, v, least, series)
+	}
 }
 
 // decoded is ev as the inbox hands it to the gate.
@@ -324,16 +343,6 @@ func getJSON(t *testing.T, url, token string, status int, v any) {
 	defer resp.Body.Close()
 	require.Equal(t, status, resp.StatusCode, url)
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(v))
-}
-
-func metricsOf(t *testing.T, base string) string {
-	t.Helper()
-	resp, err := http.Get(base + "/metrics")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return string(b)
 }
 
 // door is a TCP forwarder to target that refuses every connection (closes it at once) until

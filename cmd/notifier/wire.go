@@ -125,7 +125,7 @@ func build(ctx context.Context, cfg config, log *slog.Logger, pool *pgxpool.Pool
 	metrics.NewNotifier(reg, metrics.Notifier{
 		Lanes: lanes.Stats, Inbox: in.Stats, Busy: lanes.Busy, Breaker: breaker.State,
 		View:       func(ctx context.Context) (gate.View, error) { return gates.View(ctx, 0, cfg.GapAlertAfter) },
-		DLQBacklog: publisher.Backlog,
+		DLQBacklog: publisher.Backlog, InboxWriter: in.WriterStats, Recorder: lanes.RecorderStats,
 	})
 	metrics.NewDLQ(reg, smslog.NewStore(pool).DLQDepth)
 	if n.pruner, err = newPruner(cfg, log, reg, gates); err != nil {

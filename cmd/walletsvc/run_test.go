@@ -24,6 +24,7 @@ import (
 	"github.com/walletsaga/walletsaga/internal/providersim/simtest"
 	"github.com/walletsaga/walletsaga/internal/rmqtest"
 	"github.com/walletsaga/walletsaga/internal/testdb"
+	"github.com/walletsaga/walletsaga/internal/testutil/scrape"
 	"github.com/walletsaga/walletsaga/internal/testutil/wait"
 )
 
@@ -180,6 +181,7 @@ func TestServeMigratesAnswersProbesAndStopsGracefully(t *testing.T) {
 	for _, name := range []string{
 		"walletsaga_outbox_unpublished 0", "walletsaga_outbox_oldest_unpublished_age_seconds 0",
 		"walletsaga_relay_send_duration_seconds_bucket", "walletsaga_relay_active", "process_cpu_seconds_total",
+		`walletsaga_groupcommit_groups_total{writer="relay_marks"} 0`, `walletsaga_groupcommit_rows_total{writer="relay_marks"} 0`,
 	} {
 		require.Contains(t, string(metricsText), name)
 	}
@@ -214,6 +216,15 @@ func TestServeMigratesAnswersProbesAndStopsGracefully(t *testing.T) {
 	require.Equal(t, "failed", call(deposits, `{"amount":500,"source":"`+providersim.DeclinedSource+`"}`)["state"])
 	require.Equal(t, 1, prov.ChargesIn(t, providersim.ChargeCharged))
 	require.Equal(t, 1, prov.ChargesIn(t, providersim.ChargeDeclined))
+	// The completed deposit's balance event is published, and the relay's committer marks it:
+	// its group-commit counters show the write.
+	wait.Until(t, 30*time.Second, "the relay's marks in /metrics", func() bool {
+		text := scrape.Text(t, p.URL)
+		groups, _ := scrape.Value(text, `walletsaga_groupcommit_groups_total{writer="relay_marks"}`)
+		requests, _ := scrape.Value(text, `walletsaga_groupcommit_requests_total{writer="relay_marks"}`)
+		rows, _ := scrape.Value(text, `walletsaga_groupcommit_rows_total{writer="relay_marks"}`)
+		return groups >= 1 && requests >= groups && rows >= 1
+	})
 
 	resp, err = http.Get(p.URL + "/no/such/route")
 	require.NoError(t, err)

@@ -9,6 +9,7 @@ package groupcommit
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/walletsaga/walletsaga/internal/lifecycle"
@@ -25,6 +26,32 @@ type Config struct {
 	// Writers is how many groups are written at once (default 1). While all are busy,
 	// requests gather into the next group.
 	Writers int
+	// Counters is where the committer counts what it writes (nil: counters of its own).
+	// Committers that succeed each other (one per lead, say) share one to count as one
+	// writer.
+	Counters *Counters
+}
+
+// Counters counts the groups committers wrote, and the requests and rows those held. The
+// zero value is ready; it is safe for concurrent use.
+type Counters struct {
+	groups, requests, rows atomic.Int64
+}
+
+// Stats is what Counters counted.
+type Stats struct {
+	// Groups is how many groups were handed to the write function (counted before it is
+	// called, so a request answered is counted). The caller may write a group in more than
+	// one statement (to isolate a row the database refuses, say).
+	Groups int64
+	// Requests and Rows are what those groups held: Rows ÷ Groups is how many rows share a
+	// write.
+	Requests, Rows int64
+}
+
+// Stats returns what c counted.
+func (c *Counters) Stats() Stats {
+	return Stats{Groups: c.groups.Load(), Requests: c.requests.Load(), Rows: c.rows.Load()}
 }
 
 // Committer writes what is submitted to it in groups, through write, until Stop. Stop writes
@@ -43,6 +70,9 @@ type Committer[T any] struct {
 	rows    int
 }
 
+// Stats returns what c wrote, counted in its Config's Counters.
+func (c *Committer[T]) Stats() Stats { return c.cfg.Counters.Stats() }
+
 type entry[T any] struct {
 	req  T
 	rows int
@@ -60,6 +90,9 @@ func New[T any](cfg Config, write func(ctx context.Context, group []T)) *Committ
 	}
 	if cfg.Writers <= 0 {
 		cfg.Writers = 1
+	}
+	if cfg.Counters == nil {
+		cfg.Counters = &Counters{}
 	}
 	c := &Committer[T]{cfg: cfg, write: write, signal: make(chan struct{}, 1), slots: make(chan struct{}, cfg.Writers)}
 	c.Runner = lifecycle.NewRunner(c.run)
@@ -119,7 +152,10 @@ func (c *Committer[T]) run(ctx context.Context) error {
 		}
 		// A free writer: while none is, requests keep gathering into this group.
 		c.slots <- struct{}{}
-		group := c.take()
+		group, rows := c.take()
+		c.cfg.Counters.groups.Add(1)
+		c.cfg.Counters.requests.Add(int64(len(group)))
+		c.cfg.Counters.rows.Add(int64(rows))
 		writing.Add(1)
 		go func() {
 			defer func() {
@@ -132,8 +168,8 @@ func (c *Committer[T]) run(ctx context.Context) error {
 }
 
 // take removes whole requests from the waiting list, up to MaxRows rows (at least one
-// request).
-func (c *Committer[T]) take() []T {
+// request), and returns them with their rows.
+func (c *Committer[T]) take() ([]T, int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	rows, n := 0, 0
@@ -148,5 +184,5 @@ func (c *Committer[T]) take() []T {
 	}
 	c.waiting = c.waiting[n:]
 	c.rows -= rows
-	return group
+	return group, rows
 }

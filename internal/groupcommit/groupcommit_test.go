@@ -84,3 +84,46 @@ func TestMaxRowsEndsTheLinger(t *testing.T) {
 	}
 	require.Equal(t, 4, <-rs[0].done)
 }
+
+// TestStatsCountWhatWasWritten: a committer counts the groups it wrote and the requests and
+// rows they held, and committers that share Counters (one per lead) count as one writer.
+func TestStatsCountWhatWasWritten(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	shared := &groupcommit.Counters{}
+	groups := 0
+	for _, rows := range [][]int{{2, 3, 1}, {5}} {
+		c := groupcommit.New(groupcommit.Config{Linger: time.Hour, MaxRows: 6, Counters: shared}, func(_ context.Context, g []req) {
+			for _, r := range g {
+				r.done <- len(g)
+			}
+		})
+		require.NoError(t, c.Start(ctx))
+		var rs []req
+		for _, n := range rows {
+			r := req{done: make(chan int, 1)}
+			rs = append(rs, r)
+			c.Submit(r, n)
+		}
+		// The first committer's 6 rows end its linger at once; Stop writes the second's.
+		require.NoError(t, c.Stop(ctx))
+		for _, r := range rs {
+			require.Equal(t, len(rows), <-r.done, "one group")
+		}
+		groups++
+		require.Equal(t, int64(groups), c.Stats().Groups)
+	}
+	require.Equal(t, groupcommit.Stats{Groups: 2, Requests: 4, Rows: 11}, shared.Stats())
+
+	own := groupcommit.New(groupcommit.Config{Linger: time.Millisecond}, func(_ context.Context, g []req) {
+		for _, r := range g {
+			r.done <- len(g)
+		}
+	})
+	require.NoError(t, own.Start(ctx))
+	r := req{done: make(chan int, 1)}
+	own.Submit(r, 7)
+	<-r.done
+	require.Equal(t, groupcommit.Stats{Groups: 1, Requests: 1, Rows: 7}, own.Stats(), "counted before the request is answered; counters of its own")
+	require.NoError(t, own.Stop(ctx))
+}

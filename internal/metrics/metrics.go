@@ -27,6 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/walletsaga/walletsaga/internal/groupcommit"
 	"github.com/walletsaga/walletsaga/internal/notify/gate"
 	"github.com/walletsaga/walletsaga/internal/notify/inbox"
 	"github.com/walletsaga/walletsaga/internal/notify/senders"
@@ -204,8 +205,39 @@ func NewRelay(reg prometheus.Registerer, stats func() ordering.RelayStats) func(
 				return nil
 			}},
 		)
+		NewGroupCommit(reg, WriterRelayMarks, func() groupcommit.Stats { return stats().Marks })
 	}
 	return func(took time.Duration, err error) { h.WithLabelValues(result(err)).Observe(took.Seconds()) }
+}
+
+// The writers of walletsaga_groupcommit_*, by their writer label.
+const (
+	WriterRelayMarks  = "relay_marks"  // walletsvc: the relay's committer, marking what the broker confirmed published
+	WriterInbox       = "inbox"        // notifier: the inbox writer, recording the queues' batches
+	WriterLaneRecords = "lane_records" // notifier: the lanes' recorder, recording the workers' outcomes
+)
+
+// NewGroupCommit registers the counters of one of this process's group-commit writers
+// (groupcommit.Committer), labelled writer: the groups it wrote and the requests and rows
+// they held. rate(rows) ÷ rate(groups) is how many rows share a statement, the point of
+// the writer: near 1 at low load (each pays its own commit), growing with load. stats is the
+// writer's Stats.
+func NewGroupCommit(reg prometheus.Registerer, writer string, stats func() groupcommit.Stats) {
+	labels := prometheus.Labels{"writer": writer}
+	for name, c := range map[string]struct {
+		help string
+		get  func(groupcommit.Stats) int64
+	}{
+		"walletsaga_groupcommit_groups_total": {"Groups this process's group-commit writers wrote, by writer (" + WriterRelayMarks + ", " + WriterInbox + ", " + WriterLaneRecords + "): each one statement or transaction, unless the database refused a row of it.",
+			func(s groupcommit.Stats) int64 { return s.Groups }},
+		"walletsaga_groupcommit_requests_total": {"Requests this process's group-commit writers wrote, by writer: a pump's confirmed batch (" + WriterRelayMarks + "), a queue's batch (" + WriterInbox + "), a user's outcomes (" + WriterLaneRecords + ").",
+			func(s groupcommit.Stats) int64 { return s.Requests }},
+		"walletsaga_groupcommit_rows_total": {"Rows this process's group-commit writers wrote, by writer: records marked published, messages, outcomes.",
+			func(s groupcommit.Stats) int64 { return s.Rows }},
+	} {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: c.help, ConstLabels: labels},
+			func() float64 { return float64(c.get(stats())) }))
+	}
 }
 
 // Notifier is what the notifier's delivery metrics read: counters of this process, and a
@@ -218,6 +250,9 @@ type Notifier struct {
 	View    func(context.Context) (gate.View, error)
 	// DLQBacklog counts the dead letters not yet in the DLQ topic.
 	DLQBacklog func(context.Context) (int64, error)
+	// InboxWriter and Recorder are the Stats of the inbox's writer and of the lanes'
+	// recorder, the notifier's group-commit writers.
+	InboxWriter, Recorder func() groupcommit.Stats
 }
 
 // breakerStates are the values of walletsaga_notify_breaker_state.
@@ -251,6 +286,20 @@ func NewNotifier(reg prometheus.Registerer, n Notifier) {
 	}
 	counter("walletsaga_notify_baselines_total", "Users this process started past seq 1 because the group started at the end of the topic (CONSUME_FROM=last).",
 		nil, func() int64 { return n.Inbox().Baselines })
+	counter("walletsaga_notify_inbox_writes_total", "Inbox write transactions this process ran: fewer than the batches received when the queues' batches share commits.",
+		nil, func() int64 { return n.Inbox().Writes })
+	counter("walletsaga_notify_record_statements_total", "Record statements this process's lanes ran: fewer than the outcomes recorded when the workers' outcomes share statements.",
+		nil, func() int64 { return n.Lanes().Records })
+	counter("walletsaga_notify_record_failures_total", "Record statements of this process's lanes that failed (the database away, a timeout, a conflict); a user's record is tried a few times.",
+		nil, func() int64 { return n.Lanes().RecordFailures })
+	counter("walletsaga_notify_records_given_up_total", "Users this process's lanes gave back because their outcomes could not be recorded within the attempts: the next claim sends their SMS again, under the same provider key.",
+		nil, func() int64 { return n.Lanes().RecordsGivenUp })
+	counter("walletsaga_notify_records_refused_total", "Outcomes the database refused for their data, recorded instead as a failed attempt whose reason is the refusal.",
+		nil, func() int64 { return n.Lanes().RecordsRefused })
+	counter("walletsaga_notify_outcomes_fenced_total", "Outcomes this process's lanes did not record because their user had been claimed again under a new fence.",
+		nil, func() int64 { return n.Lanes().Fenced })
+	NewGroupCommit(reg, WriterInbox, n.InboxWriter)
+	NewGroupCommit(reg, WriterLaneRecords, n.Recorder)
 	gauge("walletsaga_notify_lanes_busy", "Users being delivered to by this process now.", func() float64 { return float64(n.Busy()) })
 	gauge("walletsaga_notify_breaker_state", "The SMS provider breaker: 0 closed, 1 half-open (probing), 2 open (SMS held back, no attempts spent).",
 		func() float64 { return breakerStates[n.Breaker().State] })

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/walletsaga/walletsaga/internal/groupcommit"
 	"github.com/walletsaga/walletsaga/internal/metrics"
 	"github.com/walletsaga/walletsaga/internal/notify/gate"
 	"github.com/walletsaga/walletsaga/internal/notify/inbox"
@@ -25,15 +26,18 @@ import (
 func fakeNotifier() metrics.Notifier {
 	return metrics.Notifier{
 		Lanes: func() gate.LaneStats {
-			return gate.LaneStats{Sent: 7, Retried: 4, DeadLettered: 1, Postponed: 3}
+			return gate.LaneStats{Sent: 7, Retried: 4, DeadLettered: 1, Postponed: 3,
+				Records: 12, RecordFailures: 13, RecordsGivenUp: 14, RecordsRefused: 15, Fenced: 16}
 		},
-		Inbox:   func() inbox.Stats { return inbox.Stats{Received: 9, Ignored: 2, Bad: 1, Baselines: 5} },
+		Inbox:   func() inbox.Stats { return inbox.Stats{Received: 9, Ignored: 2, Bad: 1, Baselines: 5, Writes: 17} },
 		Busy:    func() int64 { return 6 },
 		Breaker: func() senders.BreakerState { return senders.BreakerState{State: "open", Opened: 2} },
 		View: func(context.Context) (gate.View, error) {
 			return gate.View{Pending: 11, Due: 4, GapAlerts: 2, OldestGap: 90}, nil
 		},
-		DLQBacklog: func(context.Context) (int64, error) { return 3, nil },
+		DLQBacklog:  func(context.Context) (int64, error) { return 3, nil },
+		InboxWriter: func() groupcommit.Stats { return groupcommit.Stats{Groups: 20, Requests: 21, Rows: 22} },
+		Recorder:    func() groupcommit.Stats { return groupcommit.Stats{Groups: 30, Requests: 31, Rows: 32} },
 	}
 }
 
@@ -57,7 +61,7 @@ func TestWalletsvcMetrics(t *testing.T) {
 		return wallet.Backlog{Unpublished: 4, OldestAge: 2500 * time.Millisecond}, nil
 	})
 	observe := metrics.NewRelay(reg, func() ordering.RelayStats {
-		return ordering.RelayStats{Published: 9, Active: true, Queues: []ordering.QueueStats{
+		return ordering.RelayStats{Published: 9, Active: true, Marks: groupcommit.Stats{Groups: 2, Requests: 5, Rows: 40}, Queues: []ordering.QueueStats{
 			{Queue: ordering.Queue{Broker: "broker-a", ID: 0}, State: ordering.QueueIdle},
 			{Queue: ordering.Queue{Broker: "broker-a", ID: 1}, State: ordering.QueueStuck, Lag: 12500 * time.Millisecond},
 		}}
@@ -87,6 +91,9 @@ func TestWalletsvcMetrics(t *testing.T) {
 		`walletsaga_relay_queue_state{queue="broker-a/1",state="stuck"} 1`,
 		`walletsaga_relay_queue_state{queue="broker-a/1",state="sending"} 0`,
 		`walletsaga_relay_queue_state{queue="broker-a/1",state="backing_off"} 0`,
+		`walletsaga_groupcommit_groups_total{writer="relay_marks"} 2`,
+		`walletsaga_groupcommit_requests_total{writer="relay_marks"} 5`,
+		`walletsaga_groupcommit_rows_total{writer="relay_marks"} 40`,
 		`go_goroutines `,
 	} {
 		require.Contains(t, out, want)
@@ -111,6 +118,18 @@ func TestNotifierMetrics(t *testing.T) {
 		`walletsaga_notify_inbox_messages_total{result="ignored"} 2`,
 		`walletsaga_notify_inbox_messages_total{result="bad"} 1`,
 		`walletsaga_notify_baselines_total 5`,
+		`walletsaga_notify_inbox_writes_total 17`,
+		`walletsaga_notify_record_statements_total 12`,
+		`walletsaga_notify_record_failures_total 13`,
+		`walletsaga_notify_records_given_up_total 14`,
+		`walletsaga_notify_records_refused_total 15`,
+		`walletsaga_notify_outcomes_fenced_total 16`,
+		`walletsaga_groupcommit_groups_total{writer="inbox"} 20`,
+		`walletsaga_groupcommit_requests_total{writer="inbox"} 21`,
+		`walletsaga_groupcommit_rows_total{writer="inbox"} 22`,
+		`walletsaga_groupcommit_groups_total{writer="lane_records"} 30`,
+		`walletsaga_groupcommit_requests_total{writer="lane_records"} 31`,
+		`walletsaga_groupcommit_rows_total{writer="lane_records"} 32`,
 		`walletsaga_notify_lanes_busy 6`,
 		`walletsaga_notify_breaker_state 2`,
 		`walletsaga_notify_breaker_opened_total 2`,

@@ -29,8 +29,8 @@ type markRequest struct {
 	done func(error)
 }
 
-func newCommitter(lctx context.Context, outbox Outbox, linger time.Duration, maxRows int, log *slog.Logger, policy retry.Policy) *committer {
-	return &committer{groupcommit.New(groupcommit.Config{Linger: linger, MaxRows: maxRows},
+func newCommitter(lctx context.Context, outbox Outbox, linger time.Duration, maxRows int, counters *groupcommit.Counters, log *slog.Logger, policy retry.Policy) *committer {
+	return &committer{groupcommit.New(groupcommit.Config{Linger: linger, MaxRows: maxRows, Counters: counters},
 		func(_ context.Context, group []markRequest) { mark(lctx, outbox, log, policy, group) })}
 }
 

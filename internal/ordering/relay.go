@@ -11,6 +11,7 @@ import (
 	"time"
 
 	retry "github.com/walletsaga/walletsaga/internal/backoff"
+	"github.com/walletsaga/walletsaga/internal/groupcommit"
 	"github.com/walletsaga/walletsaga/internal/lifecycle"
 )
 
@@ -162,6 +163,9 @@ type QueueStats struct {
 type RelayStats struct {
 	Published, Failed int64
 	Active            bool
+	// Marks counts the committer's groups: the statements that marked the pumps' confirmed
+	// records published, over every lead of this relay.
+	Marks groupcommit.Stats
 	// Queues are the pumps of the current route, in its order (none while not active).
 	Queues []QueueStats
 }
@@ -197,6 +201,7 @@ type Relay struct {
 
 	published, failed atomic.Int64
 	active            atomic.Bool
+	marks             groupcommit.Counters
 }
 
 // NewRelay returns a relay; Start starts it.
@@ -276,7 +281,7 @@ func (r *Relay) Stats() RelayStats {
 	r.mu.Lock()
 	pumps := slices.Clone(r.pumps)
 	r.mu.Unlock()
-	s := RelayStats{Published: r.published.Load(), Failed: r.failed.Load(), Active: r.active.Load()}
+	s := RelayStats{Published: r.published.Load(), Failed: r.failed.Load(), Active: r.active.Load(), Marks: r.marks.Stats()}
 	now := time.Now()
 	for _, p := range pumps {
 		s.Queues = append(s.Queues, p.stats(now))
@@ -314,7 +319,7 @@ func (r *Relay) lead(ctx context.Context) error {
 	r.active.Store(true)
 	r.log.Info("relay active")
 
-	com := newCommitter(lctx, r.outbox, r.cfg.MarkLinger, r.cfg.MarkMaxRows, r.log,
+	com := newCommitter(lctx, r.outbox, r.cfg.MarkLinger, r.cfg.MarkMaxRows, &r.marks, r.log,
 		retry.Policy{Base: r.cfg.RetryBackoff, Max: 10 * r.cfg.RetryBackoff})
 	if err := com.Start(lctx); err != nil {
 		return err

@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/walletsaga/walletsaga/internal/groupcommit"
 	"github.com/walletsaga/walletsaga/internal/ordering"
 	"github.com/walletsaga/walletsaga/internal/testutil/wait"
 )
@@ -520,7 +521,7 @@ func TestConfirmationsOfManyQueuesAreMarkedInOneStatement(t *testing.T) {
 			k := keysOn(q, queues, 1)[0]
 			o.add(k, k) // two batches of one per queue (Batch 1): the second follows the first's confirmation
 		}
-		startRelay(t, o, s, ordering.RelayConfig{Batch: 1, MarkLinger: time.Second, MarkMaxRows: tc.maxRows})
+		r := startRelay(t, o, s, ordering.RelayConfig{Batch: 1, MarkLinger: time.Second, MarkMaxRows: tc.maxRows})
 		wait.Until(t, 10*time.Second, "everything marked", func() bool { return o.unpublished() == 0 })
 		stmts := o.statements()
 		rows := 0
@@ -530,6 +531,9 @@ func TestConfirmationsOfManyQueuesAreMarkedInOneStatement(t *testing.T) {
 		}
 		require.Equal(t, 2*queues, rows)
 		require.Len(t, stmts, tc.wantStatements, "statements %v", stmts)
+		// What /metrics shows of the committer: a group per statement, a request per
+		// confirmed batch (of one record each here).
+		require.Equal(t, groupcommit.Stats{Groups: int64(len(stmts)), Requests: 2 * queues, Rows: 2 * queues}, r.Stats().Marks)
 		requireInOrder(t, o, s)
 	}
 }

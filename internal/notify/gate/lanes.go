@@ -218,6 +218,10 @@ func (l *Lanes) Stats() LaneStats {
 		Records: l.records.Load()}
 }
 
+// RecorderStats returns what the recorder wrote: groups of the workers' outcomes (a request
+// per user's run), each recorded in one statement unless the database refused one of them.
+func (l *Lanes) RecorderStats() groupcommit.Stats { return l.recorder.Stats() }
+
 // run delivers until ctx is cancelled, then lets each worker finish the SMS in hand,
 // record it and give its user back, and returns (see Lanes).
 func (l *Lanes) run(ctx context.Context) error {

@@ -156,6 +156,10 @@ func (in *Inbox) Stats() Stats {
 		Writes: in.writes.Load()}
 }
 
+// WriterStats returns what the writer wrote: groups of the queues' batches (requests), each
+// written in one transaction unless the database refused one of its messages.
+func (in *Inbox) WriterStats() groupcommit.Stats { return in.writer.Stats() }
+
 // Handle records a batch of one queue's messages.
 func (in *Inbox) Handle(ctx context.Context, batch []Message) error {
 	msgs := make([]Decoded, len(batch))
