@@ -48,8 +48,14 @@ var latencyBuckets = prometheus.ExponentialBuckets(0.001, 2, 15)
 // NewRegistry returns a registry of its own with the Go runtime and process collectors.
 func NewRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	NewRuntime(reg)
 	return reg
+}
+
+// NewRuntime registers the Go runtime and process collectors (go_*, process_*) on reg, as
+// NewRegistry does.
+func NewRuntime(reg prometheus.Registerer) {
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 }
 
 // Handler serves reg in the Prometheus text format. A failing scrape query leaves its
