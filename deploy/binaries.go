@@ -77,3 +77,28 @@ func RequirePublishedHTTP(t testing.TB, r BinaryRun, httpAddr string) {
 		t.Errorf("%s: HTTP_ADDR's port %s is not published", r.Name, port)
 	}
 }
+
+// RequireScraped fails t unless the compose stack's Prometheus (root's PrometheusConfigFile)
+// has a job named after r's service that scrapes it, over HTTP, where httpAddr listens, at
+// /metrics.
+func RequireScraped(t testing.TB, root string, r BinaryRun, httpAddr string) {
+	t.Helper()
+	c, err := LoadPrometheusConfig(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, ok := c.Job(r.Name)
+	if !ok {
+		t.Fatalf("%s: Prometheus has no job %s", PrometheusConfigFile, r.Name)
+	}
+	_, port, err := net.SplitHostPort(httpAddr)
+	if err != nil {
+		t.Fatalf("%s: HTTP_ADDR %q: %v", r.Name, httpAddr, err)
+	}
+	if want := []string{net.JoinHostPort(r.Name, port)}; !slices.Equal(job.Targets(), want) {
+		t.Errorf("%s: job %s scrapes %q, want %q (the service where it listens)", PrometheusConfigFile, r.Name, job.Targets(), want)
+	}
+	if job.URLPath() != "/metrics" || job.Scheme != "" && job.Scheme != "http" {
+		t.Errorf("%s: job %s scrapes %s://…%s, want http://…/metrics", PrometheusConfigFile, r.Name, job.Scheme, job.URLPath())
+	}
+}

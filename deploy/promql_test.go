@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/stretchr/testify/require"
@@ -157,7 +158,7 @@ func (k known) problems(expr string) []string {
 			return nil // labelled by a rule: whatever it keeps
 		}
 		for _, m := range vs.LabelMatchers {
-			if m.Name == labels.MetricName {
+			if m.Name == model.MetricNameLabel {
 				continue
 			}
 			values, has := s[m.Name]

@@ -15,7 +15,7 @@ import (
 // Every service of docker-compose.yml that runs /notifier gets only variables the notifier
 // reads, with values its configuration accepts. The names are those parseConfig asks getenv
 // for (each flag's default comes from the variable of the same name), so they cannot drift
-// from config.go.
+// from config.go. The stack's Prometheus scrapes the long-running one where it listens.
 func TestComposeEnvironmentIsNotifierConfig(t *testing.T) {
 	t.Parallel()
 	p, err := deploy.LoadCompose(context.Background(), filepath.Join("..", ".."))
@@ -46,6 +46,7 @@ func TestComposeEnvironmentIsNotifierConfig(t *testing.T) {
 			}
 			assert.False(t, cfg.MigrateOnStart, "%s: the migrate job migrates", r.Name)
 			deploy.RequirePublishedHTTP(t, r, cfg.HTTPAddr)
+			deploy.RequireScraped(t, filepath.Join("..", ".."), r, cfg.HTTPAddr)
 			// The topic it consumes, and its group's retry and dead-letter topics, exist.
 			assert.Equal(t, 8, topics[cfg.Topic], "%s: the topics job creates %s with 8 queues", r.Name, cfg.Topic)
 			for _, tp := range []string{"%RETRY%" + cfg.ConsumerGroup, "%DLQ%" + cfg.ConsumerGroup} {
