@@ -52,6 +52,7 @@ var DocumentedSecrets = []string{
 	"walletsaga-dev-notifier-secret",  // the dev broker's notifier user
 	"walletsaga-dev-admin-secret",     // the dev broker's admin (mqadmin, tests, bench)
 	"walletsaga-demo-read-token",      // the notifier's READ_TOKEN in the demo and the compose stack
+	"walletsaga-dev-grafana-admin",    // the compose stack's Grafana admin password
 	"walletsaga-bench-service-token",  // the bench's walletsvc
 	"walletsaga-bench-read-token",     // the bench's notifier
 	"change-me-at-least-16",           // the README's ADMIN_TOKEN example, which deployments may have copied
