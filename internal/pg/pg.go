@@ -117,6 +117,19 @@ type Querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
+// Age runs query, a statement that returns one age in seconds (float8) or NULL, and returns
+// it; NULL, or a negative age (clocks), is 0. Retention's "oldest row" reads share it.
+func Age(ctx context.Context, q Querier, query string) (time.Duration, error) {
+	var secs *float64
+	if err := q.QueryRow(ctx, query).Scan(&secs); err != nil {
+		return 0, err
+	}
+	if secs == nil || *secs < 0 {
+		return 0, nil
+	}
+	return time.Duration(*secs * float64(time.Second)), nil
+}
+
 // Beginner is a pool or a connection.
 type Beginner interface {
 	Begin(ctx context.Context) (pgx.Tx, error)

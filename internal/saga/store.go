@@ -421,13 +421,10 @@ DELETE FROM sagas WHERE ctid = ANY(ARRAY(
 // oldestFinished returns how long ago the oldest finished saga still kept finished (0 when
 // none is).
 func oldestFinished(ctx context.Context, pool *pgxpool.Pool) (time.Duration, error) {
-	var secs *float64
-	if err := pool.QueryRow(ctx, `SELECT EXTRACT(EPOCH FROM now() - min(updated_at))::float8 FROM sagas
-		WHERE state IN `+finishedStates).Scan(&secs); err != nil {
+	d, err := pg.Age(ctx, pool, `SELECT EXTRACT(EPOCH FROM now() - min(updated_at))::float8 FROM sagas
+		WHERE state IN `+finishedStates)
+	if err != nil {
 		return 0, fmt.Errorf("saga: oldest finished: %w", err)
 	}
-	if secs == nil || *secs < 0 {
-		return 0, nil
-	}
-	return time.Duration(*secs * float64(time.Second)), nil
+	return d, nil
 }

@@ -464,12 +464,9 @@ const oldestIdempotencyKeySQL = `SELECT EXTRACT(EPOCH FROM now() - min(created_a
 
 // age runs sql, which returns an age in seconds or NULL, and returns it (0 for NULL).
 func age(ctx context.Context, q querier, sql string) (time.Duration, error) {
-	var secs *float64
-	if err := q.QueryRow(ctx, sql).Scan(&secs); err != nil {
+	d, err := pg.Age(ctx, q, sql)
+	if err != nil {
 		return 0, fmt.Errorf("wallet: oldest row: %w", err)
 	}
-	if secs == nil || *secs < 0 {
-		return 0, nil
-	}
-	return time.Duration(*secs * float64(time.Second)), nil
+	return d, nil
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/walletsaga/walletsaga/internal/pg"
 )
 
 // Retention: the gate prunes its own tables (docs/ARCHITECTURE.md, Retention). A user's
@@ -84,12 +86,9 @@ func (s *Store) prune(ctx context.Context, what, sql string, window time.Duratio
 }
 
 func (s *Store) oldest(ctx context.Context, what, sql string) (time.Duration, error) {
-	var secs *float64
-	if err := s.db.QueryRow(ctx, sql).Scan(&secs); err != nil {
+	d, err := pg.Age(ctx, s.db, sql)
+	if err != nil {
 		return 0, fmt.Errorf("read the oldest row of the %s: %w", what, err)
 	}
-	if secs == nil || *secs < 0 {
-		return 0, nil
-	}
-	return time.Duration(*secs * float64(time.Second)), nil
+	return d, nil
 }
