@@ -63,6 +63,8 @@ type config struct {
 	RetentionOutbox      time.Duration
 	RetentionSagas       time.Duration
 	RetentionIdempotency time.Duration
+	RetentionOperations  time.Duration
+	RetentionAudit       time.Duration
 	RetentionBatch       int
 	RetentionPause       time.Duration
 }
@@ -173,6 +175,8 @@ func parseConfig(sub string, args []string, getenv func(string) string, stderr i
 	f.Duration(&c.RetentionOutbox, "RETENTION_OUTBOX", retention.DefaultOutbox, "retention: how long a published outbox row is kept after its publication (0: forever; an unpublished one is never pruned)")
 	f.Duration(&c.RetentionSagas, "RETENTION_SAGAS", retention.DefaultSagas, "retention: how long a finished saga (completed, compensated, failed, resolved) and its step history are kept (0: forever; at least RETENTION_IDEMPOTENCY)")
 	f.Duration(&c.RetentionIdempotency, "RETENTION_IDEMPOTENCY", retention.DefaultIdempotency, "retention: how long an Idempotency-Key is remembered (24h–720h; a key reused later starts a new request)")
+	f.Duration(&c.RetentionOperations, "RETENTION_OPERATIONS", retention.DefaultOperations, "retention: how long the wallet's row of a pruned saga is kept after its saga was pruned, answering 410 gone for the saga's id (0: forever; after it, 404)")
+	f.Duration(&c.RetentionAudit, "RETENTION_AUDIT", retention.DefaultAudit, "retention: how long an operator audit row is kept (0: forever; never while its saga is kept)")
 	f.RetentionFlags(&c.RetentionBatch, &c.RetentionPause)
 	if err := f.Parse(args); err != nil {
 		return c, nil, err
@@ -259,8 +263,10 @@ func (c config) validate(p *cli.Problems, serving bool) {
 	p.CheckBroker(c.Mode, serving, c.RocketMQAccessKey, c.RocketMQSecretKey, c.UnsignedBroker)
 	p.CheckOverride("ALLOW_UNSAFE_DURABILITY", c.UnsafeDurability)
 	p.CheckRetention(c.Mode, c.RetentionBatch, c.RetentionPause,
-		map[string]time.Duration{"RETENTION_OUTBOX": c.RetentionOutbox, "RETENTION_SAGAS": c.RetentionSagas, "RETENTION_IDEMPOTENCY": c.RetentionIdempotency},
-		map[string]retention.Bounds{"RETENTION_OUTBOX": retention.OutboxBounds, "RETENTION_SAGAS": retention.SagaBounds, "RETENTION_IDEMPOTENCY": retention.IdempotencyBounds})
+		map[string]time.Duration{"RETENTION_OUTBOX": c.RetentionOutbox, "RETENTION_SAGAS": c.RetentionSagas, "RETENTION_IDEMPOTENCY": c.RetentionIdempotency,
+			"RETENTION_OPERATIONS": c.RetentionOperations, "RETENTION_AUDIT": c.RetentionAudit},
+		map[string]retention.Bounds{"RETENTION_OUTBOX": retention.OutboxBounds, "RETENTION_SAGAS": retention.SagaBounds, "RETENTION_IDEMPOTENCY": retention.IdempotencyBounds,
+			"RETENTION_OPERATIONS": retention.OperationBounds, "RETENTION_AUDIT": retention.AuditBounds})
 	if msg := retention.CheckSagasOutliveKeys(c.RetentionSagas, c.RetentionIdempotency); msg != "" {
 		p.Addf("RETENTION_SAGAS", "%s", msg)
 	}

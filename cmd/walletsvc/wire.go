@@ -108,7 +108,7 @@ func build(cfg config, log *slog.Logger, pool *pgxpool.Pool) (*walletsvc, error)
 			log.Error("cannot tell the address bound", "err", err)
 		}
 	})
-	if w.pruner, err = newPruner(cfg, log, reg, outbox, svc, engine); err != nil {
+	if w.pruner, err = newPruner(cfg, log, reg, outbox, svc); err != nil {
 		return w, err
 	}
 	w.broker, w.relay, w.engine = broker, relay, engine

@@ -29,6 +29,11 @@ var (
 	InboxBounds = Bounds{Min: time.Hour, DevMin: time.Second, Forever: true}
 	// WakeBounds: wake rows nobody needs any more.
 	WakeBounds = Bounds{Min: time.Minute, DevMin: time.Second, Forever: true}
+	// OperationBounds: the wallet's rows of pruned sagas, which answer 410 while kept.
+	OperationBounds = Bounds{Min: 24 * time.Hour, DevMin: time.Second, Forever: true}
+	// AuditBounds: operators' audit trails (each service's), once what they name is pruned.
+	// At least 30 days: an incident's review comes weeks later.
+	AuditBounds = Bounds{Min: 30 * 24 * time.Hour, DevMin: time.Second, Forever: true}
 )
 
 // The default windows.
@@ -39,6 +44,8 @@ const (
 	DefaultInbox       = 30 * 24 * time.Hour
 	DefaultSMSLog      = 30 * 24 * time.Hour
 	DefaultWakes       = time.Hour
+	DefaultOperations  = 30 * 24 * time.Hour
+	DefaultAudit       = 365 * 24 * time.Hour
 	DefaultBatch       = 1000
 	DefaultPause       = 100 * time.Millisecond
 )

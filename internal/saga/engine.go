@@ -357,12 +357,18 @@ func (e *Engine) ResolveTx(ctx context.Context, tx pgx.Tx, id int64) error {
 	return resolveSaga(ctx, tx, id)
 }
 
+// Pruned is told, in the transaction that deletes them, the ids of the sagas a Prune
+// deletes, so that the caller's rows about them change in the same commit (the wallet marks
+// its operation rows). An error rolls the whole batch back: no saga is deleted.
+type Pruned func(ctx context.Context, tx pgx.Tx, ids []int64) error
+
 // Prune deletes up to limit sagas that finished (completed, compensated, failed or
 // resolved) more than window ago, with their history, and returns how many it deleted. A
 // saga that runs, compensates or waits for an operator is never deleted. It skips sagas
-// others hold locked, so several replicas may prune at once.
-func (e *Engine) Prune(ctx context.Context, window time.Duration, limit int) (int64, error) {
-	return pruneFinished(ctx, e.pool, window, limit)
+// others hold locked, so several replicas may prune at once. pruned, when not nil, is told
+// the deleted ids in the same transaction.
+func (e *Engine) Prune(ctx context.Context, window time.Duration, limit int, pruned Pruned) (int64, error) {
+	return pruneFinished(ctx, e.pool, window, limit, pruned)
 }
 
 // OldestFinished returns how long ago the oldest finished saga still kept finished.

@@ -403,19 +403,36 @@ func snapshot(ctx context.Context, pool *pgxpool.Pool, id int64) (Snapshot, erro
 const finishedStates = `('completed', 'compensated', 'failed', 'resolved')`
 
 // pruneFinished deletes up to limit sagas that finished more than window ago, oldest first,
-// with their history (saga_steps, ON DELETE CASCADE), skipping sagas others hold locked.
-func pruneFinished(ctx context.Context, pool *pgxpool.Pool, window time.Duration, limit int) (int64, error) {
-	tag, err := pool.Exec(ctx, `
+// with their history (saga_steps, ON DELETE CASCADE), skipping sagas others hold locked, and
+// tells pruned their ids in the same transaction.
+func pruneFinished(ctx context.Context, pool *pgxpool.Pool, window time.Duration, limit int, pruned Pruned) (int64, error) {
+	var n int64
+	err := pg.WithTx(ctx, pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `
 DELETE FROM sagas WHERE ctid = ANY(ARRAY(
     SELECT ctid FROM sagas
     WHERE state IN `+finishedStates+` AND updated_at < now() - $1::bigint * interval '1 microsecond'
     ORDER BY updated_at
     LIMIT $2
-    FOR UPDATE SKIP LOCKED))`, window.Microseconds(), limit)
+    FOR UPDATE SKIP LOCKED))
+RETURNING id`, window.Microseconds(), limit)
+		if err != nil {
+			return err
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return err
+		}
+		n = int64(len(ids))
+		if pruned == nil || len(ids) == 0 {
+			return nil
+		}
+		return pruned(ctx, tx, ids)
+	})
 	if err != nil {
 		return 0, fmt.Errorf("saga: prune: %w", err)
 	}
-	return tag.RowsAffected(), nil
+	return n, nil
 }
 
 // oldestFinished returns how long ago the oldest finished saga still kept finished (0 when

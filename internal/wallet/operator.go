@@ -124,6 +124,30 @@ func insertAudit(ctx context.Context, tx pgx.Tx, a OperatorAction, action string
 	return nil
 }
 
+// pruneAudit deletes up to limit operator audit rows recorded more than window ago whose
+// saga is no longer kept (its operation row is marked pruned, or gone), oldest first,
+// skipping rows others hold locked. The trail of a saga still kept (one that waits for an
+// operator, however old) is never deleted.
+func pruneAudit(ctx context.Context, q querier, window time.Duration, limit int) (int64, error) {
+	tag, err := q.Exec(ctx, `
+DELETE FROM audit WHERE ctid = ANY(ARRAY(
+    SELECT a.ctid FROM audit a
+    WHERE a.at < now() - $1::bigint * interval '1 microsecond'
+      AND NOT EXISTS (SELECT 1 FROM wallet_operations o WHERE o.saga_id = a.saga_id AND o.pruned_at IS NULL)
+    ORDER BY a.at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED))`, window.Microseconds(), limit)
+	if err != nil {
+		return 0, fmt.Errorf("wallet: prune audit: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// oldestAuditSQL reads the age of the oldest audit row that retention will one day prune:
+// one whose saga is no longer kept.
+const oldestAuditSQL = `SELECT EXTRACT(EPOCH FROM now() - min(a.at))::float8 FROM audit a
+	WHERE NOT EXISTS (SELECT 1 FROM wallet_operations o WHERE o.saga_id = a.saga_id AND o.pruned_at IS NULL)`
+
 // SagaAudit returns the operator actions recorded on a saga, oldest first.
 func (s *Service) SagaAudit(ctx context.Context, id int64) ([]AuditEntry, error) {
 	rows, err := s.pool.Query(ctx, `SELECT id, at, actor, action, saga_id, reason FROM audit WHERE saga_id = $1 ORDER BY id`, id)

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/walletsaga/walletsaga/internal/apperr"
@@ -13,9 +14,11 @@ import (
 
 // TestRetention: a day later, retention prunes the published outbox row but never the
 // unpublished one (whose pruned predecessor then counts as published), the finished sagas
-// (a pruned saga is 410, its ledger entries stay), and the idempotency keys: a key used
-// again after its window is a new request, which starts a saga of its own, as the README
-// says; within its window it answers with the first saga.
+// (a pruned saga is 410, its operation row marked in the same commit and left out of the
+// user's list, its ledger entries stay), the operation rows of pruned sagas once their own
+// window passed (the saga is then 404), and the idempotency keys: a key used again after its
+// window is a new request, which starts a saga of its own, as the README says; within its
+// window it answers with the first saga.
 func TestRetention(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
@@ -58,16 +61,42 @@ func TestRetention(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, age, "no published event is left")
 
-	n, err = e.eng.Prune(e.ctx, time.Hour, 100)
+	age, err = e.svc.OldestFinishedSaga(e.ctx)
+	require.NoError(t, err)
+	require.InDelta(t, (24 * time.Hour).Seconds(), age.Seconds(), 60)
+	n, err = e.svc.PruneSagas(e.ctx, time.Hour, 100)
 	require.NoError(t, err)
 	require.EqualValues(t, 2, n)
 	_, err = e.svc.GetSaga(e.ctx, first.ID)
 	require.Equal(t, apperr.Gone, apperr.CodeOf(err), "%v", err)
 	require.ErrorContains(t, err, "pruned")
+	var marked int
+	require.NoError(t, e.pool.QueryRow(e.ctx, `SELECT count(*) FROM wallet_operations WHERE user_id = $1 AND pruned_at IS NOT NULL`, user).Scan(&marked))
+	require.Equal(t, 2, marked, "each pruned saga's operation row is marked with it")
+	page2, err := e.svc.ListSagas(e.ctx, wallet.SagaFilter{UserID: user})
+	require.NoError(t, err)
+	require.Empty(t, page2.Items, "the user's list has no pruned saga")
 	require.Equal(t, wallet.Money(200), e.balance(t, user))
 	var ledger int
 	require.NoError(t, e.pool.QueryRow(e.ctx, `SELECT count(*) FROM ledger_entries WHERE user_id = $1`, user).Scan(&ledger))
 	require.Equal(t, 2, ledger, "the ledger is never pruned")
+
+	n, err = e.svc.PruneOperations(e.ctx, time.Hour, 100)
+	require.NoError(t, err)
+	require.Zero(t, n, "an operation row stays its own window after its saga was pruned")
+	_, err = e.pool.Exec(e.ctx, `UPDATE wallet_operations SET pruned_at = pruned_at - interval '1 day' WHERE user_id = $1`, user)
+	require.NoError(t, err)
+	age, err = e.svc.OldestPrunedOperation(e.ctx)
+	require.NoError(t, err)
+	require.InDelta(t, (24 * time.Hour).Seconds(), age.Seconds(), 60)
+	n, err = e.svc.PruneOperations(e.ctx, time.Hour, 100)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, n)
+	age, err = e.svc.OldestPrunedOperation(e.ctx)
+	require.NoError(t, err)
+	require.Zero(t, age)
+	_, err = e.svc.GetSaga(e.ctx, first.ID)
+	require.Equal(t, apperr.NotFound, apperr.CodeOf(err), "once its row is gone too, the saga is not found: %v", err)
 
 	n, err = e.svc.PruneIdempotencyKeys(e.ctx, time.Hour, 100)
 	require.NoError(t, err)
@@ -107,4 +136,59 @@ func TestPruningSkipsLockedRows(t *testing.T) {
 	n, err = out.PrunePublished(e.ctx, time.Hour, 100)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, n, "the other, once free")
+}
+
+// TestRetentionPrunesTheAuditOfSagasNoLongerKept: an operator audit row older than its window
+// goes once its saga was pruned (its operation row marked, or gone); the trail of a saga
+// still kept stays however old, and so does a recent row.
+func TestRetentionPrunesTheAuditOfSagasNoLongerKept(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	user := e.user(t)
+	var kept, pruned []int64
+	for range 2 {
+		op, err := e.svc.Deposit(e.ctx, wallet.DepositRequest{UserID: user, Amount: 100})
+		require.NoError(t, err)
+		kept = append(kept, e.wait(t, op.ID).ID)
+		op, err = e.svc.Deposit(e.ctx, wallet.DepositRequest{UserID: user, Amount: 100})
+		require.NoError(t, err)
+		pruned = append(pruned, e.wait(t, op.ID).ID)
+	}
+	_, err := e.pool.Exec(e.ctx, `UPDATE sagas SET updated_at = updated_at - interval '1 day' WHERE id = ANY($1)`, pruned)
+	require.NoError(t, err)
+	_, err = e.pool.Exec(e.ctx, `
+		INSERT INTO audit (at, actor, action, saga_id, reason) VALUES
+			(now() - interval '2 days', 'ops', 'resolve_saga', $1, 'old, saga kept'),
+			(now() - interval '2 days', 'ops', 'resolve_saga', $2, 'old, saga pruned'),
+			(now() - interval '2 days', 'ops', 'resolve_saga', $3, 'old, saga pruned, its row gone'),
+			(now(), 'ops', 'resolve_saga', $3, 'recent, saga pruned'),
+			(now() - interval '2 days', 'ops', 'retry_saga', $4, 'old, saga kept')`,
+		kept[0], pruned[0], pruned[1], kept[1])
+	require.NoError(t, err)
+	n, err := e.svc.PruneSagas(e.ctx, time.Hour, 100)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, n)
+	_, err = e.pool.Exec(e.ctx, `DELETE FROM wallet_operations WHERE saga_id = $1`, pruned[1])
+	require.NoError(t, err)
+
+	age, err := e.svc.OldestAudit(e.ctx)
+	require.NoError(t, err)
+	require.InDelta(t, (48 * time.Hour).Seconds(), age.Seconds(), 60, "the oldest row of a saga no longer kept")
+	n, err = e.svc.PruneAudit(e.ctx, time.Hour, 1)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n, "at most a batch")
+	n, err = e.svc.PruneAudit(e.ctx, time.Hour, 100)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+	rows, err := e.pool.Query(e.ctx, `SELECT reason FROM audit ORDER BY id`)
+	require.NoError(t, err)
+	left, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, []string{"old, saga kept", "recent, saga pruned", "old, saga kept"}, left)
+	age, err = e.svc.OldestAudit(e.ctx)
+	require.NoError(t, err)
+	require.Less(t, age, time.Minute, "what is left to prune one day is the recent row")
+	items, err := e.svc.SagaAudit(e.ctx, kept[0])
+	require.NoError(t, err)
+	require.Len(t, items, 1, "a kept saga's trail is whole")
 }

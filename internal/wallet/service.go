@@ -241,15 +241,23 @@ func (s *Service) GetSaga(ctx context.Context, id int64) (Operation, error) {
 	if err != nil {
 		return Operation{}, err
 	}
+	if op.Pruned {
+		return Operation{}, sagaGone(id)
+	}
 	snap, err := s.engine.Get(ctx, id)
 	if errors.Is(err, saga.ErrNotFound) {
-		// The wallet's row is there, so the saga was: it finished and retention pruned it.
-		return Operation{}, apperr.New(apperr.Gone, "saga %d finished longer ago than the retention window and its record was pruned; its ledger entries remain", id)
+		// The wallet's row is there, so the saga was: retention pruned it after the row was read.
+		return Operation{}, sagaGone(id)
 	}
 	if err != nil {
 		return Operation{}, fmt.Errorf("wallet: get saga %d: %w", id, err)
 	}
 	return op.operation(snap), nil
+}
+
+// sagaGone is the error for a saga retention pruned.
+func sagaGone(id int64) error {
+	return apperr.New(apperr.Gone, "saga %d finished longer ago than the retention window and its record was pruned; its ledger entries remain", id)
 }
 
 // WaitSaga waits until saga id is terminal or ctx ends, and returns it as it then stands

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/jackc/pgerrcode"
@@ -275,6 +276,9 @@ type operationRow struct {
 	// Credited is the wallet the saga credits (a deposit's user, a transfer's payee; 0 for
 	// none): its first commit refuses an amount that wallet cannot take.
 	Credited int64
+	// Pruned is set once retention pruned the saga (pruned_at): the row stays a while, so
+	// the saga's id answers gone, and no list reads it.
+	Pruned bool
 }
 
 // constraintOperationAmount is wallet_operations' CHECK (amount > 0), which queueOperation
@@ -355,17 +359,19 @@ func startError(err error) error {
 }
 
 const operationColumns = `saga_id, kind, user_id, COALESCE(counterparty_id, 0), amount, currency,
-       COALESCE(merchant, ''), COALESCE(reference, ''), COALESCE(source, ''), COALESCE(destination, '')`
+       COALESCE(merchant, ''), COALESCE(reference, ''), COALESCE(source, ''), COALESCE(destination, ''),
+       pruned_at IS NOT NULL`
 
 func scanOperationRow(row pgx.Row) (operationRow, error) {
 	var op operationRow
 	err := row.Scan(&op.SagaID, &op.Kind, &op.UserID, &op.CounterpartyID, &op.Amount, &op.Currency,
-		&op.Merchant, &op.Reference, &op.Source, &op.Destination)
+		&op.Merchant, &op.Reference, &op.Source, &op.Destination, &op.Pruned)
 	return op, err
 }
 
-// getOperation reads the wallet's row of a saga, or NotFound. The saga's state is the
-// engine's: the caller asks it (saga.Engine.Get) and joins the two (operationRow.operation).
+// getOperation reads the wallet's row of a saga (Pruned once retention pruned the saga), or
+// NotFound. The saga's state is the engine's: the caller asks it (saga.Engine.Get) and joins
+// the two (operationRow.operation).
 func getOperation(ctx context.Context, q querier, sagaID int64) (operationRow, error) {
 	op, err := scanOperationRow(q.QueryRow(ctx, `SELECT `+operationColumns+` FROM wallet_operations WHERE saga_id = $1`, sagaID))
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -395,20 +401,34 @@ func getOperations(ctx context.Context, q querier, ids []int64) (map[int64]opera
 	return out, nil
 }
 
-// listUserOperations reads up to limit of the wallet's rows of sagas in which user pays or
-// receives, with a saga id below before (0: no bound), newest first.
-func listUserOperations(ctx context.Context, q querier, user, before int64, limit int) ([]operationRow, error) {
-	var cursor *int64
-	if before > 0 {
-		cursor = &before
-	}
-	rows, err := q.Query(ctx, `
-SELECT `+operationColumns+`
-FROM wallet_operations
-WHERE (user_id = $1 OR counterparty_id = $1)
-  AND ($2::bigint IS NULL OR saga_id < $2)
+// listUserOperationsSQL is listUserOperations' statement: $1 the user, $2 the cursor (the
+// saga ids below it), $3 the limit. The rows where the user pays and those where it receives
+// are each read newest first on their own partial index of kept sagas' rows
+// (wallet_operations_user_kept_idx, _counterparty_kept_idx), at most $3 of each, then merged:
+// whatever the planner estimates, it reads about a page, never the rows of pruned sagas, nor
+// the rows above the cursor. (A transfer to oneself is refused, so no row is in both.)
+const listUserOperationsSQL = `
+SELECT ` + operationColumns + ` FROM (
+    (SELECT * FROM wallet_operations
+     WHERE user_id = $1 AND pruned_at IS NULL AND saga_id < $2
+     ORDER BY saga_id DESC LIMIT $3)
+    UNION ALL
+    (SELECT * FROM wallet_operations
+     WHERE counterparty_id = $1 AND pruned_at IS NULL AND saga_id < $2
+     ORDER BY saga_id DESC LIMIT $3)
+) o
 ORDER BY saga_id DESC
-LIMIT $3`, user, cursor, limit)
+LIMIT $3`
+
+// listUserOperations reads up to limit of the wallet's rows of kept sagas in which user pays
+// or receives, with a saga id below before (0: no bound), newest first. The rows of pruned
+// sagas are not in the indexes it reads, so a user's list never walks them.
+func listUserOperations(ctx context.Context, q querier, user, before int64, limit int) ([]operationRow, error) {
+	cursor := int64(math.MaxInt64)
+	if before > 0 {
+		cursor = before
+	}
+	rows, err := q.Query(ctx, listUserOperationsSQL, user, cursor, limit)
 	if err != nil {
 		return nil, fmt.Errorf("wallet: list operations: %w", err)
 	}
@@ -458,6 +478,38 @@ DELETE FROM idempotency_keys WHERE ctid = ANY(ARRAY(
 	}
 	return tag.RowsAffected(), nil
 }
+
+// markOperationsPruned marks the wallet's rows of the sagas ids pruned, in tx, the
+// transaction in which the saga engine deletes those sagas (saga.Pruned): from that commit
+// on, the saga's id answers gone and no user's list reads the row.
+func markOperationsPruned(ctx context.Context, tx pgx.Tx, ids []int64) error {
+	if _, err := tx.Exec(ctx, `UPDATE wallet_operations SET pruned_at = now() WHERE saga_id = ANY($1) AND pruned_at IS NULL`, ids); err != nil {
+		return fmt.Errorf("wallet: mark the operations of %d pruned sagas: %w", len(ids), err)
+	}
+	return nil
+}
+
+// pruneOperations deletes up to limit of the wallet's rows whose saga was pruned more than
+// window ago, oldest first, skipping rows others hold locked. The row of a kept saga is never
+// deleted: the statement cannot select one.
+func pruneOperations(ctx context.Context, q querier, window time.Duration, limit int) (int64, error) {
+	tag, err := q.Exec(ctx, `
+DELETE FROM wallet_operations WHERE ctid = ANY(ARRAY(
+    SELECT ctid FROM wallet_operations
+    WHERE pruned_at < now() - $1::bigint * interval '1 microsecond'
+    ORDER BY pruned_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED))`, window.Microseconds(), limit)
+	if err != nil {
+		return 0, fmt.Errorf("wallet: prune operations: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// oldestPrunedOperationSQL reads how long ago the oldest operation row still kept had its
+// saga pruned.
+const oldestPrunedOperationSQL = `SELECT EXTRACT(EPOCH FROM now() - min(pruned_at))::float8 FROM wallet_operations
+	WHERE pruned_at IS NOT NULL`
 
 // oldestIdempotencyKeySQL reads the age of the oldest idempotency key.
 const oldestIdempotencyKeySQL = `SELECT EXTRACT(EPOCH FROM now() - min(created_at))::float8 FROM idempotency_keys`
