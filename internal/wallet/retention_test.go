@@ -1,6 +1,7 @@
 package wallet_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -136,6 +137,47 @@ func TestPruningSkipsLockedRows(t *testing.T) {
 	n, err = out.PrunePublished(e.ctx, time.Hour, 100)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, n, "the other, once free")
+}
+
+// TestWaitSagaOnAPrunedSagaIsGoneAsGetSaga: waiting on a saga retention pruned answers as
+// GetSaga does, 410 gone with the same message while the wallet's row is kept, then 404 not
+// found once it is gone too, like an id that never was a saga.
+func TestWaitSagaOnAPrunedSagaIsGoneAsGetSaga(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	user := e.user(t)
+	op, err := e.svc.Deposit(e.ctx, wallet.DepositRequest{UserID: user, Amount: 100})
+	require.NoError(t, err)
+	e.wait(t, op.ID)
+	_, err = e.pool.Exec(e.ctx, `UPDATE sagas SET updated_at = updated_at - interval '1 day'`)
+	require.NoError(t, err)
+	n, err := e.svc.PruneSagas(e.ctx, time.Hour, 100)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+
+	both := func() (getErr, waitErr error) {
+		t.Helper()
+		_, getErr = e.svc.GetSaga(e.ctx, op.ID)
+		ctx, cancel := context.WithTimeout(e.ctx, 10*time.Second)
+		defer cancel()
+		_, waitErr = e.svc.WaitSaga(ctx, op.ID)
+		require.NoError(t, ctx.Err(), "WaitSaga answered at once, without waiting out its context")
+		return getErr, waitErr
+	}
+	getErr, waitErr := both()
+	require.Equal(t, apperr.Gone, apperr.CodeOf(getErr), "%v", getErr)
+	require.Equal(t, apperr.Gone, apperr.CodeOf(waitErr), "%v", waitErr)
+	require.Equal(t, getErr.Error(), waitErr.Error())
+
+	_, err = e.pool.Exec(e.ctx, `UPDATE wallet_operations SET pruned_at = pruned_at - interval '1 day'`)
+	require.NoError(t, err)
+	n, err = e.svc.PruneOperations(e.ctx, time.Hour, 100)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+	getErr, waitErr = both()
+	require.Equal(t, apperr.NotFound, apperr.CodeOf(getErr), "%v", getErr)
+	require.Equal(t, apperr.NotFound, apperr.CodeOf(waitErr), "%v", waitErr)
+	require.Equal(t, getErr.Error(), waitErr.Error())
 }
 
 // TestRetentionPrunesTheAuditOfSagasNoLongerKept: an operator audit row older than its window

@@ -255,13 +255,14 @@ func (s *Service) GetSaga(ctx context.Context, id int64) (Operation, error) {
 	return op.operation(snap), nil
 }
 
-// sagaGone is the error for a saga retention pruned.
+// sagaGone is the error for a saga retention pruned (GetSaga, WaitSaga).
 func sagaGone(id int64) error {
 	return apperr.New(apperr.Gone, "saga %d finished longer ago than the retention window and its record was pruned; its ledger entries remain", id)
 }
 
 // WaitSaga waits until saga id is terminal or ctx ends, and returns it as it then stands
-// (check State.Terminal). Errors as for GetSaga.
+// (check State.Terminal). Errors as for GetSaga: a saga the engine does not have is Gone when
+// retention pruned it, NotFound when it never was.
 func (s *Service) WaitSaga(ctx context.Context, id int64) (Operation, error) {
 	if err := ValidateID("saga id", id); err != nil {
 		return Operation{}, err
@@ -272,7 +273,8 @@ func (s *Service) WaitSaga(ctx context.Context, id int64) (Operation, error) {
 	snap, err := s.engine.Wait(ctx, id)
 	switch {
 	case errors.Is(err, saga.ErrNotFound):
-		return Operation{}, apperr.New(apperr.NotFound, "saga %d not found", id)
+		// Pruned or never there: GetSaga tells which, by the wallet's row.
+		return s.GetSaga(ctx, id)
 	case err == nil:
 		op, err := getOperation(ctx, s.pool, id)
 		if err != nil {
