@@ -27,9 +27,11 @@ func (b *bench) retention(ctx context.Context) error {
 		env           map[string]string
 	}{
 		{"retention-off", "pruning off", map[string]string{"RETENTION_OUTBOX": "0", "RETENTION_SAGAS": "0", "RETENTION_IDEMPOTENCY": "720h",
-			"RETENTION_INBOX": "0", "RETENTION_SMS_LOG": "0", "RETENTION_WAKES": "0"}},
+			"RETENTION_OPERATIONS": "0", "RETENTION_AUDIT": "0", "RETENTION_INBOX": "0", "RETENTION_SMS_LOG": "0", "RETENTION_WAKES": "0",
+			"RETENTION_BAD_MESSAGES": "0"}},
 		{"retention-on", "pruning on, windows " + w, map[string]string{"RETENTION_OUTBOX": w, "RETENTION_SAGAS": w, "RETENTION_IDEMPOTENCY": w,
-			"RETENTION_INBOX": w, "RETENTION_SMS_LOG": w, "RETENTION_WAKES": w}},
+			"RETENTION_OPERATIONS": w, "RETENTION_AUDIT": w, "RETENTION_INBOX": w, "RETENTION_SMS_LOG": w, "RETENTION_WAKES": w,
+			"RETENTION_BAD_MESSAGES": w}},
 	} {
 		if err := b.retentionRun(ctx, run.name, run.setting, run.env, stmts); err != nil {
 			return fmt.Errorf("%s: %w", run.setting, err)

@@ -63,11 +63,13 @@ type config struct {
 	StatementTimeout time.Duration
 	IdleInTxTimeout  time.Duration
 	// Retention windows (0: keep forever) and the pruner's pace (internal/retention).
-	RetentionInbox  time.Duration
-	RetentionSMSLog time.Duration
-	RetentionWakes  time.Duration
-	RetentionBatch  int
-	RetentionPause  time.Duration
+	RetentionInbox       time.Duration
+	RetentionSMSLog      time.Duration
+	RetentionWakes       time.Duration
+	RetentionBadMessages time.Duration
+	RetentionAudit       time.Duration
+	RetentionBatch       int
+	RetentionPause       time.Duration
 
 	failPhone  string
 	failAmount int
@@ -158,6 +160,8 @@ func parseConfig(sub string, args []string, getenv func(string) string, stderr i
 	f.Duration(&c.RetentionInbox, "RETENTION_INBOX", retention.DefaultInbox, "retention: how long a finished inbox row (sent, dead-lettered and published, skipped) is kept (0: forever; each user's position is never pruned)")
 	f.Duration(&c.RetentionSMSLog, "RETENTION_SMS_LOG", retention.DefaultSMSLog, "retention: how long an SMS log row is kept (0: forever)")
 	f.Duration(&c.RetentionWakes, "RETENTION_WAKES", retention.DefaultWakes, "retention: how long a wake row that wakes nobody any more is kept (0: forever)")
+	f.Duration(&c.RetentionBadMessages, "RETENTION_BAD_MESSAGES", retention.DefaultBadMessages, "retention: how long a message that did not decode is kept once it is in the DLQ topic (0: forever; one not yet there is never pruned)")
+	f.Duration(&c.RetentionAudit, "RETENTION_AUDIT", retention.DefaultAudit, "retention: how long an operator audit row (replay, skip) is kept (0: forever; never while its SMS is in the inbox)")
 	f.RetentionFlags(&c.RetentionBatch, &c.RetentionPause)
 	if err := f.Parse(args); err != nil {
 		return c, nil, err
@@ -283,6 +287,8 @@ func (c config) validate(p *cli.Problems, serving bool) {
 	p.CheckBroker(c.Mode, serving, c.RocketMQAccessKey, c.RocketMQSecretKey, c.UnsignedBroker)
 	p.CheckOverride("ALLOW_UNSAFE_DURABILITY", c.UnsafeDurability)
 	p.CheckRetention(c.Mode, c.RetentionBatch, c.RetentionPause,
-		map[string]time.Duration{"RETENTION_INBOX": c.RetentionInbox, "RETENTION_SMS_LOG": c.RetentionSMSLog, "RETENTION_WAKES": c.RetentionWakes},
-		map[string]retention.Bounds{"RETENTION_INBOX": retention.InboxBounds, "RETENTION_SMS_LOG": retention.InboxBounds, "RETENTION_WAKES": retention.WakeBounds})
+		map[string]time.Duration{"RETENTION_INBOX": c.RetentionInbox, "RETENTION_SMS_LOG": c.RetentionSMSLog, "RETENTION_WAKES": c.RetentionWakes,
+			"RETENTION_BAD_MESSAGES": c.RetentionBadMessages, "RETENTION_AUDIT": c.RetentionAudit},
+		map[string]retention.Bounds{"RETENTION_INBOX": retention.InboxBounds, "RETENTION_SMS_LOG": retention.InboxBounds, "RETENTION_WAKES": retention.WakeBounds,
+			"RETENTION_BAD_MESSAGES": retention.InboxBounds, "RETENTION_AUDIT": retention.AuditBounds})
 }

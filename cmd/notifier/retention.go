@@ -6,18 +6,23 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/walletsaga/walletsaga/internal/metrics"
+	"github.com/walletsaga/walletsaga/internal/notify/deadletters"
 	"github.com/walletsaga/walletsaga/internal/notify/gate"
+	"github.com/walletsaga/walletsaga/internal/notify/inbox"
 	"github.com/walletsaga/walletsaga/internal/retention"
 )
 
-// newPruner is the notifier's pruner: finished inbox rows, the SMS log and wake rows, each by
-// the gate's statement (the gate owns the three tables). notify.progress is never pruned.
-// Every replica runs one; their batches skip each other's locked rows.
-func newPruner(cfg config, log *slog.Logger, reg prometheus.Registerer, gates *gate.Store) (*retention.Pruner, error) {
+// newPruner is the notifier's pruner: finished inbox rows, the SMS log and wake rows (the
+// gate's), bad messages once in the DLQ topic (the inbox's) and the operators' audit trail
+// (the dead letters'), each by its owner's statement. notify.progress is never pruned. Every
+// replica runs one; their batches skip each other's locked rows.
+func newPruner(cfg config, log *slog.Logger, reg prometheus.Registerer, gates *gate.Store, bad *inbox.Store, operator *deadletters.Operator) (*retention.Pruner, error) {
 	tables := []retention.Table{
 		{Name: "notify.notifications", Window: cfg.RetentionInbox, Prune: gates.PruneInbox, Oldest: gates.OldestInbox},
 		{Name: "notify.sms_log", Window: cfg.RetentionSMSLog, Prune: gates.PruneSMSLog, Oldest: gates.OldestSMSLog},
 		{Name: "notify.wakes", Window: cfg.RetentionWakes, Prune: gates.PruneWakes, Oldest: gates.OldestWake},
+		{Name: "notify.bad_messages", Window: cfg.RetentionBadMessages, Prune: bad.PruneBad, Oldest: bad.OldestBad},
+		{Name: "notify.audit", Window: cfg.RetentionAudit, Prune: operator.PruneAudit, Oldest: operator.OldestAudit},
 	}
 	names := make([]string, len(tables))
 	for i, t := range tables {

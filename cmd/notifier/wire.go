@@ -128,11 +128,12 @@ func build(ctx context.Context, cfg config, log *slog.Logger, pool *pgxpool.Pool
 		DLQBacklog: publisher.Backlog, InboxWriter: in.WriterStats, Recorder: lanes.RecorderStats,
 	})
 	metrics.NewDLQ(reg, smslog.NewStore(pool).DLQDepth)
-	if n.pruner, err = newPruner(cfg, log, reg, gates); err != nil {
+	operator := deadletters.NewOperator(pool, gates, sender)
+	if n.pruner, err = newPruner(cfg, log, reg, gates, bad, operator); err != nil {
 		return n, err
 	}
 	view := &httpapi.Gate{Store: gates, Lanes: lanes, Inbox: in, DLQBacklog: publisher.Backlog, GapAlertAfter: cfg.GapAlertAfter}
-	e := newServer(cfg, log, pool, view, deadletters.NewOperator(pool, gates, sender), reg,
+	e := newServer(cfg, log, pool, view, operator, reg,
 		httpx.Check{Name: "postgres", Fn: pool.Ping},
 		httpx.Check{Name: "rocketmq", Fn: broker.Check, Degraded: "no new balance events are received; the SMS already in the inbox are delivered and the read API serves"},
 		httpx.Check{Name: "consumer", Fn: func(context.Context) error { return consumer.Err() }, Degraded: "not consuming yet; it keeps trying to start"},

@@ -25,7 +25,7 @@ var (
 	SagaBounds = Bounds{Min: 24 * time.Hour, DevMin: time.Second, Forever: true}
 	// IdempotencyBounds: 24 h to 30 days, as payment APIs keep their keys.
 	IdempotencyBounds = Bounds{Min: 24 * time.Hour, Max: 30 * 24 * time.Hour, DevMin: time.Second}
-	// InboxBounds: finished inbox rows, and the SMS log.
+	// InboxBounds: finished inbox rows, the SMS log, and bad messages once in the DLQ topic.
 	InboxBounds = Bounds{Min: time.Hour, DevMin: time.Second, Forever: true}
 	// WakeBounds: wake rows nobody needs any more.
 	WakeBounds = Bounds{Min: time.Minute, DevMin: time.Second, Forever: true}
@@ -45,6 +45,7 @@ const (
 	DefaultSMSLog      = 30 * 24 * time.Hour
 	DefaultWakes       = time.Hour
 	DefaultOperations  = 30 * 24 * time.Hour
+	DefaultBadMessages = 30 * 24 * time.Hour
 	DefaultAudit       = 365 * 24 * time.Hour
 	DefaultBatch       = 1000
 	DefaultPause       = 100 * time.Millisecond

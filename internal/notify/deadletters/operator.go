@@ -26,6 +26,10 @@ var (
 	replaysSQL string
 	//go:embed sql/audit.sql
 	auditSQL string
+	//go:embed sql/prune_audit.sql
+	pruneAuditSQL string
+	//go:embed sql/oldest_audit.sql
+	oldestAuditSQL string
 )
 
 // The audit actions of the notifier's operators.
@@ -226,4 +230,26 @@ func (o *Operator) missing(ctx context.Context, userID, seq int64) error {
 		return apperr.New(apperr.Gone, "the SMS for user %d seq %d finished longer ago than the inbox's retention window (RETENTION_INBOX) and its record was pruned: it can no longer be replayed", userID, seq)
 	}
 	return apperr.New(apperr.NotFound, "no dead letter for user %d seq %d", userID, seq)
+}
+
+// PruneAudit deletes up to limit audit rows recorded more than window ago whose SMS is no
+// longer in the inbox (retention pruned its row), oldest first, and returns how many it
+// deleted (retention; docs/ARCHITECTURE.md). While the SMS's row is kept its audit rows stay:
+// they are its replay count, which a replay takes as its fence.
+func (o *Operator) PruneAudit(ctx context.Context, window time.Duration, limit int) (int64, error) {
+	tag, err := o.db.Exec(ctx, pruneAuditSQL, pgx.StrictNamedArgs{"window_us": window.Microseconds(), "limit": limit})
+	if err != nil {
+		return 0, fmt.Errorf("prune the audit trail: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// OldestAudit returns the age of the oldest audit row whose SMS is no longer in the inbox
+// (0 when none is).
+func (o *Operator) OldestAudit(ctx context.Context) (time.Duration, error) {
+	d, err := pg.Age(ctx, o.db, oldestAuditSQL)
+	if err != nil {
+		return 0, fmt.Errorf("read the oldest audit row: %w", err)
+	}
+	return d, nil
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/walletsaga/walletsaga/internal/notify/gate"
@@ -69,4 +70,41 @@ func TestARedeliveryOfAPrunedSeqIsIgnored(t *testing.T) {
 	var rows int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM notify.notifications WHERE user_id = 7 AND seq <= 3`).Scan(&rows))
 	require.Zero(t, rows, "the copies were not stored again")
+}
+
+// TestRetentionPrunesOnlyPublishedBadMessages: a bad message goes once it has been in the DLQ
+// topic longer than the window; one whose dead-letter intent is not yet published stays,
+// however old, and so does one published recently.
+func TestRetentionPrunesOnlyPublishedBadMessages(t *testing.T) {
+	t.Parallel()
+	pool, _ := testdb.New(t)
+	ctx := context.Background()
+	_, err := pool.Exec(ctx, `
+		INSERT INTO notify.bad_messages (msg_id, queue, queue_offset, body, reason, received_at, dlq_published_at) VALUES
+			('old-published', 'broker-a/0', 1, 'x', 'bad', now() - interval '3 hours', now() - interval '2 hours'),
+			('old-published-2', 'broker-a/0', 2, 'x', 'bad', now() - interval '3 hours', now() - interval '2 hours'),
+			('old-unpublished', 'broker-a/0', 3, 'x', 'bad', now() - interval '3 hours', NULL),
+			('old-just-published', 'broker-a/0', 4, 'x', 'bad', now() - interval '3 hours', now())`)
+	require.NoError(t, err)
+	bad := inbox.NewStore(pool)
+	age, err := bad.OldestBad(ctx)
+	require.NoError(t, err)
+	require.InDelta(t, (2 * time.Hour).Seconds(), age.Seconds(), 60, "by publication, not receipt")
+	n, err := bad.PruneBad(ctx, time.Hour, 1)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n, "at most a batch")
+	n, err = bad.PruneBad(ctx, time.Hour, 100)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+	rows, err := pool.Query(ctx, `SELECT msg_id FROM notify.bad_messages ORDER BY msg_id`)
+	require.NoError(t, err)
+	left, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, []string{"old-just-published", "old-unpublished"}, left)
+	intents, err := bad.BadIntents(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, intents, 1, "the unpublished one is still there for the DLQ publisher")
+	age, err = bad.OldestBad(ctx)
+	require.NoError(t, err)
+	require.Less(t, age, time.Minute)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -25,6 +26,10 @@ var (
 	markBadPublishedSQL string
 	//go:embed sql/unpublished_bad.sql
 	unpublishedBadSQL string
+	//go:embed sql/prune_bad.sql
+	pruneBadSQL string
+	//go:embed sql/oldest_bad.sql
+	oldestBadSQL string
 )
 
 // Store holds the statements on notify.bad_messages. It is safe for concurrent use.
@@ -99,4 +104,26 @@ func (s *Store) UnpublishedBad(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("count unpublished bad messages: %w", err)
 	}
 	return n, nil
+}
+
+// PruneBad deletes up to limit bad messages that reached the DLQ topic more than window ago,
+// oldest first, and returns how many it deleted (retention; docs/ARCHITECTURE.md). One whose
+// dead-letter intent is not yet published is never deleted. Should the DLQ watcher read a
+// pruned one from the topic again (its offsets reset), it is recorded again, as published.
+func (s *Store) PruneBad(ctx context.Context, window time.Duration, limit int) (int64, error) {
+	tag, err := s.db.Exec(ctx, pruneBadSQL, pgx.StrictNamedArgs{"window_us": window.Microseconds(), "limit": limit})
+	if err != nil {
+		return 0, fmt.Errorf("prune bad messages: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// OldestBad returns how long ago the oldest bad message kept reached the DLQ topic (0 when
+// none is).
+func (s *Store) OldestBad(ctx context.Context) (time.Duration, error) {
+	d, err := pg.Age(ctx, s.db, oldestBadSQL)
+	if err != nil {
+		return 0, fmt.Errorf("read the oldest bad message: %w", err)
+	}
+	return d, nil
 }
