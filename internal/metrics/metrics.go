@@ -426,13 +426,18 @@ func NewConsumer(reg prometheus.Registerer, running func() bool, assignment func
 
 // Retention is the pruner's metrics (retention.Observer).
 type Retention struct {
-	pruned *prometheus.CounterVec
-	oldest *prometheus.GaugeVec
+	pruned   *prometheus.CounterVec
+	oldest   *prometheus.GaugeVec
+	lastPass *prometheus.GaugeVec
+	interval *prometheus.GaugeVec
 }
 
 // NewRetention registers walletsaga_retention_pruned_rows_total, the rows this process's
 // pruner deleted, and walletsaga_retention_oldest_row_age_seconds, the age of each table's
-// oldest retained row, for the tables named.
+// oldest retained row, for the tables named; and, for each table the pruner runs (a window
+// that is not 0, from its start), walletsaga_retention_last_pass_timestamp_seconds, when its
+// last pass over the table finished, and walletsaga_retention_pass_interval_seconds, the
+// pause between its passes.
 func NewRetention(reg prometheus.Registerer, tables ...string) *Retention {
 	m := &Retention{
 		pruned: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -444,17 +449,37 @@ func NewRetention(reg prometheus.Registerer, tables ...string) *Retention {
 			Help: "Age of the oldest row of a table that retention will one day prune, by table (well above its window: the pruner is behind or failing)." +
 				" Read in Postgres after each pruning pass by every replica, which all report the same fleet-wide value: take max() across replicas, not sum().",
 		}, []string{"table"}),
+		lastPass: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "walletsaga_retention_last_pass_timestamp_seconds",
+			Help: "Unix time at which this process's pruner last finished a pass over a table without an error (its start, before the first), by table;" +
+				" only for the tables it prunes. Older than twice walletsaga_retention_pass_interval_seconds: the pruner is behind or failing.",
+		}, []string{"table"}),
+		interval: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "walletsaga_retention_pass_interval_seconds",
+			Help: "The pause between two passes of this process's pruner over a table, by table; only for the tables it prunes.",
+		}, []string{"table"}),
 	}
 	for _, t := range tables {
 		m.pruned.WithLabelValues(t)
 		m.oldest.WithLabelValues(t)
 	}
-	reg.MustRegister(m.pruned, m.oldest)
+	reg.MustRegister(m.pruned, m.oldest, m.lastPass, m.interval)
 	return m
 }
 
 // Pruned counts n rows of table deleted.
 func (m *Retention) Pruned(table string, n int64) { m.pruned.WithLabelValues(table).Add(float64(n)) }
+
+// Scheduled sets table's pass interval, and its last pass to at, the pruner's start.
+func (m *Retention) Scheduled(table string, interval time.Duration, at time.Time) {
+	m.interval.WithLabelValues(table).Set(interval.Seconds())
+	m.lastPass.WithLabelValues(table).Set(float64(at.UnixNano()) / 1e9)
+}
+
+// Passed sets the time table's last pass finished.
+func (m *Retention) Passed(table string, at time.Time) {
+	m.lastPass.WithLabelValues(table).Set(float64(at.UnixNano()) / 1e9)
+}
 
 // Oldest sets the age of table's oldest retained row.
 func (m *Retention) Oldest(table string, age time.Duration) {

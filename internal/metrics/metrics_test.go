@@ -205,18 +205,28 @@ func TestFleetWideGaugesSayHowToAggregate(t *testing.T) {
 func TestRetentionMetrics(t *testing.T) {
 	t.Parallel()
 	reg := metrics.NewRegistry()
-	m := metrics.NewRetention(reg, "wallet_events", "sagas")
+	m := metrics.NewRetention(reg, "wallet_events", "sagas", "audit")
 	m.Pruned("wallet_events", 1000)
 	m.Pruned("wallet_events", 20)
 	m.Oldest("sagas", 90*time.Second)
+	m.Scheduled("sagas", time.Minute, time.Unix(1_700_000_000, 0))
+	m.Scheduled("wallet_events", 15*time.Second, time.Unix(1_700_000_000, 0))
+	m.Passed("wallet_events", time.Unix(1_700_000_042, 500_000_000))
 	out := scrape(t, metrics.Handler(reg, nil))
 	for _, want := range []string{
 		`walletsaga_retention_pruned_rows_total{table="wallet_events"} 1020`,
 		`walletsaga_retention_pruned_rows_total{table="sagas"} 0`,
 		`walletsaga_retention_oldest_row_age_seconds{table="sagas"} 90`,
 		`walletsaga_retention_oldest_row_age_seconds{table="wallet_events"} 0`,
+		`walletsaga_retention_pass_interval_seconds{table="sagas"} 60`,
+		`walletsaga_retention_pass_interval_seconds{table="wallet_events"} 15`,
+		`walletsaga_retention_last_pass_timestamp_seconds{table="sagas"} 1.7e+09`,
+		`walletsaga_retention_last_pass_timestamp_seconds{table="wallet_events"} 1.7000000425e+09`,
 	} {
 		require.Contains(t, out, want)
 	}
+	require.NotContains(t, out, `walletsaga_retention_last_pass_timestamp_seconds{table="audit"}`,
+		"a table the pruner does not prune (window 0) has no last pass: nothing to alert on")
+	require.NotContains(t, out, `walletsaga_retention_pass_interval_seconds{table="audit"}`)
 	require.Regexp(t, `(?m)^# HELP walletsaga_retention_oldest_row_age_seconds .*take max\(\) across replicas, not sum\(\)\.$`, out)
 }

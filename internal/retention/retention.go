@@ -35,6 +35,12 @@ type Observer interface {
 	Pruned(table string, n int64)
 	// Oldest reports the age of table's oldest retained row.
 	Oldest(table string, age time.Duration)
+	// Scheduled reports, when the pruner starts (at), that it passes over table every
+	// interval. Until its first pass over table finishes, at stands for its last one.
+	Scheduled(table string, interval time.Duration, at time.Time)
+	// Passed reports a pass over table that finished at at without an error: its batches
+	// pruned until one came back short, and its oldest row was read.
+	Passed(table string, at time.Time)
 }
 
 // Config is how a pruner paces itself.
@@ -115,6 +121,12 @@ func (p *Pruner) run(ctx context.Context) error {
 		<-ctx.Done()
 		return nil
 	}
+	if p.cfg.Observer != nil {
+		now := time.Now()
+		for _, t := range p.tables {
+			p.cfg.Observer.Scheduled(t.Name, p.cfg.Interval, now)
+		}
+	}
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
@@ -131,24 +143,28 @@ func (p *Pruner) run(ctx context.Context) error {
 }
 
 // Pass prunes each table until a batch comes back short, pausing between batches, then
-// reports each table's oldest retained row. It returns the rows deleted per table and every
-// error met (a table that fails does not keep the others from being pruned).
+// reports each table's oldest retained row, and each table whose pass met no error as
+// passed. It returns the rows deleted per table and every error met (a table that fails does
+// not keep the others from being pruned).
 func (p *Pruner) Pass(ctx context.Context) (map[string]int64, error) {
 	pruned := map[string]int64{}
 	var errs []error
 	for _, t := range p.tables {
-		n, err := p.prune(ctx, t)
+		n, perr := p.prune(ctx, t)
 		pruned[t.Name] = n
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", t.Name, err))
+		if perr != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", t.Name, perr))
 		}
 		octx, cancel := context.WithTimeout(ctx, p.cfg.StatementTimeout)
-		age, err := t.Oldest(octx)
+		age, oerr := t.Oldest(octx)
 		cancel()
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: oldest: %w", t.Name, err))
+		if oerr != nil {
+			errs = append(errs, fmt.Errorf("%s: oldest: %w", t.Name, oerr))
 		} else if p.cfg.Observer != nil {
 			p.cfg.Observer.Oldest(t.Name, age)
+		}
+		if perr == nil && oerr == nil && p.cfg.Observer != nil {
+			p.cfg.Observer.Passed(t.Name, time.Now())
 		}
 	}
 	return pruned, errors.Join(errs...)
