@@ -2,14 +2,73 @@ package migrations_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/stretchr/testify/require"
 
 	"github.com/walletsaga/walletsaga/internal/testdb"
 	"github.com/walletsaga/walletsaga/migrations"
 )
+
+// TestEveryTableHasARetentionRule: every table the two sequences create (schema public: the
+// wallet's and the saga engine's; schema notify: the notifier's) has its row in the table of
+// tables of docs/ARCHITECTURE.md's Retention section, and that table names no other: a
+// setting that prunes it, or "never" with the reason. A new table fails here until it has one.
+func TestEveryTableHasARetentionRule(t *testing.T) {
+	t.Parallel()
+	pool, _ := testdb.New(t)
+	rows, err := pool.Query(context.Background(), `
+		SELECT CASE WHEN schemaname = 'public' THEN tablename ELSE schemaname || '.' || tablename END
+		FROM pg_tables WHERE schemaname IN ('public', 'notify') ORDER BY 1`)
+	require.NoError(t, err)
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Contains(t, tables, "wallet_operations")
+	require.Contains(t, tables, "notify.audit")
+
+	rules := retentionRules(t)
+	var documented []string
+	for table, r := range rules {
+		documented = append(documented, table)
+		require.True(t, r.setting == "never" || strings.HasPrefix(r.setting, "`RETENTION_"),
+			"%s: its setting is a RETENTION_ window or never, got %q", table, r.setting)
+		require.NotEmpty(t, r.why, "%s: what is pruned, or why it never is", table)
+	}
+	slices.Sort(documented)
+	require.Equal(t, tables, documented, "docs/ARCHITECTURE.md, Retention: one row per table the migrations create")
+}
+
+type retentionRule struct{ setting, why string }
+
+// retentionRules reads the table of tables of docs/ARCHITECTURE.md's Retention section: its
+// first column is a table's name, in backquotes, its second the setting that prunes it.
+func retentionRules(t *testing.T) map[string]retentionRule {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "docs", "ARCHITECTURE.md"))
+	require.NoError(t, err)
+	_, section, ok := strings.Cut(string(b), "\n## Retention\n")
+	require.True(t, ok, "docs/ARCHITECTURE.md has a Retention section")
+	section, _, _ = strings.Cut(section, "\n## ")
+	rules := map[string]retentionRule{}
+	for line := range strings.Lines(section) {
+		if !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		cells := strings.Split(strings.Trim(strings.TrimSpace(line), "|"), "|")
+		require.Len(t, cells, 5, "a row of the table of tables: %q", line)
+		name := strings.Trim(strings.TrimSpace(cells[0]), "`")
+		require.NotContains(t, rules, name, "%s has one row", name)
+		rules[name] = retentionRule{setting: strings.TrimSpace(cells[1]), why: strings.TrimSpace(cells[4])}
+	}
+	require.NotEmpty(t, rules)
+	return rules
+}
 
 // TestOperationsMigrationMarksTheRowsOfPrunedSagas: on a database where sagas were pruned
 // before the wallet marked its rows (00018's retention), 00022 marks the operation rows whose
