@@ -132,27 +132,3 @@ func FormatMoney(minor int64, currency string) string {
 	s := strconv.FormatUint(whole, 10) + "." + strconv.FormatUint(cents/10, 10) + strconv.FormatUint(cents%10, 10)
 	return s + " " + currency
 }
-
-// MaskPhone hides all digits of a phone number but the last four: "+8613800001234" →
-// "+*********1234". Numbers with four digits or fewer are shown as they are.
-func MaskPhone(phone string) string {
-	digits := 0
-	for _, r := range phone {
-		if r >= '0' && r <= '9' {
-			digits++
-		}
-	}
-	var b strings.Builder
-	seen := 0
-	for _, r := range phone {
-		if r >= '0' && r <= '9' {
-			seen++
-			if seen <= digits-4 {
-				b.WriteByte('*')
-				continue
-			}
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}

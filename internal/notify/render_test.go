@@ -124,15 +124,3 @@ func TestFormatMoney(t *testing.T) {
 		require.Equal(t, tc.want, notify.FormatMoney(tc.minor, "CNY"), "minor %d", tc.minor)
 	}
 }
-
-func TestMaskPhone(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct{ in, want string }{
-		{"+8613800001234", "+*********1234"},
-		{"+1 (555) 010-0000", "+* (***) ***-0000"},
-		{"1234", "1234"},
-		{"", ""},
-	} {
-		require.Equal(t, tc.want, notify.MaskPhone(tc.in))
-	}
-}

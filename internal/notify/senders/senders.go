@@ -23,6 +23,7 @@ import (
 	"github.com/walletsaga/walletsaga/internal/apperr"
 	"github.com/walletsaga/walletsaga/internal/freetext"
 	"github.com/walletsaga/walletsaga/internal/notify"
+	"github.com/walletsaga/walletsaga/internal/redact"
 )
 
 // LogSender is the built-in provider: an SMS is delivered when its row is in notify.sms_log.
@@ -56,7 +57,7 @@ func (s *LogSender) Send(_ context.Context, m notify.SMS) error {
 	}
 	// The line is written before the record commits: if that fails, the table is the truth
 	// and the retry writes the line again.
-	_, _ = fmt.Fprintf(out, "SMS user=%d seq=%d to=%s late=%t text=%q\n", m.UserID, m.Seq, notify.MaskPhone(m.Phone), m.Late, m.Text)
+	_, _ = fmt.Fprintf(out, "SMS user=%d seq=%d to=%s late=%t text=%q\n", m.UserID, m.Seq, redact.Phone(m.Phone), m.Late, m.Text)
 	return nil
 }
 
@@ -193,7 +194,7 @@ func (f *FailureSwitch) Journaled() bool { return notify.IsJournaled(f.Inner) }
 // Send fails m if a switch matches it and otherwise hands it to Inner.
 func (f *FailureSwitch) Send(ctx context.Context, m notify.SMS) error {
 	if f.PhonePattern != nil && f.PhonePattern.MatchString(m.Phone) {
-		return fmt.Errorf("simulated failure: phone %s matches %q", notify.MaskPhone(m.Phone), f.PhonePattern.String())
+		return fmt.Errorf("simulated failure: phone %s matches %q", redact.Phone(m.Phone), f.PhonePattern.String())
 	}
 	if f.FailAmount != 0 && (m.Amount == f.FailAmount || m.Amount == -f.FailAmount) {
 		return fmt.Errorf("simulated failure: amount %d matches the failing amount %d", m.Amount, f.FailAmount)

@@ -26,6 +26,7 @@ import (
 	"github.com/walletsaga/walletsaga/internal/notify"
 	"github.com/walletsaga/walletsaga/internal/notify/deadletters"
 	"github.com/walletsaga/walletsaga/internal/notify/gate"
+	"github.com/walletsaga/walletsaga/internal/redact"
 	"github.com/walletsaga/walletsaga/internal/walletevent"
 )
 
@@ -251,7 +252,7 @@ func (s *Store) Users(ctx context.Context, limit int, cursor, phone string) (Use
 	items, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (UserSummary, error) {
 		var u UserSummary
 		err := r.Scan(&u.UserID, &u.Sent, &u.DeadLettered, &u.Skipped, &u.Pending, &u.LastSeq, &u.MissingSeq, &u.GapSince, &u.UpdatedAt, &u.Phone)
-		u.Phone = notify.MaskPhone(u.Phone)
+		u.Phone = redact.Phone(u.Phone)
 		return u, err
 	})
 	if err != nil {
