@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"slices"
 	"time"
@@ -181,14 +180,13 @@ func newSender(cfg config, stdout io.Writer) (notify.Sender, error) {
 	var s notify.Sender
 	switch cfg.Sender {
 	case "webhook":
-		client := senders.NewWebhookClient(cfg.Workers)
-		if cfg.WebhookToken != "" {
-			client.Transport = bearer{token: cfg.WebhookToken, next: client.Transport}
-		}
-		w, err := senders.NewWebhookSender(cfg.WebhookURL, cfg.SendTimeout, client)
+		w, err := senders.NewWebhookSender(cfg.WebhookURL, cfg.SendTimeout, senders.NewWebhookClient(cfg.Workers))
 		if err != nil {
 			return nil, fmt.Errorf("SMS_WEBHOOK_URL: %w", err)
 		}
+		// On the request, never on the transport: a transport would present it to any
+		// address the request is sent on to.
+		w.Token = cfg.WebhookToken
 		s = w
 	default:
 		s = senders.NewLogSender(stdout)
@@ -197,22 +195,6 @@ func newSender(cfg config, stdout io.Writer) (notify.Sender, error) {
 		return s, nil
 	}
 	return &senders.FailureSwitch{Inner: s, PhonePattern: cfg.FailPhone, FailAmount: cfg.FailAmount}, nil
-}
-
-// bearer presents the SMS provider's token on every request of the webhook client.
-type bearer struct {
-	token string
-	next  http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	next := b.next
-	if next == nil {
-		next = http.DefaultTransport
-	}
-	return next.RoundTrip(r)
 }
 
 // openPool opens the notifier's pool, every connection under the statement and

@@ -66,16 +66,22 @@ const DefaultWebhookTimeout = 5 * time.Second
 
 // WebhookSender POSTs each SMS as JSON {user_id, seq, phone, text, late} to URL with the
 // header Idempotency-Key set to the SMS's key (its ProviderKey, kept by an operator's
-// replay, which sets late). The provider must deduplicate on that key and answer 409 to a
-// key it accepted before: "already accepted with this key". A 2xx is success; 409 is
-// notify.ErrAlreadyDelivered; 5xx, 408, 429, timeouts, connection errors, and 401 and 403 wrap
+// replay, which sets late), and Authorization: Bearer Token when Token is set. The provider
+// must deduplicate on that key and answer 409 to a key it accepted before: "already accepted
+// with this key". A 2xx is success; 409 is notify.ErrAlreadyDelivered; 5xx, 408, 429,
+// timeouts, connection errors, 401 and 403, and every redirect wrap
 // notify.ErrProviderUnavailable (retried, and counted by the provider breaker: a refused token
-// is the provider refusing every SMS until an operator fixes the credentials, which must delay
-// SMS, never dead-letter them); any other 4xx wraps notify.ErrPermanent.
+// or a redirect is the provider refusing every SMS until an operator fixes the credentials
+// or the URL, which must delay SMS, never dead-letter them); any other 4xx wraps
+// notify.ErrPermanent.
+//
+// A redirect is never followed, whatever Client says: the token, the phone number and the
+// text go to URL and nowhere else (a redirect may name another host, or plain http).
 type WebhookSender struct {
 	URL     string
+	Token   string        // the provider's bearer token; none when empty
 	Timeout time.Duration // per request; DefaultWebhookTimeout when zero
-	Client  *http.Client  // http.DefaultClient when nil
+	Client  *http.Client  // http.DefaultClient when nil; its CheckRedirect is not used
 }
 
 // NewWebhookClient returns an HTTP client for a WebhookSender that up to conns lanes use at
@@ -86,15 +92,19 @@ func NewWebhookClient(conns int) *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConns = max(conns, t.MaxIdleConns)
 	t.MaxIdleConnsPerHost = max(conns, 1)
-	// Each SMS request is a client span, and carries its traceparent to the provider.
-	return &http.Client{Transport: otelhttp.NewTransport(t)}
+	return &http.Client{
+		// Each SMS request is a client span, and carries its traceparent to the provider.
+		Transport: otelhttp.NewTransport(t),
+		// A redirect is answered as it came, never followed (WebhookSender refuses it).
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
 }
 
 // NewWebhookSender checks rawURL (absolute http or https) and returns a sender for it.
 func NewWebhookSender(rawURL string, timeout time.Duration, client *http.Client) (*WebhookSender, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, apperr.New(apperr.Invalid, "webhook URL must be an absolute http(s) URL, got %q", rawURL)
+		return nil, apperr.New(apperr.Invalid, "webhook URL must be an absolute http(s) URL, got %q", redact.URL(rawURL))
 	}
 	if timeout < 0 {
 		return nil, apperr.New(apperr.Invalid, "webhook timeout must not be negative, got %s", timeout)
@@ -116,10 +126,12 @@ func (s *WebhookSender) Send(ctx context.Context, m notify.SMS) error {
 	if timeout <= 0 {
 		timeout = DefaultWebhookTimeout
 	}
-	client := s.Client
-	if client == nil {
-		client = http.DefaultClient
+	client := http.Client{}
+	if s.Client != nil {
+		client = *s.Client
 	}
+	// Answer a redirect as it came: Send refuses it below.
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	key := m.IdempotencyKey
 	if key == "" {
 		// A key the provider could confuse with another deployment's is worse than no send.
@@ -137,9 +149,12 @@ func (s *WebhookSender) Send(ctx context.Context, m notify.SMS) error {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", key)
+	if s.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+s.Token)
+	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return fmt.Errorf("webhook: SMS %s: %w: %w", key, err, notify.ErrProviderUnavailable)
+		return fmt.Errorf("webhook: SMS %s: %w: %w", key, redact.URLError(err), notify.ErrProviderUnavailable)
 	}
 	defer resp.Body.Close()
 	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
@@ -152,6 +167,9 @@ func (s *WebhookSender) Send(ctx context.Context, m notify.SMS) error {
 	msg := fmt.Sprintf("webhook: SMS %s: provider answered %s: %s", key, freetext.Clip(resp.Status, 100),
 		freetext.Clip(strings.TrimSpace(string(snippet)), 300))
 	switch {
+	case resp.StatusCode >= 300 && resp.StatusCode < 400:
+		return fmt.Errorf("%s: a redirect (to %q) is refused, so that the token and the SMS go to the configured URL only: fix SMS_WEBHOOK_URL: %w",
+			msg, redact.URL(resp.Header.Get("Location")), notify.ErrProviderUnavailable)
 	case resp.StatusCode == http.StatusConflict:
 		return fmt.Errorf("%s: %w", msg, notify.ErrAlreadyDelivered)
 	case resp.StatusCode == http.StatusRequestTimeout, resp.StatusCode == http.StatusTooManyRequests, resp.StatusCode >= 500,
@@ -159,7 +177,7 @@ func (s *WebhookSender) Send(ctx context.Context, m notify.SMS) error {
 		return fmt.Errorf("%s: %w", msg, notify.ErrProviderUnavailable)
 	case resp.StatusCode >= 400:
 		return fmt.Errorf("%s: %w", msg, notify.ErrPermanent)
-	default: // 1xx, 3xx: not an answer we understand; try again
+	default: // 1xx: not an answer we understand; try again
 		return errors.New(msg)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -189,6 +190,55 @@ func TestWebhookSenderLateKeepsTheKey(t *testing.T) {
 	require.NoError(t, s.Send(context.Background(), notify.MarkLate(m)))
 	require.Equal(t, "3:4", c.reqs[0].Header.Get("Idempotency-Key"))
 	require.Contains(t, string(c.body[0]), `"late":true`)
+}
+
+// A provider that redirects gets the SMS and the token once, and whatever it names gets
+// nothing: the redirect is refused as a failure of the provider as a whole (retried and
+// counted by the breaker, never dead-lettered), whichever client the sender was given.
+func TestWebhookSenderRefusesRedirects(t *testing.T) {
+	t.Parallel()
+	const token = "sms-provider-token-0123456789"
+	var elsewhere capture
+	target := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { elsewhere.add(r) }))
+	t.Cleanup(target.Close)
+	clients := map[string]func() *http.Client{
+		"the webhook client": func() *http.Client { return senders.NewWebhookClient(2) },
+		"none (the default)": func() *http.Client { return nil },
+		"one that follows":   func() *http.Client { return &http.Client{} },
+	}
+	for _, status := range []int{http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
+		for name, client := range clients {
+			t.Run(fmt.Sprintf("%d, %s", status, name), func(t *testing.T) {
+				t.Parallel()
+				var provider capture
+				srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					provider.add(r)
+					w.Header().Set("Location", "http://user:pw@"+target.Listener.Addr().String()+"/sms?key=loc-secret")
+					w.WriteHeader(status)
+				}))
+				t.Cleanup(srv.Close)
+				s, err := senders.NewWebhookSender(srv.URL+"/sms", time.Second, client())
+				require.NoError(t, err)
+				s.Token = token
+				err = s.Send(context.Background(), sms(9, 1, "+8613800009999", 100))
+				require.ErrorIs(t, err, notify.ErrProviderUnavailable)
+				require.NotErrorIs(t, err, notify.ErrPermanent)
+				require.NotErrorIs(t, err, notify.ErrAlreadyDelivered)
+				require.Contains(t, err.Error(), "redirect")
+				require.Contains(t, err.Error(), target.Listener.Addr().String(), "it says where the provider pointed")
+				for _, secret := range []string{token, "pw", "loc-secret", "13800009999"} {
+					require.NotContains(t, err.Error(), secret)
+				}
+				require.Len(t, provider.reqs, 1)
+				require.Equal(t, "Bearer "+token, provider.reqs[0].Header.Get("Authorization"))
+			})
+		}
+	}
+	t.Cleanup(func() {
+		elsewhere.mu.Lock()
+		defer elsewhere.mu.Unlock()
+		require.Empty(t, elsewhere.reqs, "the redirect's target got a request")
+	})
 }
 
 func TestWebhookSenderTimeoutIsRetryable(t *testing.T) {
