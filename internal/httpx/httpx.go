@@ -1,6 +1,7 @@
 // Package httpx builds the echo servers of both binaries the same way: JSON errors through
 // apperr's one code→status table, panic recovery, request ids, a body limit, a request
-// timeout, access logs through slog, and the /healthz and /readyz probes.
+// timeout, access logs through slog (phone numbers in a request URI masked), and the
+// /healthz and /readyz probes.
 package httpx
 
 import (
@@ -21,6 +22,7 @@ import (
 
 	"github.com/walletsaga/walletsaga/internal/apperr"
 	"github.com/walletsaga/walletsaga/internal/lifecycle"
+	"github.com/walletsaga/walletsaga/internal/redact"
 	"github.com/walletsaga/walletsaga/internal/reqid"
 )
 
@@ -100,7 +102,8 @@ func New(opts Options) *echo.Echo {
 				level = slog.LevelDebug
 			}
 			attrs := []slog.Attr{
-				slog.String("method", v.Method), slog.String("uri", v.URI), slog.Int("status", v.Status),
+				// The console's search carries phone numbers in its query (?phone=…).
+				slog.String("method", v.Method), slog.String("uri", redact.URI(v.URI)), slog.Int("status", v.Status),
 				slog.Duration("latency", v.Latency),
 			}
 			if v.Error != nil {

@@ -158,6 +158,38 @@ func TestRequestIDIsEchoedAndLogged(t *testing.T) {
 	require.Equal(t, 1, accessLines, "the access log line carries the id:\n%s", logs.String())
 }
 
+// The access log masks a phone number in the URI, query string included (the SMS console's
+// search by phone), however it is encoded, and keeps the rest.
+func TestTheAccessLogMasksPhoneNumbers(t *testing.T) {
+	t.Parallel()
+	srv, logs := newTestServer(t)
+	for _, q := range []string{"phone=%2B8613812345678&limit=20", "limit=20&phone=%2B86%20138%201234%205678", "mobile=13812345678"} {
+		resp, err := http.Get(srv.URL + "/hello?" + q)
+		require.NoError(t, err)
+		resp.Body.Close()
+	}
+	resp, err := http.Get(srv.URL + "/v1/users/%2B8613812345678/sms")
+	require.NoError(t, err)
+	resp.Body.Close()
+	var uris []string
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var rec map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &rec), line)
+		if rec["msg"] == "http" {
+			uris = append(uris, rec["uri"].(string))
+		}
+	}
+	require.Equal(t, []string{
+		"/hello?phone=+*********5678&limit=20",
+		"/hello?limit=20&phone=+** *** **** 5678",
+		"/hello?mobile=*******5678",
+		"/v1/users/+*********5678/sms",
+	}, uris)
+	for _, digits := range []string{"381234", "138 1234", "138%201234"} {
+		require.NotContains(t, logs.String(), digits)
+	}
+}
+
 func TestOperatorNeedsTheAdminTokenAndAName(t *testing.T) {
 	t.Parallel()
 	srv, _ := newTestServer(t)

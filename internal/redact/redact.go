@@ -66,9 +66,13 @@ func URI(uri string) string {
 	path, query, hasQuery := strings.Cut(uri, "?")
 	segs := strings.Split(path, "/")
 	for i, s := range segs {
-		if looksLikePhone(s) {
-			segs[i] = Phone(s)
+		if !looksLikePhone(s) {
+			continue
 		}
+		if dec, err := url.PathUnescape(s); err == nil {
+			s = dec
+		}
+		segs[i] = Phone(s)
 	}
 	path = strings.Join(segs, "/")
 	if !hasQuery {

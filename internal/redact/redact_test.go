@@ -68,6 +68,7 @@ func TestURI(t *testing.T) {
 		// An international number under any name, or as a path segment.
 		{"/v1/x?q=%2B8613800001234", "/v1/x?q=+*********1234"},
 		{"/v1/users/+8613800001234/sms", "/v1/users/+*********1234/sms"},
+		{"/v1/users/%2B8613800001234/sms", "/v1/users/+*********1234/sms"},
 		// A value that does not decode: its digits are masked as they came.
 		{"/v1/users?phone=%zz8613800001234", "/v1/users?phone=%zz*********1234"},
 		// Ids, limits and cursors are kept.

@@ -225,7 +225,8 @@ func (s *Store) Users(ctx context.Context, limit int, cursor, phone string) (Use
 	query, args := userIDsSQL, pgx.StrictNamedArgs{"after_user": c.U, "limit": limit + 1}
 	if phone != "" {
 		if !phoneRE.MatchString(phone) {
-			return UserPage{}, apperr.New(apperr.Invalid, "phone must be an E.164 number such as +8613800001234, got %q", phone)
+			// Masked: the message is what the access log records of a refused request.
+			return UserPage{}, apperr.New(apperr.Invalid, "phone must be an E.164 number such as +8613800001234, got %q", redact.Phone(phone))
 		}
 		query, args["phone"] = userIDsByPhoneSQL, phone
 	}
