@@ -21,7 +21,7 @@ func newServer(cfg config, log *slog.Logger, pool *pgxpool.Pool, gate *httpapi.G
 	operator *deadletters.Operator, reg *prometheus.Registry, checks ...httpx.Check,
 ) *echo.Echo {
 	e := httpx.New(httpx.Options{Logger: log})
-	httpx.Probes(e, checks...)
+	httpx.Probes(e, log, checks...)
 	httpx.Handler(e, "/metrics", metrics.Handler(reg, log))
 	httpapi.Register(e, httpapi.Deps{Log: smslog.NewStore(pool), Operator: operator, Gate: gate, AdminToken: cfg.AdminToken,
 		ReadToken: cfg.ReadToken, Logger: log})

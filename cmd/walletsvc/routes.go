@@ -17,7 +17,7 @@ import (
 // the document against it.
 func newServer(cfg config, log *slog.Logger, svc *wallet.Service, reg *prometheus.Registry, checks ...httpx.Check) *echo.Echo {
 	e := httpx.New(httpx.Options{Logger: log})
-	httpx.Probes(e, checks...)
+	httpx.Probes(e, log, checks...)
 	httpx.Handler(e, "/metrics", metrics.Handler(reg, log))
 	opts := httpapi.Options{
 		ServiceToken: cfg.ServiceToken, ServiceTokenCreatesUsersOnly: cfg.ServiceTokenScope == ScopeCreateUser,

@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -212,13 +213,26 @@ type Check struct {
 	Degraded string
 }
 
+// Check states, as the probes answer them: what a dependency's error says (its address,
+// its user, the database's name) is for the log, not for whoever reaches the port.
+const (
+	CheckOK   = "ok"
+	CheckDown = "down"
+)
+
 // Probes registers GET /healthz (the process is up; informational checks' state is shown,
 // never failing it) and GET /readyz (every check within 2s; 503 naming the failing checks
 // when one without Degraded fails; 200 otherwise, listing what the process cannot do now).
-func Probes(e *echo.Echo, checks ...Check) {
+// Each check is reported as CheckOK or CheckDown; why a check fails is logged to log, once
+// each time its error changes, and its recovery likewise.
+func Probes(e *echo.Echo, log *slog.Logger, checks ...Check) {
+	if log == nil {
+		log = slog.Default()
+	}
+	p := &probes{checks: checks, log: log, last: map[string]string{}}
 	e.GET("/healthz", func(c echo.Context) error {
 		body := map[string]any{"status": "ok"}
-		res, degraded, _ := runChecks(c.Request().Context(), checks, true)
+		res, degraded, _ := p.run(c.Request().Context(), true)
 		if len(res) > 0 {
 			body["checks"] = res
 		}
@@ -230,7 +244,7 @@ func Probes(e *echo.Echo, checks ...Check) {
 	e.GET("/readyz", func(c echo.Context) error {
 		ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
 		defer cancel()
-		res, degraded, ok := runChecks(ctx, checks, false)
+		res, degraded, ok := p.run(ctx, false)
 		body := map[string]any{"status": "ok", "checks": res}
 		if len(degraded) > 0 {
 			body["degraded"] = degraded
@@ -243,27 +257,55 @@ func Probes(e *echo.Echo, checks ...Check) {
 	})
 }
 
-// runChecks runs the checks (only the informational ones when onlyInfo) and reports each
-// one's state, what the process cannot do now, and whether every required check passed.
-func runChecks(ctx context.Context, checks []Check, onlyInfo bool) (res map[string]string, degraded []string, ok bool) {
+// probes runs the checks and logs why one fails.
+type probes struct {
+	checks []Check
+	log    *slog.Logger
+	mu     sync.Mutex
+	last   map[string]string // check name → the error last logged ("" once it passes)
+}
+
+// run runs the checks (only the informational ones when onlyInfo) and reports each one's
+// state, what the process cannot do now, and whether every required check passed.
+func (p *probes) run(ctx context.Context, onlyInfo bool) (res map[string]string, degraded []string, ok bool) {
 	res, ok = map[string]string{}, true
-	for _, ch := range checks {
+	for _, ch := range p.checks {
 		if onlyInfo && ch.Degraded == "" {
 			continue
 		}
 		err := ch.Fn(ctx)
+		p.note(ctx, ch.Name, err)
 		switch {
 		case err == nil:
-			res[ch.Name] = "ok"
+			res[ch.Name] = CheckOK
 		case ch.Degraded != "":
-			res[ch.Name] = err.Error()
+			res[ch.Name] = CheckDown
 			degraded = append(degraded, ch.Name+": "+ch.Degraded)
 		default:
-			res[ch.Name] = err.Error()
+			res[ch.Name] = CheckDown
 			ok = false
 		}
 	}
 	return res, degraded, ok
+}
+
+// note logs a check's error when it differs from the one last logged, and its recovery.
+func (p *probes) note(ctx context.Context, name string, err error) {
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
+	p.mu.Lock()
+	last, seen := p.last[name]
+	p.last[name] = msg
+	p.mu.Unlock()
+	switch {
+	case msg == last && (seen || msg == ""):
+	case err != nil:
+		p.log.WarnContext(ctx, "dependency check fails", "check", name, "err", err)
+	default:
+		p.log.InfoContext(ctx, "dependency check passes again", "check", name)
+	}
 }
 
 // DecodeJSON strictly decodes the request body into v: content type application/json,

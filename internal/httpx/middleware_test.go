@@ -2,7 +2,9 @@ package httpx_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"math"
@@ -310,4 +312,48 @@ func TestBearerTakesAnyOfItsTokens(t *testing.T) {
 		require.Equal(t, c.status, status, "%s %q: %s", c.path, c.auth, body)
 		require.Contains(t, body, c.msg, "%s %q", c.path, c.auth)
 	}
+}
+
+// The probes say which dependency is down, never what its error says (an address, a user,
+// a database's name): that goes to the log, once until it changes, and so does the recovery.
+func TestProbesSayWhichDependencyIsDownAndLogWhy(t *testing.T) {
+	t.Parallel()
+	logs := &syncBuf{}
+	log := slog.New(slog.NewJSONHandler(logs, nil))
+	var mu sync.Mutex
+	dbErr := errors.New(`failed to connect to user=walletsaga database=wallets host=db-7.internal port=5432: connection refused`)
+	brokerErr := errors.New("dial tcp 10.0.3.4:9876: i/o timeout")
+	e := httpx.New(httpx.Options{Logger: log})
+	httpx.Probes(e, log,
+		httpx.Check{Name: "postgres", Fn: func(context.Context) error { mu.Lock(); defer mu.Unlock(); return dbErr }},
+		httpx.Check{Name: "rocketmq", Fn: func(context.Context) error { return brokerErr }, Degraded: "events wait in the outbox"},
+	)
+	srv := httptest.NewServer(e)
+	t.Cleanup(srv.Close)
+	get := func(path string) (int, string) {
+		resp, err := http.Get(srv.URL + path)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(b)
+	}
+	for range 2 {
+		st, body := get("/readyz")
+		require.Equal(t, http.StatusServiceUnavailable, st)
+		require.JSONEq(t, `{"status":"unavailable","checks":{"postgres":"down","rocketmq":"down"},"degraded":["rocketmq: events wait in the outbox"]}`, body)
+	}
+	st, body := get("/healthz")
+	require.Equal(t, http.StatusOK, st)
+	require.JSONEq(t, `{"status":"ok","checks":{"rocketmq":"down"},"degraded":["rocketmq: events wait in the outbox"]}`, body)
+
+	require.Equal(t, 1, strings.Count(logs.String(), "db-7.internal"), "the error is logged once while it stays the same:\n%s", logs.String())
+	require.Equal(t, 1, strings.Count(logs.String(), "10.0.3.4:9876"), logs.String())
+	mu.Lock()
+	dbErr = nil
+	mu.Unlock()
+	st, body = get("/readyz")
+	require.Equal(t, http.StatusOK, st, body)
+	require.JSONEq(t, `{"status":"ok","checks":{"postgres":"ok","rocketmq":"down"},"degraded":["rocketmq: events wait in the outbox"]}`, body)
+	require.Contains(t, logs.String(), `"msg":"dependency check passes again","check":"postgres"`)
 }
