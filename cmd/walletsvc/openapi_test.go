@@ -38,11 +38,12 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 
 	openapicheck.RequireServed(t, e, httpapi.OpenAPI, "internal/wallet/httpapi/openapi.yaml")
 	openapicheck.RequireTextPattern(t, filepath.Join("..", "..", "internal/wallet/httpapi/openapi.yaml"), httpapi.OpenAPI, freetext.Pattern(), *update)
-	require.Len(t, openapicheck.Routes(e.Routes()), 19)
+	require.Len(t, openapicheck.Routes(e.Routes()), 20)
 }
 
 // The document lists the kinds the code knows, in the code's order: an event's kind is one
-// of walletevent's (the one list of them), a saga's one of the wallet's registered kinds.
+// of walletevent's (the one list of them), a saga's one of the wallet's registered kinds,
+// and the codes a user reads of a saga's error are wallet.PublicCodes.
 func TestOpenAPIKindsAreTheCodes(t *testing.T) {
 	t.Parallel()
 	var events []string
@@ -52,7 +53,12 @@ func TestOpenAPIKindsAreTheCodes(t *testing.T) {
 	got, err := openapicheck.Enum(httpapi.OpenAPI, "components", "schemas", "Event", "properties", "kind")
 	require.NoError(t, err)
 	require.Equal(t, events, got, "internal/wallet/httpapi/openapi.yaml: Event.kind")
-	got, err = openapicheck.Enum(httpapi.OpenAPI, "components", "schemas", "Saga", "properties", "kind")
+	for _, schema := range []string{"Saga", "OperatorSaga"} {
+		got, err = openapicheck.Enum(httpapi.OpenAPI, "components", "schemas", schema, "properties", "kind")
+		require.NoError(t, err)
+		require.Equal(t, wallet.Kinds(), got, "internal/wallet/httpapi/openapi.yaml: %s.kind", schema)
+	}
+	got, err = openapicheck.Enum(httpapi.OpenAPI, "components", "schemas", "SagaError", "properties", "code")
 	require.NoError(t, err)
-	require.Equal(t, wallet.Kinds(), got, "internal/wallet/httpapi/openapi.yaml: Saga.kind")
+	require.Equal(t, wallet.PublicCodes(), got, "internal/wallet/httpapi/openapi.yaml: SagaError.code")
 }

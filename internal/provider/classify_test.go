@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/walletsaga/walletsaga/internal/saga"
+	"github.com/walletsaga/walletsaga/internal/wallet"
 )
 
 // Which answers are definite and which uncertain: the contract's table, as one pure function.
@@ -63,5 +66,30 @@ func TestClassify(t *testing.T) {
 			require.Equal(t, tc.code, re.Code)
 			require.Equal(t, tc.after, re.RetryAfter)
 		})
+	}
+}
+
+// What a user reads of a step's failure is classified from the code this contract gives
+// (wallet.PublicError): each code of a refusal the remote party made, or of an uncertain
+// answer, has its own public class; the refusals that mean our request or our token is
+// wrong are internal, for operators.
+func TestEveryContractCodeHasItsPublicClass(t *testing.T) {
+	t.Parallel()
+	for code, want := range map[string]string{
+		CodeDeclined:            wallet.PublicDeclined,
+		CodeRejected:            wallet.PublicRejected,
+		CodeNotCancellable:      wallet.PublicNotCancellable,
+		CodeIdempotencyMismatch: wallet.PublicInternal,
+		CodeInvalidRequest:      wallet.PublicInternal,
+		CodeUnauthorized:        wallet.PublicInternal,
+		CodeUnavailable:         wallet.PublicProviderUnavailable,
+		CodeTimeout:             wallet.PublicTimeout,
+		CodeRateLimited:         wallet.PublicProviderUnavailable,
+		CodeInProgress:          wallet.PublicProviderUnavailable,
+		CodeBadResponse:         wallet.PublicProviderUnavailable,
+	} {
+		got := wallet.PublicError(&saga.ErrorInfo{Code: code, Message: "HTTP 503 from 10.0.0.7:8443"})
+		require.Equal(t, want, got.Code, code)
+		require.NotContains(t, got.Message, "10.0.0.7", code)
 	}
 }

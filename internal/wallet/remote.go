@@ -100,7 +100,10 @@ func IsPermanent(err error) (code string, ok bool) {
 
 // remoteOutcome turns a remote call's error into a step outcome: nil is done, permanent is
 // fail with its code, anything else (timeouts, unclassified errors) is retry, no sooner
-// than the error's RetryAfter.
+// than the error's RetryAfter. A retryable RemoteError's code goes with the retry: the step
+// history records it, and a step whose window runs out fails with it (what its user reads
+// is classified from it, see PublicError); an unclassified error has none, and such a step
+// fails with saga.CodeAttemptsExhausted.
 func remoteOutcome(err error) saga.Outcome {
 	if err == nil {
 		return saga.Done()
@@ -109,8 +112,10 @@ func remoteOutcome(err error) saga.Outcome {
 		return saga.Fail(code, err)
 	}
 	var re *RemoteError
-	if errors.As(err, &re) && re.RetryAfter > 0 {
-		return saga.RetryAfter(err, re.RetryAfter)
+	if errors.As(err, &re) {
+		o := saga.RetryAfter(err, re.RetryAfter)
+		o.Code = re.Code
+		return o
 	}
 	return saga.Retry(err)
 }

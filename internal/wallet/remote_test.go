@@ -27,9 +27,9 @@ func TestRemoteOutcome(t *testing.T) {
 		{"success", nil, saga.OutcomeDone, "", 0},
 		{"permanent", PermanentError("declined", errors.New("no")), saga.OutcomeFail, "declined", 0},
 		{"permanent, wrapped", fmt.Errorf("gateway: %w", PermanentError("rejected", nil)), saga.OutcomeFail, "rejected", 0},
-		{"retryable", RetryableError("unavailable", errors.New("503")), saga.OutcomeRetry, "", 0},
-		{"retryable with Retry-After", &RemoteError{Code: "rate_limited", RetryAfter: 7 * time.Second}, saga.OutcomeRetry, "", 7 * time.Second},
-		{"wrapped, with Retry-After", fmt.Errorf("x: %w", &RemoteError{Code: "unavailable", RetryAfter: time.Minute}), saga.OutcomeRetry, "", time.Minute},
+		{"retryable", RetryableError("unavailable", errors.New("503")), saga.OutcomeRetry, "unavailable", 0},
+		{"retryable with Retry-After", &RemoteError{Code: "rate_limited", RetryAfter: 7 * time.Second}, saga.OutcomeRetry, "rate_limited", 7 * time.Second},
+		{"wrapped, with Retry-After", fmt.Errorf("x: %w", &RemoteError{Code: "unavailable", RetryAfter: time.Minute}), saga.OutcomeRetry, "unavailable", time.Minute},
 		{"permanent ignores Retry-After", &RemoteError{Code: "declined", Permanent: true, RetryAfter: time.Minute}, saga.OutcomeFail, "declined", 0},
 		{"unclassified", context.DeadlineExceeded, saga.OutcomeRetry, "", 0},
 	} {

@@ -322,6 +322,10 @@ func operatorCases(f Fixture) []Case {
 		{Name: "operator list limit too big", Method: "GET", Path: "/v1/operator/sagas?limit=101", Header: admin(), Status: 400, Code: "invalid", Msg: "limit"},
 		{Name: "operator list bad cursor", Method: "GET", Path: "/v1/operator/sagas?cursor=abc", Header: admin(), Status: 400, Code: "invalid", Msg: "cursor"},
 		{Name: "operator list bad state", Method: "GET", Path: "/v1/operator/sagas?state=done", Header: admin(), Status: 400, Code: "invalid", Msg: "state must be one of"},
+		{Name: "operator saga without a token", Method: "GET", Path: "/v1/operator/sagas/" + fmt.Sprint(f.NeedsAttention), Header: []string{"Authorization", ""}, Status: 401, Code: "unauthorized", Msg: "admin token is required"},
+		{Name: "operator saga with the service token", Method: "GET", Path: "/v1/operator/sagas/" + fmt.Sprint(f.NeedsAttention), Status: 403, Code: "forbidden", Msg: "admin token is not valid"},
+		{Name: "operator saga with SQL in the id", Method: "GET", Path: "/v1/operator/sagas/1;DROP%20TABLE%20sagas", Header: admin(), Status: 400, Code: "invalid", Msg: "saga id"},
+		{Name: "operator saga unknown", Method: "GET", Path: "/v1/operator/sagas/424242", Header: admin(), Status: 404, Code: "not_found", Msg: "saga 424242"},
 		{Name: "console with a malformed query", Method: "GET", Path: "/?q=%zz", Status: 400, Code: "invalid", Msg: "query string is malformed"},
 		{Name: "console asset that is not one", Method: "GET", Path: "/assets/index.html", Status: 404, Code: "not_found", Msg: "no asset"},
 	}

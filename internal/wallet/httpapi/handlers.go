@@ -98,17 +98,33 @@ func toErrorBody(e *saga.ErrorInfo) *errorBody {
 	return &errorBody{Code: e.Code, Message: e.Message}
 }
 
-func toSagaBody(op wallet.Operation, withSteps bool) sagaBody {
+// errorsAs says how a saga body shows the saga's error and its steps': as its user reads
+// them (classified, see wallet.PublicError) or as an operator does (as stored).
+type errorsAs int
+
+const (
+	forUser errorsAs = iota
+	forOperator
+)
+
+func (a errorsAs) body(e *saga.ErrorInfo) *errorBody {
+	if a == forUser {
+		e = wallet.PublicError(e)
+	}
+	return toErrorBody(e)
+}
+
+func toSagaBody(op wallet.Operation, withSteps bool, errs errorsAs) sagaBody {
 	b := sagaBody{
 		ID: op.ID, Kind: op.Kind, State: string(op.State), UserID: op.UserID, CounterpartyID: op.CounterpartyID,
 		Amount: int64(op.Amount), Currency: op.Currency, Source: op.Source, Merchant: op.Merchant, Reference: op.Reference,
-		Destination: op.Destination, Error: toErrorBody(op.Error), CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt,
+		Destination: op.Destination, Error: errs.body(op.Error), CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt,
 	}
 	if withSteps {
 		b.ProviderKeyPrefix = op.ProviderKeyPrefix
 		b.Steps = make([]stepBody, 0, len(op.Steps))
 		for _, s := range op.Steps {
-			b.Steps = append(b.Steps, stepBody{Name: s.Name, Phase: s.Phase, Status: s.Status, Attempts: s.Attempts, Error: toErrorBody(s.Error)})
+			b.Steps = append(b.Steps, stepBody{Name: s.Name, Phase: s.Phase, Status: s.Status, Attempts: s.Attempts, Error: errs.body(s.Error)})
 		}
 	}
 	return b
@@ -360,7 +376,7 @@ func answerOperation(c echo.Context, svc *wallet.Service, op wallet.Operation, w
 	if wait && op.State.Terminal() {
 		status = http.StatusOK
 	}
-	return c.JSON(status, toSagaBody(op, true))
+	return c.JSON(status, toSagaBody(op, true, forUser))
 }
 
 func getSaga(svc *wallet.Service) userHandler {
@@ -376,7 +392,7 @@ func getSaga(svc *wallet.Service) userHandler {
 		if err := authorize(who, access{kind: mayReadSaga, user: op.UserID, counterparty: op.CounterpartyID, saga: op.ID}); err != nil {
 			return err
 		}
-		return c.JSON(http.StatusOK, toSagaBody(op, true))
+		return c.JSON(http.StatusOK, toSagaBody(op, true, forUser))
 	}
 }
 
@@ -391,23 +407,43 @@ func listSagas(svc *wallet.Service) userHandler {
 			return err
 		}
 		f.UserID = sagaListUser(who, f.UserID)
-		return answerSagaPage(c, svc, f)
+		return answerSagaPage(c, svc, f, forUser)
 	}
 }
 
 // operatorSagas serves GET /v1/operator/sagas, the operator console's list: every user's
-// sagas in one state (or all), newest first, a page at a time, with the admin token.
+// sagas in one state (or all), newest first, a page at a time, with the admin token; their
+// errors as stored.
 func operatorSagas(svc *wallet.Service, adminToken string) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if err := httpx.CheckBearer(c, "admin", "operator endpoints are disabled: no admin token is configured", adminToken); err != nil {
 			return err
 		}
-		return answerSagaPage(c, svc, wallet.SagaFilter{})
+		return answerSagaPage(c, svc, wallet.SagaFilter{}, forOperator)
+	}
+}
+
+// operatorSaga serves GET /v1/operator/sagas/{id}: a saga with its step history and every
+// error as stored (the remote party's words, its address), with the admin token.
+func operatorSaga(svc *wallet.Service, adminToken string) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if err := httpx.CheckBearer(c, "admin", "operator endpoints are disabled: no admin token is configured", adminToken); err != nil {
+			return err
+		}
+		id, err := pathID(c, "saga id")
+		if err != nil {
+			return err
+		}
+		op, err := svc.GetSaga(c.Request().Context(), id)
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, toSagaBody(op, true, forOperator))
 	}
 }
 
 // answerSagaPage reads ?limit=, ?cursor= and ?state= into f, and answers the page of sagas.
-func answerSagaPage(c echo.Context, svc *wallet.Service, f wallet.SagaFilter) error {
+func answerSagaPage(c echo.Context, svc *wallet.Service, f wallet.SagaFilter, errs errorsAs) error {
 	limit, err := queryInt(c, "limit", 1)
 	if err != nil {
 		return err
@@ -430,7 +466,7 @@ func answerSagaPage(c echo.Context, svc *wallet.Service, f wallet.SagaFilter) er
 		NextCursor string     `json:"next_cursor,omitempty"`
 	}{Items: make([]sagaBody, 0, len(page.Items))}
 	for _, op := range page.Items {
-		body.Items = append(body.Items, toSagaBody(op, false))
+		body.Items = append(body.Items, toSagaBody(op, false, errs))
 	}
 	if page.NextCursor != 0 {
 		body.NextCursor = strconv.FormatInt(page.NextCursor, 10)
@@ -556,7 +592,7 @@ func operatorAction(adminToken string,
 		if err != nil {
 			return err
 		}
-		return c.JSON(http.StatusOK, toSagaBody(op, true))
+		return c.JSON(http.StatusOK, toSagaBody(op, true, forOperator))
 	}
 }
 

@@ -70,6 +70,7 @@ func Register(e *echo.Echo, svc *wallet.Service, opts Options) {
 		{http.MethodPost, "/v1/sagas/:id/resolve", operatorAction(opts.AdminToken, svc.ResolveSaga)},
 		{http.MethodGet, "/v1/sagas/:id/audit", sagaAudit(svc, opts.AdminToken)},
 		{http.MethodGet, "/v1/operator/sagas", operatorSagas(svc, opts.AdminToken)},
+		{http.MethodGet, "/v1/operator/sagas/:id", operatorSaga(svc, opts.AdminToken)},
 		// The operator console: open, it holds no data and asks for the admin token.
 		{http.MethodGet, "/", page},
 		{http.MethodGet, "/assets/:name", asset},
