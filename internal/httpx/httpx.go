@@ -78,6 +78,11 @@ func New(opts Options) *echo.Echo {
 			c.SetRequest(c.Request().WithContext(reqid.With(c.Request().Context(), id)))
 		},
 	}))
+	// No answer may be framed by another site's page (the consoles' pages set a whole policy
+	// of their own, PageCSP), nor sniffed as another type than it says.
+	e.Use(middleware.SecureWithConfig(middleware.SecureConfig{
+		XFrameOptions: "DENY", ContentTypeNosniff: "nosniff", ContentSecurityPolicy: "frame-ancestors 'none'",
+	}))
 	// Each request is a server span (a child of the caller's, given a traceparent header),
 	// around everything below so that its log lines carry trace_id; the probes and the
 	// metrics scrape are left out of the traces.

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -356,4 +357,35 @@ func TestProbesSayWhichDependencyIsDownAndLogWhy(t *testing.T) {
 	require.Equal(t, http.StatusOK, st, body)
 	require.JSONEq(t, `{"status":"ok","checks":{"postgres":"ok","rocketmq":"down"},"degraded":["rocketmq: events wait in the outbox"]}`, body)
 	require.Contains(t, logs.String(), `"msg":"dependency check passes again","check":"postgres"`)
+}
+
+// No page of ours may be framed by another site's (clickjacking an operator who holds the
+// admin token): the console's page says so in its policy and in X-Frame-Options, and so does
+// every other answer, errors included.
+func TestNothingMayBeFramed(t *testing.T) {
+	t.Parallel()
+	e := httpx.New(httpx.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	page, asset := httpx.Page(fstest.MapFS{
+		"index.html": {Data: []byte("<!doctype html><title>console</title>")},
+		"app.js":     {Data: []byte("")}, "style.css": {Data: []byte("")},
+	})
+	e.GET("/", page)
+	e.GET("/assets/:name", asset)
+	e.GET("/json", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]int{"n": 1}) })
+	srv := httptest.NewServer(e)
+	t.Cleanup(srv.Close)
+	for _, path := range []string{"/", "/assets/app.js", "/json", "/no-such-route"} {
+		resp, err := http.Get(srv.URL + path)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, "DENY", resp.Header.Get("X-Frame-Options"), path)
+		require.Equal(t, "nosniff", resp.Header.Get("X-Content-Type-Options"), path)
+		csp := resp.Header.Values("Content-Security-Policy")
+		require.Len(t, csp, 1, path)
+		require.Contains(t, csp[0], "frame-ancestors 'none'", path)
+		if path == "/" {
+			require.Equal(t, httpx.PageCSP, csp[0])
+			require.Contains(t, csp[0], "default-src 'self'")
+		}
+	}
 }

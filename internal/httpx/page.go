@@ -10,9 +10,15 @@ import (
 	"github.com/walletsaga/walletsaga/internal/freetext"
 )
 
+// PageCSP is the page's Content-Security-Policy: it loads and calls only its own origin, and
+// no page may frame it (a frame under another site's page could trick an operator holding
+// the admin token into clicks: retry, resolve, replay, skip).
+const PageCSP = "default-src 'self'; style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'"
+
 // Page serves a self-contained page from fsys: index.html at GET / (allowed to load only its
-// own assets) and app.js and style.css at GET /assets/{name}. A name that is not one of them
-// is a JSON 404 (a file server would list directories and redirect index.html).
+// own assets, and framed by no page: PageCSP) and app.js and style.css at GET
+// /assets/{name}. A name that is not one of them is a JSON 404 (a file server would list
+// directories and redirect index.html).
 func Page(fsys fs.FS) (page, asset echo.HandlerFunc) {
 	page = func(c echo.Context) error {
 		b, err := fs.ReadFile(fsys, "index.html")
@@ -20,7 +26,8 @@ func Page(fsys fs.FS) (page, asset echo.HandlerFunc) {
 			return apperr.Wrap(err, apperr.Internal, "the page is missing from the binary")
 		}
 		h := c.Response().Header()
-		h.Set("Content-Security-Policy", "default-src 'self'; style-src 'self'; script-src 'self'; connect-src 'self'")
+		h.Set("Content-Security-Policy", PageCSP)
+		h.Set("X-Frame-Options", "DENY") // for browsers that do not know frame-ancestors
 		h.Set("Cache-Control", "no-cache")
 		return c.Blob(http.StatusOK, "text/html; charset=utf-8", b)
 	}

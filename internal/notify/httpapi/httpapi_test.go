@@ -358,5 +358,7 @@ func TestPageIsSelfContained(t *testing.T) {
 		require.Contains(t, resp.Header.Get("Content-Type"), p.ctype, p.path)
 		require.NotContains(t, string(b), "http://", "%s loads nothing from elsewhere", p.path)
 		require.NotContains(t, string(b), "https://", "%s loads nothing from elsewhere", p.path)
+		require.Equal(t, "DENY", resp.Header.Get("X-Frame-Options"), "%s may not be framed", p.path)
+		require.Contains(t, resp.Header.Get("Content-Security-Policy"), "frame-ancestors 'none'", p.path)
 	}
 }

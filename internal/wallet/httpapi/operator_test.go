@@ -176,6 +176,8 @@ func TestConsoleIsSelfContained(t *testing.T) {
 		require.Contains(t, resp.Header.Get("Content-Type"), p.ctype, p.path)
 		require.NotContains(t, string(b), "http://", "%s loads nothing from elsewhere", p.path)
 		require.NotContains(t, string(b), "https://", "%s loads nothing from elsewhere", p.path)
+		require.Equal(t, "DENY", resp.Header.Get("X-Frame-Options"), "%s may not be framed", p.path)
+		require.Contains(t, resp.Header.Get("Content-Security-Policy"), "frame-ancestors 'none'", p.path)
 		if p.path == "/assets/app.js" {
 			for _, want := range []string{"/v1/operator/sagas", "needs_attention", `"retry"`, `"resolve"`, "X-Operator"} {
 				require.Contains(t, string(b), want)
