@@ -10,11 +10,13 @@ package inbox
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
@@ -22,6 +24,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/walletsaga/walletsaga/internal/freetext"
 	"github.com/walletsaga/walletsaga/internal/groupcommit"
 	"github.com/walletsaga/walletsaga/internal/notify"
 	"github.com/walletsaga/walletsaga/internal/notify/gate"
@@ -55,19 +58,53 @@ type Decoded struct {
 	Bad    string // why the message could not be decoded; empty for a good one
 }
 
+// What is kept of a bad message, in notify.bad_messages and in the log line that reports it:
+// a broker message may be megabytes long, and a decoder's error may quote it.
+const (
+	// MaxBadReason bounds the reason, in characters: a longer one is cut and ends with
+	// freetext.Ellipsis.
+	MaxBadReason = 1024
+	// MaxBadBody bounds the body kept, in bytes: a longer one is cut (between two
+	// characters, when it is text) and ends with a marker that gives its whole length.
+	MaxBadBody = 64 << 10
+)
+
+// markBad keeps d as bad for reason, both it and the body bounded (MaxBadReason,
+// MaxBadBody).
+func (d *Decoded) markBad(reason string) {
+	d.Bad = freetext.Clip(reason, MaxBadReason)
+	d.Event = clipBody(d.Event)
+}
+
+// clipBody returns b, or, beyond MaxBadBody bytes, its start and a marker in MaxBadBody.
+func clipBody(b []byte) []byte {
+	if len(b) <= MaxBadBody {
+		return b
+	}
+	marker := fmt.Sprintf("…[cut: %d bytes in all]", len(b))
+	n := MaxBadBody - len(marker)
+	if utf8.Valid(b) {
+		for n > 0 && !utf8.RuneStart(b[n]) {
+			n--
+		}
+	}
+	out := make([]byte, 0, n+len(marker))
+	return append(append(out, b[:n]...), marker...)
+}
+
 // Decode turns a broker message into what the inbox records: the wallet event's (user, seq)
 // and the SMS text rendered from it, or, for a message that does not decode or render, the
-// message kept as bad with its reason.
+// message kept as bad with its reason (both bounded: MaxBadReason, MaxBadBody).
 func Decode(m Message) Decoded {
 	d := Decoded{Arrival: gate.Arrival{MsgID: m.MsgID, Queue: m.Queue, Event: m.Body}, Offset: m.Offset}
 	ev, err := walletevent.Decode(m.Body)
 	if err != nil {
-		d.Bad = err.Error()
+		d.markBad(err.Error())
 		return d
 	}
 	sms, err := notify.Render(ev)
 	if err != nil {
-		d.Bad = "render: " + err.Error()
+		d.markBad("render: " + err.Error())
 		return d
 	}
 	d.UserID, d.Seq, d.Kind, d.Text = ev.UserID, ev.Seq, string(ev.Kind), sms.Text
@@ -303,7 +340,7 @@ func (in *Inbox) oneByOne(ctx context.Context, msgs []Decoded) error {
 		r, err := in.write(ctx, one)
 		if isDataError(err) {
 			in.log.Warn("bad message: the database refused it; recorded and dead-lettered", "msg_id", m.MsgID, "err", err)
-			one[0].Bad = "the database refused it: " + err.Error()
+			one[0].markBad("the database refused it: " + err.Error())
 			// What the broker said of it may be what the database refused.
 			one[0].MsgID, one[0].Queue = storable(m.MsgID), storable(m.Queue)
 			r, err = in.write(ctx, one)

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -94,8 +95,14 @@ func FuzzInbox(f *testing.F) {
 			var reason string
 			require.NoError(t, pool.QueryRow(ctx, `SELECT body, reason FROM notify.bad_messages WHERE msg_id = $1 AND dlq_published_at IS NULL`,
 				d.MsgID).Scan(&stored, &reason), "a malformed message is recorded with its dead-letter intent: %q", body)
-			require.Equal(t, []byte(body), stored)
+			if len(body) <= inbox.MaxBadBody {
+				require.Equal(t, []byte(body), stored)
+			} else {
+				require.LessOrEqual(t, len(stored), inbox.MaxBadBody)
+				require.Contains(t, string(stored), fmt.Sprintf("[cut: %d bytes in all]", len(body)))
+			}
 			require.NotEmpty(t, reason)
+			require.LessOrEqual(t, utf8.RuneCountInString(reason), inbox.MaxBadReason)
 			return
 		}
 		var bad int
@@ -169,6 +176,63 @@ func TestBadMessagesAreRecordedOnceWithTheirIntent(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM notify.bad_messages`).Scan(&rows))
 	require.Equal(t, 2, rows)
 }
+
+// A bad message is kept bounded, in the table and in the log: its reason (here a decoder's
+// error that quotes a 5,000-character field name) to MaxBadReason characters, its body
+// (here 200 KiB) to MaxBadBody bytes, each cut with a marker; a body within the bound is
+// kept whole.
+func TestBadMessagesAreKeptBounded(t *testing.T) {
+	t.Parallel()
+	pool, _ := testdb.New(t)
+	logs := &strings.Builder{}
+	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return logs.Write(p)
+	}), nil))
+	in := inbox.NewInbox(inbox.NewStore(pool), gate.NewStore(pool), false, nil, log)
+	started(t, in)
+	ctx := context.Background()
+	field := strings.Repeat("f", 5000)
+	body := []byte(`{"v":1,"` + field + `":"` + strings.Repeat("é", 100<<10) + `"}`)
+	require.Greater(t, len(body), 200<<10)
+	small := []byte(`{"v":1,"` + field + `":1}`)
+	require.NoError(t, in.Handle(ctx, []inbox.Message{
+		{MsgID: "big", Queue: "broker-a/1", Body: body},
+		{MsgID: "small", Queue: "broker-a/1", Body: small},
+	}))
+
+	var stored []byte
+	var reason string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT body, reason FROM notify.bad_messages WHERE msg_id = 'big'`).Scan(&stored, &reason))
+	require.LessOrEqual(t, len(stored), inbox.MaxBadBody)
+	require.Greater(t, len(stored), inbox.MaxBadBody-utf8.UTFMax)
+	require.True(t, utf8.Valid(stored), "cut between two characters")
+	marker := fmt.Sprintf("…[cut: %d bytes in all]", len(body))
+	require.True(t, strings.HasSuffix(string(stored), marker), "%q", stored[len(stored)-80:])
+	kept := len(stored) - len(marker)
+	require.Equal(t, string(body[:kept]), string(stored[:kept]), "the body's start is kept")
+	require.Equal(t, inbox.MaxBadReason, utf8.RuneCountInString(reason))
+	require.True(t, strings.HasSuffix(reason, "…"), reason)
+	require.Contains(t, reason, "unknown field")
+
+	require.NoError(t, pool.QueryRow(ctx, `SELECT body FROM notify.bad_messages WHERE msg_id = 'small'`).Scan(&stored))
+	require.Equal(t, small, stored, "a body within the bound is kept whole")
+
+	mu.Lock()
+	defer mu.Unlock()
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	require.Len(t, lines, 2, logs.String())
+	for _, l := range lines {
+		require.Contains(t, l, "bad message")
+		require.Less(t, len(l), 2*inbox.MaxBadReason+500, "the log line is bounded too")
+	}
+}
+
+type writerFunc func(p []byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 // started starts in's writer, and stops it when the test ends.
 func started(t testing.TB, in *inbox.Inbox) {
