@@ -275,6 +275,25 @@ func TestReadyWhileTheBrokerIsUnreachable(t *testing.T) {
 	require.Contains(t, string(text), "walletsaga_broker_reachable 0")
 }
 
+// The remote parties' URLs are logged with their host and path only: a user, a password or
+// a query (where some providers take a key) never reaches the log.
+func TestProviderURLsAreLoggedWithoutCredentials(t *testing.T) {
+	t.Parallel()
+	_, dbURL := testdb.New(t)
+	p := procs.StartFuncTest(t, "walletsvc", run, nil, devEnv(map[string]string{
+		"DATABASE_URL": dbURL, "ROCKETMQ_NAMESRV": hangUp(t),
+		"WALLET_EVENTS_TOPIC": rmqtest.Unique("run-events"), "PRODUCER_GROUP": rmqtest.Unique("run-relay"),
+		"PAYMENT_GATEWAY_URL": "http://gw-user:gw-pass@127.0.0.1:1/gw?api_key=gw-key",
+		"MERCHANT_URL":        "http://shop-user@127.0.0.1:2/shop?token=shop-key#frag",
+	}))
+	out := p.Output()
+	require.Contains(t, out, "payment_gateway=http://127.0.0.1:1/gw ")
+	require.Contains(t, out, "merchant=http://127.0.0.1:2/shop")
+	for _, secret := range []string{"gw-user", "gw-pass", "gw-key", "shop-user", "shop-key", "api_key", "frag"} {
+		require.NotContains(t, out, secret)
+	}
+}
+
 // Production is the default, and it refuses to start on anything unsafe, naming every
 // problem at once.
 func TestProductionRefusesUnsafeSettings(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"github.com/walletsaga/walletsaga/internal/ordering"
 	"github.com/walletsaga/walletsaga/internal/pg"
 	"github.com/walletsaga/walletsaga/internal/provider"
+	"github.com/walletsaga/walletsaga/internal/redact"
 	"github.com/walletsaga/walletsaga/internal/retention"
 	"github.com/walletsaga/walletsaga/internal/saga"
 	"github.com/walletsaga/walletsaga/internal/wallet"
@@ -103,7 +104,7 @@ func build(cfg config, log *slog.Logger, pool *pgxpool.Pool) (*walletsvc, error)
 	)
 	w.server = httpx.NewServer(cfg.HTTPAddr, e, log, func(a net.Addr) {
 		log.Info("walletsvc listening", "addr", a.String(), "mode", cfg.Mode, "namesrv", cfg.Namesrv, "topic", cfg.Topic,
-			"payment_gateway", cfg.GatewayURL, "merchant", cfg.MerchantURL)
+			"payment_gateway", redact.URL(cfg.GatewayURL), "merchant", redact.URL(cfg.MerchantURL))
 		if err := cli.WriteAddrFile(cfg.AddrFile, a); err != nil {
 			log.Error("cannot tell the address bound", "err", err)
 		}

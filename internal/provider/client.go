@@ -16,6 +16,7 @@ import (
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 
+	"github.com/walletsaga/walletsaga/internal/redact"
 	"github.com/walletsaga/walletsaga/internal/wallet"
 )
 
@@ -57,7 +58,7 @@ type client struct {
 func newClient(o Options) (*client, error) {
 	u, err := url.Parse(o.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("provider: URL %q is not an http(s) URL with a host", o.URL)
+		return nil, fmt.Errorf("provider: URL %q is not an http(s) URL with a host", redact.URL(o.URL))
 	}
 	if o.Token == "" {
 		return nil, errors.New("provider: empty token")
@@ -130,8 +131,11 @@ func (c *client) post(ctx context.Context, path, key string, body, out any) erro
 }
 
 // transportError classifies a call that got no (whole) answer: a timeout or a connection
-// error. Either way the call may have taken effect: retryable.
+// error. Either way the call may have taken effect: retryable. The error names the URL
+// called without its userinfo or query (redact.URL): it is stored in the saga's history and
+// logged.
 func transportError(path string, err error) error {
+	err = redact.URLError(err)
 	var ne net.Error
 	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
 		return wallet.RetryableError(CodeTimeout, fmt.Errorf("provider: %s: no answer in time: %w", path, err))

@@ -274,6 +274,28 @@ func TestWebhookSenderConnectionErrorIsRetryable(t *testing.T) {
 	require.NotErrorIs(t, err, notify.ErrPermanent)
 }
 
+// A send's error becomes the SMS's failure reason, stored and logged: it names the
+// provider's host and path, never a user, password or query of SMS_WEBHOOK_URL.
+func TestWebhookSenderErrorsNameTheURLWithoutCredentials(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close()) // nothing listens there now
+	s, err := senders.NewWebhookSender("http://acct:s3cret@"+addr+"/sms?api_key=k3y", time.Second, senders.NewWebhookClient(1))
+	require.NoError(t, err)
+	err = s.Send(context.Background(), sms(1, 1, "+8613800001234", 1))
+	require.ErrorIs(t, err, notify.ErrProviderUnavailable)
+	require.Contains(t, err.Error(), "http://"+addr+"/sms")
+	for _, secret := range []string{"acct", "s3cret", "api_key", "k3y"} {
+		require.NotContains(t, err.Error(), secret)
+	}
+	_, err = senders.NewWebhookSender("ftp://acct:s3cret@host/sms?api_key=k3y", time.Second, nil)
+	require.Error(t, err)
+	require.NotContains(t, err.Error(), "s3cret")
+	require.NotContains(t, err.Error(), "k3y")
+}
+
 func TestNewWebhookSenderChecksURL(t *testing.T) {
 	t.Parallel()
 	for _, u := range []string{"", "localhost:8080", "ftp://x/y", "http://", "::"} {
