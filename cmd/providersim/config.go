@@ -35,12 +35,16 @@ var commands = [][2]string{
 	{"outage", "switch an outage of a running simulator: outage gateway|merchant fail|timeout DURATION"},
 }
 
-// parseConfig reads the configuration of subcommand sub (serve, outage).
+// parseConfig reads the configuration of subcommand sub (serve, outage) and refuses it with
+// every problem named in one error: a WALLETSAGA_ENV that is no mode, the settings', and, to
+// serve, a mode other than dev and arguments serve does not take.
 func parseConfig(sub string, args []string, getenv func(string) string, stderr io.Writer) (config, []string, error) {
 	var c config
-	mode, err := cli.ModeFrom(getenv)
-	if err != nil {
-		return c, nil, err
+	// A WALLETSAGA_ENV that is neither mode is one problem among the others; the settings
+	// are then read as production reads them, the strictest.
+	mode, modeErr := cli.ModeFrom(getenv)
+	if modeErr != nil {
+		mode = cli.Production
 	}
 	c.Mode = mode
 	f := cli.NewFlags("providersim "+sub, mode, getenv, stderr, commands...)
@@ -58,11 +62,20 @@ func parseConfig(sub string, args []string, getenv func(string) string, stderr i
 		return c, nil, err
 	}
 	p := f.Problems()
+	if modeErr != nil {
+		*p = append(cli.Problems{modeErr.Error()}, *p...)
+	}
+	var err error
 	if c.FailureRate, err = strconv.ParseFloat(c.failureRate, 64); err != nil {
 		p.Addf("SIM_FAILURE_RATE", "%q is not a number", c.failureRate)
 	}
-	c.validate(p, sub == "serve")
-	return c, f.FlagSet().Args(), f.Err()
+	// An unknown mode is named once, above, rather than again as "not dev".
+	c.validate(p, sub == "serve" && modeErr == nil)
+	rest := f.FlagSet().Args()
+	if sub == "serve" && len(rest) > 0 {
+		p.Addf("arguments", "serve takes none, got %q", rest)
+	}
+	return c, rest, f.Err()
 }
 
 // validate adds c's problems to p; serving, the simulator runs only in dev.

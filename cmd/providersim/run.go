@@ -37,9 +37,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	if len(rest) > 0 && sub != "outage" {
-		return fmt.Errorf("unexpected arguments %q", rest)
-	}
 	log, err := cli.Logger(stdout, cfg.LogFormat, cfg.LogLevel)
 	if err != nil {
 		return err

@@ -90,6 +90,33 @@ func TestConfigValidation(t *testing.T) {
 	require.Equal(t, providersim.DevToken, cfg.Token)
 }
 
+// A WALLETSAGA_ENV that is no mode, and arguments serve does not take, are problems among
+// the settings', named in the same one message (as production's are, above), not alone
+// before them.
+func TestEveryRefusalComesInOneMessage(t *testing.T) {
+	t.Parallel()
+	bad := map[string]string{"SIM_FAILURE_RATE": "2", "SIM_LATENCY": "-1s", "HTTP_ADDR": "nowhere"}
+	settings := []string{"SIM_FAILURE_RATE: must be between 0 and 1", "SIM_LATENCY: must not be negative", "HTTP_ADDR: must be host:port"}
+	for _, tc := range []struct {
+		mode string
+		args []string
+		want []string
+	}{
+		{"DEV", nil, append([]string{`WALLETSAGA_ENV: must be "dev" or "production"`}, settings...)},
+		{"dev", []string{"serve", "now"}, append([]string{`arguments: serve takes none, got ["now"]`}, settings...)},
+	} {
+		env := map[string]string{"WALLETSAGA_ENV": tc.mode}
+		maps.Copy(env, bad)
+		err := run(context.Background(), tc.args, func(k string) string { return env[k] }, io.Discard, io.Discard)
+		require.Error(t, err, "WALLETSAGA_ENV=%q", tc.mode)
+		msg := err.Error()
+		for _, want := range tc.want {
+			require.Contains(t, msg, "\n  "+want, "WALLETSAGA_ENV=%q %q", tc.mode, tc.args)
+		}
+		require.LessOrEqual(t, strings.Count(msg, "WALLETSAGA_ENV:"), 1, "the mode named once at most: %s", msg)
+	}
+}
+
 // The binary serves the contract on a port of its own, and its outage subcommand switches
 // the running simulator's outage: on each store.
 func TestServesAndSwitchesOutages(t *testing.T) {
