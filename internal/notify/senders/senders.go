@@ -162,14 +162,16 @@ func (s *WebhookSender) Send(ctx context.Context, m notify.SMS) error {
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return nil
 	}
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		// Its body is left out: it may spell the address it names, query and all.
+		return fmt.Errorf("webhook: SMS %s: provider answered %s: a redirect (to %q) is refused, so that the token and the SMS go to the configured URL only: fix SMS_WEBHOOK_URL: %w",
+			key, freetext.Clip(resp.Status, 100), redact.URL(resp.Header.Get("Location")), notify.ErrProviderUnavailable)
+	}
 	// The reply becomes the SMS's failure reason: whatever its bytes (cut inside a
 	// character, a NUL), it must be text Postgres takes.
 	msg := fmt.Sprintf("webhook: SMS %s: provider answered %s: %s", key, freetext.Clip(resp.Status, 100),
 		freetext.Clip(strings.TrimSpace(string(snippet)), 300))
 	switch {
-	case resp.StatusCode >= 300 && resp.StatusCode < 400:
-		return fmt.Errorf("%s: a redirect (to %q) is refused, so that the token and the SMS go to the configured URL only: fix SMS_WEBHOOK_URL: %w",
-			msg, redact.URL(resp.Header.Get("Location")), notify.ErrProviderUnavailable)
 	case resp.StatusCode == http.StatusConflict:
 		return fmt.Errorf("%s: %w", msg, notify.ErrAlreadyDelivered)
 	case resp.StatusCode == http.StatusRequestTimeout, resp.StatusCode == http.StatusTooManyRequests, resp.StatusCode >= 500,

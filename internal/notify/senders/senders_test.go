@@ -213,8 +213,10 @@ func TestWebhookSenderRefusesRedirects(t *testing.T) {
 				var provider capture
 				srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 					provider.add(r)
-					w.Header().Set("Location", "http://user:pw@"+target.Listener.Addr().String()+"/sms?key=loc-secret")
+					loc := "http://user:pw@" + target.Listener.Addr().String() + "/sms?key=loc-secret"
+					w.Header().Set("Location", loc)
 					w.WriteHeader(status)
+					_, _ = io.WriteString(w, `<a href="`+loc+`">moved</a>`)
 				}))
 				t.Cleanup(srv.Close)
 				s, err := senders.NewWebhookSender(srv.URL+"/sms", time.Second, client())
