@@ -1,6 +1,6 @@
 # The image of the compose stack: /walletsvc, /notifier, /providersim and /demo, static (CGO_ENABLED=0),
 # run as a non-root user. docker-compose.yml picks the binary per service.
-FROM golang:1.26.8 AS build
+FROM golang:1.27.3-trixie AS build
 WORKDIR /src
 ENV CGO_ENABLED=0 GOFLAGS="-trimpath -buildvcs=false"
 # go.mod replaces github.com/apache/rocketmq-client-go/v2 with ./third_party/rocketmq-client-go,

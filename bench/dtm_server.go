@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"syscall"
 	"time"
@@ -37,7 +38,7 @@ type dtmBuild struct {
 
 // buildDTM returns DTM's server, built the first time into <runDir>/dtm-<version>/: its
 // module source comes from the Go module proxy (go mod download), is copied to a temporary
-// directory (the module cache is read-only) and built there with the machine's Go.
+// directory (the module cache is read-only) and built there with the bench's own Go.
 func buildDTM(ctx context.Context, runDir string, log *slog.Logger) (dtmBuild, error) {
 	dir, err := filepath.Abs(filepath.Join(runDir, "dtm-"+dtmVersion))
 	if err != nil {
@@ -90,12 +91,13 @@ func buildDTM(ctx context.Context, runDir string, log *slog.Logger) (dtmBuild, e
 }
 
 // goCommand runs the go command in dir with this run's settings left out (GOFLAGS, a
-// workspace) and no toolchain download, and returns its standard output (with its errors
-// when it fails).
+// workspace) and the toolchain the bench was built with (the Makefile's, already fetched;
+// not one DTM's go.mod asks for), and returns its standard output (with its errors when it
+// fails).
 func goCommand(ctx context.Context, dir string, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOFLAGS=", "GOWORK=off", "GOTOOLCHAIN=local")
+	cmd.Env = append(os.Environ(), "GOFLAGS=", "GOWORK=off", "GOTOOLCHAIN="+runtime.Version())
 	out, err := cmd.Output()
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {

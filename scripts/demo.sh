@@ -14,6 +14,8 @@ NOTIFIER_ADDR="${NOTIFIER_ADDR:-127.0.0.1:8081}"
 # WALLETSAGA_ENV is unset) refuses the dev stack's Postgres settings, the demo's tokens, the
 # log sender and the failure switches.
 export WALLETSAGA_ENV=dev
+# The Go the project builds with, as the Makefile pins it (fetched through the module proxy once).
+export GOTOOLCHAIN=go1.27.3
 # The payment gateway and the merchant: the provider simulator (bin/providersim, dev only),
 # which walletsvc reaches over HTTP with the simulator's documented dev token.
 PROVIDER_ADDR="${PROVIDER_ADDR:-127.0.0.1:8082}"
