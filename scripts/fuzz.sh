@@ -66,20 +66,8 @@ for t in "${targets[@]}"; do
 	rel=./${dir#"$PWD"/}
 	say "$name ($rel) for $FUZZTIME"
 	start=$(date +%s.%N)
-	for try in 1 2; do
-		status=0
-		$GO test -run '^$' -fuzz "^${name}\$" -fuzztime "$FUZZTIME" -timeout "$timeout" "$pkg" >"$log" 2>&1 || status=$?
-		# Go 1.26's fuzz coordinator can fail a target with a bare "context deadline
-		# exceeded" as -fuzztime runs out, having found nothing (go.dev/issue/75804, fixed
-		# in Go 1.27). Such a run wrote no failing input; it is run once more, and fails
-		# for real if it happens again. Anything else fails at once.
-		if ((status != 0 && try == 1)) && ! grep -q 'Failing input written to' "$log" &&
-			[[ $(grep -A1 -- '^--- FAIL' "$log" | tail -1 | sed 's/^ *//') == "context deadline exceeded" ]]; then
-			say "$name: Go's fuzztime race (go.dev/issue/75804) failed it without a failing input; running it again"
-			continue
-		fi
-		break
-	done
+	status=0
+	$GO test -run '^$' -fuzz "^${name}\$" -fuzztime "$FUZZTIME" -timeout "$timeout" "$pkg" >"$log" 2>&1 || status=$?
 	wall=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }')
 	if ((status != 0)); then
 		cat "$log" >&2
