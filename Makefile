@@ -23,8 +23,11 @@ FUZZ_SHORT ?= 3s
 # Verbose test output is filtered to results and t.Log lines (the integration tests log the
 # broker address and their counts there); the full log is kept in .run/test.log.
 TEST_FILTER := grep -Ev '^=== (RUN|PAUSE|CONT|NAME)' || true
+# `make vulncheck` builds its vulnerability database from this version of the module
+# golang.org/x/vulndb (docs/RUNBOOK.md, "Known vulnerabilities", says how to move it on).
+VULNDB_VERSION ?= v0.0.0-20261105234957-e22db6528018
 
-.PHONY: help tools services services-down services-status services-clean build test test-unit vet lint demo bench fuzz chaos
+.PHONY: help tools services services-down services-status services-clean build test test-unit vet lint vulncheck demo bench fuzz chaos
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -56,7 +59,10 @@ vet: ## go vet
 lint: ## golangci-lint (the version pinned in go.mod; its first build takes minutes) with .golangci.yml
 	$(GO) tool golangci-lint run $(PKGS)
 
-test: tools services vet lint ## start the services if needed, vet, lint, run every test with -race, then fuzz each target for FUZZ_SHORT
+vulncheck: ## govulncheck (pinned in go.mod) on a database built offline from golang.org/x/vulndb@VULNDB_VERSION; fails on a reachable vulnerability not in scripts/vulncheck/exceptions.txt
+	GO=$(GO) $(GO) run $(GOFLAGS) ./scripts/vulncheck -vulndb $(VULNDB_VERSION)
+
+test: tools services vet lint vulncheck ## start the services if needed, vet, lint, scan for known vulnerabilities, run every test with -race, then fuzz each target for FUZZ_SHORT
 	@mkdir -p .run
 	WALLETSAGA_REQUIRE_SERVICES=1 $(GO) test $(GOFLAGS) -race -count=1 -timeout 20m -v $(PKGS) 2>&1 \
 		| tee .run/test.log | { $(TEST_FILTER); }
