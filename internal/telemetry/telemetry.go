@@ -15,9 +15,11 @@ import (
 	"strings"
 	"time"
 
-	"go.opentelemetry.io/contrib/exporters/autoexport"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -41,16 +43,92 @@ func Enabled(getenv func(string) string) bool {
 	return getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
 }
 
-// Setup installs the global tracer provider and the W3C trace-context propagator for the
-// binary named service, when Enabled(getenv). The exporter, sampler, batching and resource
-// come from the OTEL_* environment, read by the SDK itself (OTEL_SERVICE_NAME overrides
-// service). The returned shutdown flushes the spans not exported yet; it is a no-op when
-// tracing is off, and Setup then changes nothing.
+// The span exporters Exporter names.
+const (
+	ExporterOTLPHTTP = "otlp-http" // OTLP, protobuf over HTTP (otlptracehttp)
+	ExporterOTLPGRPC = "otlp-grpc" // OTLP over gRPC (otlptracegrpc)
+	ExporterConsole  = "console"   // spans as JSON on stdout (stdouttrace)
+)
+
+// Exporter says which span exporter the environment asks for, as the OpenTelemetry
+// specification's environment variables say it: OTEL_TRACES_EXPORTER is "otlp" (the default
+// when unset), "console" (spans as JSON on stdout) or "none" (""); for "otlp", the protocol
+// is OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, else OTEL_EXPORTER_OTLP_PROTOCOL, "http/protobuf"
+// (the default) or "grpc". It answers ExporterOTLPHTTP, ExporterOTLPGRPC, ExporterConsole or
+// "" (none), and an error for any other value, as contrib's autoexport, which chose the
+// exporter before, did.
+func Exporter(getenv func(string) string) (string, error) {
+	name := strings.ToLower(strings.TrimSpace(getenv("OTEL_TRACES_EXPORTER")))
+	switch name {
+	case "none":
+		return "", nil
+	case "console":
+		return ExporterConsole, nil
+	case "", "otlp":
+	default:
+		return "", fmt.Errorf("telemetry: OTEL_TRACES_EXPORTER=%q: want otlp, console or none", name)
+	}
+	key := "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
+	proto := strings.TrimSpace(getenv(key))
+	if proto == "" {
+		key = "OTEL_EXPORTER_OTLP_PROTOCOL"
+		proto = strings.TrimSpace(getenv(key))
+	}
+	switch proto {
+	case "", "http/protobuf":
+		return ExporterOTLPHTTP, nil
+	case "grpc":
+		return ExporterOTLPGRPC, nil
+	}
+	return "", fmt.Errorf("telemetry: %s=%q: want http/protobuf or grpc", key, proto)
+}
+
+// newExporter builds the exporter Exporter names. The OTLP exporters read the rest of their
+// configuration from the OTEL_EXPORTER_OTLP_* environment themselves (endpoint, headers,
+// timeout, compression, certificates, insecure; each with its _TRACES_ form).
+func newExporter(ctx context.Context, name string) (sdktrace.SpanExporter, error) {
+	switch name {
+	case ExporterOTLPHTTP:
+		return otlptracehttp.New(ctx)
+	case ExporterOTLPGRPC:
+		return otlptracegrpc.New(ctx)
+	case ExporterConsole:
+		return stdouttrace.New()
+	}
+	return nil, fmt.Errorf("telemetry: no exporter %q", name)
+}
+
+// Setup installs the global tracer provider (NewTracerProvider) and the W3C trace-context
+// propagator for the binary named service, when Enabled(getenv). The returned shutdown
+// flushes the spans not exported yet; it is a no-op when tracing is off, and Setup then
+// changes nothing.
 func Setup(ctx context.Context, service string, getenv func(string) string) (shutdown func(context.Context) error, err error) {
 	if !Enabled(getenv) {
 		return func(context.Context) error { return nil }, nil
 	}
-	exp, err := autoexport.NewSpanExporter(ctx)
+	tp, err := NewTracerProvider(ctx, service, getenv)
+	if err != nil {
+		return nil, err
+	}
+	otel.SetTracerProvider(tp)
+	otel.SetTextMapPropagator(Propagator())
+	return tp.Shutdown, nil
+}
+
+// NewTracerProvider returns a tracer provider that batches spans to the exporter
+// Exporter(getenv) names. The sampler (OTEL_TRACES_SAMPLER, OTEL_TRACES_SAMPLER_ARG), the
+// batching (OTEL_BSP_*), the resource (OTEL_RESOURCE_ATTRIBUTES; OTEL_SERVICE_NAME overrides
+// service) and the OTLP exporters' settings come from the process's environment, read by the
+// SDK itself.
+func NewTracerProvider(ctx context.Context, service string, getenv func(string) string) (*sdktrace.TracerProvider, error) {
+	name, err := Exporter(getenv)
+	if err != nil {
+		return nil, err
+	}
+	if name == "" {
+		return nil, errors.New("telemetry: OTEL_TRACES_EXPORTER=none: no exporter")
+	}
+	exp, err := newExporter(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: span exporter: %w", err)
 	}
@@ -61,10 +139,7 @@ func Setup(ctx context.Context, service string, getenv func(string) string) (shu
 		_ = exp.Shutdown(ctx)
 		return nil, fmt.Errorf("telemetry: resource: %w", err)
 	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
-	otel.SetTracerProvider(tp)
-	otel.SetTextMapPropagator(Propagator())
-	return tp.Shutdown, nil
+	return sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res)), nil
 }
 
 // Propagator is the propagator the binaries install: W3C trace context and baggage.
