@@ -194,6 +194,14 @@ func Link(traceparent string) trace.SpanStartOption {
 	return trace.WithLinks(trace.Link{SpanContext: sc})
 }
 
+// AddLink links span to the span traceparent names (nothing when it is "" or malformed), for
+// a link known only once the span has started.
+func AddLink(span trace.Span, traceparent string) {
+	if sc := Parse(traceparent); sc.IsValid() {
+		span.AddLink(trace.Link{SpanContext: sc})
+	}
+}
+
 // flushTimeout bounds the export of the last spans at shutdown.
 const flushTimeout = 5 * time.Second
 

@@ -10,11 +10,14 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 
 	"github.com/walletsaga/walletsaga/internal/apperr"
 	"github.com/walletsaga/walletsaga/internal/notify"
 	"github.com/walletsaga/walletsaga/internal/notify/gate"
 	"github.com/walletsaga/walletsaga/internal/pg"
+	"github.com/walletsaga/walletsaga/internal/telemetry"
 	"github.com/walletsaga/walletsaga/internal/walletevent"
 )
 
@@ -80,12 +83,28 @@ type ReplayResult struct {
 // reached the provider under the same key, which delivers it once). A send that fails
 // records nothing.
 //
+// The replay is a span (dlq.replay), a child of ctx's (the operator's request), linked to
+// the span that recorded the SMS's arrival; the send to the provider is its child.
+//
 // Errors: apperr.NotFound (no such SMS), apperr.Gone (it finished and retention pruned its
 // record), apperr.Conflict (it is not dead-lettered, or
 // another replay of it was recorded meanwhile), apperr.Unprocessable (no usable stored
 // event, or the provider refused it for good), apperr.Unavailable (the send failed and may
 // be retried).
-func (o *Operator) Replay(ctx context.Context, actor string, userID, seq int64, reason string) (ReplayResult, error) {
+func (o *Operator) Replay(ctx context.Context, actor string, userID, seq int64, reason string) (res ReplayResult, err error) {
+	ctx, span := tracer.Start(ctx, "dlq.replay")
+	defer func() {
+		if span.IsRecording() {
+			span.SetAttributes(attribute.Int64("sms.user_id", userID), attribute.Int64("sms.seq", seq))
+			if err == nil {
+				span.SetAttributes(attribute.Int("dlq.replay", res.Replay), attribute.Bool("sms.already_delivered", res.AlreadyDelivered))
+			}
+		}
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+	}()
 	stored, err := o.gate.DeadLetter(ctx, userID, seq)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ReplayResult{}, o.missing(ctx, userID, seq)
@@ -93,6 +112,7 @@ func (o *Operator) Replay(ctx context.Context, actor string, userID, seq int64, 
 	if err != nil {
 		return ReplayResult{}, err
 	}
+	telemetry.AddLink(span, stored.Traceparent)
 	if stored.Status != gate.StatusDeadLettered {
 		return ReplayResult{}, apperr.New(apperr.Conflict, "the SMS for user %d seq %d is %s, not dead_lettered: only dead letters can be replayed",
 			userID, seq, stored.Status)
@@ -111,7 +131,7 @@ func (o *Operator) Replay(ctx context.Context, actor string, userID, seq int64, 
 	}
 	m.IdempotencyKey = notify.ProviderKey(dep, userID, seq)
 	m = notify.MarkLate(m)
-	res := ReplayResult{UserID: userID, Seq: seq, Replay: fence + 1, IdempotencyKey: m.IdempotencyKey, Text: m.Text}
+	res = ReplayResult{UserID: userID, Seq: seq, Replay: fence + 1, IdempotencyKey: m.IdempotencyKey, Text: m.Text}
 	journal := notify.IsJournaled(o.sender)
 	// A journaled sender's delivery is its late SMS log row: one there already is the SMS
 	// delivered late before.

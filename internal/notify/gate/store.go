@@ -561,12 +561,15 @@ type StoredSMS struct {
 	// LateJournaled is set when its late SMS log row is there: a journaled sender delivered
 	// a replay of it already.
 	LateJournaled bool
+	// Traceparent is the inbox span that recorded its arrival ("" untraced): the replay's
+	// span links to it.
+	Traceparent string
 }
 
 // DeadLetter reads the SMS (userID, seq), or returns pgx.ErrNoRows.
 func (s *Store) DeadLetter(ctx context.Context, userID, seq int64) (StoredSMS, error) {
 	var m StoredSMS
-	err := s.db.QueryRow(ctx, deadLetterSQL, pgx.StrictNamedArgs{"user": userID, "seq": seq}).Scan(&m.Status, &m.Event, &m.LateJournaled)
+	err := s.db.QueryRow(ctx, deadLetterSQL, pgx.StrictNamedArgs{"user": userID, "seq": seq}).Scan(&m.Status, &m.Event, &m.LateJournaled, &m.Traceparent)
 	if err != nil {
 		return StoredSMS{}, fmt.Errorf("read the SMS of user %d seq %d: %w", userID, seq, err)
 	}
