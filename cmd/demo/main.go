@@ -75,6 +75,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if cli.AskedVersion(args) {
+		return cli.PrintVersion(stdout, "demo")
+	}
 	if len(args) > 0 && args[0] == "otlp-sink" {
 		return serveSink(ctx, args[1:], getenv, stdout, stderr)
 	}

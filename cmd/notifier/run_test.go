@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/walletsaga/walletsaga/internal/buildinfo"
 	"github.com/walletsaga/walletsaga/internal/notify/gate"
 	"github.com/walletsaga/walletsaga/internal/notify/inbox"
 	"github.com/walletsaga/walletsaga/internal/notify/senders"
@@ -109,6 +111,7 @@ func TestRunAnswersProbesAndStopsGracefully(t *testing.T) {
 		"walletsaga_notify_commit_to_sms_seconds_count 0",
 		`walletsaga_groupcommit_groups_total{writer="inbox"} 0`, `walletsaga_groupcommit_groups_total{writer="lane_records"} 0`,
 		"walletsaga_notify_inbox_writes_total 0", "walletsaga_notify_record_statements_total 0",
+		`walletsaga_build_info{goversion="` + runtime.Version() + `"`,
 	} {
 		require.Contains(t, string(metricsText), name)
 	}
@@ -236,6 +239,20 @@ func TestHelpExitsZeroAndListsTheCommands(t *testing.T) {
 	for _, want := range []string{"Usage: notifier [command] [flags]", "run", "sms-log", "--notify-database-url", "SMS_WEBHOOK_TOKEN"} {
 		require.Contains(t, errOut.String(), want)
 	}
+}
+
+// TestVersionNeedsNoSettings: --version prints the build, in production with nothing set.
+func TestVersionNeedsNoSettings(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"--version"}, {"-version"}} {
+		var out, errOut bytes.Buffer
+		require.NoError(t, run(context.Background(), args, func(string) string { return "" }, &out, &errOut))
+		require.Equal(t, buildinfo.Read().String("notifier")+"\n", out.String())
+		require.Empty(t, errOut.String())
+	}
+	var out, errOut bytes.Buffer
+	require.NoError(t, run(context.Background(), []string{"--help"}, func(string) string { return "" }, &out, &errOut))
+	require.Contains(t, errOut.String(), "--version", "the usage lists it")
 }
 
 // The notifier starts while the broker cannot be reached: it serves its read API, stays ready

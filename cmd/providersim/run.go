@@ -21,6 +21,9 @@ import (
 // run is the whole program: it returns when ctx is cancelled (SIGINT/SIGTERM) and everything
 // it started has stopped.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if cli.AskedVersion(args) {
+		return cli.PrintVersion(stdout, "providersim")
+	}
 	sub := "serve"
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		sub, args = args[0], args[1:]

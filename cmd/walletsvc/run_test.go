@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/walletsaga/walletsaga/internal/buildinfo"
 	"github.com/walletsaga/walletsaga/internal/procs"
 	"github.com/walletsaga/walletsaga/internal/providersim"
 	"github.com/walletsaga/walletsaga/internal/providersim/simtest"
@@ -182,6 +184,7 @@ func TestServeMigratesAnswersProbesAndStopsGracefully(t *testing.T) {
 		"walletsaga_outbox_unpublished 0", "walletsaga_outbox_oldest_unpublished_age_seconds 0",
 		"walletsaga_relay_send_duration_seconds_bucket", "walletsaga_relay_active", "process_cpu_seconds_total",
 		`walletsaga_groupcommit_groups_total{writer="relay_marks"} 0`, `walletsaga_groupcommit_rows_total{writer="relay_marks"} 0`,
+		`walletsaga_build_info{goversion="` + runtime.Version() + `"`,
 	} {
 		require.Contains(t, string(metricsText), name)
 	}
@@ -433,6 +436,20 @@ func TestHelpExitsZeroAndListsTheCommands(t *testing.T) {
 	for _, want := range []string{"Usage: walletsvc [command] [flags]", "serve", "migrate", "--database-url", "WALLETSAGA_ENV"} {
 		require.Contains(t, errOut.String(), want)
 	}
+}
+
+// TestVersionNeedsNoSettings: --version prints the build, in production with nothing set.
+func TestVersionNeedsNoSettings(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"--version"}, {"-version"}} {
+		var out, errOut bytes.Buffer
+		require.NoError(t, run(context.Background(), args, func(string) string { return "" }, &out, &errOut))
+		require.Equal(t, buildinfo.Read().String("walletsvc")+"\n", out.String())
+		require.Empty(t, errOut.String())
+	}
+	var out, errOut bytes.Buffer
+	require.NoError(t, run(context.Background(), []string{"-h"}, func(string) string { return "" }, &out, &errOut))
+	require.Contains(t, errOut.String(), "--version", "the usage lists it")
 }
 
 func TestMigrateSubcommandIsIdempotentAcrossReplicas(t *testing.T) {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/walletsaga/walletsaga/internal/buildinfo"
 	"github.com/walletsaga/walletsaga/internal/pg"
 	"github.com/walletsaga/walletsaga/internal/reqid"
 	"github.com/walletsaga/walletsaga/internal/retention"
@@ -54,6 +55,26 @@ func ModeFrom(getenv func(string) string) (Mode, error) {
 	default:
 		return "", fmt.Errorf("%s: must be %q or %q (unset means production), got %q", ModeEnv, Dev, Production, v)
 	}
+}
+
+// AskedVersion reports whether args ask for the build's version: --version (or -version)
+// among the flags, before any "--".
+func AskedVersion(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "--version", "-version":
+			return true
+		}
+	}
+	return false
+}
+
+// PrintVersion writes what --version prints: program's build, as buildinfo reads it.
+func PrintVersion(w io.Writer, program string) error {
+	_, err := fmt.Fprintln(w, buildinfo.Read().String(program))
+	return err
 }
 
 // FlagName is the command-line spelling of an environment variable's setting:
@@ -112,6 +133,7 @@ func NewFlags(name string, mode Mode, getenv func(string) string, out io.Writer,
 		fmt.Fprintf(w, "Running in %s mode (%s=dev for the dev stack's defaults; unset means production).\n", mode, ModeEnv)
 		fmt.Fprintln(w, "Each flag falls back to the environment variable named beside it, then to its default.")
 		fmt.Fprintln(w, "\nFlags:")
+		fmt.Fprintln(w, "  --version\n    \tprint the build's version, revision and Go version, and exit")
 		var secrets []string
 		fs.VisitAll(func(fl *flag.Flag) {
 			if r, ok := fl.Value.(refusedSecret); ok {

@@ -11,10 +11,12 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/walletsaga/walletsaga/internal/buildinfo"
 	"github.com/walletsaga/walletsaga/internal/cli"
 	notifyapi "github.com/walletsaga/walletsaga/internal/notify/httpapi"
 	"github.com/walletsaga/walletsaga/internal/provider"
@@ -223,4 +225,18 @@ func TestNoServedDocumentNamesAToken(t *testing.T) {
 		}
 		require.NotContains(t, string(doc), "token-", "the %s document seems to name a token", name)
 	}
+}
+
+func TestAskedVersion(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"--version"}, {"-version"}, {"serve", "--version"}, {"--log-level", "debug", "-version"}} {
+		require.True(t, cli.AskedVersion(args), "%q", args)
+	}
+	for _, args := range [][]string{nil, {"serve"}, {"--versions"}, {"version"}, {"sms-log", "--", "--version"}} {
+		require.False(t, cli.AskedVersion(args), "%q", args)
+	}
+	var out strings.Builder
+	require.NoError(t, cli.PrintVersion(&out, "walletsvc"))
+	require.Equal(t, buildinfo.Read().String("walletsvc")+"\n", out.String())
+	require.Contains(t, out.String(), "walletsvc version ")
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/walletsaga/walletsaga/internal/buildinfo"
 	"github.com/walletsaga/walletsaga/internal/groupcommit"
 	"github.com/walletsaga/walletsaga/internal/notify/gate"
 	"github.com/walletsaga/walletsaga/internal/notify/inbox"
@@ -45,17 +46,30 @@ const ScrapeTimeout = 3 * time.Second
 // latencyBuckets cover 1ms to ~16s.
 var latencyBuckets = prometheus.ExponentialBuckets(0.001, 2, 15)
 
-// NewRegistry returns a registry of its own with the Go runtime and process collectors.
+// NewRegistry returns a registry of its own with the Go runtime and process collectors and
+// walletsaga_build_info.
 func NewRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	NewRuntime(reg)
 	return reg
 }
 
-// NewRuntime registers the Go runtime and process collectors (go_*, process_*) on reg, as
-// NewRegistry does.
+// NewRuntime registers the Go runtime and process collectors (go_*, process_*) and
+// walletsaga_build_info on reg, as NewRegistry does.
 func NewRuntime(reg prometheus.Registerer) {
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		buildInfo(buildinfo.Read()))
+}
+
+// buildInfo is walletsaga_build_info: 1, labelled with the build the process runs.
+func buildInfo(i buildinfo.Info) prometheus.Collector {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "walletsaga_build_info",
+		Help:        "Always 1; its labels say which build runs: the module version, the VCS revision (-modified: the tree had changes) and the Go version.",
+		ConstLabels: prometheus.Labels{"version": i.Version, "revision": i.RevisionLabel(), "goversion": i.GoVersion},
+	})
+	g.Set(1)
+	return g
 }
 
 // Handler serves reg in the Prometheus text format. A failing scrape query leaves its

@@ -3,6 +3,7 @@ package metrics_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/walletsaga/walletsaga/internal/buildinfo"
 	"github.com/walletsaga/walletsaga/internal/groupcommit"
 	"github.com/walletsaga/walletsaga/internal/metrics"
 	"github.com/walletsaga/walletsaga/internal/notify/gate"
@@ -229,4 +231,13 @@ func TestRetentionMetrics(t *testing.T) {
 		"a table the pruner does not prune (window 0) has no last pass: nothing to alert on")
 	require.NotContains(t, out, `walletsaga_retention_pass_interval_seconds{table="audit"}`)
 	require.Regexp(t, `(?m)^# HELP walletsaga_retention_oldest_row_age_seconds .*take max\(\) across replicas, not sum\(\)\.$`, out)
+}
+
+// TestBuildInfo: every registry serves walletsaga_build_info, 1, labelled with the build
+// the process runs.
+func TestBuildInfo(t *testing.T) {
+	t.Parallel()
+	i := buildinfo.Read()
+	out := scrape(t, metrics.Handler(metrics.NewRegistry(), nil))
+	require.Contains(t, out, fmt.Sprintf(`walletsaga_build_info{goversion=%q,revision=%q,version=%q} 1`, i.GoVersion, i.RevisionLabel(), i.Version))
 }
