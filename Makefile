@@ -27,7 +27,7 @@ TEST_FILTER := grep -Ev '^=== (RUN|PAUSE|CONT|NAME)' || true
 # golang.org/x/vulndb (docs/RUNBOOK.md, "Known vulnerabilities", says how to move it on).
 VULNDB_VERSION ?= v0.0.0-20261105234957-e22db6528018
 
-.PHONY: help tools services services-down services-status services-clean build test test-unit vet lint vulncheck demo bench fuzz chaos
+.PHONY: help tools services services-down services-status services-clean build release test test-unit vet lint vulncheck demo bench fuzz chaos
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -52,6 +52,9 @@ build: ## build walletsvc, notifier, providersim and demo into bin/
 	$(GO) build $(GOFLAGS) -o bin/notifier ./cmd/notifier
 	$(GO) build $(GOFLAGS) -o bin/providersim ./cmd/providersim
 	$(GO) build $(GOFLAGS) -o bin/demo ./cmd/demo
+
+release: ## static binaries for linux/amd64 and linux/arm64 into dist/, a CycloneDX SBOM of each, and SHA256SUMS (scripts/release.sh)
+	GO=$(GO) scripts/release.sh
 
 vet: ## go vet
 	$(GO) vet $(PKGS)
