@@ -1,6 +1,8 @@
 // Package walletevent is the wire format of a balance change, as the wallet's outbox relay
 // publishes it to RocketMQ and the notifier consumes it: versioned JSON, one message per
-// event, sharding key = user id, tag = kind, keys = event id and "user:seq".
+// event, sharding key = user id, tag = kind, keys = event id and "user:seq". asyncapi.yaml,
+// beside this file, is the topic's contract for every producer and consumer: the body's JSON
+// Schema, the message properties, order and delivery; the tests hold Encode and Decode to it.
 package walletevent
 
 import (

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/walletsaga/walletsaga/internal/jsonkeys"
+	"github.com/walletsaga/walletsaga/internal/testutil/eventschema"
 	"github.com/walletsaga/walletsaga/internal/walletevent"
 )
 
@@ -211,8 +212,10 @@ func TestEncodeRejectsAnInvalidEvent(t *testing.T) {
 }
 
 // FuzzDecode: Decode never panics; what it accepts is one JSON value in valid UTF-8 that
-// passes Validate and survives Encode → Decode unchanged.
+// passes Validate and survives Encode → Decode unchanged, and its encoding is a payload the
+// topic's AsyncAPI document allows.
 func FuzzDecode(f *testing.F) {
+	contract := eventschema.Load(f, asyncAPI)
 	for _, k := range kinds {
 		f.Add(encode(f, event(k)))
 	}
@@ -244,6 +247,7 @@ func FuzzDecode(f *testing.F) {
 		}
 		enc, err := walletevent.Encode(e)
 		require.NoError(t, err, "accepted %q", body)
+		require.NoError(t, contract.ValidateBody(enc), "the encoding of %q breaks the AsyncAPI document", body)
 		back, err := walletevent.Decode(enc)
 		require.NoError(t, err, "its encoding %q", enc)
 		requireSame(t, e, back)
