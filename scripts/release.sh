@@ -16,6 +16,7 @@
 #   RELEASE_BINARIES   which of the binaries (default all four)
 #   RELEASE_VERSION    the version to record (default: git describe --tags --always --dirty)
 set -Eeuo pipefail
+export GOTOOLCHAIN=go1.27.3
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 GO="${GO:-go}"
