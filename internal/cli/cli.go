@@ -22,6 +22,7 @@ import (
 
 	"github.com/walletsaga/walletsaga/internal/buildinfo"
 	"github.com/walletsaga/walletsaga/internal/pg"
+	"github.com/walletsaga/walletsaga/internal/redact"
 	"github.com/walletsaga/walletsaga/internal/reqid"
 	"github.com/walletsaga/walletsaga/internal/retention"
 	"github.com/walletsaga/walletsaga/internal/telemetry"
@@ -477,11 +478,11 @@ func (p *Problems) CheckServiceURL(mode Mode, field, v string) {
 	}
 	u, err := url.Parse(v)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		p.Addf(field, "must be an http(s) URL with a host, got %q", Redact(v))
+		p.Addf(field, "must be an http(s) URL with a host, got %q", redact.URL(v))
 		return
 	}
 	if mode == Production && u.Scheme == "http" && !isLoopback(u.Hostname()) {
-		p.Addf(field, "must be https in production (plain http only to a loopback sidecar), got %q", Redact(v))
+		p.Addf(field, "must be https in production (plain http only to a loopback sidecar), got %q", redact.URL(v))
 	}
 }
 

@@ -191,6 +191,11 @@ func TestServiceURLsMustBeSecureInProduction(t *testing.T) {
 	require.Contains(t, check(cli.Production, "http://sms.example.com/send"), "https")
 	require.Empty(t, check(cli.Dev, "http://sms.example.com/send"))
 	require.Contains(t, check(cli.Dev, "ftp://x"), "http(s) URL")
+	msg := check(cli.Production, "http://acct:pw@sms.example.com/send?key=s3cret-key")
+	require.Contains(t, msg, "http://sms.example.com/send", "the refusal names the address")
+	for _, leak := range []string{"acct", "pw", "s3cret-key"} {
+		require.NotContains(t, msg, leak, "no userinfo or query in the refusal")
+	}
 }
 
 func TestWriteAddrFileWritesTheBoundAddress(t *testing.T) {
