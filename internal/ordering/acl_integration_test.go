@@ -57,8 +57,12 @@ func TestTheProductUsersMayOnlyDoTheirPart(t *testing.T) {
 	other := rmqtest.Unique("it-acl-other")
 	b.CreateTopic(t, other, 1)
 
-	// Refused: nothing is stored on the real topic.
-	err := sendAs(t, b, users.Notifier, "wallet-events")
+	// Refused: nothing is stored on the real topic, so nothing reaches a notifier to text.
+	// Neither without credentials (the broker signs nobody in)...
+	err := sendAs(t, b, ordering.Credentials{}, "wallet-events")
+	require.ErrorContains(t, err, "username cannot be null")
+	// ...nor as the notifier, whose secret sits beside the phone numbers it texts.
+	err = sendAs(t, b, users.Notifier, "wallet-events")
 	require.ErrorContains(t, err, "User:"+users.Notifier.AccessKey+" has no permission to access Topic:wallet-events")
 	err = sendAs(t, b, users.Wallet, other)
 	require.ErrorContains(t, err, "User:"+users.Wallet.AccessKey+" has no permission to access Topic:"+other)
