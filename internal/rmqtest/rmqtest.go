@@ -201,7 +201,7 @@ func (b Broker) NotifierUser(t testing.TB, topic, group string) ordering.Credent
 	script := filepath.Join(filepath.Dir(file), "..", "..", "scripts", "services.sh")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, "bash", script, "notifier-user", creds.AccessKey, creds.SecretKey, topic, group).CombinedOutput()
+	out, err := exec.CommandContext(ctx, "bash", script, "notifier-user", creds.AccessKey, creds.SecretKey, topic, group).CombinedOutput() //nolint:gosec // G204: the repository's own script, with names this function made
 	if err != nil {
 		t.Fatalf("rmqtest: services.sh notifier-user: %v\n%s", err, out)
 	}
