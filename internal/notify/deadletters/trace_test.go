@@ -3,6 +3,7 @@ package deadletters_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -31,19 +32,27 @@ func (s *tracingSender) Send(ctx context.Context, _ notify.SMS) error {
 	return nil
 }
 
+// globalTracing sets the process's global tracer provider once, recording into memory. Once:
+// the package's tracer, taken from the global provider before any was set, follows the first
+// provider set and no later one, so a provider set again for a second run (go test -count)
+// would see none of its spans.
+var globalTracing = sync.OnceValues(func() (*sdktrace.TracerProvider, *tracetest.InMemoryExporter) {
+	spans := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
+	otel.SetTracerProvider(tp)
+	return tp, spans
+})
+
 // TestReplayAndReconcileAreTraced: an operator's replay is a span (dlq.replay) under the
 // operator's request, linked to the span that recorded the SMS's arrival, and the provider's
 // send is its child; a message the reconciler reads from the DLQ topic is a span
 // (dlq.reconcile) under the span the message carries, or a root.
 //
-// It sets the process's global tracer provider, so it does not run in parallel: it runs
-// before the parallel tests of the package start, and its provider is shut down (every span
-// after it a no-op) when it ends.
+// It uses the process's global tracer provider, so it does not run in parallel: it runs
+// before the parallel tests of the package start, and reads only the spans of its own run.
 func TestReplayAndReconcileAreTraced(t *testing.T) {
-	spans := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
-	otel.SetTracerProvider(tp)
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	tp, spans := globalTracing()
+	spans.Reset()
 	byName := func(name string) []tracetest.SpanStub {
 		var out []tracetest.SpanStub
 		for _, s := range spans.GetSpans() {
