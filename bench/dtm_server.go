@@ -18,7 +18,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/walletsaga/walletsaga/internal/procs"
+	"github.com/walletsaga/walletsaga/internal/harness/procs"
 )
 
 // The DTM server the bench measures beside the product, built from its module's source at

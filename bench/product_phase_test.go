@@ -8,8 +8,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/walletsaga/walletsaga/internal/testdb"
-	"github.com/walletsaga/walletsaga/internal/testenv"
+	"github.com/walletsaga/walletsaga/internal/testutil/testdb"
+	"github.com/walletsaga/walletsaga/internal/testutil/testenv"
 )
 
 // outboxFixture writes a user with events of seqs 1..n and the SMS of the seqs in sent, and

@@ -14,8 +14,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/walletsaga/walletsaga/internal/audit"
-	"github.com/walletsaga/walletsaga/internal/testdb"
+	"github.com/walletsaga/walletsaga/internal/harness/audit"
+	"github.com/walletsaga/walletsaga/internal/testutil/testdb"
 )
 
 var testPlan = PlanOptions{Duration: 4 * time.Minute, KillsEach: 3, FromQueues: 8, ToQueues: 16, GatewayOutage: time.Minute}

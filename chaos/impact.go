@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/walletsaga/walletsaga/internal/audit"
+	"github.com/walletsaga/walletsaga/internal/harness/audit"
 )
 
 // verdict is the run's last line: its seed and the audit's counts, every one of which but

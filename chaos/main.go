@@ -55,9 +55,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/walletsaga/walletsaga/internal/audit"
+	"github.com/walletsaga/walletsaga/internal/harness/audit"
+	"github.com/walletsaga/walletsaga/internal/harness/procs"
 	"github.com/walletsaga/walletsaga/internal/ordering"
-	"github.com/walletsaga/walletsaga/internal/procs"
 	"github.com/walletsaga/walletsaga/internal/providersim"
 	"github.com/walletsaga/walletsaga/internal/testutil/smsprovider"
 )

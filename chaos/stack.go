@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/walletsaga/walletsaga/internal/procs"
+	"github.com/walletsaga/walletsaga/internal/harness/procs"
 )
 
 // services drives scripts/services.sh for the run's own Postgres and RocketMQ, on ports of

@@ -20,7 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/walletsaga/walletsaga/internal/testenv"
+	"github.com/walletsaga/walletsaga/internal/testutil/testenv"
 )
 
 const (

@@ -15,7 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/walletsaga/walletsaga/internal/testenv"
+	"github.com/walletsaga/walletsaga/internal/testutil/testenv"
 	"github.com/walletsaga/walletsaga/internal/testutil/wait"
 )
 

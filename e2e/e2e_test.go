@@ -14,10 +14,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/walletsaga/walletsaga/internal/audit"
+	"github.com/walletsaga/walletsaga/internal/harness/audit"
 	"github.com/walletsaga/walletsaga/internal/ordering"
-	"github.com/walletsaga/walletsaga/internal/rmqtest"
 	"github.com/walletsaga/walletsaga/internal/telemetry/otlpsink"
+	"github.com/walletsaga/walletsaga/internal/testutil/rmqtest"
 	"github.com/walletsaga/walletsaga/internal/testutil/wait"
 	"github.com/walletsaga/walletsaga/internal/walletevent"
 )

@@ -18,7 +18,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/walletsaga/walletsaga/internal/testenv"
+	"github.com/walletsaga/walletsaga/internal/testutil/testenv"
 )
 
 // TestAReleaseSaysItsCommit runs what `make release` runs (scripts/release.sh), for this

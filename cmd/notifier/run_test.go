@@ -20,15 +20,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/walletsaga/walletsaga/internal/buildinfo"
+	"github.com/walletsaga/walletsaga/internal/harness/procs"
 	"github.com/walletsaga/walletsaga/internal/notify/gate"
 	"github.com/walletsaga/walletsaga/internal/notify/inbox"
 	"github.com/walletsaga/walletsaga/internal/notify/senders"
 	"github.com/walletsaga/walletsaga/internal/ordering"
-	"github.com/walletsaga/walletsaga/internal/procs"
-	"github.com/walletsaga/walletsaga/internal/rmqtest"
-	"github.com/walletsaga/walletsaga/internal/testdb"
 	"github.com/walletsaga/walletsaga/internal/testutil/notifytest"
+	"github.com/walletsaga/walletsaga/internal/testutil/rmqtest"
 	"github.com/walletsaga/walletsaga/internal/testutil/scrape"
+	"github.com/walletsaga/walletsaga/internal/testutil/testdb"
 	"github.com/walletsaga/walletsaga/internal/testutil/wait"
 	"github.com/walletsaga/walletsaga/internal/walletevent"
 )

@@ -21,9 +21,9 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/walletsaga/walletsaga/internal/procs"
-	"github.com/walletsaga/walletsaga/internal/rmqtest"
-	"github.com/walletsaga/walletsaga/internal/testdb"
+	"github.com/walletsaga/walletsaga/internal/harness/procs"
+	"github.com/walletsaga/walletsaga/internal/testutil/rmqtest"
+	"github.com/walletsaga/walletsaga/internal/testutil/testdb"
 )
 
 // issuerKeys makes an identity provider's key and writes its public half where walletsvc

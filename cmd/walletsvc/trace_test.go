@@ -16,17 +16,17 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/walletsaga/walletsaga/internal/harness/procs"
 	"github.com/walletsaga/walletsaga/internal/notify/gate"
 	"github.com/walletsaga/walletsaga/internal/notify/inbox"
 	"github.com/walletsaga/walletsaga/internal/notify/senders"
 	"github.com/walletsaga/walletsaga/internal/ordering"
-	"github.com/walletsaga/walletsaga/internal/procs"
 	"github.com/walletsaga/walletsaga/internal/providersim"
-	"github.com/walletsaga/walletsaga/internal/providersim/simtest"
-	"github.com/walletsaga/walletsaga/internal/rmqtest"
 	"github.com/walletsaga/walletsaga/internal/telemetry"
-	"github.com/walletsaga/walletsaga/internal/testdb"
+	"github.com/walletsaga/walletsaga/internal/testutil/rmqtest"
+	"github.com/walletsaga/walletsaga/internal/testutil/simtest"
 	"github.com/walletsaga/walletsaga/internal/testutil/smsprovider"
+	"github.com/walletsaga/walletsaga/internal/testutil/testdb"
 	"github.com/walletsaga/walletsaga/internal/testutil/wait"
 )
 

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/walletsaga/walletsaga/internal/ordering"
-	"github.com/walletsaga/walletsaga/internal/rmqtest"
+	"github.com/walletsaga/walletsaga/internal/testutil/rmqtest"
 )
 
 // sendAs sends one keyed message to topic as creds, with a producer of its own (its own

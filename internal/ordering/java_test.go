@@ -21,8 +21,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/walletsaga/walletsaga/internal/ordering"
-	"github.com/walletsaga/walletsaga/internal/rmqtest"
-	"github.com/walletsaga/walletsaga/internal/testenv"
+	"github.com/walletsaga/walletsaga/internal/testutil/rmqtest"
+	"github.com/walletsaga/walletsaga/internal/testutil/testenv"
 )
 
 // javaCheck runs testdata/SelectorCheck.java, compiled at test time against the RocketMQ

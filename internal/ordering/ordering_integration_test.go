@@ -22,7 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/walletsaga/walletsaga/internal/ordering"
-	"github.com/walletsaga/walletsaga/internal/rmqtest"
+	"github.com/walletsaga/walletsaga/internal/testutil/rmqtest"
 	"github.com/walletsaga/walletsaga/internal/testutil/wait"
 )
 

@@ -14,7 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/walletsaga/walletsaga/internal/pg"
-	"github.com/walletsaga/walletsaga/internal/testdb"
+	"github.com/walletsaga/walletsaga/internal/testutil/testdb"
 	"github.com/walletsaga/walletsaga/internal/testutil/wait"
 )
 

@@ -17,8 +17,8 @@ import (
 
 	"github.com/walletsaga/walletsaga/internal/provider"
 	"github.com/walletsaga/walletsaga/internal/providersim"
-	"github.com/walletsaga/walletsaga/internal/providersim/simtest"
-	"github.com/walletsaga/walletsaga/internal/testdb"
+	"github.com/walletsaga/walletsaga/internal/testutil/simtest"
+	"github.com/walletsaga/walletsaga/internal/testutil/testdb"
 	"github.com/walletsaga/walletsaga/internal/wallet"
 )
 

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/walletsaga/walletsaga/internal/saga"
-	"github.com/walletsaga/walletsaga/internal/testdb"
+	"github.com/walletsaga/walletsaga/internal/testutil/testdb"
 )
 
 // TestPruneTakesOnlyFinishedSagas: of sagas in every state, finished a day ago or just now,

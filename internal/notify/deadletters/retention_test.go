@@ -10,7 +10,7 @@ import (
 
 	"github.com/walletsaga/walletsaga/internal/notify/deadletters"
 	"github.com/walletsaga/walletsaga/internal/notify/smslog"
-	"github.com/walletsaga/walletsaga/internal/testdb"
+	"github.com/walletsaga/walletsaga/internal/testutil/testdb"
 )
 
 // TestRetentionPrunesTheAuditOfSMSNoLongerInTheInbox: an operator audit row older than its

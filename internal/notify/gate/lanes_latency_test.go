@@ -10,8 +10,8 @@ import (
 
 	"github.com/walletsaga/walletsaga/internal/notify"
 	"github.com/walletsaga/walletsaga/internal/notify/senders"
-	"github.com/walletsaga/walletsaga/internal/testdb"
 	"github.com/walletsaga/walletsaga/internal/testutil/notifytest"
+	"github.com/walletsaga/walletsaga/internal/testutil/testdb"
 	"github.com/walletsaga/walletsaga/internal/testutil/wait"
 	"github.com/walletsaga/walletsaga/internal/walletevent"
 )

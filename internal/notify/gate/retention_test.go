@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/walletsaga/walletsaga/internal/testdb"
+	"github.com/walletsaga/walletsaga/internal/testutil/testdb"
 )
 
 // TestRetentionPrunesOnlyWhatIsFinished: of an hour-old inbox, only rows at or below their

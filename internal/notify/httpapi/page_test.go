@@ -19,8 +19,8 @@ import (
 
 	"github.com/walletsaga/walletsaga/internal/notify/gate"
 	"github.com/walletsaga/walletsaga/internal/notify/web"
-	"github.com/walletsaga/walletsaga/internal/testenv"
 	"github.com/walletsaga/walletsaga/internal/testutil/notifytest"
+	"github.com/walletsaga/walletsaga/internal/testutil/testenv"
 	"github.com/walletsaga/walletsaga/internal/walletevent"
 )
 

@@ -11,7 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/walletsaga/walletsaga/internal/notify/instance"
-	"github.com/walletsaga/walletsaga/internal/testdb"
+	"github.com/walletsaga/walletsaga/internal/testutil/testdb"
 	"github.com/walletsaga/walletsaga/internal/testutil/wait"
 )
 

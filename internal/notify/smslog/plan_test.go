@@ -15,8 +15,8 @@ import (
 
 	"github.com/walletsaga/walletsaga/internal/notify/deadletters"
 	"github.com/walletsaga/walletsaga/internal/notify/smslog"
-	"github.com/walletsaga/walletsaga/internal/testdb"
 	"github.com/walletsaga/walletsaga/internal/testutil/notifytest"
+	"github.com/walletsaga/walletsaga/internal/testutil/testdb"
 )
 
 // planNode is a node of EXPLAIN (ANALYZE, FORMAT JSON)'s plan.

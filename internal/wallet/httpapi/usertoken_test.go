@@ -18,7 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/walletsaga/walletsaga/internal/jwtauth"
-	"github.com/walletsaga/walletsaga/internal/openapicheck"
+	"github.com/walletsaga/walletsaga/internal/testutil/openapicheck"
 	"github.com/walletsaga/walletsaga/internal/wallet/httpapi"
 )
 

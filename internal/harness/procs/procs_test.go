@@ -19,7 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/walletsaga/walletsaga/internal/cli"
-	"github.com/walletsaga/walletsaga/internal/procs"
+	"github.com/walletsaga/walletsaga/internal/harness/procs"
 )
 
 // The test binary doubles as the process under test: with PROCS_HELPER set it runs helper

@@ -24,7 +24,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/walletsaga/walletsaga/internal/testenv"
+	"github.com/walletsaga/walletsaga/internal/testutil/testenv"
 	"github.com/walletsaga/walletsaga/migrations"
 )
 

@@ -6,7 +6,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/stretchr/testify/require"
 
-	"github.com/walletsaga/walletsaga/internal/openapicheck"
+	"github.com/walletsaga/walletsaga/internal/testutil/openapicheck"
 )
 
 func TestDiffFindsBothKindsOfDrift(t *testing.T) {

@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/walletsaga/walletsaga/internal/audit"
-	"github.com/walletsaga/walletsaga/internal/testdb"
+	"github.com/walletsaga/walletsaga/internal/harness/audit"
+	"github.com/walletsaga/walletsaga/internal/testutil/testdb"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
