@@ -37,7 +37,7 @@ type relayStack struct {
 	broker   rmqtest.Broker
 	topic    string
 	producer *ordering.OrderedProducer
-	outbox   outboxAdapter
+	outbox   *wallet.OutboxFeed
 	got      *arrivals
 }
 
@@ -46,7 +46,7 @@ func newRelayStack(t *testing.T, queues int, hash ordering.KeyHash) *relayStack 
 	b := rmqtest.Require(t)
 	pool, _ := testdb.New(t)
 	s := &relayStack{t: t, pool: pool, broker: b, topic: rmqtest.Unique("relay-events"), got: &arrivals{seqs: map[int64][]int64{}, queues: map[int64]map[string]bool{}},
-		outbox: outboxAdapter{wallet.NewOutboxStore(pool, 7421, 50*time.Millisecond)}}
+		outbox: wallet.NewOutboxFeed(wallet.NewOutboxStore(pool, 7421, 50*time.Millisecond))}
 	b.CreateTopic(t, s.topic, queues)
 	p, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: []string{b.Namesrv}, Group: rmqtest.Unique("relay-producer"), Hash: hash, Credentials: b.Credentials})
 	require.NoError(t, err)

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"net"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -73,30 +72,26 @@ func build(cfg config, log *slog.Logger, pool *pgxpool.Pool) (*walletsvc, error)
 	if err != nil {
 		return w, err
 	}
+	// Each balance event a saga commits goes to the relay through the feed, without a read;
+	// the relay reads the outbox through it too.
+	outbox := wallet.NewOutboxStore(pool, int64(cfg.RelayLockKey), time.Second)
+	feed := wallet.NewOutboxFeed(outbox)
 	// One attempt of a remote step is one call: the engine's attempt timeout is the
 	// provider timeout, so PROVIDER_TIMEOUT is the one that holds.
-	svc, err := wallet.NewService(pool, engine, gateway, merchant,
-		wallet.Options{Logger: log, Steps: wallet.StepTuning{Window: cfg.SagaRetryWindow, AttemptTimeout: cfg.ProviderTimeout},
-			// Each event a saga commits goes to the relay's pump at once, without a read.
-			EventCommitted: func(ev wallet.PendingEvent, complete bool) {
-				if complete {
-					relay.Offer(outboxRecord(ev))
-				} else {
-					relay.WakeKey(strconv.FormatInt(ev.UserID, 10))
-				}
-			}})
+	svc, err := wallet.NewService(pool, engine, gateway, merchant, wallet.Options{Logger: log,
+		Steps: wallet.StepTuning{Window: cfg.SagaRetryWindow, AttemptTimeout: cfg.ProviderTimeout}, EventCommitted: feed.Committed})
 	if err != nil {
 		return w, err
 	}
-	outbox := wallet.NewOutboxStore(pool, int64(cfg.RelayLockKey), time.Second)
 	metrics.NewOutbox(reg, outbox.Backlog)
 	observeSend := metrics.NewRelay(reg, func() ordering.RelayStats { return relay.Stats() })
-	relay, err = ordering.NewRelay(outboxAdapter{outbox}, producer, ordering.RelayConfig{
+	relay, err = ordering.NewRelay(feed, producer, ordering.RelayConfig{
 		Topic: cfg.Topic, Batch: cfg.RelayBatch, Logger: log, ObserveSend: observeSend,
 	})
 	if err != nil {
 		return w, err
 	}
+	feed.Wakes(relay)
 
 	e := newServer(cfg, log, svc, reg,
 		httpx.Check{Name: "postgres", Fn: pool.Ping},
