@@ -1,12 +1,20 @@
+// The database settings: DATABASE_URL-like flags, their checks, and the pool a service opens on a durable server.
+
 package cli
 
 import (
+	"context"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
 	"slices"
 	"strings"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/walletsaga/walletsaga/internal/pg"
 )
 
 // DatabaseURL binds a PostgreSQL URL setting named env. It is read from --env on the command
@@ -141,4 +149,52 @@ func remoteHosts(u *url.URL) []string {
 		remote = append(remote, h)
 	}
 	return remote
+}
+
+// Redact hides the password of a URL for messages and logs.
+func Redact(v string) string {
+	u, err := url.Parse(v)
+	if err != nil {
+		return "(unparseable)"
+	}
+	return u.Redacted()
+}
+
+// OpenDurablePool opens a service's pool on url with o, then reads the server's durability
+// settings and applies RequireDurable to them with override; on any failure the pool is
+// closed and the error returned.
+func OpenDurablePool(ctx context.Context, mode Mode, log *slog.Logger, url string, o pg.Options, override string) (*pgxpool.Pool, error) {
+	pool, err := pg.Open(ctx, url, o)
+	if err != nil {
+		return nil, err
+	}
+	d, err := pg.ReadDurability(ctx, pool)
+	if err == nil {
+		err = RequireDurable(mode, log, Redact(url), d.Unsafe(), override)
+	}
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return pool, nil
+}
+
+// RequireDurable decides whether a binary may run on a database that reports unsafe (the
+// settings under which an acknowledged commit can vanish in a crash, pg.Durability.Unsafe):
+// in production it refuses, naming them, unless override states a reason, which is then
+// logged as a warning at every start; in dev it only warns.
+func RequireDurable(mode Mode, log *slog.Logger, database string, unsafe []string, override string) error {
+	if len(unsafe) == 0 {
+		return nil
+	}
+	what := strings.Join(unsafe, "; ")
+	switch {
+	case mode == Dev:
+		log.Warn("the database can lose acknowledged commits in a crash (fine for the dev stack, never for money)", "database", database, "unsafe", what)
+		return nil
+	case override != "":
+		log.Warn("running on a database that can lose acknowledged commits in a crash, as ALLOW_UNSAFE_DURABILITY says", "database", database, "unsafe", what, "reason", override)
+		return nil
+	}
+	return fmt.Errorf("refusing to start: the database %s can lose commits it acknowledged in a crash (%s): a saga could charge a customer and then vanish, or messages be acknowledged that were never kept. Fix the server's settings, or set ALLOW_UNSAFE_DURABILITY to the reason to run anyway", database, what)
 }

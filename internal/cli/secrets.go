@@ -1,8 +1,12 @@
+// Secrets: token strength, secrets that must differ, the broker credentials, and secret files.
+
 package cli
 
 import (
+	"fmt"
 	"log/slog"
 	"math"
+	"os"
 	"slices"
 	"strings"
 )
@@ -156,4 +160,17 @@ func LogBroker(log *slog.Logger, mode Mode, accessKey, unsigned string) {
 	default:
 		log.Warn("ROCKETMQ_ACCESS_KEY is not set: requests to the broker are unsigned, so only a broker without access control takes them (production refuses this unless "+UnsignedBrokerEnv+" names the network boundary)", "mode", mode)
 	}
+}
+
+// ReadSecret returns the secret in file (trimmed) when file is set, else value. field names
+// the setting in errors; the secret itself never appears in them.
+func ReadSecret(field, value, file string) (string, error) {
+	if file == "" {
+		return value, nil
+	}
+	b, err := os.ReadFile(file) //nolint:gosec // G304: the operator names the file (…_TOKEN_FILE); reading it is the point
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", field, err)
+	}
+	return strings.TrimSpace(string(b)), nil
 }
