@@ -49,7 +49,7 @@ func TestComposeEnvironmentIsNotifierConfig(t *testing.T) {
 			deploy.RequireScraped(t, filepath.Join("..", ".."), r, cfg.HTTPAddr)
 			// The topic it consumes, and its group's retry and dead-letter topics, exist.
 			assert.Equal(t, 8, topics[cfg.Topic], "%s: the topics job creates %s with 8 queues", r.Name, cfg.Topic)
-			for _, tp := range []string{"%RETRY%" + cfg.ConsumerGroup, "%DLQ%" + cfg.ConsumerGroup} {
+			for _, tp := range []string{"%RETRY%" + cfg.Group, "%DLQ%" + cfg.Group} {
 				assert.Equal(t, 1, topics[tp], "%s: the topics job creates %s with 1 queue", r.Name, tp)
 			}
 		})

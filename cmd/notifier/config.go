@@ -14,19 +14,8 @@ import (
 
 // config is the notifier's whole configuration, parsed once from flags and environment.
 type config struct {
-	// Mode is production unless WALLETSAGA_ENV=dev.
-	Mode            cli.Mode
-	DatabaseURL     string
-	Namesrv         string
-	Topic           string
-	ConsumerGroup   string
-	Instance        string
-	HTTPAddr        string
-	AddrFile        string
-	MigrateOnStart  bool
-	LogFormat       string
-	LogLevel        string
-	ShutdownTimeout time.Duration
+	cli.Service
+	Instance string
 
 	Sender          string // log | webhook
 	WebhookURL      string
@@ -50,26 +39,12 @@ type config struct {
 	AdminToken      string
 	ReadToken       string
 	Reconcile       bool
-	// UnsafeDurability is the operator's reason to run on a Postgres that can lose commits
-	// (empty: refused in production).
-	UnsafeDurability string
-	// RocketMQAccessKey and RocketMQSecretKey are the RocketMQ user this process signs its
-	// requests as (the broker's access control); empty: unsigned, which production refuses
-	// unless UnsignedBroker states the network boundary that replaces access control.
-	RocketMQAccessKey string
-	RocketMQSecretKey string
-	UnsignedBroker    string
-	// StatementTimeout and IdleInTxTimeout are set on every connection of the pool.
-	StatementTimeout time.Duration
-	IdleInTxTimeout  time.Duration
-	// Retention windows (0: keep forever) and the pruner's pace (internal/retention).
+	// Retention windows (0: keep forever).
 	RetentionInbox       time.Duration
 	RetentionSMSLog      time.Duration
 	RetentionWakes       time.Duration
 	RetentionBadMessages time.Duration
 	RetentionAudit       time.Duration
-	RetentionBatch       int
-	RetentionPause       time.Duration
 
 	failPhone  string
 	failAmount int
@@ -89,39 +64,32 @@ const (
 	DevRocketMQSecret = "walletsaga-dev-notifier-secret" //nolint:gosec // G101: the documented dev secret, not a secret
 )
 
-// commands are the notifier's subcommands, for -h.
-var commands = [][2]string{
-	{"run", "consume balance events and send each user's SMS in order (the default)"},
-	{"migrate", "apply the notifier's database migrations (schema notify) and exit"},
-	{"sms-log", "print one user's SMS log (--user N [--follow])"},
+// spec is the notifier's side of the settings the services share.
+var spec = cli.ServiceSpec{
+	Program: "notifier",
+	Commands: [][2]string{
+		{"run", "consume balance events and send each user's SMS in order (the default)"},
+		{"migrate", "apply the notifier's database migrations (schema notify) and exit"},
+		{"sms-log", "print one user's SMS log (--user N [--follow])"},
+	},
+	DatabaseEnv: "NOTIFY_DATABASE_URL", DatabaseFallback: "DATABASE_URL",
+	DatabaseUsage:  "PostgreSQL URL of the notifier's database (schema notify; it may be the wallet's database or one of its own, on any cluster)",
+	DevDatabaseURL: devDatabaseURL, DevNamesrv: devNamesrv,
+	GroupEnv: "CONSUMER_GROUP", GroupDefault: "wallet-notifier", GroupUsage: "RocketMQ consumer group",
+	DevHTTPAddr: "127.0.0.1:8081", HTTPAddr: ":8081", HTTPUsage: "address of the SMS log API and page",
+	DevRocketMQUser: DevRocketMQUser, DevRocketMQSecret: DevRocketMQSecret, Unsigned: "consume",
 }
 
 // parseConfig reads the configuration of subcommand sub (run, sms-log).
 func parseConfig(sub string, args []string, getenv func(string) string, stderr io.Writer, extra func(*flag.FlagSet)) (config, []string, error) {
 	var c config
-	mode, err := cli.ModeFrom(getenv)
+	f, err := c.Flags(spec, sub, getenv, stderr)
 	if err != nil {
 		return c, nil, err
 	}
-	c.Mode = mode
-	f := cli.NewFlags("notifier "+sub, mode, getenv, stderr, commands...)
 	serving := sub == "run"
-	if !serving {
-		f.OnlyRequire("NOTIFY_DATABASE_URL")
-	}
-	f.DatabaseURL(&c.DatabaseURL, "NOTIFY_DATABASE_URL", "DATABASE_URL", devDatabaseURL, true,
-		"PostgreSQL URL of the notifier's database (schema notify; it may be the wallet's database or one of its own, on any cluster)")
-	f.DevString(&c.Namesrv, "ROCKETMQ_NAMESRV", devNamesrv, "RocketMQ name server addresses, comma-separated")
-	f.String(&c.Topic, "WALLET_EVENTS_TOPIC", "wallet-events", "topic of balance events")
-	f.String(&c.ConsumerGroup, "CONSUMER_GROUP", "wallet-notifier", "RocketMQ consumer group")
 	f.String(&c.Instance, "CONSUMER_INSTANCE", "", "this replica's name in the consumer group, stable across its restarts and unique among live replicas (a StatefulSet pod name, a compose service): a restarted notifier then takes its queues back at once instead of waiting up to 60 s for the broker to expire the old locks (empty: a new name per process)")
-	f.String(&c.HTTPAddr, "HTTP_ADDR", map[cli.Mode]string{cli.Dev: "127.0.0.1:8081", cli.Production: ":8081"}[mode], "address of the SMS log API and page")
-	f.String(&c.AddrFile, "HTTP_ADDR_FILE", "", "file the address HTTP_ADDR bound is written to once it listens, for whoever started the process with port 0 (empty: none)")
-	f.Bool(&c.MigrateOnStart, "MIGRATE_ON_START", true, "apply database migrations at start")
-	f.String(&c.LogFormat, "LOG_FORMAT", map[cli.Mode]string{cli.Dev: "text", cli.Production: "json"}[mode], "log format: text or json")
-	f.String(&c.LogLevel, "LOG_LEVEL", "info", "log level: debug, info, warn, error")
-	f.Duration(&c.ShutdownTimeout, "SHUTDOWN_TIMEOUT", 15*time.Second, "how long a graceful shutdown may take")
-	f.String(&c.Sender, "SMS_SENDER", map[cli.Mode]string{cli.Dev: "log", cli.Production: "webhook"}[mode], "SMS sender: webhook (POSTs each SMS to SMS_WEBHOOK_URL, the provider) or, in dev only, log (writes the SMS log table and stdout, sends nothing)")
+	f.String(&c.Sender, "SMS_SENDER", map[cli.Mode]string{cli.Dev: "log", cli.Production: "webhook"}[c.Mode], "SMS sender: webhook (POSTs each SMS to SMS_WEBHOOK_URL, the provider) or, in dev only, log (writes the SMS log table and stdout, sends nothing)")
 	f.String(&c.WebhookURL, "SMS_WEBHOOK_URL", "", "URL the webhook sender POSTs to")
 	f.Secret(&c.WebhookToken, "SMS_WEBHOOK_TOKEN", "", "bearer token the webhook sender presents to the SMS provider (required in production)")
 	f.Duration(&c.SendTimeout, "SMS_TIMEOUT", senders.DefaultWebhookTimeout, "timeout of one webhook call")
@@ -148,12 +116,7 @@ func parseConfig(sub string, args []string, getenv func(string) string, stderr i
 	f.Secret(&c.AdminToken, "ADMIN_TOKEN", "", "bearer token of the operator endpoints (empty: they are disabled)")
 	f.Secret(&c.ReadToken, "READ_TOKEN", "", "bearer token of the read endpoints (SMS log, feed, dead letters, gate, audit; the page asks for it), which take ADMIN_TOKEN too (empty: only ADMIN_TOKEN; neither: they answer 403)")
 	f.Bool(&c.Reconcile, "DLQ_RECONCILE", true, "read the dead-letter queue and record what the gate did not")
-	f.Duration(&c.StatementTimeout, "PG_STATEMENT_TIMEOUT", 30*time.Second, "longest one SQL statement may run before Postgres cuts it off (a statement waiting behind a stalled peer's lock gives its connection back); 0 keeps the server's")
-	f.Duration(&c.IdleInTxTimeout, "PG_IDLE_IN_TX_TIMEOUT", 30*time.Second, "longest a session may sit idle inside a transaction before Postgres ends it and releases its locks; 0 keeps the server's")
-	f.DevOptional(&c.RocketMQAccessKey, "ROCKETMQ_ACCESS_KEY", DevRocketMQUser, "RocketMQ user this process signs its requests as (the broker's access control; required in production unless ALLOW_UNSIGNED_BROKER)")
-	f.Secret(&c.RocketMQSecretKey, "ROCKETMQ_SECRET_KEY", "", "secret key (password) of ROCKETMQ_ACCESS_KEY (in dev, for the dev user: its documented secret)")
-	f.String(&c.UnsignedBroker, cli.UnsignedBrokerEnv, "", "the network boundary that keeps everyone else off a broker without access control, in words: production then starts without ROCKETMQ_ACCESS_KEY, and logs it (empty: production refuses to consume unsigned)")
-	f.String(&c.UnsafeDurability, "ALLOW_UNSAFE_DURABILITY", "", "the reason to run on a Postgres whose commits can vanish in a crash (fsync off, synchronous_commit off or local); empty: production refuses such a server")
+	c.BindLate(f, spec)
 	if extra != nil {
 		extra(f.FlagSet())
 	}
@@ -167,10 +130,6 @@ func parseConfig(sub string, args []string, getenv func(string) string, stderr i
 		return c, nil, err
 	}
 	p := f.Problems()
-	if mode == cli.Dev && c.RocketMQAccessKey == DevRocketMQUser && c.RocketMQSecretKey == "" {
-		// The dev user's documented secret, never another user's.
-		c.RocketMQSecretKey = DevRocketMQSecret
-	}
 	re, err := senders.ParsePhonePattern(c.failPhone)
 	if err != nil {
 		p.Addf("SMS_FAIL_PHONE_PATTERN", "%v", err)
@@ -182,17 +141,9 @@ func parseConfig(sub string, args []string, getenv func(string) string, stderr i
 
 // validate adds c's problems to p; what only delivery needs matters only when serving.
 func (c config) validate(p *cli.Problems, serving bool) {
-	p.CheckPostgresURL(c.Mode, "NOTIFY_DATABASE_URL", c.DatabaseURL)
-	p.CheckHostPort("ROCKETMQ_NAMESRV", c.Namesrv, true)
-	p.CheckName("WALLET_EVENTS_TOPIC", c.Topic)
-	p.CheckName("CONSUMER_GROUP", c.ConsumerGroup)
+	c.CheckEarly(p, spec)
 	if c.Instance != "" {
 		p.CheckName("CONSUMER_INSTANCE", c.Instance)
-	}
-	p.CheckHostPort("HTTP_ADDR", c.HTTPAddr, false)
-	p.CheckLog(c.LogFormat, c.LogLevel)
-	if c.ShutdownTimeout <= 0 {
-		p.Addf("SHUTDOWN_TIMEOUT", "must be positive, got %s", c.ShutdownTimeout)
 	}
 	switch c.Sender {
 	case "log":
@@ -271,21 +222,11 @@ func (c config) validate(p *cli.Problems, serving bool) {
 	p.CheckToken(c.Mode, "READ_TOKEN", c.ReadToken, false)
 	// Every secret the notifier takes (from readers and operators) or presents (to the SMS
 	// provider, the broker and the database) is another's; no two may be the same.
-	p.CheckDistinct(c.Mode,
+	c.CheckLate(p, spec, serving,
 		cli.NamedSecret{Field: "ADMIN_TOKEN", Value: c.AdminToken},
 		cli.NamedSecret{Field: "READ_TOKEN", Value: c.ReadToken},
 		cli.NamedSecret{Field: "SMS_WEBHOOK_TOKEN", Value: c.WebhookToken},
-		cli.NamedSecret{Field: "ROCKETMQ_SECRET_KEY", Value: c.RocketMQSecretKey},
-		cli.NamedSecret{Field: "NOTIFY_DATABASE_URL's password", Value: cli.URLPassword(c.DatabaseURL)},
 	)
-	if c.StatementTimeout < 0 {
-		p.Addf("PG_STATEMENT_TIMEOUT", "must not be negative, got %s", c.StatementTimeout)
-	}
-	if c.IdleInTxTimeout < 0 {
-		p.Addf("PG_IDLE_IN_TX_TIMEOUT", "must not be negative, got %s", c.IdleInTxTimeout)
-	}
-	p.CheckBroker(c.Mode, serving, c.RocketMQAccessKey, c.RocketMQSecretKey, c.UnsignedBroker)
-	p.CheckOverride("ALLOW_UNSAFE_DURABILITY", c.UnsafeDurability)
 	p.CheckRetention(c.Mode, c.RetentionBatch, c.RetentionPause,
 		map[string]time.Duration{"RETENTION_INBOX": c.RetentionInbox, "RETENTION_SMS_LOG": c.RetentionSMSLog, "RETENTION_WAKES": c.RetentionWakes,
 			"RETENTION_BAD_MESSAGES": c.RetentionBadMessages, "RETENTION_AUDIT": c.RetentionAudit},

@@ -5,7 +5,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/walletsaga/walletsaga/internal/metrics"
 	"github.com/walletsaga/walletsaga/internal/notify/deadletters"
 	"github.com/walletsaga/walletsaga/internal/notify/gate"
 	"github.com/walletsaga/walletsaga/internal/notify/inbox"
@@ -14,20 +13,13 @@ import (
 
 // newPruner is the notifier's pruner: finished inbox rows, the SMS log and wake rows (the
 // gate's), bad messages once in the DLQ topic (the inbox's) and the operators' audit trail
-// (the dead letters'), each by its owner's statement. notify.progress is never pruned. Every
-// replica runs one; their batches skip each other's locked rows.
+// (the dead letters'), each by its owner's statement. notify.progress is never pruned.
 func newPruner(cfg config, log *slog.Logger, reg prometheus.Registerer, gates *gate.Store, bad *inbox.Store, operator *deadletters.Operator) (*retention.Pruner, error) {
-	tables := []retention.Table{
-		{Name: "notify.notifications", Window: cfg.RetentionInbox, Prune: gates.PruneInbox, Oldest: gates.OldestInbox},
-		{Name: "notify.sms_log", Window: cfg.RetentionSMSLog, Prune: gates.PruneSMSLog, Oldest: gates.OldestSMSLog},
-		{Name: "notify.wakes", Window: cfg.RetentionWakes, Prune: gates.PruneWakes, Oldest: gates.OldestWake},
-		{Name: "notify.bad_messages", Window: cfg.RetentionBadMessages, Prune: bad.PruneBad, Oldest: bad.OldestBad},
-		{Name: "notify.audit", Window: cfg.RetentionAudit, Prune: operator.PruneAudit, Oldest: operator.OldestAudit},
-	}
-	names := make([]string, len(tables))
-	for i, t := range tables {
-		names[i] = t.Name
-	}
-	return retention.New(retention.Config{Batch: cfg.RetentionBatch, Pause: cfg.RetentionPause,
-		Logger: log.With("component", "retention"), Observer: metrics.NewRetention(reg, names...)}, tables...)
+	return cfg.NewPruner(log, reg,
+		retention.Table{Name: "notify.notifications", Window: cfg.RetentionInbox, Prune: gates.PruneInbox, Oldest: gates.OldestInbox},
+		retention.Table{Name: "notify.sms_log", Window: cfg.RetentionSMSLog, Prune: gates.PruneSMSLog, Oldest: gates.OldestSMSLog},
+		retention.Table{Name: "notify.wakes", Window: cfg.RetentionWakes, Prune: gates.PruneWakes, Oldest: gates.OldestWake},
+		retention.Table{Name: "notify.bad_messages", Window: cfg.RetentionBadMessages, Prune: bad.PruneBad, Oldest: bad.OldestBad},
+		retention.Table{Name: "notify.audit", Window: cfg.RetentionAudit, Prune: operator.PruneAudit, Oldest: operator.OldestAudit},
+	)
 }

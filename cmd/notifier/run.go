@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 
 	"github.com/walletsaga/walletsaga/internal/cli"
 	"github.com/walletsaga/walletsaga/internal/lifecycle"
@@ -15,43 +13,30 @@ import (
 	"github.com/walletsaga/walletsaga/internal/notify/smslog"
 	"github.com/walletsaga/walletsaga/internal/ordering"
 	"github.com/walletsaga/walletsaga/internal/pg"
-	"github.com/walletsaga/walletsaga/internal/telemetry"
+	"github.com/walletsaga/walletsaga/migrations"
 )
 
 // run is the whole program: it returns when ctx is cancelled (SIGINT/SIGTERM) and everything
 // it started has stopped.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if cli.AskedVersion(args) {
-		return cli.PrintVersion(stdout, "notifier")
-	}
-	sub := "run"
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		sub, args = args[0], args[1:]
+	sub, args, err := cli.Command(stdout, "notifier", args, spec.Commands)
+	if sub == "" {
+		return err // the version is printed, or the command is unknown
 	}
 	var (
 		userID int64
 		follow bool
 		extra  func(*flag.FlagSet)
 	)
-	switch sub {
-	case "run", "migrate":
-	case "sms-log":
+	if sub == "sms-log" {
 		extra = func(fs *flag.FlagSet) {
 			fs.Int64Var(&userID, "user", 0, "user id whose SMS log to print (required)")
 			fs.BoolVar(&follow, "follow", false, "keep printing new SMS until interrupted")
 		}
-	default:
-		return fmt.Errorf("unknown command %q (run, migrate, sms-log; -h lists them)", sub)
 	}
 	cfg, rest, err := parseConfig(sub, args, getenv, stderr, extra)
-	if errors.Is(err, flag.ErrHelp) {
-		return nil // the usage is printed; asking for it is not a failure
-	}
-	if err != nil {
-		return err
-	}
-	if len(rest) > 0 {
-		return fmt.Errorf("unexpected arguments %q", rest)
+	if err != nil || len(rest) > 0 {
+		return cli.Stop(err, rest)
 	}
 	logOut := stdout
 	if sub == "sms-log" {
@@ -62,30 +47,31 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	ordering.RouteClientLogs(log)
-	if sub == "migrate" {
+	switch sub {
+	case "migrate":
 		return migrate(ctx, cfg, log)
+	case "sms-log":
+		return printSMSLog(ctx, cfg, userID, follow, stdout)
 	}
-	if sub == "sms-log" {
-		if userID <= 0 {
-			return errors.New("sms-log: --user must be a positive user id")
-		}
-		pool, err := pg.Open(ctx, cfg.DatabaseURL, pg.Options{MaxConns: 2, StatementTimeout: cfg.StatementTimeout})
-		if err != nil {
-			return err
-		}
-		defer pool.Close()
-		err = smslog.PrintSMSLog(ctx, smslog.NewStore(pool), userID, follow, stdout)
-		if errors.Is(err, context.Canceled) {
-			return nil
-		}
-		return err
+	return cli.Traced(ctx, "notifier", getenv, log, func() error { return serve(ctx, cfg, log, stdout) })
+}
+
+// printSMSLog prints user's SMS log to stdout, and what comes after it until ctx ends when
+// follow is set.
+func printSMSLog(ctx context.Context, cfg config, userID int64, follow bool, stdout io.Writer) error {
+	if userID <= 0 {
+		return errors.New("sms-log: --user must be a positive user id")
 	}
-	shutdown, err := telemetry.Setup(ctx, "notifier", getenv)
+	pool, err := pg.Open(ctx, cfg.DatabaseURL, pg.Options{MaxConns: 2, StatementTimeout: cfg.StatementTimeout})
 	if err != nil {
 		return err
 	}
-	defer telemetry.Flush(shutdown, log)
-	return serve(ctx, cfg, log, stdout)
+	defer pool.Close()
+	err = smslog.PrintSMSLog(ctx, smslog.NewStore(pool), userID, follow, stdout)
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
 }
 
 func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) error {
@@ -94,14 +80,15 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 			return err
 		}
 	}
-	pool, err := openPool(ctx, cfg, log)
+	// The consumer acknowledges a message to the broker once its inbox row is committed.
+	pool, err := cfg.OpenPool(ctx, log, 24)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
 	logSettings(cfg, log)
 	n, err := build(ctx, cfg, log, pool, stdout)
-	defer n.close()
+	defer n.closers.Close()
 	if err != nil {
 		return err
 	}
@@ -115,7 +102,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 	// its inbox while the broker is away.
 	var g lifecycle.Group
 	if cfg.Instance != "" {
-		g.Add("CONSUMER_INSTANCE", instance.New(pool, cfg.ConsumerGroup, cfg.Instance, log))
+		g.Add("CONSUMER_INSTANCE", instance.New(pool, cfg.Group, cfg.Instance, log))
 	}
 	g.Add("broker watch", n.broker)
 	g.Add("dead-letter publisher", n.publisher)
@@ -132,4 +119,9 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 	log.Info("notifier stopped", "received", is.Received, "duplicates", is.Ignored, "bad", is.Bad, "sent", ls.Sent,
 		"retries", ls.Retried, "postponed", ls.Postponed, "dead_lettered", ls.DeadLettered, "dlq_published", n.publisher.Published())
 	return err
+}
+
+// migrate applies the notifier's migrations (schema notify).
+func migrate(ctx context.Context, cfg config, log *slog.Logger) error {
+	return cfg.Migrate(ctx, log, "notifier schema migrated", migrations.Notify.Migrate)
 }

@@ -46,7 +46,7 @@ func TestDefaultsMatchTheDevStack(t *testing.T) {
 	cfg, _, err := parseConfig("run", nil, func(k string) string { return devEnv(nil)[k] }, &bytes.Buffer{}, nil)
 	require.NoError(t, err)
 	require.Equal(t, "127.0.0.1:8081", cfg.HTTPAddr)
-	require.Equal(t, "wallet-notifier", cfg.ConsumerGroup)
+	require.Equal(t, "wallet-notifier", cfg.Group)
 	require.Equal(t, "wallet-events", cfg.Topic)
 	require.Equal(t, gate.DefaultRetryPolicy, cfg.Retry, "the production retry policy: 1 s to 5 min, 8 attempts and 15 min before a dead letter")
 	require.Equal(t, 256, cfg.Workers)

@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -23,9 +21,7 @@ import (
 	"github.com/walletsaga/walletsaga/internal/notify/senders"
 	"github.com/walletsaga/walletsaga/internal/notify/smslog"
 	"github.com/walletsaga/walletsaga/internal/ordering"
-	"github.com/walletsaga/walletsaga/internal/pg"
 	"github.com/walletsaga/walletsaga/internal/retention"
-	"github.com/walletsaga/walletsaga/migrations"
 )
 
 // notifier is the notifier's parts, built and not started yet.
@@ -38,25 +34,14 @@ type notifier struct {
 	watcher   *ordering.DLQWatcher // nil unless RECONCILE
 	pruner    *retention.Pruner
 	server    *httpx.Server
-	closers   []func() // the clients to close once everything stopped
-}
-
-// close closes the clients build opened, in reverse.
-func (n *notifier) close() {
-	for _, c := range slices.Backward(n.closers) {
-		c()
-	}
+	closers   cli.Closers // the clients to close once everything stopped
 }
 
 // build wires the notifier's parts over pool. The caller closes what it returns, also when
 // it returns an error.
 func build(ctx context.Context, cfg config, log *slog.Logger, pool *pgxpool.Pool, stdout io.Writer) (*notifier, error) {
-	namesrv := cli.SplitList(cfg.Namesrv)
-	creds := ordering.Credentials{AccessKey: cfg.RocketMQAccessKey, SecretKey: cfg.RocketMQSecretKey}
-	route := ordering.NewRouteCheck(namesrv, cfg.Topic, creds)
 	n := &notifier{}
-	n.closers = append(n.closers, func() { _ = route.Close() })
-	broker := ordering.NewBrokerWatch(route, 0)
+	namesrv, creds, broker := cfg.Broker(&n.closers)
 	sender, err := newSender(cfg, stdout)
 	if err != nil {
 		return n, err
@@ -66,14 +51,14 @@ func build(ctx context.Context, cfg config, log *slog.Logger, pool *pgxpool.Pool
 	sender = senders.ObservedSender{Inner: sender, Observe: metrics.NewSMS(reg)}
 	gates, bad := gate.NewStore(pool), inbox.NewStore(pool)
 
-	dlqProducer, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: namesrv, Group: cfg.ConsumerGroup + "-dlq-publisher",
+	dlqProducer, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: namesrv, Group: cfg.Group + "-dlq-publisher",
 		Instance: suffixed(cfg.Instance, "-dlq-publisher"), Credentials: creds, Logger: log})
 	if err != nil {
 		return n, err
 	}
 	// Closed on the way out: an unpublished dead letter stays recorded in Postgres.
 	n.closers = append(n.closers, func() { _ = dlqProducer.Shutdown() })
-	dlq := ordering.NewDeadLetterPublisher(dlqProducer, cfg.ConsumerGroup)
+	dlq := ordering.NewDeadLetterPublisher(dlqProducer, cfg.Group)
 	publisher := deadletters.NewPublisher(gates, bad, dlq, 0, log)
 	dlqRoute := ordering.NewRouteCheck(namesrv, dlq.Topic(), creds)
 	rctx, cancelRoute := context.WithTimeout(ctx, 3*time.Second)
@@ -104,7 +89,7 @@ func build(ctx context.Context, cfg config, log *slog.Logger, pool *pgxpool.Pool
 		}
 	}, log)
 	consumer, err := ordering.NewOrderlyConsumer(ordering.ConsumerConfig{
-		Namesrv: namesrv, Group: cfg.ConsumerGroup, Topic: cfg.Topic,
+		Namesrv: namesrv, Group: cfg.Group, Topic: cfg.Topic,
 		BatchSize: cfg.ConsumeBatch, Buffer: cfg.ConsumeBuffer,
 		HandlerTimeout: cfg.HandlerTimeout, SuspendDelay: cfg.SuspendDelay,
 		FromFirstOffset: cfg.ConsumeFrom == "first", Instance: cfg.Instance, Credentials: creds, Logger: log,
@@ -115,7 +100,7 @@ func build(ctx context.Context, cfg config, log *slog.Logger, pool *pgxpool.Pool
 	var watcher *ordering.DLQWatcher
 	if cfg.Reconcile {
 		reconciler := deadletters.NewReconciler(gates, bad, lanes.Wake, log)
-		watcher, err = ordering.NewDLQWatcher(ordering.DLQWatcherConfig{Namesrv: namesrv, Group: cfg.ConsumerGroup, Instance: suffixed(cfg.Instance, "-dlq"), Credentials: creds, Logger: log}, reconcile(reconciler.Handle))
+		watcher, err = ordering.NewDLQWatcher(ordering.DLQWatcherConfig{Namesrv: namesrv, Group: cfg.Group, Instance: suffixed(cfg.Instance, "-dlq"), Credentials: creds, Logger: log}, reconcile(reconciler.Handle))
 		if err != nil {
 			return n, err
 		}
@@ -138,14 +123,9 @@ func build(ctx context.Context, cfg config, log *slog.Logger, pool *pgxpool.Pool
 		httpx.Check{Name: "consumer", Fn: func(context.Context) error { return consumer.Err() }, Degraded: "not consuming yet; it keeps trying to start"},
 	)
 	metrics.NewConsumer(reg, consumer.Running, consumer.Assignment)
-	n.server = httpx.NewServer(cfg.HTTPAddr, e, log, func(a net.Addr) {
-		log.Info("notifier listening", "addr", a.String(), "mode", cfg.Mode, "namesrv", cfg.Namesrv, "topic", cfg.Topic,
-			"group", cfg.ConsumerGroup, "sender", cfg.Sender, "workers", cfg.Workers, "consume_from", cfg.ConsumeFrom,
-			"max_attempts", cfg.Retry.MaxAttempts, "dead_letter_after", cfg.Retry.DeadLetterAfter)
-		if err := cli.WriteAddrFile(cfg.AddrFile, a); err != nil {
-			log.Error("cannot tell the address bound", "err", err)
-		}
-	})
+	n.server = cli.NewServer(cfg.HTTPAddr, cfg.AddrFile, e, log, "notifier listening", "mode", cfg.Mode, "namesrv", cfg.Namesrv, "topic", cfg.Topic,
+		"group", cfg.Group, "sender", cfg.Sender, "workers", cfg.Workers, "consume_from", cfg.ConsumeFrom,
+		"max_attempts", cfg.Retry.MaxAttempts, "dead_letter_after", cfg.Retry.DeadLetterAfter)
 	n.broker, n.publisher, n.lanes, n.inbox, n.consumer, n.watcher = broker, publisher, lanes, in, consumer, watcher
 	return n, nil
 }
@@ -195,32 +175,6 @@ func newSender(cfg config, stdout io.Writer) (notify.Sender, error) {
 		return s, nil
 	}
 	return &senders.FailureSwitch{Inner: s, PhonePattern: cfg.FailPhone, FailAmount: cfg.FailAmount}, nil
-}
-
-// openPool opens the notifier's pool, every connection under the statement and
-// idle-in-transaction timeouts, and checks that the database keeps what it acknowledges:
-// the consumer acknowledges a message to the broker once its inbox row is committed.
-func openPool(ctx context.Context, cfg config, log *slog.Logger) (*pgxpool.Pool, error) {
-	return cli.OpenDurablePool(ctx, cfg.Mode, log, cfg.DatabaseURL, pg.Options{
-		MaxConns: 24, StatementTimeout: cfg.StatementTimeout, IdleInTxTimeout: cfg.IdleInTxTimeout,
-		ConnectionCheck: pg.ConnectionCheck,
-	}, cfg.UnsafeDurability)
-}
-
-// migrate applies the migrations on a pool of its own, without the statement timeout: a
-// migration may rewrite a large table.
-func migrate(ctx context.Context, cfg config, log *slog.Logger) error {
-	pool, err := pg.Open(ctx, cfg.DatabaseURL, pg.Options{MaxConns: 2})
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	v, err := migrations.Notify.Migrate(ctx, pool, log)
-	if err != nil {
-		return err
-	}
-	log.Info("notifier schema migrated", "version", v)
-	return nil
 }
 
 // suffixed returns name+suffix, or "" for "" (a new name per process).

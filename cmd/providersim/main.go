@@ -7,22 +7,6 @@
 //	providersim outage gateway|merchant fail|timeout D   switch an outage of a running one
 package main
 
-import (
-	"context"
-	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
+import "github.com/walletsaga/walletsaga/internal/cli"
 
-	"github.com/walletsaga/walletsaga/internal/cli"
-)
-
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], cli.Getenv, os.Stdout, os.Stderr)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "providersim:", err)
-		os.Exit(1)
-	}
-}
+func main() { cli.Main("providersim", run) }

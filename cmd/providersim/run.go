@@ -2,17 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"strings"
 	"time"
 
 	"github.com/walletsaga/walletsaga/internal/cli"
-	"github.com/walletsaga/walletsaga/internal/httpx"
 	"github.com/walletsaga/walletsaga/internal/lifecycle"
 	"github.com/walletsaga/walletsaga/internal/pg"
 	"github.com/walletsaga/walletsaga/internal/providersim"
@@ -21,24 +16,13 @@ import (
 // run is the whole program: it returns when ctx is cancelled (SIGINT/SIGTERM) and everything
 // it started has stopped.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if cli.AskedVersion(args) {
-		return cli.PrintVersion(stdout, "providersim")
-	}
-	sub := "serve"
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		sub, args = args[0], args[1:]
-	}
-	switch sub {
-	case "serve", "outage":
-	default:
-		return fmt.Errorf("unknown command %q (serve, outage; -h lists them)", sub)
+	sub, args, err := cli.Command(stdout, "providersim", args, commands)
+	if sub == "" {
+		return err // the version is printed, or the command is unknown
 	}
 	cfg, rest, err := parseConfig(sub, args, getenv, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return nil // the usage is printed; asking for it is not a failure
-	}
 	if err != nil {
-		return err
+		return cli.Stop(err, nil)
 	}
 	log, err := cli.Logger(stdout, cfg.LogFormat, cfg.LogLevel)
 	if err != nil {
@@ -93,12 +77,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	srv := httpx.NewServer(cfg.HTTPAddr, newServer(sim), log, func(a net.Addr) {
-		log.Info("providersim listening", "addr", a.String(), "store", storeName(cfg))
-		if err := cli.WriteAddrFile(cfg.AddrFile, a); err != nil {
-			log.Error("cannot tell the address bound", "err", err)
-		}
-	})
+	srv := cli.NewServer(cfg.HTTPAddr, cfg.AddrFile, newServer(sim), log, "providersim listening", "store", storeName(cfg))
 	// Calls hanging in a timing-out outage or a latency are released as the server shuts
 	// down, so the shutdown does not wait for them.
 	stop := context.AfterFunc(ctx, sim.Close)

@@ -12,18 +12,7 @@ import (
 
 // config is walletsvc's whole configuration, parsed once from flags and environment.
 type config struct {
-	// Mode is production unless WALLETSAGA_ENV=dev.
-	Mode            cli.Mode
-	DatabaseURL     string
-	Namesrv         string
-	Topic           string
-	ProducerGroup   string
-	HTTPAddr        string
-	AddrFile        string
-	MigrateOnStart  bool
-	LogFormat       string
-	LogLevel        string
-	ShutdownTimeout time.Duration
+	cli.Service
 	SagaWorkers     int
 	SagaRetryWindow time.Duration
 	RelayBatch      int
@@ -40,9 +29,6 @@ type config struct {
 	UserTokens *jwtauth.Verifier
 	// AdminToken is the bearer token of the operator endpoints (empty: disabled).
 	AdminToken string
-	// UnsafeDurability is the operator's reason to run on a Postgres that can lose commits
-	// (empty: refused in production).
-	UnsafeDurability string
 	// GatewayURL and MerchantURL are the remote parties' base URLs (the provider contract,
 	// internal/provider/openapi.yaml); each call carries its token and a timeout.
 	GatewayURL      string
@@ -50,23 +36,12 @@ type config struct {
 	MerchantURL     string
 	MerchantToken   string
 	ProviderTimeout time.Duration
-	// RocketMQAccessKey and RocketMQSecretKey are the RocketMQ user this process signs its
-	// requests as (the broker's access control); empty: unsigned, which production refuses
-	// unless UnsignedBroker states the network boundary that replaces access control.
-	RocketMQAccessKey string
-	RocketMQSecretKey string
-	UnsignedBroker    string
-	// StatementTimeout and IdleInTxTimeout are set on every connection of the pool.
-	StatementTimeout time.Duration
-	IdleInTxTimeout  time.Duration
-	// Retention windows (0: keep forever) and the pruner's pace (internal/retention).
+	// Retention windows (0: keep forever).
 	RetentionOutbox      time.Duration
 	RetentionSagas       time.Duration
 	RetentionIdempotency time.Duration
 	RetentionOperations  time.Duration
 	RetentionAudit       time.Duration
-	RetentionBatch       int
-	RetentionPause       time.Duration
 }
 
 // jwtConfig are the settings of user tokens: JSON Web Tokens an identity provider signs,
@@ -118,35 +93,29 @@ const (
 	DevRocketMQSecret = "walletsaga-dev-walletsvc-secret" //nolint:gosec // G101: the documented dev secret, not a secret
 )
 
-// commands are walletsvc's subcommands, for -h.
-var commands = [][2]string{
-	{"serve", "serve the wallet API, run the sagas and relay the outbox (the default)"},
-	{"migrate", "apply the database migrations and exit"},
+// spec is walletsvc's side of the settings the services share.
+var spec = cli.ServiceSpec{
+	Program: "walletsvc",
+	Commands: [][2]string{
+		{"serve", "serve the wallet API, run the sagas and relay the outbox (the default)"},
+		{"migrate", "apply the database migrations and exit"},
+	},
+	DatabaseEnv: "DATABASE_URL", DatabaseUsage: "PostgreSQL URL", DevDatabaseURL: devDatabaseURL, DevNamesrv: devNamesrv,
+	GroupEnv: "PRODUCER_GROUP", GroupDefault: "wallet-relay", GroupUsage: "RocketMQ producer group of the outbox relay",
+	// Loopback in dev (the dev stack's port), every interface in production, where the
+	// process usually runs in a container behind a load balancer.
+	DevHTTPAddr: "127.0.0.1:8080", HTTPAddr: ":8080", HTTPUsage: "address of the REST API",
+	DevRocketMQUser: DevRocketMQUser, DevRocketMQSecret: DevRocketMQSecret, Unsigned: "publish",
 }
 
 // parseConfig reads the configuration of subcommand sub (serve, migrate).
 func parseConfig(sub string, args []string, getenv func(string) string, stderr io.Writer) (config, []string, error) {
 	var c config
-	mode, err := cli.ModeFrom(getenv)
+	f, err := c.Flags(spec, sub, getenv, stderr)
 	if err != nil {
 		return c, nil, err
 	}
-	c.Mode = mode
-	f := cli.NewFlags("walletsvc "+sub, mode, getenv, stderr, commands...)
 	serving := sub == "serve"
-	if !serving {
-		f.OnlyRequire("DATABASE_URL")
-	}
-	f.DatabaseURL(&c.DatabaseURL, "DATABASE_URL", "", devDatabaseURL, true, "PostgreSQL URL")
-	f.DevString(&c.Namesrv, "ROCKETMQ_NAMESRV", devNamesrv, "RocketMQ name server addresses, comma-separated")
-	f.String(&c.Topic, "WALLET_EVENTS_TOPIC", "wallet-events", "topic of balance events")
-	f.String(&c.ProducerGroup, "PRODUCER_GROUP", "wallet-relay", "RocketMQ producer group of the outbox relay")
-	f.String(&c.HTTPAddr, "HTTP_ADDR", defaultHTTPAddr(mode), "address of the REST API")
-	f.String(&c.AddrFile, "HTTP_ADDR_FILE", "", "file the address HTTP_ADDR bound is written to once it listens, for whoever started the process with port 0 (empty: none)")
-	f.Bool(&c.MigrateOnStart, "MIGRATE_ON_START", true, "apply database migrations at start")
-	f.String(&c.LogFormat, "LOG_FORMAT", defaultLogFormat(mode), "log format: text or json")
-	f.String(&c.LogLevel, "LOG_LEVEL", "info", "log level: debug, info, warn, error")
-	f.Duration(&c.ShutdownTimeout, "SHUTDOWN_TIMEOUT", 15*time.Second, "how long a graceful shutdown may take")
 	f.Int(&c.SagaWorkers, "SAGA_WORKERS", 16, "sagas recovered concurrently by this process (requests run their own sagas inline)")
 	f.Duration(&c.SagaRetryWindow, "SAGA_RETRY_WINDOW", 10*time.Minute, "how long a saga step with an uncertain outcome is retried (same key) before it is compensated, and a compensation before an operator is needed")
 	f.Int(&c.RelayBatch, "RELAY_BATCH", 256, "outbox rows the relay reads at a time for one broker queue")
@@ -156,12 +125,7 @@ func parseConfig(sub string, args []string, getenv func(string) string, stderr i
 	f.DevString(&c.MerchantURL, "MERCHANT_URL", DevProviderURL, "base URL of the merchant (the provider contract)")
 	f.Secret(&c.MerchantToken, "MERCHANT_TOKEN", DevProviderToken, "bearer token sent to the merchant")
 	f.Duration(&c.ProviderTimeout, "PROVIDER_TIMEOUT", 10*time.Second, "how long one call of the gateway or the merchant may take before its outcome counts as unknown (it is asked again, same key)")
-	f.Duration(&c.StatementTimeout, "PG_STATEMENT_TIMEOUT", 30*time.Second, "longest one SQL statement may run before Postgres cuts it off (a statement waiting behind a stalled peer's lock gives its connection back); 0 keeps the server's")
-	f.Duration(&c.IdleInTxTimeout, "PG_IDLE_IN_TX_TIMEOUT", 30*time.Second, "longest a session may sit idle inside a transaction before Postgres ends it and releases its locks; 0 keeps the server's")
-	f.DevOptional(&c.RocketMQAccessKey, "ROCKETMQ_ACCESS_KEY", DevRocketMQUser, "RocketMQ user this process signs its requests as (the broker's access control; required in production unless ALLOW_UNSIGNED_BROKER)")
-	f.Secret(&c.RocketMQSecretKey, "ROCKETMQ_SECRET_KEY", "", "secret key (password) of ROCKETMQ_ACCESS_KEY (in dev, for the dev user: its documented secret)")
-	f.String(&c.UnsignedBroker, cli.UnsignedBrokerEnv, "", "the network boundary that keeps everyone else off a broker without access control, in words: production then starts without ROCKETMQ_ACCESS_KEY, and logs it (empty: production refuses to publish unsigned)")
-	f.String(&c.UnsafeDurability, "ALLOW_UNSAFE_DURABILITY", "", "the reason to run on a Postgres whose commits can vanish in a crash (fsync off, synchronous_commit off or local); empty: production refuses such a server")
+	c.BindLate(f, spec)
 	f.Secret(&c.ServiceToken, "SERVICE_TOKEN", DevServiceToken, "bearer token of a backend trusted to act for every user on the wallet API (see SERVICE_TOKEN_SCOPE)")
 	f.String(&c.ServiceTokenScope, "SERVICE_TOKEN_SCOPE", "", "what the service token may do: all (act for every user) or create-user (only create users; users act with their own tokens); default: all without AUTH_JWT_*, create-user with them")
 	f.String(&c.JWT.Issuer, "AUTH_JWT_ISSUER", "", "user tokens: the iss every token must carry (required with a key)")
@@ -182,10 +146,6 @@ func parseConfig(sub string, args []string, getenv func(string) string, stderr i
 		return c, nil, err
 	}
 	p := f.Problems()
-	if mode == cli.Dev && c.RocketMQAccessKey == DevRocketMQUser && c.RocketMQSecretKey == "" {
-		// The dev user's documented secret, never another user's.
-		c.RocketMQSecretKey = DevRocketMQSecret
-	}
 	c.validate(p, serving)
 	if serving {
 		// Like the tokens, only serving needs them: migrate runs where no keys file may be.
@@ -194,34 +154,9 @@ func parseConfig(sub string, args []string, getenv func(string) string, stderr i
 	return c, f.FlagSet().Args(), f.Err()
 }
 
-// defaultHTTPAddr is loopback in dev (the dev stack's port) and every interface in
-// production, where the process usually runs in a container behind a load balancer.
-func defaultHTTPAddr(mode cli.Mode) string {
-	if mode == cli.Dev {
-		return "127.0.0.1:8080"
-	}
-	return ":8080"
-}
-
-// defaultLogFormat is text on a developer's terminal and JSON for a log collector.
-func defaultLogFormat(mode cli.Mode) string {
-	if mode == cli.Dev {
-		return "text"
-	}
-	return "json"
-}
-
 // validate adds c's problems to p; the tokens matter only when serving.
 func (c config) validate(p *cli.Problems, serving bool) {
-	p.CheckPostgresURL(c.Mode, "DATABASE_URL", c.DatabaseURL)
-	p.CheckHostPort("ROCKETMQ_NAMESRV", c.Namesrv, true)
-	p.CheckName("WALLET_EVENTS_TOPIC", c.Topic)
-	p.CheckName("PRODUCER_GROUP", c.ProducerGroup)
-	p.CheckHostPort("HTTP_ADDR", c.HTTPAddr, false)
-	p.CheckLog(c.LogFormat, c.LogLevel)
-	if c.ShutdownTimeout <= 0 {
-		p.Addf("SHUTDOWN_TIMEOUT", "must be positive, got %s", c.ShutdownTimeout)
-	}
+	c.CheckEarly(p, spec)
 	if c.SagaWorkers < 1 || c.SagaWorkers > 1024 {
 		p.Addf("SAGA_WORKERS", "must be 1–1024, got %d", c.SagaWorkers)
 	}
@@ -245,23 +180,13 @@ func (c config) validate(p *cli.Problems, serving bool) {
 	p.CheckToken(c.Mode, "ADMIN_TOKEN", c.AdminToken, false)
 	// Every secret walletsvc takes (from callers) or presents (to the providers, the broker
 	// and the database) is another's; no two may be the same.
-	p.CheckDistinct(c.Mode,
+	c.CheckLate(p, spec, serving,
 		cli.NamedSecret{Field: "SERVICE_TOKEN", Value: c.ServiceToken},
 		cli.NamedSecret{Field: "ADMIN_TOKEN", Value: c.AdminToken},
 		cli.NamedSecret{Field: "AUTH_JWT_HMAC_SECRET", Value: c.JWT.HMACSecret},
 		cli.NamedSecret{Field: "PAYMENT_GATEWAY_TOKEN", Value: c.GatewayToken},
 		cli.NamedSecret{Field: "MERCHANT_TOKEN", Value: c.MerchantToken},
-		cli.NamedSecret{Field: "ROCKETMQ_SECRET_KEY", Value: c.RocketMQSecretKey},
-		cli.NamedSecret{Field: "DATABASE_URL's password", Value: cli.URLPassword(c.DatabaseURL)},
 	)
-	if c.StatementTimeout < 0 {
-		p.Addf("PG_STATEMENT_TIMEOUT", "must not be negative, got %s", c.StatementTimeout)
-	}
-	if c.IdleInTxTimeout < 0 {
-		p.Addf("PG_IDLE_IN_TX_TIMEOUT", "must not be negative, got %s", c.IdleInTxTimeout)
-	}
-	p.CheckBroker(c.Mode, serving, c.RocketMQAccessKey, c.RocketMQSecretKey, c.UnsignedBroker)
-	p.CheckOverride("ALLOW_UNSAFE_DURABILITY", c.UnsafeDurability)
 	p.CheckRetention(c.Mode, c.RetentionBatch, c.RetentionPause,
 		map[string]time.Duration{"RETENTION_OUTBOX": c.RetentionOutbox, "RETENTION_SAGAS": c.RetentionSagas, "RETENTION_IDEMPOTENCY": c.RetentionIdempotency,
 			"RETENTION_OPERATIONS": c.RetentionOperations, "RETENTION_AUDIT": c.RetentionAudit},

@@ -5,22 +5,6 @@
 //	walletsvc migrate [flags]   apply database migrations and exit
 package main
 
-import (
-	"context"
-	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
+import "github.com/walletsaga/walletsaga/internal/cli"
 
-	"github.com/walletsaga/walletsaga/internal/cli"
-)
-
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], cli.Getenv, os.Stdout, os.Stderr)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "walletsvc:", err)
-		os.Exit(1)
-	}
-}
+func main() { cli.Main("walletsvc", run) }

@@ -2,62 +2,35 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
-	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 
 	"github.com/walletsaga/walletsaga/internal/cli"
 	"github.com/walletsaga/walletsaga/internal/lifecycle"
 	"github.com/walletsaga/walletsaga/internal/ordering"
-	"github.com/walletsaga/walletsaga/internal/telemetry"
+	"github.com/walletsaga/walletsaga/migrations"
 )
 
 // run is the whole program: it returns when ctx is cancelled (SIGINT/SIGTERM) and everything
 // it started has stopped.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if cli.AskedVersion(args) {
-		return cli.PrintVersion(stdout, "walletsvc")
-	}
-	sub := "serve"
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		sub, args = args[0], args[1:]
-	}
-	switch sub {
-	case "serve", "migrate":
-	default:
-		return fmt.Errorf("unknown command %q (serve, migrate; -h lists them)", sub)
+	sub, args, err := cli.Command(stdout, "walletsvc", args, spec.Commands)
+	if sub == "" {
+		return err // the version is printed, or the command is unknown
 	}
 	cfg, rest, err := parseConfig(sub, args, getenv, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return nil // the usage is printed; asking for it is not a failure
-	}
-	if err != nil {
-		return err
-	}
-	if len(rest) > 0 {
-		return fmt.Errorf("unexpected arguments %q", rest)
+	if err != nil || len(rest) > 0 {
+		return cli.Stop(err, rest)
 	}
 	log, err := cli.Logger(stdout, cfg.LogFormat, cfg.LogLevel)
 	if err != nil {
 		return err
 	}
 	ordering.RouteClientLogs(log)
-	switch sub {
-	case "serve":
-		shutdown, err := telemetry.Setup(ctx, "walletsvc", getenv)
-		if err != nil {
-			return err
-		}
-		defer telemetry.Flush(shutdown, log)
-		return serve(ctx, cfg, log)
-	case "migrate":
+	if sub == "migrate" {
 		return migrate(ctx, cfg, log)
-	default:
-		return fmt.Errorf("unknown command %q (serve, migrate, sim-outage)", sub)
 	}
+	return cli.Traced(ctx, "walletsvc", getenv, log, func() error { return serve(ctx, cfg, log) })
 }
 
 func serve(ctx context.Context, cfg config, log *slog.Logger) error {
@@ -66,14 +39,14 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 			return err
 		}
 	}
-	pool, err := openPool(ctx, cfg, log)
+	pool, err := cfg.OpenPool(ctx, log, int32(cfg.SagaWorkers)+8) //nolint:gosec // G115: validate keeps SAGA_WORKERS within 1–1024
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
 	logSettings(cfg, log)
 	w, err := build(cfg, log, pool)
-	defer w.close()
+	defer w.closers.Close()
 	if err != nil {
 		return err
 	}
@@ -91,4 +64,9 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	err = lifecycle.Run(ctx, &g, w.server.Stopped(), cfg.ShutdownTimeout)
 	log.Info("walletsvc stopped")
 	return err
+}
+
+// migrate applies the wallet's migrations.
+func migrate(ctx context.Context, cfg config, log *slog.Logger) error {
+	return cfg.Migrate(ctx, log, "database migrated", migrations.Wallet.Migrate)
 }

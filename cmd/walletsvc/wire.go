@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"log/slog"
-	"net"
-	"slices"
 	"strings"
 	"time"
 
@@ -14,13 +12,11 @@ import (
 	"github.com/walletsaga/walletsaga/internal/httpx"
 	"github.com/walletsaga/walletsaga/internal/metrics"
 	"github.com/walletsaga/walletsaga/internal/ordering"
-	"github.com/walletsaga/walletsaga/internal/pg"
 	"github.com/walletsaga/walletsaga/internal/provider"
 	"github.com/walletsaga/walletsaga/internal/redact"
 	"github.com/walletsaga/walletsaga/internal/retention"
 	"github.com/walletsaga/walletsaga/internal/saga"
 	"github.com/walletsaga/walletsaga/internal/wallet"
-	"github.com/walletsaga/walletsaga/migrations"
 )
 
 // walletsvc is the service's parts, built and not started yet.
@@ -30,27 +26,15 @@ type walletsvc struct {
 	engine  *saga.Engine
 	pruner  *retention.Pruner
 	server  *httpx.Server
-	closers []func() // the clients to close once everything stopped
-}
-
-// close closes the clients build opened, in reverse.
-func (w *walletsvc) close() {
-	for _, c := range slices.Backward(w.closers) {
-		c()
-	}
+	closers cli.Closers // the clients to close once everything stopped
 }
 
 // build wires the service's parts over pool. The caller closes what it returns, also when it
 // returns an error.
 func build(cfg config, log *slog.Logger, pool *pgxpool.Pool) (*walletsvc, error) {
-	namesrv := cli.SplitList(cfg.Namesrv)
-	creds := ordering.Credentials{AccessKey: cfg.RocketMQAccessKey, SecretKey: cfg.RocketMQSecretKey}
-	route := ordering.NewRouteCheck(namesrv, cfg.Topic, creds)
 	w := &walletsvc{}
-	w.closers = append(w.closers, func() { _ = route.Close() })
-	broker := ordering.NewBrokerWatch(route, 0)
-
-	producer, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: namesrv, Group: cfg.ProducerGroup, Credentials: creds, Hash: ordering.KeyHash(cfg.QueueHash), Logger: log})
+	namesrv, creds, broker := cfg.Broker(&w.closers)
+	producer, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: namesrv, Group: cfg.Group, Credentials: creds, Hash: ordering.KeyHash(cfg.QueueHash), Logger: log})
 	if err != nil {
 		return w, err
 	}
@@ -97,13 +81,8 @@ func build(cfg config, log *slog.Logger, pool *pgxpool.Pool) (*walletsvc, error)
 		httpx.Check{Name: "postgres", Fn: pool.Ping},
 		httpx.Check{Name: "rocketmq", Fn: broker.Check, Degraded: "balance events wait in the outbox until the broker is reachable"},
 	)
-	w.server = httpx.NewServer(cfg.HTTPAddr, e, log, func(a net.Addr) {
-		log.Info("walletsvc listening", "addr", a.String(), "mode", cfg.Mode, "namesrv", cfg.Namesrv, "topic", cfg.Topic,
-			"payment_gateway", redact.URL(cfg.GatewayURL), "merchant", redact.URL(cfg.MerchantURL))
-		if err := cli.WriteAddrFile(cfg.AddrFile, a); err != nil {
-			log.Error("cannot tell the address bound", "err", err)
-		}
-	})
+	w.server = cli.NewServer(cfg.HTTPAddr, cfg.AddrFile, e, log, "walletsvc listening", "mode", cfg.Mode, "namesrv", cfg.Namesrv, "topic", cfg.Topic,
+		"payment_gateway", redact.URL(cfg.GatewayURL), "merchant", redact.URL(cfg.MerchantURL))
 	if w.pruner, err = newPruner(cfg, log, reg, outbox, svc); err != nil {
 		return w, err
 	}
@@ -122,32 +101,6 @@ func logSettings(cfg config, log *slog.Logger) {
 		log.Info("ADMIN_TOKEN is not set: the operator endpoints (saga retry/resolve) are disabled")
 	}
 	logAuth(cfg, log)
-}
-
-// openPool opens the service's pool, every connection under the statement and
-// idle-in-transaction timeouts, and checks that the database keeps what it acknowledges.
-func openPool(ctx context.Context, cfg config, log *slog.Logger) (*pgxpool.Pool, error) {
-	return cli.OpenDurablePool(ctx, cfg.Mode, log, cfg.DatabaseURL, pg.Options{
-		MaxConns:         int32(cfg.SagaWorkers) + 8, //nolint:gosec // G115: validate keeps SAGA_WORKERS within 1–1024
-		StatementTimeout: cfg.StatementTimeout, IdleInTxTimeout: cfg.IdleInTxTimeout,
-		ConnectionCheck: pg.ConnectionCheck,
-	}, cfg.UnsafeDurability)
-}
-
-// migrate applies the migrations on a pool of its own, without the statement timeout: a
-// migration may rewrite a large table.
-func migrate(ctx context.Context, cfg config, log *slog.Logger) error {
-	pool, err := pg.Open(ctx, cfg.DatabaseURL, pg.Options{MaxConns: 2})
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	v, err := migrations.Wallet.Migrate(ctx, pool, log)
-	if err != nil {
-		return err
-	}
-	log.Info("database migrated", "version", v)
-	return nil
 }
 
 // logAuth says at start who may call the wallet API with what.
