@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"io"
 	"regexp"
 	"time"
@@ -46,23 +45,13 @@ type config struct {
 	RetentionBadMessages time.Duration
 	RetentionAudit       time.Duration
 
+	// SMSLogUser and SMSLogFollow are sms-log's --user and --follow.
+	SMSLogUser   int64
+	SMSLogFollow bool
+
 	failPhone  string
 	failAmount int
 }
-
-// devDatabaseURL and devNamesrv are the dev stack's addresses (scripts/services.sh).
-const (
-	devDatabaseURL = "postgres://walletsaga:walletsaga@127.0.0.1:55432/walletsaga?sslmode=disable" //nolint:gosec // G101: the dev stack's documented password
-	devNamesrv     = "127.0.0.1:9876"
-)
-
-// DevRocketMQUser and DevRocketMQSecret are the RocketMQ user this binary signs as in dev
-// (the notifier user, allowed to consume wallet-events as wallet-notifier and to publish to and read its dead-letter topic, as scripts/services.sh creates it on the dev broker) and its documented secret,
-// which production refuses.
-const (
-	DevRocketMQUser   = "notifier"
-	DevRocketMQSecret = "walletsaga-dev-notifier-secret" //nolint:gosec // G101: the documented dev secret, not a secret
-)
 
 // spec is the notifier's side of the settings the services share.
 var spec = cli.ServiceSpec{
@@ -73,15 +62,14 @@ var spec = cli.ServiceSpec{
 		{"sms-log", "print one user's SMS log (--user N [--follow])"},
 	},
 	DatabaseEnv: "NOTIFY_DATABASE_URL", DatabaseFallback: "DATABASE_URL",
-	DatabaseUsage:  "PostgreSQL URL of the notifier's database (schema notify; it may be the wallet's database or one of its own, on any cluster)",
-	DevDatabaseURL: devDatabaseURL, DevNamesrv: devNamesrv,
-	GroupEnv: "CONSUMER_GROUP", GroupDefault: "wallet-notifier", GroupUsage: "RocketMQ consumer group",
+	DatabaseUsage: "PostgreSQL URL of the notifier's database (schema notify; it may be the wallet's database or one of its own, on any cluster)",
+	GroupEnv:      "CONSUMER_GROUP", GroupDefault: "wallet-notifier", GroupUsage: "RocketMQ consumer group",
 	DevHTTPAddr: "127.0.0.1:8081", HTTPAddr: ":8081", HTTPUsage: "address of the SMS log API and page",
-	DevRocketMQUser: DevRocketMQUser, DevRocketMQSecret: DevRocketMQSecret, Unsigned: "consume",
+	DevRocketMQUser: "notifier", Unsigned: "consume",
 }
 
 // parseConfig reads the configuration of subcommand sub (run, sms-log).
-func parseConfig(sub string, args []string, getenv func(string) string, stderr io.Writer, extra func(*flag.FlagSet)) (config, []string, error) {
+func parseConfig(sub string, args []string, getenv func(string) string, stderr io.Writer) (config, []string, error) {
 	var c config
 	f, err := c.Flags(spec, sub, getenv, stderr)
 	if err != nil {
@@ -117,8 +105,9 @@ func parseConfig(sub string, args []string, getenv func(string) string, stderr i
 	f.Secret(&c.ReadToken, "READ_TOKEN", "", "bearer token of the read endpoints (SMS log, feed, dead letters, gate, audit; the page asks for it), which take ADMIN_TOKEN too (empty: only ADMIN_TOKEN; neither: they answer 403)")
 	f.Bool(&c.Reconcile, "DLQ_RECONCILE", true, "read the dead-letter queue and record what the gate did not")
 	c.BindLate(f, spec)
-	if extra != nil {
-		extra(f.FlagSet())
+	if sub == "sms-log" {
+		f.FlagSet().Int64Var(&c.SMSLogUser, "user", 0, "user id whose SMS log to print (required)")
+		f.FlagSet().BoolVar(&c.SMSLogFollow, "follow", false, "keep printing new SMS until interrupted")
 	}
 	f.Duration(&c.RetentionInbox, "RETENTION_INBOX", retention.DefaultInbox, "retention: how long a finished inbox row (sent, dead-lettered and published, skipped) is kept (0: forever; each user's position is never pruned)")
 	f.Duration(&c.RetentionSMSLog, "RETENTION_SMS_LOG", retention.DefaultSMSLog, "retention: how long an SMS log row is kept (0: forever)")

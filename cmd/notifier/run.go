@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"io"
 	"log/slog"
 
@@ -16,25 +15,14 @@ import (
 	"github.com/walletsaga/walletsaga/migrations"
 )
 
-// run is the whole program: it returns when ctx is cancelled (SIGINT/SIGTERM) and everything
-// it started has stopped.
+// run is the notifier's cli.Run: run (the consumer and delivery), migrate, or sms-log,
+// which prints one user's SMS log.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	sub, args, err := cli.Command(stdout, "notifier", args, spec.Commands)
 	if sub == "" {
 		return err // the version is printed, or the command is unknown
 	}
-	var (
-		userID int64
-		follow bool
-		extra  func(*flag.FlagSet)
-	)
-	if sub == "sms-log" {
-		extra = func(fs *flag.FlagSet) {
-			fs.Int64Var(&userID, "user", 0, "user id whose SMS log to print (required)")
-			fs.BoolVar(&follow, "follow", false, "keep printing new SMS until interrupted")
-		}
-	}
-	cfg, rest, err := parseConfig(sub, args, getenv, stderr, extra)
+	cfg, rest, err := parseConfig(sub, args, getenv, stderr)
 	if err != nil || len(rest) > 0 {
 		return cli.Stop(err, rest)
 	}
@@ -51,15 +39,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "migrate":
 		return migrate(ctx, cfg, log)
 	case "sms-log":
-		return printSMSLog(ctx, cfg, userID, follow, stdout)
+		return printSMSLog(ctx, cfg, stdout)
 	}
 	return cli.Traced(ctx, "notifier", getenv, log, func() error { return serve(ctx, cfg, log, stdout) })
 }
 
-// printSMSLog prints user's SMS log to stdout, and what comes after it until ctx ends when
-// follow is set.
-func printSMSLog(ctx context.Context, cfg config, userID int64, follow bool, stdout io.Writer) error {
-	if userID <= 0 {
+// printSMSLog prints the SMS log of --user to stdout, and with --follow what comes after it
+// until ctx ends.
+func printSMSLog(ctx context.Context, cfg config, stdout io.Writer) error {
+	if cfg.SMSLogUser <= 0 {
 		return errors.New("sms-log: --user must be a positive user id")
 	}
 	pool, err := pg.Open(ctx, cfg.DatabaseURL, pg.Options{MaxConns: 2, StatementTimeout: cfg.StatementTimeout})
@@ -67,7 +55,7 @@ func printSMSLog(ctx context.Context, cfg config, userID int64, follow bool, std
 		return err
 	}
 	defer pool.Close()
-	err = smslog.PrintSMSLog(ctx, smslog.NewStore(pool), userID, follow, stdout)
+	err = smslog.PrintSMSLog(ctx, smslog.NewStore(pool), cfg.SMSLogUser, cfg.SMSLogFollow, stdout)
 	if errors.Is(err, context.Canceled) {
 		return nil
 	}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"maps"
 	"net"
 	"net/http"
 	"runtime"
@@ -19,12 +18,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/walletsaga/walletsaga/internal/buildinfo"
 	"github.com/walletsaga/walletsaga/internal/harness/procs"
 	"github.com/walletsaga/walletsaga/internal/notify/gate"
 	"github.com/walletsaga/walletsaga/internal/notify/inbox"
 	"github.com/walletsaga/walletsaga/internal/notify/senders"
 	"github.com/walletsaga/walletsaga/internal/ordering"
+	"github.com/walletsaga/walletsaga/internal/testutil/binarytest"
 	"github.com/walletsaga/walletsaga/internal/testutil/notifytest"
 	"github.com/walletsaga/walletsaga/internal/testutil/rmqtest"
 	"github.com/walletsaga/walletsaga/internal/testutil/scrape"
@@ -33,17 +32,9 @@ import (
 	"github.com/walletsaga/walletsaga/internal/walletevent"
 )
 
-// devEnv is the environment of a test that runs the notifier on the dev stack: dev mode,
-// asked for explicitly, plus the given settings.
-func devEnv(kv map[string]string) map[string]string {
-	env := map[string]string{"WALLETSAGA_ENV": "dev"}
-	maps.Copy(env, kv)
-	return env
-}
-
 func TestDefaultsMatchTheDevStack(t *testing.T) {
 	t.Parallel()
-	cfg, _, err := parseConfig("run", nil, func(k string) string { return devEnv(nil)[k] }, &bytes.Buffer{}, nil)
+	cfg, err := binarytest.Config(parseConfig, "run", binarytest.DevEnv(nil))
 	require.NoError(t, err)
 	require.Equal(t, "127.0.0.1:8081", cfg.HTTPAddr)
 	require.Equal(t, "wallet-notifier", cfg.Group)
@@ -56,23 +47,21 @@ func TestDefaultsMatchTheDevStack(t *testing.T) {
 	require.Nil(t, cfg.FailPhone, "no SMS fails on purpose unless configured")
 	require.Zero(t, cfg.FailAmount, "no SMS fails on purpose unless configured")
 	require.Empty(t, cfg.ReadToken, "no read token: the read API answers 403 until one is set")
-	require.Equal(t, DevRocketMQUser, cfg.RocketMQAccessKey, "signs as the dev stack's notifier user")
-	require.Equal(t, DevRocketMQSecret, cfg.RocketMQSecretKey, "with its documented dev secret")
+	require.Equal(t, spec.DevRocketMQUser, cfg.RocketMQAccessKey, "signs as the dev stack's notifier user")
+	require.Equal(t, "walletsaga-dev-"+spec.DevRocketMQUser+"-secret", cfg.RocketMQSecretKey, "with its documented dev secret")
 	for env, field := range map[string]string{
 		"READ_TOKEN": "short", "ADMIN_TOKEN": "short",
 		"SMS_RETRY_MAX": "1ms", "SMS_WORKERS": "0", "CONSUME_FROM": "middle", "LANE_LEASE": "2s",
 		"SMS_BREAKER_OPEN_MAX": "10ms", "SMS_DEAD_LETTER_AFTER": "-1s", "CONSUME_BUFFER": "1",
 		"ROCKETMQ_SECRET_KEY_FILE": "/nonexistent/secret",
 	} {
-		_, _, err := parseConfig("run", nil, func(k string) string { return devEnv(map[string]string{env: field})[k] }, &bytes.Buffer{}, nil)
+		_, err := binarytest.Config(parseConfig, "run", binarytest.DevEnv(map[string]string{env: field}))
 		require.ErrorContains(t, err, env, "%s=%s is refused, naming the setting", env, field)
 	}
-	_, _, err = parseConfig("notifier", nil, func(k string) string {
-		return map[string]string{"ROCKETMQ_ACCESS_KEY": "notifier-prod"}[k]
-	}, &bytes.Buffer{}, nil)
+	_, err = binarytest.Config(parseConfig, "notifier", map[string]string{"ROCKETMQ_ACCESS_KEY": "notifier-prod"})
 	require.ErrorContains(t, err, "ROCKETMQ_SECRET_KEY", "another user never gets the dev secret")
 	err = run(context.Background(), nil, func(k string) string {
-		return devEnv(map[string]string{"CONSUMER_GROUP": "bad group!"})[k]
+		return binarytest.DevEnv(map[string]string{"CONSUMER_GROUP": "bad group!"})[k]
 	}, &bytes.Buffer{}, &bytes.Buffer{})
 	require.ErrorContains(t, err, "CONSUMER_GROUP")
 }
@@ -86,7 +75,7 @@ func TestRunAnswersProbesAndStopsGracefully(t *testing.T) {
 	topic, group := rmqtest.Unique("run-events"), rmqtest.Unique("run-notifier")
 	b.CreateTopic(t, topic, 8)
 	b.CreateTopic(t, ordering.DLQTopic(group), 1)
-	p := procs.StartFuncTest(t, "notifier", run, nil, devEnv(map[string]string{
+	p := procs.StartFuncTest(t, "notifier", run, nil, binarytest.DevEnv(map[string]string{
 		"DATABASE_URL": dbURL, "ROCKETMQ_NAMESRV": b.Namesrv, "WALLET_EVENTS_TOPIC": topic, "CONSUMER_GROUP": group,
 		// The admin user: the notifier user may use only the real topic and group.
 		"ROCKETMQ_ACCESS_KEY": b.Credentials.AccessKey, "ROCKETMQ_SECRET_KEY": b.Credentials.SecretKey,
@@ -142,7 +131,7 @@ func TestSMSLogCommand(t *testing.T) {
 	require.Contains(t, out.String(), "dead")
 	require.Less(t, strings.Index(out.String(), "1.00 CNY"), strings.Index(out.String(), "4.04 CNY"), "in seq order")
 
-	err = run(context.Background(), []string{"sms-log"}, func(k string) string { return devEnv(nil)[k] }, &out, &errOut)
+	err = run(context.Background(), []string{"sms-log"}, func(k string) string { return binarytest.DevEnv(nil)[k] }, &out, &errOut)
 	require.ErrorContains(t, err, "--user")
 }
 
@@ -150,49 +139,24 @@ func TestSMSLogCommand(t *testing.T) {
 // problem at once.
 func TestProductionRefusesUnsafeSettings(t *testing.T) {
 	t.Parallel()
-	cases := map[string]struct {
-		env  map[string]string
-		args []string
-		want []string
-	}{
-		"nothing set": {nil, nil, []string{"DATABASE_URL: required", "ROCKETMQ_NAMESRV: required", "SMS_WEBHOOK_URL: required",
+	binarytest.RequireRefused(t, run, map[string]binarytest.Refusal{
+		"nothing set": {Want: []string{"DATABASE_URL: required", "ROCKETMQ_NAMESRV: required", "SMS_WEBHOOK_URL: required",
 			"SMS_WEBHOOK_TOKEN: required", "WALLETSAGA_ENV=dev"}},
-		"the log sender": {map[string]string{"SMS_SENDER": "log"}, nil, []string{"SMS_SENDER: log sends nothing"}},
-		"failure switches": {map[string]string{"SMS_FAIL_PHONE_PATTERN": "0000$", "SMS_FAIL_AMOUNT": "404"}, nil,
-			[]string{"SMS_FAIL_PHONE_PATTERN: makes SMS fail on purpose", "SMS_FAIL_AMOUNT: makes SMS fail on purpose"}},
-		"plain http to a remote provider": {map[string]string{"SMS_WEBHOOK_URL": "http://sms.example.com/send"}, nil, []string{"SMS_WEBHOOK_URL: must be https"}},
-		"dev tokens": {map[string]string{"READ_TOKEN": "walletsaga-demo-read-token", "SMS_WEBHOOK_TOKEN": "walletsaga-dev-sms-token"}, nil,
-			[]string{"READ_TOKEN: is a secret the repository documents", "SMS_WEBHOOK_TOKEN: is a secret the repository documents"}},
-		"predictable tokens": {map[string]string{"ADMIN_TOKEN": "aaaaaaaaaaaaaaaaaaaa", "SMS_WEBHOOK_TOKEN": "1234567890123456"}, nil,
-			[]string{"ADMIN_TOKEN: is too predictable", "SMS_WEBHOOK_TOKEN: is too predictable"}},
-		"one token to read and to act": {map[string]string{"ADMIN_TOKEN": "Qm8vT2xLp4ZrW9sY3nBc", "READ_TOKEN": "Qm8vT2xLp4ZrW9sY3nBc"}, nil,
-			[]string{"READ_TOKEN: must differ from ADMIN_TOKEN"}},
-		"the webhook's token as the broker's secret": {map[string]string{"ROCKETMQ_ACCESS_KEY": "notifier-prod", "ROCKETMQ_SECRET_KEY": "Fz7kR2mXw9LqP4tV8cNb",
-			"SMS_WEBHOOK_TOKEN": "Fz7kR2mXw9LqP4tV8cNb"}, nil, []string{"ROCKETMQ_SECRET_KEY: must differ from SMS_WEBHOOK_TOKEN"}},
-		"no broker credentials": {nil, nil, []string{"ROCKETMQ_ACCESS_KEY: required in production", "ALLOW_UNSIGNED_BROKER"}},
-		"unsigned broker without a reason": {map[string]string{"ALLOW_UNSIGNED_BROKER": "true"}, nil,
-			[]string{"ALLOW_UNSIGNED_BROKER: must state the reason in words"}},
-		"a remote database in plain text": {map[string]string{"DATABASE_URL": "postgres://notifier@db.internal:5432/notify?sslmode=disable"}, nil,
-			[]string{"NOTIFY_DATABASE_URL: reaches db.internal over the network, so production needs sslmode=verify-full"}},
-		"a database password as a flag": {nil, []string{"--notify-database-url", "postgres://notifier:a-secret-given-on-the-command-line@db.internal/notify?sslmode=verify-full"},
-			[]string{"NOTIFY_DATABASE_URL: a URL holding a password is not accepted on the command line"}},
-		"a database URL file that is not there": {map[string]string{"NOTIFY_DATABASE_URL_FILE": "/nonexistent/url"}, nil, []string{"NOTIFY_DATABASE_URL_FILE: open /nonexistent/url"}},
-		"a secret as a flag":                    {nil, []string{"--admin-token", "a-secret-given-on-the-command-line"}, []string{"ADMIN_TOKEN: secrets are not accepted on the command line"}},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			var out bytes.Buffer
-			ctx, cancel := context.WithCancel(context.Background())
-			cancel() // a configuration wrongly accepted returns at once instead of serving
-			err := run(ctx, tc.args, func(k string) string { return tc.env[k] }, &out, &out)
-			require.Error(t, err)
-			for _, w := range tc.want {
-				require.Contains(t, err.Error(), w)
-			}
-			require.NotContains(t, err.Error(), "a-secret-given-on-the-command-line", "a secret is never echoed")
-		})
-	}
+		"the log sender":                  {Env: map[string]string{"SMS_SENDER": "log"}, Want: []string{"SMS_SENDER: log sends nothing"}},
+		"failure switches":                {Env: map[string]string{"SMS_FAIL_PHONE_PATTERN": "0000$", "SMS_FAIL_AMOUNT": "404"}, Want: []string{"SMS_FAIL_PHONE_PATTERN: makes SMS fail on purpose", "SMS_FAIL_AMOUNT: makes SMS fail on purpose"}},
+		"plain http to a remote provider": {Env: map[string]string{"SMS_WEBHOOK_URL": "http://sms.example.com/send"}, Want: []string{"SMS_WEBHOOK_URL: must be https"}},
+		"dev tokens":                      {Env: map[string]string{"READ_TOKEN": "walletsaga-demo-read-token", "SMS_WEBHOOK_TOKEN": "walletsaga-dev-sms-token"}, Want: []string{"READ_TOKEN: is a secret the repository documents", "SMS_WEBHOOK_TOKEN: is a secret the repository documents"}},
+		"predictable tokens":              {Env: map[string]string{"ADMIN_TOKEN": "aaaaaaaaaaaaaaaaaaaa", "SMS_WEBHOOK_TOKEN": "1234567890123456"}, Want: []string{"ADMIN_TOKEN: is too predictable", "SMS_WEBHOOK_TOKEN: is too predictable"}},
+		"one token to read and to act":    {Env: map[string]string{"ADMIN_TOKEN": "Qm8vT2xLp4ZrW9sY3nBc", "READ_TOKEN": "Qm8vT2xLp4ZrW9sY3nBc"}, Want: []string{"READ_TOKEN: must differ from ADMIN_TOKEN"}},
+		"the webhook's token as the broker's secret": {Env: map[string]string{"ROCKETMQ_ACCESS_KEY": "notifier-prod", "ROCKETMQ_SECRET_KEY": "Fz7kR2mXw9LqP4tV8cNb",
+			"SMS_WEBHOOK_TOKEN": "Fz7kR2mXw9LqP4tV8cNb"}, Want: []string{"ROCKETMQ_SECRET_KEY: must differ from SMS_WEBHOOK_TOKEN"}},
+		"no broker credentials":                 {Want: []string{"ROCKETMQ_ACCESS_KEY: required in production", "ALLOW_UNSIGNED_BROKER"}},
+		"unsigned broker without a reason":      {Env: map[string]string{"ALLOW_UNSIGNED_BROKER": "true"}, Want: []string{"ALLOW_UNSIGNED_BROKER: must state the reason in words"}},
+		"a remote database in plain text":       {Env: map[string]string{"DATABASE_URL": "postgres://notifier@db.internal:5432/notify?sslmode=disable"}, Want: []string{"NOTIFY_DATABASE_URL: reaches db.internal over the network, so production needs sslmode=verify-full"}},
+		"a database password as a flag":         {Args: []string{"--notify-database-url", "postgres://notifier:a-secret-given-on-the-command-line@db.internal/notify?sslmode=verify-full"}, Want: []string{"NOTIFY_DATABASE_URL: a URL holding a password is not accepted on the command line"}},
+		"a database URL file that is not there": {Env: map[string]string{"NOTIFY_DATABASE_URL_FILE": "/nonexistent/url"}, Want: []string{"NOTIFY_DATABASE_URL_FILE: open /nonexistent/url"}},
+		"a secret as a flag":                    {Args: []string{"--admin-token", "a-secret-given-on-the-command-line"}, Want: []string{"ADMIN_TOKEN: secrets are not accepted on the command line"}},
+	})
 }
 
 // One start in production with many things wrong at once: the one error lists every one of
@@ -208,51 +172,21 @@ func TestProductionListsEveryProblemInOneMessage(t *testing.T) {
 		"ALLOW_UNSIGNED_BROKER": "private network, only our hosts", // while signing
 	}
 	args := []string{"--notify-database-url", "postgres://notifier:a-db-password-of-ours@db.internal:5432/notify"}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel() // a configuration wrongly accepted returns at once instead of serving
-	var out bytes.Buffer
-	err := run(ctx, args, func(k string) string { return env[k] }, &out, &out)
-	require.Error(t, err)
-	msg := err.Error()
-	want := []string{
+	binarytest.RequireOneMessage(t, run, env, args, []string{
 		"NOTIFY_DATABASE_URL: a URL holding a password is not accepted on the command line",
 		"NOTIFY_DATABASE_URL: reaches db.internal over the network",
 		"ADMIN_TOKEN: is a secret the repository documents",
 		"SMS_WEBHOOK_TOKEN: must differ from READ_TOKEN",
 		"ALLOW_UNSIGNED_BROKER: is set, but ROCKETMQ_ACCESS_KEY signs the requests",
 		"ROCKETMQ_SECRET_KEY: is too predictable",
-	}
-	require.True(t, strings.HasPrefix(msg, "invalid configuration:\n"), msg)
-	for _, w := range want {
-		require.Contains(t, msg, "\n  "+w)
-	}
-	require.Equal(t, len(want), strings.Count(msg, "\n  "), "one line a problem, and no other: %s", msg)
-	for _, secret := range []string{shared, "a-db-password-of-ours", "aaaaaaaaaaaaaaaaaaaa", "change-me-at-least-16"} {
-		require.NotContains(t, msg, secret, "a secret is never echoed")
-	}
+	}, []string{shared, "a-db-password-of-ours", "aaaaaaaaaaaaaaaaaaaa", "change-me-at-least-16"})
 }
 
-func TestHelpExitsZeroAndListsTheCommands(t *testing.T) {
+// Help exits 0 and lists the commands, and --version prints the build, both in production
+// with nothing set.
+func TestHelpAndVersionNeedNoSettings(t *testing.T) {
 	t.Parallel()
-	var out, errOut bytes.Buffer
-	require.NoError(t, run(context.Background(), []string{"--help"}, func(string) string { return "" }, &out, &errOut))
-	for _, want := range []string{"Usage: notifier [command] [flags]", "run", "sms-log", "--notify-database-url", "SMS_WEBHOOK_TOKEN"} {
-		require.Contains(t, errOut.String(), want)
-	}
-}
-
-// TestVersionNeedsNoSettings: --version prints the build, in production with nothing set.
-func TestVersionNeedsNoSettings(t *testing.T) {
-	t.Parallel()
-	for _, args := range [][]string{{"--version"}, {"-version"}} {
-		var out, errOut bytes.Buffer
-		require.NoError(t, run(context.Background(), args, func(string) string { return "" }, &out, &errOut))
-		require.Equal(t, buildinfo.Read().String("notifier")+"\n", out.String())
-		require.Empty(t, errOut.String())
-	}
-	var out, errOut bytes.Buffer
-	require.NoError(t, run(context.Background(), []string{"--help"}, func(string) string { return "" }, &out, &errOut))
-	require.Contains(t, errOut.String(), "--version", "the usage lists it")
+	binarytest.RequireHelpAndVersion(t, run, "notifier", "--help", "Usage: notifier [command] [flags]", "run", "sms-log", "--notify-database-url", "SMS_WEBHOOK_TOKEN")
 }
 
 // The notifier starts while the broker cannot be reached: it serves its read API, stays ready
@@ -273,7 +207,7 @@ func TestStartsWithoutTheBrokerAndConsumesOnceItIsBack(t *testing.T) {
 
 	namesrv := newDoor(t, b.Namesrv) // closed: every connection is refused until it opens
 	const readToken = "read-token-0123456789"
-	p := procs.StartFuncTest(t, "notifier", run, nil, devEnv(map[string]string{
+	p := procs.StartFuncTest(t, "notifier", run, nil, binarytest.DevEnv(map[string]string{
 		"DATABASE_URL": dbURL, "ROCKETMQ_NAMESRV": namesrv.addr, "WALLET_EVENTS_TOPIC": topic, "CONSUMER_GROUP": group,
 		"READ_TOKEN": readToken,
 		// The admin user: the notifier user may use only the real topic and group.

@@ -132,14 +132,7 @@ func build(ctx context.Context, cfg config, log *slog.Logger, pool *pgxpool.Pool
 
 // logSettings says at start which settings leave something open or off.
 func logSettings(cfg config, log *slog.Logger) {
-	if cfg.Mode == cli.Dev {
-		log.Warn("running in dev mode (WALLETSAGA_ENV=dev): documented tokens, the log sender and the failure switches are accepted")
-	}
-
-	cli.LogBroker(log, cfg.Mode, cfg.RocketMQAccessKey, cfg.UnsignedBroker)
-	if cfg.AdminToken == "" {
-		log.Info("ADMIN_TOKEN is not set: the operator endpoints (replay, skip) are disabled")
-	}
+	cfg.LogStart(log, "documented tokens, the log sender and the failure switches are accepted", cfg.AdminToken, "replay, skip")
 	switch {
 	case cfg.ReadToken == "" && cfg.AdminToken == "":
 		log.Warn("READ_TOKEN and ADMIN_TOKEN are not set: the SMS log API and the page's data answer 403 (set READ_TOKEN to read them)")

@@ -13,8 +13,7 @@ import (
 	"github.com/walletsaga/walletsaga/internal/providersim"
 )
 
-// run is the whole program: it returns when ctx is cancelled (SIGINT/SIGTERM) and everything
-// it started has stopped.
+// run is providersim's cli.Run: serve (the simulator) or outage.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	sub, args, err := cli.Command(stdout, "providersim", args, commands)
 	if sub == "" {

@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/walletsaga/walletsaga/internal/ordering"
+	"github.com/walletsaga/walletsaga/internal/testutil/binarytest"
 	"github.com/walletsaga/walletsaga/internal/testutil/eventschema"
-	"github.com/walletsaga/walletsaga/internal/testutil/rmqtest"
 	"github.com/walletsaga/walletsaga/internal/testutil/wait"
 	"github.com/walletsaga/walletsaga/internal/walletevent"
 )
@@ -70,15 +70,7 @@ func TestTheTopicHoldsWhatTheAsyncAPIDocumentSays(t *testing.T) {
 	const queues = 4
 	s := newRelayStack(t, queues, ordering.HashJava)
 	got := &received{}
-	c, err := ordering.NewOrderlyConsumer(ordering.ConsumerConfig{Namesrv: []string{s.broker.Namesrv}, Group: rmqtest.Unique("contract-consumer"),
-		Topic: s.topic, FromFirstOffset: true, Credentials: s.broker.Credentials}, got.handle)
-	require.NoError(t, err)
-	require.NoError(t, c.Start(t.Context()))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(t, c.Stop(ctx))
-	})
+	binarytest.StartConsumer(t, s.broker, s.topic, got.handle)
 
 	// Each user's balance changes, one of each kind, in an order the balance allows.
 	story := []struct {

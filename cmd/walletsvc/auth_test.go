@@ -7,14 +7,12 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
-	"encoding/json"
 	"encoding/pem"
 	"flag"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -22,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/walletsaga/walletsaga/internal/harness/procs"
+	"github.com/walletsaga/walletsaga/internal/testutil/binarytest"
 	"github.com/walletsaga/walletsaga/internal/testutil/rmqtest"
 	"github.com/walletsaga/walletsaga/internal/testutil/testdb"
 )
@@ -44,7 +43,7 @@ func TestUserTokenSettings(t *testing.T) {
 	_, keys := issuerKeys(t)
 	parse := func(env map[string]string, args ...string) (config, error) {
 		var help bytes.Buffer
-		cfg, _, err := parseConfig("serve", args, func(k string) string { return devEnv(env)[k] }, &help)
+		cfg, _, err := parseConfig("serve", args, func(k string) string { return binarytest.DevEnv(env)[k] }, &help)
 		if err == nil {
 			require.NotContains(t, help.String(), "an-hmac-secret-of-32-bytes-or-more!")
 		}
@@ -80,7 +79,7 @@ func TestUserTokenSettings(t *testing.T) {
 
 	// migrate does not read the keys file: it may run where the file is not mounted.
 	_, _, err = parseConfig("migrate", nil, func(k string) string {
-		return devEnv(map[string]string{"AUTH_JWT_KEYS_FILE": "/nonexistent/keys.pem", "AUTH_JWT_ISSUER": "https://id.example", "AUTH_JWT_AUDIENCE": "walletsvc"})[k]
+		return binarytest.DevEnv(map[string]string{"AUTH_JWT_KEYS_FILE": "/nonexistent/keys.pem", "AUTH_JWT_ISSUER": "https://id.example", "AUTH_JWT_AUDIENCE": "walletsvc"})[k]
 	}, &bytes.Buffer{})
 	require.NoError(t, err)
 
@@ -163,24 +162,15 @@ func TestServeVerifiesUserTokens(t *testing.T) {
 	t.Parallel()
 	_, dbURL := testdb.New(t)
 	key, keys := issuerKeys(t)
-	p := procs.StartFuncTest(t, "walletsvc", run, nil, devEnv(map[string]string{
-		"DATABASE_URL": dbURL, "ROCKETMQ_NAMESRV": hangUp(t),
+	p := procs.StartFuncTest(t, "walletsvc", run, nil, binarytest.DevEnv(map[string]string{
+		"DATABASE_URL": dbURL, "ROCKETMQ_NAMESRV": binarytest.HangUp(t),
 		"WALLET_EVENTS_TOPIC": rmqtest.Unique("run-events"), "PRODUCER_GROUP": rmqtest.Unique("run-relay"),
 		"AUTH_JWT_ISSUER": "https://id.example", "AUTH_JWT_AUDIENCE": "walletsvc", "AUTH_JWT_KEYS_FILE": keys,
 	}))
 	require.Contains(t, p.Output(), "user tokens accepted")
 	require.Contains(t, p.Output(), "service_token_scope=create-user")
 	call := func(method, path, body, token string) (int, map[string]any) {
-		req, err := http.NewRequest(method, p.URL+path, strings.NewReader(body))
-		require.NoError(t, err)
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		var out map[string]any
-		require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
-		return resp.StatusCode, out
+		return binarytest.Call(t, method, p.URL+path, token, body)
 	}
 	tokenFor := func(user any) string {
 		s, err := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{

@@ -1,54 +1,17 @@
 package main
 
 import (
-	"context"
-	"io"
-	"path/filepath"
 	"testing"
 
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
-
-	"github.com/walletsaga/walletsaga/deploy"
+	"github.com/walletsaga/walletsaga/internal/cli"
+	"github.com/walletsaga/walletsaga/internal/testutil/binarytest"
 )
 
 // Every service of docker-compose.yml that runs /walletsvc gets only variables walletsvc
-// reads, with values its configuration accepts. The names are those parseConfig asks getenv
-// for (each flag's default comes from the variable of the same name), so they cannot drift
-// from config.go. The stack's Prometheus scrapes the long-running one where it listens.
+// reads, with values its configuration accepts; the stack's Prometheus scrapes the
+// long-running one where it listens.
 func TestComposeEnvironmentIsWalletsvcConfig(t *testing.T) {
 	t.Parallel()
-	p, err := deploy.LoadCompose(context.Background(), filepath.Join("..", ".."))
-	require.NoError(t, err)
-	topics, err := deploy.Topics(p)
-	require.NoError(t, err)
-	runs, err := deploy.RunsOf(p, "/walletsvc", "serve")
-	require.NoError(t, err)
-
-	var ran []string
-	for _, r := range runs {
-		ran = append(ran, r.Name)
-		t.Run(r.Name, func(t *testing.T) {
-			t.Parallel()
-			require.Contains(t, []string{"serve", "migrate"}, r.Sub, "%s: walletsvc subcommand", r.Name)
-			var cfg config
-			read := deploy.RequireReadsEnvironment(t, r, "walletsvc", func(getenv func(string) string) error {
-				var rest []string
-				var err error
-				cfg, rest, err = parseConfig(r.Sub, r.Args, getenv, io.Discard)
-				require.Empty(t, rest, "%s: arguments", r.Name)
-				return err
-			})
-			require.True(t, read["DATABASE_URL"], "parseConfig reads the environment through getenv")
-			assert.Equal(t, "json", cfg.LogFormat, "%s", r.Name)
-			if r.Sub != "serve" {
-				return
-			}
-			assert.False(t, cfg.MigrateOnStart, "%s: the migrate job migrates", r.Name)
-			deploy.RequirePublishedHTTP(t, r, cfg.HTTPAddr)
-			deploy.RequireScraped(t, filepath.Join("..", ".."), r, cfg.HTTPAddr)
-			assert.Equal(t, 8, topics[cfg.Topic], "%s: the topics job creates %s with 8 queues", r.Name, cfg.Topic)
-		})
-	}
-	assert.ElementsMatch(t, []string{"migrate", "walletsvc"}, ran, "services running /walletsvc")
+	binarytest.RequireServiceCompose(t, binarytest.Compose[config]{Binary: "/walletsvc", DefaultSub: "serve",
+		Services: []string{"migrate", "walletsvc"}, Parse: parseConfig}, "serve", func(c config) cli.Service { return c.Service })
 }

@@ -72,25 +72,11 @@ const (
 // dev stack and the demo; production refuses it.
 const DevServiceToken = "walletsaga-dev-service-token" //nolint:gosec // G101: the documented dev token, not a secret
 
-// devDatabaseURL and devNamesrv are the dev stack's addresses (scripts/services.sh).
-const (
-	devDatabaseURL = "postgres://walletsaga:walletsaga@127.0.0.1:55432/walletsaga?sslmode=disable" //nolint:gosec // G101: the dev stack's documented password
-	devNamesrv     = "127.0.0.1:9876"
-)
-
 // DevProviderURL and DevProviderToken are the gateway's and the merchant's URL and token in
 // dev: the dev stack's provider simulator (cmd/providersim) and its documented token.
 const (
 	DevProviderURL   = "http://127.0.0.1:8082"
 	DevProviderToken = "walletsaga-dev-provider-token" //nolint:gosec // G101: the simulator's documented dev token, not a secret
-)
-
-// DevRocketMQUser and DevRocketMQSecret are the RocketMQ user this binary signs as in dev
-// (the walletsvc user, allowed to publish to wallet-events only, as scripts/services.sh creates it on the dev broker) and its documented secret,
-// which production refuses.
-const (
-	DevRocketMQUser   = "walletsvc"
-	DevRocketMQSecret = "walletsaga-dev-walletsvc-secret" //nolint:gosec // G101: the documented dev secret, not a secret
 )
 
 // spec is walletsvc's side of the settings the services share.
@@ -100,12 +86,12 @@ var spec = cli.ServiceSpec{
 		{"serve", "serve the wallet API, run the sagas and relay the outbox (the default)"},
 		{"migrate", "apply the database migrations and exit"},
 	},
-	DatabaseEnv: "DATABASE_URL", DatabaseUsage: "PostgreSQL URL", DevDatabaseURL: devDatabaseURL, DevNamesrv: devNamesrv,
+	DatabaseEnv: "DATABASE_URL", DatabaseUsage: "PostgreSQL URL",
 	GroupEnv: "PRODUCER_GROUP", GroupDefault: "wallet-relay", GroupUsage: "RocketMQ producer group of the outbox relay",
 	// Loopback in dev (the dev stack's port), every interface in production, where the
 	// process usually runs in a container behind a load balancer.
 	DevHTTPAddr: "127.0.0.1:8080", HTTPAddr: ":8080", HTTPUsage: "address of the REST API",
-	DevRocketMQUser: DevRocketMQUser, DevRocketMQSecret: DevRocketMQSecret, Unsigned: "publish",
+	DevRocketMQUser: "walletsvc", Unsigned: "publish",
 }
 
 // parseConfig reads the configuration of subcommand sub (serve, migrate).

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/walletsaga/walletsaga/internal/ordering"
+	"github.com/walletsaga/walletsaga/internal/testutil/binarytest"
 	"github.com/walletsaga/walletsaga/internal/testutil/rmqtest"
 	"github.com/walletsaga/walletsaga/internal/testutil/testdb"
 	"github.com/walletsaga/walletsaga/internal/testutil/wait"
@@ -52,15 +53,7 @@ func newRelayStack(t *testing.T, queues int, hash ordering.KeyHash) *relayStack 
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.Shutdown() })
 	s.producer = p
-	c, err := ordering.NewOrderlyConsumer(ordering.ConsumerConfig{Namesrv: []string{b.Namesrv}, Group: rmqtest.Unique("relay-consumer"),
-		Topic: s.topic, FromFirstOffset: true, Credentials: b.Credentials}, s.got.handle)
-	require.NoError(t, err)
-	require.NoError(t, c.Start(t.Context()))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(t, c.Stop(ctx))
-	})
+	binarytest.StartConsumer(t, b, s.topic, s.got.handle)
 	return s
 }
 
@@ -85,6 +78,28 @@ INSERT INTO wallets (user_id) SELECT id FROM u RETURNING user_id`, n)
 func (s *relayStack) write(user int64, n int) {
 	s.t.Helper()
 	require.NoError(s.t, s.tryWrite(user, n))
+}
+
+// writeEach writes n events for each user, one transaction each, and returns how many each
+// has.
+func (s *relayStack) writeEach(users []int64, n int) map[int64]int {
+	s.t.Helper()
+	want := map[int64]int{}
+	for _, u := range users {
+		s.write(u, n)
+		want[u] = n
+	}
+	return want
+}
+
+// route is the topic's route as the producer reads it.
+func (s *relayStack) route() ordering.Route {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	route, err := s.producer.Route(ctx, s.topic)
+	require.NoError(s.t, err)
+	return route
 }
 
 // writeAll writes n events for each user, from several goroutines (each user's in one).
@@ -241,10 +256,7 @@ func (h *hangingSender) SendBatch(ctx context.Context, q ordering.Queue, msgs []
 func TestAHungQueueDoesNotDelayTheOthers(t *testing.T) {
 	t.Parallel()
 	s := newRelayStack(t, 4, ordering.HashJava)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	route, err := s.producer.Route(ctx, s.topic)
-	require.NoError(t, err)
+	route := s.route()
 	require.Len(t, route.Queues, 4)
 	hung := route.Queues[2]
 	sender := &hangingSender{OrderedProducer: s.producer, hung: hung, release: make(chan struct{})}
@@ -259,11 +271,7 @@ func TestAHungQueueDoesNotDelayTheOthers(t *testing.T) {
 		}
 	}
 	require.NotEmpty(t, stuck)
-	want := map[int64]int{}
-	for _, u := range users {
-		s.write(u, 3)
-		want[u] = 3
-	}
+	want := s.writeEach(users, 3)
 	r, _ := s.relay(sender, ordering.RelayConfig{StuckAfter: time.Second})
 	first := wait.Until(t, 10*time.Second, "the other queues' events marked", func() bool { return s.unpublished(others) == 0 })
 	// More events while the queue still hangs: the others keep flowing.
@@ -319,10 +327,7 @@ func TestRelayPublishesInOrderAndSurvivesRestart(t *testing.T) {
 	wait.Until(t, 90*time.Second, "the outbox to drain", func() bool { return s.unpublished(users) == 0 })
 	wait.Until(t, 90*time.Second, "every event at the consumer", func() bool { return s.got.complete(want) })
 	stop2()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	route, err := s.producer.Route(ctx, s.topic)
-	require.NoError(t, err)
+	route := s.route()
 	s.got.requireInOrder(t, want, route)
 	t.Logf("relay on broker %s: events=%d first_relay_published=%d second_relay_published=%d",
 		s.broker.BrokerAddr, 50*40, firstPublished, r2.Stats().Published)
@@ -336,18 +341,11 @@ func TestTheFNVHashPublishesWhereTheGoClientWould(t *testing.T) {
 	t.Parallel()
 	s := newRelayStack(t, 8, ordering.HashFNV)
 	users := s.users(30)
-	want := map[int64]int{}
-	for _, u := range users {
-		s.write(u, 4)
-		want[u] = 4
-	}
+	want := s.writeEach(users, 4)
 	s.relay(s.producer, ordering.RelayConfig{})
 	wait.Until(t, 30*time.Second, "the outbox to drain", func() bool { return s.unpublished(users) == 0 })
 	wait.Until(t, 60*time.Second, "every event at the consumer", func() bool { return s.got.complete(want) })
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	route, err := s.producer.Route(ctx, s.topic)
-	require.NoError(t, err)
+	route := s.route()
 	require.Equal(t, ordering.HashFNV, route.Hash)
 	s.got.requireInOrder(t, want, route)
 }
@@ -359,11 +357,7 @@ func TestTheRelayFollowsAddedQueues(t *testing.T) {
 	t.Parallel()
 	s := newRelayStack(t, 2, ordering.HashJava)
 	users := s.users(30)
-	want := map[int64]int{}
-	for _, u := range users {
-		s.write(u, 2)
-		want[u] = 2
-	}
+	want := s.writeEach(users, 2)
 	r, _ := s.relay(s.producer, ordering.RelayConfig{RoutePoll: 200 * time.Millisecond})
 	wait.Until(t, 30*time.Second, "the first events marked", func() bool { return s.unpublished(users) == 0 })
 	s.broker.CreateTopic(t, s.topic, 4)

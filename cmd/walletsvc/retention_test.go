@@ -1,13 +1,13 @@
 package main
 
 import (
-	"bytes"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/walletsaga/walletsaga/internal/retention"
+	"github.com/walletsaga/walletsaga/internal/testutil/binarytest"
 )
 
 // TestRetentionSettings: the windows default to the documented ones; production refuses an
@@ -16,11 +16,8 @@ import (
 // dev takes seconds (a chaos run); finished sagas must outlive the keys that answer with them.
 func TestRetentionSettings(t *testing.T) {
 	t.Parallel()
-	parse := func(env map[string]string) (config, error) {
-		cfg, _, err := parseConfig("serve", nil, func(k string) string { return env[k] }, &bytes.Buffer{})
-		return cfg, err
-	}
-	cfg, err := parse(devEnv(nil))
+	parse := func(env map[string]string) (config, error) { return binarytest.Config(parseConfig, "serve", env) }
+	cfg, err := parse(binarytest.DevEnv(nil))
 	require.NoError(t, err)
 	require.Equal(t, retention.DefaultOutbox, cfg.RetentionOutbox)
 	require.Equal(t, retention.DefaultSagas, cfg.RetentionSagas)
@@ -29,7 +26,7 @@ func TestRetentionSettings(t *testing.T) {
 	require.Equal(t, 365*24*time.Hour, cfg.RetentionAudit)
 	require.Equal(t, retention.DefaultBatch, cfg.RetentionBatch)
 
-	cfg, err = parse(devEnv(map[string]string{"RETENTION_OUTBOX": "5s", "RETENTION_SAGAS": "5s", "RETENTION_IDEMPOTENCY": "5s",
+	cfg, err = parse(binarytest.DevEnv(map[string]string{"RETENTION_OUTBOX": "5s", "RETENTION_SAGAS": "5s", "RETENTION_IDEMPOTENCY": "5s",
 		"RETENTION_OPERATIONS": "5s", "RETENTION_AUDIT": "5s"}))
 	require.NoError(t, err, "dev takes seconds, so chaos can shorten every window")
 	require.Equal(t, 5*time.Second, cfg.RetentionIdempotency)
@@ -49,7 +46,7 @@ func TestRetentionSettings(t *testing.T) {
 		_, err := parse(map[string]string{c.env: c.value}) // production: WALLETSAGA_ENV unset
 		require.ErrorContains(t, err, c.want, "%s=%s", c.env, c.value)
 	}
-	_, err = parse(devEnv(map[string]string{"RETENTION_IDEMPOTENCY": "1h", "RETENTION_SAGAS": "0"}))
+	_, err = parse(binarytest.DevEnv(map[string]string{"RETENTION_IDEMPOTENCY": "1h", "RETENTION_SAGAS": "0"}))
 	require.NoError(t, err, "sagas kept forever outlive any key")
 	_, err = parse(map[string]string{"RETENTION_OPERATIONS": "0", "RETENTION_AUDIT": "0"})
 	require.Error(t, err, "production without its tokens")

@@ -11,8 +11,7 @@ import (
 	"github.com/walletsaga/walletsaga/migrations"
 )
 
-// run is the whole program: it returns when ctx is cancelled (SIGINT/SIGTERM) and everything
-// it started has stopped.
+// run is walletsvc's cli.Run: serve (the service) or migrate.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	sub, args, err := cli.Command(stdout, "walletsvc", args, spec.Commands)
 	if sub == "" {

@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -20,9 +19,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/walletsaga/walletsaga/internal/buildinfo"
+	"github.com/walletsaga/walletsaga/internal/cli"
 	"github.com/walletsaga/walletsaga/internal/harness/procs"
 	"github.com/walletsaga/walletsaga/internal/providersim"
+	"github.com/walletsaga/walletsaga/internal/testutil/binarytest"
 	"github.com/walletsaga/walletsaga/internal/testutil/rmqtest"
 	"github.com/walletsaga/walletsaga/internal/testutil/scrape"
 	"github.com/walletsaga/walletsaga/internal/testutil/simtest"
@@ -60,7 +60,7 @@ func TestConfigValidationNamesTheField(t *testing.T) {
 			// return at once (without an error, which fails the test) instead of serving.
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel()
-			err := run(ctx, nil, func(k string) string { return devEnv(tc.env)[k] }, &out, &out)
+			err := run(ctx, nil, func(k string) string { return binarytest.DevEnv(tc.env)[k] }, &out, &out)
 			require.Error(t, err)
 			require.Contains(t, err.Error(), tc.want)
 		})
@@ -69,32 +69,22 @@ func TestConfigValidationNamesTheField(t *testing.T) {
 	require.ErrorContains(t, err, `unknown command "frobnicate"`)
 }
 
-// devEnv is the environment of a test that runs walletsvc on the dev stack: dev mode, asked
-// for explicitly, plus the given settings.
-func devEnv(kv map[string]string) map[string]string {
-	env := map[string]string{"WALLETSAGA_ENV": "dev"}
-	maps.Copy(env, kv)
-	return env
-}
-
 func TestDefaultsMatchTheDevStack(t *testing.T) {
 	t.Parallel()
-	cfg, _, err := parseConfig("serve", nil, func(k string) string { return devEnv(nil)[k] }, &bytes.Buffer{})
+	cfg, err := binarytest.Config(parseConfig, "serve", binarytest.DevEnv(nil))
 	require.NoError(t, err)
 	require.Equal(t, "127.0.0.1:8080", cfg.HTTPAddr)
 	require.Equal(t, "127.0.0.1:9876", cfg.Namesrv)
 	require.Equal(t, "wallet-events", cfg.Topic)
 	require.Contains(t, cfg.DatabaseURL, "127.0.0.1:55432/walletsaga")
-	cfg, _, err = parseConfig("serve", []string{"--http-addr", "127.0.0.1:9999"}, func(k string) string {
-		return devEnv(map[string]string{"HTTP_ADDR": "127.0.0.1:7777"})[k]
-	}, &bytes.Buffer{})
+	cfg, err = binarytest.Config(parseConfig, "serve", binarytest.DevEnv(map[string]string{"HTTP_ADDR": "127.0.0.1:7777"}), "--http-addr", "127.0.0.1:9999")
 	require.NoError(t, err)
 	require.Equal(t, "127.0.0.1:9999", cfg.HTTPAddr, "a flag overrides the environment")
 	require.Equal(t, DevServiceToken, cfg.ServiceToken, "the documented dev default")
 	require.Equal(t, "java", cfg.QueueHash, "users go where a Java producer of the topic puts them")
 	require.Empty(t, cfg.AdminToken, "operator endpoints are off unless configured")
-	require.Equal(t, DevRocketMQUser, cfg.RocketMQAccessKey, "signs as the dev stack's walletsvc user")
-	require.Equal(t, DevRocketMQSecret, cfg.RocketMQSecretKey, "with its documented dev secret")
+	require.Equal(t, spec.DevRocketMQUser, cfg.RocketMQAccessKey, "signs as the dev stack's walletsvc user")
+	require.Equal(t, "walletsaga-dev-"+spec.DevRocketMQUser+"-secret", cfg.RocketMQSecretKey, "with its documented dev secret")
 }
 
 func TestTokensComeFromEnvOrFilesAndAreNeverShown(t *testing.T) {
@@ -104,7 +94,7 @@ func TestTokensComeFromEnvOrFilesAndAreNeverShown(t *testing.T) {
 	require.NoError(t, os.WriteFile(file, []byte("admin-token-from-a-file\n"), 0o600))
 	var help bytes.Buffer
 	cfg, _, err := parseConfig("serve", nil, func(k string) string {
-		return devEnv(map[string]string{"SERVICE_TOKEN": "service-token-from-env", "ADMIN_TOKEN_FILE": file})[k]
+		return binarytest.DevEnv(map[string]string{"SERVICE_TOKEN": "service-token-from-env", "ADMIN_TOKEN_FILE": file})[k]
 	}, &help)
 	require.NoError(t, err)
 	require.Equal(t, "service-token-from-env", cfg.ServiceToken)
@@ -112,13 +102,13 @@ func TestTokensComeFromEnvOrFilesAndAreNeverShown(t *testing.T) {
 	secret := filepath.Join(dir, "rocketmq")
 	require.NoError(t, os.WriteFile(secret, []byte("rocketmq-secret-from-a-file\n"), 0o600))
 	cfg, _, err = parseConfig("serve", nil, func(k string) string {
-		return devEnv(map[string]string{"ROCKETMQ_ACCESS_KEY": "wallet-prod", "ROCKETMQ_SECRET_KEY_FILE": secret})[k]
+		return binarytest.DevEnv(map[string]string{"ROCKETMQ_ACCESS_KEY": "wallet-prod", "ROCKETMQ_SECRET_KEY_FILE": secret})[k]
 	}, &help)
 	require.NoError(t, err)
 	require.Equal(t, "wallet-prod", cfg.RocketMQAccessKey)
 	require.Equal(t, "rocketmq-secret-from-a-file", cfg.RocketMQSecretKey)
 	_, _, err = parseConfig("serve", []string{"-h"}, func(k string) string {
-		return devEnv(map[string]string{"SERVICE_TOKEN": "service-token-from-env", "ADMIN_TOKEN": "admin-token-from-env-0", "ROCKETMQ_SECRET_KEY": "rocketmq-secret-from-env"})[k]
+		return binarytest.DevEnv(map[string]string{"SERVICE_TOKEN": "service-token-from-env", "ADMIN_TOKEN": "admin-token-from-env-0", "ROCKETMQ_SECRET_KEY": "rocketmq-secret-from-env"})[k]
 	}, &help)
 	require.ErrorIs(t, err, flag.ErrHelp)
 	require.Contains(t, help.String(), "SERVICE_TOKEN")
@@ -137,7 +127,7 @@ func TestServeMigratesAnswersProbesAndStopsGracefully(t *testing.T) {
 	b.CreateTopic(t, topic, 8)
 	// The gateway and the merchant: the simulator, reached over HTTP as a real provider is.
 	prov := simtest.Start(t, nil, providersim.Options{})
-	p := procs.StartFuncTest(t, "walletsvc", run, []string{"serve"}, devEnv(map[string]string{
+	p := procs.StartFuncTest(t, "walletsvc", run, []string{"serve"}, binarytest.DevEnv(map[string]string{
 		"DATABASE_URL": dbURL, "ROCKETMQ_NAMESRV": b.Namesrv, "WALLET_EVENTS_TOPIC": topic, "PRODUCER_GROUP": group,
 		"PAYMENT_GATEWAY_URL": prov.URL, "MERCHANT_URL": prov.URL,
 		// The admin user: the walletsvc user may publish only to the real topic.
@@ -201,16 +191,8 @@ func TestServeMigratesAnswersProbesAndStopsGracefully(t *testing.T) {
 
 	// After the metrics of an empty outbox: a deposit charges the payment source at the gateway over HTTP; a declined one fails.
 	call := func(path, body string) map[string]any {
-		req, err := http.NewRequest(http.MethodPost, p.URL+path, strings.NewReader(body))
-		require.NoError(t, err)
-		req.Header.Set("Authorization", "Bearer "+DevServiceToken)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		var out map[string]any
-		require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
-		require.Less(t, resp.StatusCode, 300, "%s: %v", path, out)
+		status, out := binarytest.Call(t, http.MethodPost, p.URL+path, DevServiceToken, body)
+		require.Less(t, status, 300, "%s: %v", path, out)
 		return out
 	}
 	user := call("/v1/users", `{"name":"Ann","phone":"+8613800138000"}`)
@@ -247,8 +229,8 @@ func TestServeMigratesAnswersProbesAndStopsGracefully(t *testing.T) {
 func TestReadyWhileTheBrokerIsUnreachable(t *testing.T) {
 	t.Parallel()
 	_, dbURL := testdb.New(t)
-	p := procs.StartFuncTest(t, "walletsvc", run, nil, devEnv(map[string]string{
-		"DATABASE_URL": dbURL, "ROCKETMQ_NAMESRV": hangUp(t),
+	p := procs.StartFuncTest(t, "walletsvc", run, nil, binarytest.DevEnv(map[string]string{
+		"DATABASE_URL": dbURL, "ROCKETMQ_NAMESRV": binarytest.HangUp(t),
 		"WALLET_EVENTS_TOPIC": rmqtest.Unique("run-events"), "PRODUCER_GROUP": rmqtest.Unique("run-relay"),
 	}))
 	for _, path := range []string{"/readyz", "/healthz"} {
@@ -283,8 +265,8 @@ func TestReadyWhileTheBrokerIsUnreachable(t *testing.T) {
 func TestProviderURLsAreLoggedWithoutCredentials(t *testing.T) {
 	t.Parallel()
 	_, dbURL := testdb.New(t)
-	p := procs.StartFuncTest(t, "walletsvc", run, nil, devEnv(map[string]string{
-		"DATABASE_URL": dbURL, "ROCKETMQ_NAMESRV": hangUp(t),
+	p := procs.StartFuncTest(t, "walletsvc", run, nil, binarytest.DevEnv(map[string]string{
+		"DATABASE_URL": dbURL, "ROCKETMQ_NAMESRV": binarytest.HangUp(t),
 		"WALLET_EVENTS_TOPIC": rmqtest.Unique("run-events"), "PRODUCER_GROUP": rmqtest.Unique("run-relay"),
 		"PAYMENT_GATEWAY_URL": "http://gw-user:gw-pass@127.0.0.1:1/gw?api_key=gw-key",
 		"MERCHANT_URL":        "http://shop-user@127.0.0.1:2/shop?token=shop-key#frag",
@@ -301,59 +283,31 @@ func TestProviderURLsAreLoggedWithoutCredentials(t *testing.T) {
 // problem at once.
 func TestProductionRefusesUnsafeSettings(t *testing.T) {
 	t.Parallel()
-	cases := map[string]struct {
-		env  map[string]string
-		args []string
-		want []string
-	}{
-		"nothing set": {nil, nil, []string{"DATABASE_URL: required", "ROCKETMQ_NAMESRV: required", "SERVICE_TOKEN: required", "WALLETSAGA_ENV=dev"}},
-		"short token": {map[string]string{"SERVICE_TOKEN": "short"}, nil, []string{"SERVICE_TOKEN: must be at least 16"}},
-		"dev token": {map[string]string{"SERVICE_TOKEN": DevServiceToken, "ADMIN_TOKEN": "walletsaga-demo-admin-token"}, nil,
-			[]string{"SERVICE_TOKEN: is a secret the repository documents", "ADMIN_TOKEN: is a secret the repository documents"}},
-		"the README's example": {map[string]string{"ADMIN_TOKEN": "change-me-at-least-16"}, nil, []string{"ADMIN_TOKEN: is a secret the repository documents"}},
-		"predictable tokens": {map[string]string{"SERVICE_TOKEN": "aaaaaaaaaaaaaaaaaaaa", "MERCHANT_TOKEN": "1234567890123456"}, nil,
-			[]string{"SERVICE_TOKEN: is too predictable", "MERCHANT_TOKEN: is too predictable"}},
-		"a secret for two purposes": {map[string]string{"SERVICE_TOKEN": "Qm8vT2xLp4ZrW9sY3nBc", "PAYMENT_GATEWAY_TOKEN": "Qm8vT2xLp4ZrW9sY3nBc",
-			"MERCHANT_TOKEN": "Fz7kR2mXw9LqP4tV8cNb", "AUTH_JWT_HMAC_SECRET": "Fz7kR2mXw9LqP4tV8cNb", "ADMIN_TOKEN": "Fz7kR2mXw9LqP4tV8cNb"}, nil,
-			[]string{"PAYMENT_GATEWAY_TOKEN: must differ from SERVICE_TOKEN", "MERCHANT_TOKEN: must differ from ADMIN_TOKEN"}},
-		"an HMAC secret that is a provider token": {map[string]string{"AUTH_JWT_ISSUER": "https://id.example", "AUTH_JWT_AUDIENCE": "walletsvc",
-			"AUTH_JWT_HMAC_SECRET": "Jd83kLq0Zp2mXv7RwT5yBn4cGh6sFa1e", "PAYMENT_GATEWAY_TOKEN": "Jd83kLq0Zp2mXv7RwT5yBn4cGh6sFa1e"}, nil,
-			[]string{"PAYMENT_GATEWAY_TOKEN: must differ from AUTH_JWT_HMAC_SECRET"}},
-		"no broker credentials": {nil, nil, []string{"ROCKETMQ_ACCESS_KEY: required in production", "ALLOW_UNSIGNED_BROKER"}},
-		"unsigned broker without a reason": {map[string]string{"ALLOW_UNSIGNED_BROKER": "yes"}, nil,
-			[]string{"ALLOW_UNSIGNED_BROKER: must state the reason in words"}},
-		"a documented broker secret": {map[string]string{"ROCKETMQ_ACCESS_KEY": DevRocketMQUser, "ROCKETMQ_SECRET_KEY": DevRocketMQSecret}, nil,
-			[]string{"ROCKETMQ_SECRET_KEY: is a secret the repository documents"}},
-		"a remote database in plain text": {map[string]string{"DATABASE_URL": "postgres://wallet@db.internal:5432/wallet?sslmode=disable"}, nil,
-			[]string{"DATABASE_URL: reaches db.internal over the network, so production needs sslmode=verify-full"}},
-		"a remote database, TLS if it pleases": {map[string]string{"DATABASE_URL": "postgres://wallet@db.internal:5432/wallet"}, nil,
-			[]string{"DATABASE_URL: reaches db.internal", "got no sslmode"}},
-		"a database password as a flag": {nil, []string{"--database-url", "postgres://wallet:a-secret-given-on-the-command-line@db.internal/wallet?sslmode=verify-full"},
-			[]string{"DATABASE_URL: a URL holding a password is not accepted on the command line"}},
-		"the dev stack's database password":     {map[string]string{"DATABASE_URL": devDatabaseURL}, nil, []string{"DATABASE_URL: holds a password the repository documents"}},
-		"a database URL file that is not there": {map[string]string{"DATABASE_URL_FILE": "/nonexistent/url"}, nil, []string{"DATABASE_URL_FILE: open /nonexistent/url"}},
-		"secret as a flag":                      {nil, []string{"--service-token", "a-secret-given-on-the-command-line"}, []string{"SERVICE_TOKEN: secrets are not accepted on the command line"}},
-		"override without a reason":             {map[string]string{"ALLOW_UNSAFE_DURABILITY": "yes"}, nil, []string{"ALLOW_UNSAFE_DURABILITY: must state the reason"}},
-		"mode misspelt":                         {map[string]string{"WALLETSAGA_ENV": "development"}, nil, []string{"WALLETSAGA_ENV"}},
-		"no provider":                           {nil, nil, []string{"PAYMENT_GATEWAY_URL: required", "MERCHANT_URL: required", "PAYMENT_GATEWAY_TOKEN: required", "MERCHANT_TOKEN: required"}},
-		"the simulated providers": {map[string]string{"PAYMENT_GATEWAY_URL": DevProviderURL, "MERCHANT_URL": "http://providersim:8082",
-			"PAYMENT_GATEWAY_TOKEN": DevProviderToken, "MERCHANT_TOKEN": DevProviderToken}, nil,
-			[]string{"MERCHANT_URL: must be https", "PAYMENT_GATEWAY_TOKEN: is a secret the repository documents", "MERCHANT_TOKEN: is a secret the repository documents"}},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			var out bytes.Buffer
-			ctx, cancel := context.WithCancel(context.Background())
-			cancel() // a configuration wrongly accepted returns at once instead of serving
-			err := run(ctx, tc.args, func(k string) string { return tc.env[k] }, &out, &out)
-			require.Error(t, err)
-			for _, w := range tc.want {
-				require.Contains(t, err.Error(), w)
-			}
-			require.NotContains(t, err.Error(), "a-secret-given-on-the-command-line", "a secret is never echoed")
-		})
-	}
+	binarytest.RequireRefused(t, run, map[string]binarytest.Refusal{
+		"nothing set":          {Want: []string{"DATABASE_URL: required", "ROCKETMQ_NAMESRV: required", "SERVICE_TOKEN: required", "WALLETSAGA_ENV=dev"}},
+		"short token":          {Env: map[string]string{"SERVICE_TOKEN": "short"}, Want: []string{"SERVICE_TOKEN: must be at least 16"}},
+		"dev token":            {Env: map[string]string{"SERVICE_TOKEN": DevServiceToken, "ADMIN_TOKEN": "walletsaga-demo-admin-token"}, Want: []string{"SERVICE_TOKEN: is a secret the repository documents", "ADMIN_TOKEN: is a secret the repository documents"}},
+		"the README's example": {Env: map[string]string{"ADMIN_TOKEN": "change-me-at-least-16"}, Want: []string{"ADMIN_TOKEN: is a secret the repository documents"}},
+		"predictable tokens":   {Env: map[string]string{"SERVICE_TOKEN": "aaaaaaaaaaaaaaaaaaaa", "MERCHANT_TOKEN": "1234567890123456"}, Want: []string{"SERVICE_TOKEN: is too predictable", "MERCHANT_TOKEN: is too predictable"}},
+		"a secret for two purposes": {Env: map[string]string{"SERVICE_TOKEN": "Qm8vT2xLp4ZrW9sY3nBc", "PAYMENT_GATEWAY_TOKEN": "Qm8vT2xLp4ZrW9sY3nBc",
+			"MERCHANT_TOKEN": "Fz7kR2mXw9LqP4tV8cNb", "AUTH_JWT_HMAC_SECRET": "Fz7kR2mXw9LqP4tV8cNb", "ADMIN_TOKEN": "Fz7kR2mXw9LqP4tV8cNb"}, Want: []string{"PAYMENT_GATEWAY_TOKEN: must differ from SERVICE_TOKEN", "MERCHANT_TOKEN: must differ from ADMIN_TOKEN"}},
+		"an HMAC secret that is a provider token": {Env: map[string]string{"AUTH_JWT_ISSUER": "https://id.example", "AUTH_JWT_AUDIENCE": "walletsvc",
+			"AUTH_JWT_HMAC_SECRET": "Jd83kLq0Zp2mXv7RwT5yBn4cGh6sFa1e", "PAYMENT_GATEWAY_TOKEN": "Jd83kLq0Zp2mXv7RwT5yBn4cGh6sFa1e"}, Want: []string{"PAYMENT_GATEWAY_TOKEN: must differ from AUTH_JWT_HMAC_SECRET"}},
+		"no broker credentials":                 {Want: []string{"ROCKETMQ_ACCESS_KEY: required in production", "ALLOW_UNSIGNED_BROKER"}},
+		"unsigned broker without a reason":      {Env: map[string]string{"ALLOW_UNSIGNED_BROKER": "yes"}, Want: []string{"ALLOW_UNSIGNED_BROKER: must state the reason in words"}},
+		"a documented broker secret":            {Env: map[string]string{"ROCKETMQ_ACCESS_KEY": spec.DevRocketMQUser, "ROCKETMQ_SECRET_KEY": cli.DevRocketMQSecret(spec.DevRocketMQUser)}, Want: []string{"ROCKETMQ_SECRET_KEY: is a secret the repository documents"}},
+		"a remote database in plain text":       {Env: map[string]string{"DATABASE_URL": "postgres://wallet@db.internal:5432/wallet?sslmode=disable"}, Want: []string{"DATABASE_URL: reaches db.internal over the network, so production needs sslmode=verify-full"}},
+		"a remote database, TLS if it pleases":  {Env: map[string]string{"DATABASE_URL": "postgres://wallet@db.internal:5432/wallet"}, Want: []string{"DATABASE_URL: reaches db.internal", "got no sslmode"}},
+		"a database password as a flag":         {Args: []string{"--database-url", "postgres://wallet:a-secret-given-on-the-command-line@db.internal/wallet?sslmode=verify-full"}, Want: []string{"DATABASE_URL: a URL holding a password is not accepted on the command line"}},
+		"the dev stack's database password":     {Env: map[string]string{"DATABASE_URL": cli.DevDatabaseURL}, Want: []string{"DATABASE_URL: holds a password the repository documents"}},
+		"a database URL file that is not there": {Env: map[string]string{"DATABASE_URL_FILE": "/nonexistent/url"}, Want: []string{"DATABASE_URL_FILE: open /nonexistent/url"}},
+		"secret as a flag":                      {Args: []string{"--service-token", "a-secret-given-on-the-command-line"}, Want: []string{"SERVICE_TOKEN: secrets are not accepted on the command line"}},
+		"override without a reason":             {Env: map[string]string{"ALLOW_UNSAFE_DURABILITY": "yes"}, Want: []string{"ALLOW_UNSAFE_DURABILITY: must state the reason"}},
+		"mode misspelt":                         {Env: map[string]string{"WALLETSAGA_ENV": "development"}, Want: []string{"WALLETSAGA_ENV"}},
+		"no provider":                           {Want: []string{"PAYMENT_GATEWAY_URL: required", "MERCHANT_URL: required", "PAYMENT_GATEWAY_TOKEN: required", "MERCHANT_TOKEN: required"}},
+		"the simulated providers": {Env: map[string]string{"PAYMENT_GATEWAY_URL": DevProviderURL, "MERCHANT_URL": "http://providersim:8082",
+			"PAYMENT_GATEWAY_TOKEN": DevProviderToken, "MERCHANT_TOKEN": DevProviderToken}, Want: []string{"MERCHANT_URL: must be https", "PAYMENT_GATEWAY_TOKEN: is a secret the repository documents", "MERCHANT_TOKEN: is a secret the repository documents"}},
+	})
 }
 
 // One start in production with many things wrong at once: the one error lists every one of
@@ -370,28 +324,14 @@ func TestProductionListsEveryProblemInOneMessage(t *testing.T) {
 		// and no ROCKETMQ_ACCESS_KEY, nor ALLOW_UNSIGNED_BROKER
 	}
 	args := []string{"--database-url", "postgres://wallet:a-db-password-of-ours@db.internal:5432/wallet?sslmode=prefer"}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel() // a configuration wrongly accepted returns at once instead of serving
-	var out bytes.Buffer
-	err := run(ctx, args, func(k string) string { return env[k] }, &out, &out)
-	require.Error(t, err)
-	msg := err.Error()
-	want := []string{
+	binarytest.RequireOneMessage(t, run, env, args, []string{
 		"DATABASE_URL: a URL holding a password is not accepted on the command line",
 		"DATABASE_URL: reaches db.internal over the network",
 		"PAYMENT_GATEWAY_TOKEN: is too predictable",
 		"ADMIN_TOKEN: is a secret the repository documents",
 		"MERCHANT_TOKEN: must differ from SERVICE_TOKEN",
 		"ROCKETMQ_ACCESS_KEY: required in production",
-	}
-	require.True(t, strings.HasPrefix(msg, "invalid configuration:\n"), msg)
-	for _, w := range want {
-		require.Contains(t, msg, "\n  "+w)
-	}
-	require.Equal(t, len(want), strings.Count(msg, "\n  "), "one line a problem, and no other: %s", msg)
-	for _, secret := range []string{shared, "a-db-password-of-ours", "1234567890123456", "change-me-at-least-16"} {
-		require.NotContains(t, msg, secret, "a secret is never echoed")
-	}
+	}, []string{shared, "a-db-password-of-ours", "1234567890123456", "change-me-at-least-16"})
 }
 
 // In production walletsvc checks, at start, that Postgres keeps what it acknowledges. The dev
@@ -410,7 +350,7 @@ func TestProductionRefusesADatabaseThatCanLoseCommits(t *testing.T) {
 	}
 	prov := simtest.Start(t, nil, providersim.Options{Token: "a-provider-token-of-our-own"})
 	env := map[string]string{
-		"DATABASE_URL": testdb.WithPassfile(t, dbURL), "ROCKETMQ_NAMESRV": hangUp(t), "SERVICE_TOKEN": "a-production-token-of-our-own",
+		"DATABASE_URL": testdb.WithPassfile(t, dbURL), "ROCKETMQ_NAMESRV": binarytest.HangUp(t), "SERVICE_TOKEN": "a-production-token-of-our-own",
 		"PAYMENT_GATEWAY_URL": prov.URL, "MERCHANT_URL": prov.URL,
 		// The simulator takes one token; no merchant call is made here.
 		"PAYMENT_GATEWAY_TOKEN": "a-provider-token-of-our-own", "MERCHANT_TOKEN": "a-merchant-token-of-our-own",
@@ -429,27 +369,11 @@ func TestProductionRefusesADatabaseThatCanLoseCommits(t *testing.T) {
 	require.Contains(t, p.Output(), "test name server on loopback, nothing listens behind it", "so is the unsigned broker's")
 }
 
-func TestHelpExitsZeroAndListsTheCommands(t *testing.T) {
+// Help exits 0 and lists the commands, and --version prints the build, both in production
+// with nothing set.
+func TestHelpAndVersionNeedNoSettings(t *testing.T) {
 	t.Parallel()
-	var out, errOut bytes.Buffer
-	require.NoError(t, run(context.Background(), []string{"-h"}, func(string) string { return "" }, &out, &errOut))
-	for _, want := range []string{"Usage: walletsvc [command] [flags]", "serve", "migrate", "--database-url", "WALLETSAGA_ENV"} {
-		require.Contains(t, errOut.String(), want)
-	}
-}
-
-// TestVersionNeedsNoSettings: --version prints the build, in production with nothing set.
-func TestVersionNeedsNoSettings(t *testing.T) {
-	t.Parallel()
-	for _, args := range [][]string{{"--version"}, {"-version"}} {
-		var out, errOut bytes.Buffer
-		require.NoError(t, run(context.Background(), args, func(string) string { return "" }, &out, &errOut))
-		require.Equal(t, buildinfo.Read().String("walletsvc")+"\n", out.String())
-		require.Empty(t, errOut.String())
-	}
-	var out, errOut bytes.Buffer
-	require.NoError(t, run(context.Background(), []string{"-h"}, func(string) string { return "" }, &out, &errOut))
-	require.Contains(t, errOut.String(), "--version", "the usage lists it")
+	binarytest.RequireHelpAndVersion(t, run, "walletsvc", "-h", "Usage: walletsvc [command] [flags]", "serve", "migrate", "--database-url", "WALLETSAGA_ENV")
 }
 
 func TestMigrateSubcommandIsIdempotentAcrossReplicas(t *testing.T) {
@@ -483,7 +407,7 @@ func TestMigrateSubcommandIsIdempotentAcrossReplicas(t *testing.T) {
 // checked like the others.
 func TestProviderSettings(t *testing.T) {
 	t.Parallel()
-	cfg, _, err := parseConfig("serve", nil, func(k string) string { return devEnv(nil)[k] }, &bytes.Buffer{})
+	cfg, err := binarytest.Config(parseConfig, "serve", binarytest.DevEnv(nil))
 	require.NoError(t, err)
 	require.Equal(t, "http://127.0.0.1:8082", cfg.GatewayURL)
 	require.Equal(t, "http://127.0.0.1:8082", cfg.MerchantURL)
@@ -495,7 +419,7 @@ func TestProviderSettings(t *testing.T) {
 	require.NoError(t, os.WriteFile(file, []byte("merchant-token-from-a-file\n"), 0o600))
 	var help bytes.Buffer
 	cfg, _, err = parseConfig("serve", nil, func(k string) string {
-		return devEnv(map[string]string{"PAYMENT_GATEWAY_URL": "https://pay.example", "PAYMENT_GATEWAY_TOKEN": "gateway-token-from-env",
+		return binarytest.DevEnv(map[string]string{"PAYMENT_GATEWAY_URL": "https://pay.example", "PAYMENT_GATEWAY_TOKEN": "gateway-token-from-env",
 			"MERCHANT_URL": "http://shop:9000", "MERCHANT_TOKEN_FILE": file, "PROVIDER_TIMEOUT": "3s"})[k]
 	}, &help)
 	require.NoError(t, err)
@@ -504,7 +428,7 @@ func TestProviderSettings(t *testing.T) {
 	require.Equal(t, "merchant-token-from-a-file", cfg.MerchantToken)
 	require.Equal(t, 3*time.Second, cfg.ProviderTimeout)
 	_, _, err = parseConfig("serve", []string{"-h"}, func(k string) string {
-		return devEnv(map[string]string{"PAYMENT_GATEWAY_TOKEN": "gateway-token-from-env"})[k]
+		return binarytest.DevEnv(map[string]string{"PAYMENT_GATEWAY_TOKEN": "gateway-token-from-env"})[k]
 	}, &help)
 	require.ErrorIs(t, err, flag.ErrHelp)
 	require.Contains(t, help.String(), "PAYMENT_GATEWAY_TOKEN")
@@ -519,10 +443,10 @@ func TestProviderSettings(t *testing.T) {
 	} {
 		bad := map[string]string{"PAYMENT_GATEWAY_URL": "127.0.0.1:8082", "MERCHANT_URL": "ftp://shop", "PAYMENT_GATEWAY_TOKEN": "short",
 			"MERCHANT_TOKEN": "short", "PROVIDER_TIMEOUT": "1ms"}[env]
-		_, _, err := parseConfig("serve", nil, func(k string) string { return devEnv(map[string]string{env: bad})[k] }, &bytes.Buffer{})
+		_, err := binarytest.Config(parseConfig, "serve", binarytest.DevEnv(map[string]string{env: bad}))
 		require.ErrorContains(t, err, want)
 	}
-	_, _, err = parseConfig("serve", nil, func(k string) string { return devEnv(map[string]string{"MERCHANT_TOKEN_FILE": "/nonexistent"})[k] }, &bytes.Buffer{})
+	_, err = binarytest.Config(parseConfig, "serve", binarytest.DevEnv(map[string]string{"MERCHANT_TOKEN_FILE": "/nonexistent"}))
 	require.ErrorContains(t, err, "MERCHANT_TOKEN_FILE")
 }
 

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -23,6 +22,7 @@ import (
 	"github.com/walletsaga/walletsaga/internal/ordering"
 	"github.com/walletsaga/walletsaga/internal/providersim"
 	"github.com/walletsaga/walletsaga/internal/telemetry"
+	"github.com/walletsaga/walletsaga/internal/testutil/binarytest"
 	"github.com/walletsaga/walletsaga/internal/testutil/rmqtest"
 	"github.com/walletsaga/walletsaga/internal/testutil/simtest"
 	"github.com/walletsaga/walletsaga/internal/testutil/smsprovider"
@@ -86,7 +86,7 @@ func TestADepositIsOneTraceFromRequestToSMS(t *testing.T) {
 		require.NoError(t, lanes.Stop(ctx))
 	})
 
-	p := procs.StartFuncTest(t, "walletsvc", run, []string{"serve"}, devEnv(map[string]string{
+	p := procs.StartFuncTest(t, "walletsvc", run, []string{"serve"}, binarytest.DevEnv(map[string]string{
 		"DATABASE_URL": dbURL, "ROCKETMQ_NAMESRV": b.Namesrv, "WALLET_EVENTS_TOPIC": topic, "PRODUCER_GROUP": rmqtest.Unique("trace-relay"),
 		"PAYMENT_GATEWAY_URL": prov.URL, "MERCHANT_URL": prov.URL,
 		"ROCKETMQ_ACCESS_KEY": b.Credentials.AccessKey, "ROCKETMQ_SECRET_KEY": b.Credentials.SecretKey,
@@ -94,14 +94,8 @@ func TestADepositIsOneTraceFromRequestToSMS(t *testing.T) {
 	t.Cleanup(func() { require.NoError(t, p.Stop(30*time.Second)) })
 
 	post := func(path, body string) {
-		req, err := http.NewRequest(http.MethodPost, p.URL+path, strings.NewReader(body))
-		require.NoError(t, err)
-		req.Header.Set("Authorization", "Bearer "+DevServiceToken)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		resp.Body.Close()
-		require.Less(t, resp.StatusCode, 300, path)
+		status, out := binarytest.Call(t, http.MethodPost, p.URL+path, DevServiceToken, body)
+		require.Less(t, status, 300, "%s: %v", path, out)
 	}
 	post("/v1/users", `{"name":"Ann","phone":"+8613800138000"}`)
 	var user int64

@@ -83,7 +83,9 @@ func build(cfg config, log *slog.Logger, pool *pgxpool.Pool) (*walletsvc, error)
 	)
 	w.server = cli.NewServer(cfg.HTTPAddr, cfg.AddrFile, e, log, "walletsvc listening", "mode", cfg.Mode, "namesrv", cfg.Namesrv, "topic", cfg.Topic,
 		"payment_gateway", redact.URL(cfg.GatewayURL), "merchant", redact.URL(cfg.MerchantURL))
-	if w.pruner, err = newPruner(cfg, log, reg, outbox, svc); err != nil {
+	w.pruner, err = cfg.NewPruner(log, reg, svc.RetentionTables(outbox, wallet.RetentionWindows{Outbox: cfg.RetentionOutbox, Sagas: cfg.RetentionSagas,
+		Operations: cfg.RetentionOperations, IdempotencyKeys: cfg.RetentionIdempotency, Audit: cfg.RetentionAudit})...)
+	if err != nil {
 		return w, err
 	}
 	w.broker, w.relay, w.engine = broker, relay, engine
@@ -93,13 +95,8 @@ func build(cfg config, log *slog.Logger, pool *pgxpool.Pool) (*walletsvc, error)
 // logSettings says at start which settings leave something open or off, and who may call
 // the wallet API with what.
 func logSettings(cfg config, log *slog.Logger) {
-	if cfg.Mode == cli.Dev {
-		log.Warn("running in dev mode (WALLETSAGA_ENV=dev): documented tokens and simulated providers are accepted; never use it for real money")
-	}
-	cli.LogBroker(log, cfg.Mode, cfg.RocketMQAccessKey, cfg.UnsignedBroker)
-	if cfg.AdminToken == "" {
-		log.Info("ADMIN_TOKEN is not set: the operator endpoints (saga retry/resolve) are disabled")
-	}
+	cfg.LogStart(log, "documented tokens and simulated providers are accepted; never use it for real money",
+		cfg.AdminToken, "saga retry/resolve")
 	logAuth(cfg, log)
 }
 

@@ -100,3 +100,16 @@ func (s Service) NewPruner(log *slog.Logger, reg prometheus.Registerer, tables .
 	return retention.New(retention.Config{Batch: s.RetentionBatch, Pause: s.RetentionPause,
 		Logger: log.With("component", "retention"), Observer: metrics.NewRetention(reg, names...)}, tables...)
 }
+
+// LogStart says at start what a service's settings leave open: dev mode (and what it
+// accepts, devAccepts), how it reaches the broker (LogBroker), and, without adminToken, that
+// its operator endpoints (operations) are disabled.
+func (s Service) LogStart(log *slog.Logger, devAccepts, adminToken, operations string) {
+	if s.Mode == Dev {
+		log.Warn("running in dev mode (WALLETSAGA_ENV=dev): " + devAccepts)
+	}
+	LogBroker(log, s.Mode, s.RocketMQAccessKey, s.UnsignedBroker)
+	if adminToken == "" {
+		log.Info("ADMIN_TOKEN is not set: the operator endpoints (" + operations + ") are disabled")
+	}
+}

@@ -48,16 +48,14 @@ type ServiceSpec struct {
 	// DatabaseEnv names the database URL's setting, DatabaseFallback the one it falls back
 	// to ("" for none), DatabaseUsage says what it is.
 	DatabaseEnv, DatabaseFallback, DatabaseUsage string
-	// DevDatabaseURL and DevNamesrv are the dev stack's addresses.
-	DevDatabaseURL, DevNamesrv string
 	// GroupEnv, GroupDefault and GroupUsage bind Service.Group.
 	GroupEnv, GroupDefault, GroupUsage string
 	// DevHTTPAddr and HTTPAddr are HTTP_ADDR's defaults in dev and in production;
 	// HTTPUsage says what it serves.
 	DevHTTPAddr, HTTPAddr, HTTPUsage string
-	// DevRocketMQUser and DevRocketMQSecret are the broker user the binary signs as in dev
-	// and its documented secret; Unsigned is what production refuses to do unsigned.
-	DevRocketMQUser, DevRocketMQSecret, Unsigned string
+	// DevRocketMQUser is the dev broker's user the binary signs as in dev (see
+	// DevRocketMQSecret); Unsigned is what production refuses to do unsigned.
+	DevRocketMQUser, Unsigned string
 }
 
 // Flags reads the mode into s.Mode and returns the flags of subcommand sub, with the
@@ -72,8 +70,8 @@ func (s *Service) Flags(spec ServiceSpec, sub string, getenv func(string) string
 	if sub != spec.Commands[0][0] {
 		f.OnlyRequire(spec.DatabaseEnv)
 	}
-	f.DatabaseURL(&s.DatabaseURL, spec.DatabaseEnv, spec.DatabaseFallback, spec.DevDatabaseURL, true, spec.DatabaseUsage)
-	f.DevString(&s.Namesrv, "ROCKETMQ_NAMESRV", spec.DevNamesrv, "RocketMQ name server addresses, comma-separated")
+	f.DatabaseURL(&s.DatabaseURL, spec.DatabaseEnv, spec.DatabaseFallback, DevDatabaseURL, true, spec.DatabaseUsage)
+	f.DevString(&s.Namesrv, "ROCKETMQ_NAMESRV", DevNamesrv, "RocketMQ name server addresses, comma-separated")
 	f.String(&s.Topic, "WALLET_EVENTS_TOPIC", "wallet-events", "topic of balance events")
 	f.String(&s.Group, spec.GroupEnv, spec.GroupDefault, spec.GroupUsage)
 	f.String(&s.HTTPAddr, "HTTP_ADDR", map[Mode]string{Dev: spec.DevHTTPAddr, Production: spec.HTTPAddr}[mode], spec.HTTPUsage)
@@ -98,7 +96,7 @@ func (s *Service) BindLate(f *Flags, spec ServiceSpec) {
 	f.String(&s.UnsafeDurability, "ALLOW_UNSAFE_DURABILITY", "", "the reason to run on a Postgres whose commits can vanish in a crash (fsync off, synchronous_commit off or local); empty: production refuses such a server")
 	f.after = append(f.after, func() {
 		if f.mode == Dev && s.RocketMQAccessKey == spec.DevRocketMQUser && s.RocketMQSecretKey == "" {
-			s.RocketMQSecretKey = spec.DevRocketMQSecret
+			s.RocketMQSecretKey = DevRocketMQSecret(spec.DevRocketMQUser)
 		}
 	})
 }
