@@ -68,13 +68,8 @@ func TestDefaultsMatchTheDevStack(t *testing.T) {
 
 func TestRunAnswersProbesAndStopsGracefully(t *testing.T) {
 	t.Parallel()
-	b := rmqtest.Require(t)
+	b, topic, group := ownTopic(t, "run", 8)
 	_, dbURL := testdb.New(t)
-	// A topic and group of the test's own: with the defaults it would join the real
-	// notifier's group on a machine running the demo, and consume its messages.
-	topic, group := rmqtest.Unique("run-events"), rmqtest.Unique("run-notifier")
-	b.CreateTopic(t, topic, 8)
-	b.CreateTopic(t, ordering.DLQTopic(group), 1)
 	p := procs.StartFuncTest(t, "notifier", run, nil, binarytest.DevEnv(map[string]string{
 		"DATABASE_URL": dbURL, "ROCKETMQ_NAMESRV": b.Namesrv, "WALLET_EVENTS_TOPIC": topic, "CONSUMER_GROUP": group,
 		// The admin user: the notifier user may use only the real topic and group.
@@ -194,11 +189,8 @@ func TestHelpAndVersionNeedNoSettings(t *testing.T) {
 // as soon as the broker can be reached.
 func TestStartsWithoutTheBrokerAndConsumesOnceItIsBack(t *testing.T) {
 	t.Parallel()
-	b := rmqtest.Require(t)
+	b, topic, group := ownTopic(t, "nobroker", 4)
 	pool, dbURL := testdb.New(t)
-	topic, group := rmqtest.Unique("nobroker-events"), rmqtest.Unique("nobroker-notifier")
-	b.CreateTopic(t, topic, 4)
-	b.CreateTopic(t, ordering.DLQTopic(group), 1)
 
 	// What an earlier run consumed and did not deliver yet: user 7's first SMS.
 	ctx := context.Background()
@@ -355,4 +347,17 @@ func (g *door) forward(c net.Conn) {
 	go func() { _, _ = io.Copy(up, c); done <- struct{}{} }()
 	go func() { _, _ = io.Copy(c, up); done <- struct{}{} }()
 	<-done
+}
+
+// ownTopic returns the broker, and on it a topic of the test's own with queues queues and a
+// consumer group of its own with its dead-letter topic, named after prefix: with the
+// defaults a notifier would join the real notifier's group on a machine running the demo,
+// and consume its messages.
+func ownTopic(t *testing.T, prefix string, queues int) (rmqtest.Broker, string, string) {
+	t.Helper()
+	b := rmqtest.Require(t)
+	topic, group := rmqtest.Unique(prefix+"-events"), rmqtest.Unique(prefix+"-notifier")
+	b.CreateTopic(t, topic, queues)
+	b.CreateTopic(t, ordering.DLQTopic(group), 1)
+	return b, topic, group
 }

@@ -19,10 +19,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/walletsaga/walletsaga/internal/harness/procs"
 	"github.com/walletsaga/walletsaga/internal/testutil/binarytest"
-	"github.com/walletsaga/walletsaga/internal/testutil/rmqtest"
-	"github.com/walletsaga/walletsaga/internal/testutil/testdb"
 )
 
 // issuerKeys makes an identity provider's key and writes its public half where walletsvc
@@ -160,13 +157,10 @@ func TestProductionRefusesWeakUserTokenSettings(t *testing.T) {
 // else.
 func TestServeVerifiesUserTokens(t *testing.T) {
 	t.Parallel()
-	_, dbURL := testdb.New(t)
 	key, keys := issuerKeys(t)
-	p := procs.StartFuncTest(t, "walletsvc", run, nil, binarytest.DevEnv(map[string]string{
-		"DATABASE_URL": dbURL, "ROCKETMQ_NAMESRV": binarytest.HangUp(t),
-		"WALLET_EVENTS_TOPIC": rmqtest.Unique("run-events"), "PRODUCER_GROUP": rmqtest.Unique("run-relay"),
+	p := startWithoutBroker(t, map[string]string{
 		"AUTH_JWT_ISSUER": "https://id.example", "AUTH_JWT_AUDIENCE": "walletsvc", "AUTH_JWT_KEYS_FILE": keys,
-	}))
+	})
 	require.Contains(t, p.Output(), "user tokens accepted")
 	require.Contains(t, p.Output(), "service_token_scope=create-user")
 	call := func(method, path, body, token string) (int, map[string]any) {

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -77,6 +78,12 @@ func TestDefaultsMatchTheDevStack(t *testing.T) {
 	require.Equal(t, "127.0.0.1:9876", cfg.Namesrv)
 	require.Equal(t, "wallet-events", cfg.Topic)
 	require.Contains(t, cfg.DatabaseURL, "127.0.0.1:55432/walletsaga")
+	// The gateway and the merchant: the provider simulator, with its documented dev token.
+	require.Equal(t, "http://127.0.0.1:8082", cfg.GatewayURL)
+	require.Equal(t, "http://127.0.0.1:8082", cfg.MerchantURL)
+	require.Equal(t, providersim.DevToken, cfg.GatewayToken, "the simulator's documented dev token")
+	require.Equal(t, providersim.DevToken, cfg.MerchantToken)
+	require.Equal(t, 10*time.Second, cfg.ProviderTimeout)
 	cfg, err = binarytest.Config(parseConfig, "serve", binarytest.DevEnv(map[string]string{"HTTP_ADDR": "127.0.0.1:7777"}), "--http-addr", "127.0.0.1:9999")
 	require.NoError(t, err)
 	require.Equal(t, "127.0.0.1:9999", cfg.HTTPAddr, "a flag overrides the environment")
@@ -228,11 +235,7 @@ func TestServeMigratesAnswersProbesAndStopsGracefully(t *testing.T) {
 // events. walletsvc stays ready, and says what it cannot do, in /readyz, /healthz and a metric.
 func TestReadyWhileTheBrokerIsUnreachable(t *testing.T) {
 	t.Parallel()
-	_, dbURL := testdb.New(t)
-	p := procs.StartFuncTest(t, "walletsvc", run, nil, binarytest.DevEnv(map[string]string{
-		"DATABASE_URL": dbURL, "ROCKETMQ_NAMESRV": binarytest.HangUp(t),
-		"WALLET_EVENTS_TOPIC": rmqtest.Unique("run-events"), "PRODUCER_GROUP": rmqtest.Unique("run-relay"),
-	}))
+	p := startWithoutBroker(t, nil)
 	for _, path := range []string{"/readyz", "/healthz"} {
 		resp, err := http.Get(p.URL + path)
 		require.NoError(t, err)
@@ -264,13 +267,10 @@ func TestReadyWhileTheBrokerIsUnreachable(t *testing.T) {
 // a query (where some providers take a key) never reaches the log.
 func TestProviderURLsAreLoggedWithoutCredentials(t *testing.T) {
 	t.Parallel()
-	_, dbURL := testdb.New(t)
-	p := procs.StartFuncTest(t, "walletsvc", run, nil, binarytest.DevEnv(map[string]string{
-		"DATABASE_URL": dbURL, "ROCKETMQ_NAMESRV": binarytest.HangUp(t),
-		"WALLET_EVENTS_TOPIC": rmqtest.Unique("run-events"), "PRODUCER_GROUP": rmqtest.Unique("run-relay"),
+	p := startWithoutBroker(t, map[string]string{
 		"PAYMENT_GATEWAY_URL": "http://gw-user:gw-pass@127.0.0.1:1/gw?api_key=gw-key",
 		"MERCHANT_URL":        "http://shop-user@127.0.0.1:2/shop?token=shop-key#frag",
-	}))
+	})
 	out := p.Output()
 	require.Contains(t, out, "payment_gateway=http://127.0.0.1:1/gw ")
 	require.Contains(t, out, "merchant=http://127.0.0.1:2/shop")
@@ -402,23 +402,15 @@ func TestMigrateSubcommandIsIdempotentAcrossReplicas(t *testing.T) {
 	require.Equal(t, files, applied, "each migration applied exactly once")
 }
 
-// The gateway's and the merchant's settings: the dev defaults are the provider simulator's
-// address and token; tokens come from the environment or files, are never shown, and are
-// checked like the others.
+// The gateway's and the merchant's settings (their dev defaults are in
+// TestDefaultsMatchTheDevStack): tokens come from the environment or files, are never shown,
+// and are checked like the others.
 func TestProviderSettings(t *testing.T) {
 	t.Parallel()
-	cfg, err := binarytest.Config(parseConfig, "serve", binarytest.DevEnv(nil))
-	require.NoError(t, err)
-	require.Equal(t, "http://127.0.0.1:8082", cfg.GatewayURL)
-	require.Equal(t, "http://127.0.0.1:8082", cfg.MerchantURL)
-	require.Equal(t, providersim.DevToken, cfg.GatewayToken, "the simulator's documented dev token")
-	require.Equal(t, providersim.DevToken, cfg.MerchantToken)
-	require.Equal(t, 10*time.Second, cfg.ProviderTimeout)
-
 	file := filepath.Join(t.TempDir(), "merchant")
 	require.NoError(t, os.WriteFile(file, []byte("merchant-token-from-a-file\n"), 0o600))
 	var help bytes.Buffer
-	cfg, _, err = parseConfig("serve", nil, func(k string) string {
+	cfg, _, err := parseConfig("serve", nil, func(k string) string {
 		return binarytest.DevEnv(map[string]string{"PAYMENT_GATEWAY_URL": "https://pay.example", "PAYMENT_GATEWAY_TOKEN": "gateway-token-from-env",
 			"MERCHANT_URL": "http://shop:9000", "MERCHANT_TOKEN_FILE": file, "PROVIDER_TIMEOUT": "3s"})[k]
 	}, &help)
@@ -469,4 +461,18 @@ func hangUp(t *testing.T) string {
 	}()
 	t.Cleanup(func() { _ = ln.Close(); <-done })
 	return ln.Addr().String()
+}
+
+// startWithoutBroker starts walletsvc in dev on a database of its own with settings, its
+// name server one that hangs up (binarytest.HangUp) and a topic and producer group of its
+// own.
+func startWithoutBroker(t *testing.T, settings map[string]string) *procs.Func {
+	t.Helper()
+	_, dbURL := testdb.New(t)
+	env := binarytest.DevEnv(map[string]string{
+		"DATABASE_URL": dbURL, "ROCKETMQ_NAMESRV": binarytest.HangUp(t),
+		"WALLET_EVENTS_TOPIC": rmqtest.Unique("run-events"), "PRODUCER_GROUP": rmqtest.Unique("run-relay"),
+	})
+	maps.Copy(env, settings)
+	return procs.StartFuncTest(t, "walletsvc", run, nil, env)
 }
