@@ -76,7 +76,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) 
 	defer pool.Close()
 	logSettings(cfg, log)
 	n, err := build(ctx, cfg, log, pool, stdout)
-	defer n.closers.Close()
+	defer n.close()
 	if err != nil {
 		return err
 	}

@@ -37,6 +37,9 @@ type notifier struct {
 	closers   cli.Closers // the clients to close once everything stopped
 }
 
+// close closes the clients build opened, in reverse.
+func (n *notifier) close() { n.closers.Close() }
+
 // build wires the notifier's parts over pool. The caller closes what it returns, also when
 // it returns an error.
 func build(ctx context.Context, cfg config, log *slog.Logger, pool *pgxpool.Pool, stdout io.Writer) (*notifier, error) {

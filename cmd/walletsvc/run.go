@@ -45,7 +45,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	defer pool.Close()
 	logSettings(cfg, log)
 	w, err := build(cfg, log, pool)
-	defer w.closers.Close()
+	defer w.close()
 	if err != nil {
 		return err
 	}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -440,27 +439,6 @@ func TestProviderSettings(t *testing.T) {
 	}
 	_, err = binarytest.Config(parseConfig, "serve", binarytest.DevEnv(map[string]string{"MERCHANT_TOKEN_FILE": "/nonexistent"}))
 	require.ErrorContains(t, err, "MERCHANT_TOKEN_FILE")
-}
-
-// hangUp returns the address of a server that is no name server: it accepts connections and
-// closes them at once. The test holds its port until it ends.
-func hangUp(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			_ = c.Close()
-		}
-	}()
-	t.Cleanup(func() { _ = ln.Close(); <-done })
-	return ln.Addr().String()
 }
 
 // startWithoutBroker starts walletsvc in dev on a database of its own with settings, its

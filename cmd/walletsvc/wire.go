@@ -29,6 +29,9 @@ type walletsvc struct {
 	closers cli.Closers // the clients to close once everything stopped
 }
 
+// close closes the clients build opened, in reverse.
+func (w *walletsvc) close() { w.closers.Close() }
+
 // build wires the service's parts over pool. The caller closes what it returns, also when it
 // returns an error.
 func build(cfg config, log *slog.Logger, pool *pgxpool.Pool) (*walletsvc, error) {

@@ -219,7 +219,7 @@ func RequireDocumented(t *testing.T, e *echo.Echo, doc []byte, path string, rout
 // and returns the status and the JSON object answered (nil for an empty body).
 func Call(t *testing.T, method, url, token, body string) (int, map[string]any) {
 	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	req, err := http.NewRequestWithContext(t.Context(), method, url, strings.NewReader(body))
 	require.NoError(t, err)
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -256,7 +256,7 @@ func StartConsumer(t *testing.T, b rmqtest.Broker, topic string, h ordering.Hand
 // and closes them at once. The test holds its port until it ends.
 func HangUp(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := (&net.ListenConfig{}).Listen(t.Context(), "tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	done := make(chan struct{})
 	go func() {
