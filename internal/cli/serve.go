@@ -1,5 +1,4 @@
-// What both services build the same way from Service: the pool, migrations, the broker
-// watch, the HTTP server, the pruner, tracing.
+// What both services build the same way from Service: pool, migrations, broker watch, server, pruner, tracing.
 
 package cli
 
