@@ -1,3 +1,5 @@
+// The lanes: the dispatcher claims due users, each worker sends a user's SMS in order.
+
 package gate
 
 import (
