@@ -604,10 +604,12 @@ func TestPlan(t *testing.T) {
 		{"no head: give the user back", head{UserID: 7, Seq: 1}, stepRelease, "", ""},
 		{"a head finished already: move past it", head{UserID: 7, Seq: 1, Status: StatusDeadLettered}, stepAdvance, "", ""},
 		{"a skipped head: move past it", head{UserID: 7, Seq: 1, Status: StatusSkipped}, stepAdvance, "", ""},
-		{"a pending head: send it", head{UserID: 7, Seq: 1, Status: StatusPending, Event: good}, stepSend, "You topped up 100.00 CNY. Balance: 100.00 CNY.", ""},
-		{"an event that no longer decodes: dead-letter, never stall", head{UserID: 7, Seq: 1, Status: StatusPending, Event: []byte(`{"v":2}`)},
+		{"a pending head: send the text stored on arrival", head{UserID: 7, Seq: 1, Status: StatusPending, Event: good, Text: "stored"}, stepSend, "stored", ""},
+		{"a pending head without text: dead-letter, never render it again", head{UserID: 7, Seq: 1, Status: StatusPending, Event: good},
+			stepDeadLetter, "", "the inbox row holds no SMS text"},
+		{"an event that no longer decodes: dead-letter, never stall", head{UserID: 7, Seq: 1, Status: StatusPending, Event: []byte(`{"v":2}`), Text: "stored"},
 			stepDeadLetter, "", "the stored event no longer decodes"},
-		{"an event for another (user, seq)", head{UserID: 7, Seq: 2, Status: StatusPending, Event: good},
+		{"an event for another (user, seq)", head{UserID: 7, Seq: 2, Status: StatusPending, Event: good, Text: "stored"},
 			stepDeadLetter, "", "the stored event is for 7:1, not 7:2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -616,6 +618,10 @@ func TestPlan(t *testing.T) {
 			require.Equal(t, tc.step, s)
 			require.Equal(t, tc.text, m.Text)
 			require.Contains(t, reason, tc.reason)
+			if s == stepSend {
+				require.Equal(t, notify.SMS{UserID: 7, Seq: 1, Phone: "+8613800001234", Locale: notify.LocaleEN, Kind: "deposit", Amount: 10000,
+					Text: tc.text, OccurredAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}, m, "the rest from the stored event")
+			}
 		})
 	}
 }

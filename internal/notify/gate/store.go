@@ -163,6 +163,8 @@ type head struct {
 	ReadAt   time.Time     // when it was read, on this process's monotonic clock
 	MsgID    string
 	Event    []byte
+	// Text is the SMS text the inbox rendered from Event on arrival: the text sent.
+	Text string
 	// Traceparent is the inbox span that recorded it ("" untraced): its send span's parent.
 	Traceparent string
 }
@@ -198,7 +200,7 @@ func scanHeads[X any](rows pgx.Rows, set func(*claim, X)) ([]claim, error) {
 			age        float64
 			event      string
 		)
-		if err := rows.Scan(&user, &last, &extra, &seq, &h.Status, &h.Attempts, &age, &h.MsgID, &event, &h.Traceparent); err != nil {
+		if err := rows.Scan(&user, &last, &extra, &seq, &h.Status, &h.Attempts, &age, &h.MsgID, &event, &h.Text, &h.Traceparent); err != nil {
 			return nil, err
 		}
 		if len(out) == 0 || out[len(out)-1].UserID != user {
