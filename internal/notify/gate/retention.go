@@ -1,3 +1,5 @@
+// Retention: the gate prunes its own tables.
+
 package gate
 
 import (
