@@ -370,7 +370,14 @@ func plan(h head) (step, notify.SMS, string) {
 		return stepDeadLetter, notify.SMS{}, fmt.Sprintf("the stored event is for %s, not %d:%d", ev.SeqKey(), h.UserID, h.Seq)
 	}
 	if h.Text == "" {
-		return stepDeadLetter, notify.SMS{}, "the inbox row holds no SMS text"
+		// A row stored without its text (by a notifier from before the inbox rendered on
+		// arrival): rendered here, once, rather than lost. A message is never dead-lettered
+		// for what this process can still do.
+		sms, err := notify.Render(ev)
+		if err != nil {
+			return stepDeadLetter, notify.SMS{}, "the stored event does not render: " + err.Error()
+		}
+		return stepSend, sms, ""
 	}
 	return stepSend, notify.Compose(ev, h.Text), ""
 }

@@ -260,6 +260,11 @@ func TestAnEventThatNoLongerDecodesIsDeadLetteredNotStuck(t *testing.T) {
 func TestPlan(t *testing.T) {
 	t.Parallel()
 	good := []byte(`{"v":1,"event_id":7001,"user_id":7,"seq":1,"kind":"deposit","amount":10000,"currency":"CNY","balance_after":10000,"saga_id":1,"phone":"+8613800001234","locale":"en","occurred_at":"2026-01-02T03:04:05Z"}`)
+	ev, err := walletevent.Decode(good)
+	require.NoError(t, err)
+	sms, err := notify.Render(ev)
+	require.NoError(t, err)
+	require.NotEmpty(t, sms.Text)
 	for _, tc := range []struct {
 		name   string
 		h      head
@@ -271,8 +276,8 @@ func TestPlan(t *testing.T) {
 		{"a head finished already: move past it", head{UserID: 7, Seq: 1, Status: StatusDeadLettered}, stepAdvance, "", ""},
 		{"a skipped head: move past it", head{UserID: 7, Seq: 1, Status: StatusSkipped}, stepAdvance, "", ""},
 		{"a pending head: send the text stored on arrival", head{UserID: 7, Seq: 1, Status: StatusPending, Event: good, Text: "stored"}, stepSend, "stored", ""},
-		{"a pending head without text: dead-letter, never render it again", head{UserID: 7, Seq: 1, Status: StatusPending, Event: good},
-			stepDeadLetter, "", "the inbox row holds no SMS text"},
+		{"a pending head stored without text: rendered now rather than lost", head{UserID: 7, Seq: 1, Status: StatusPending, Event: good},
+			stepSend, sms.Text, ""},
 		{"an event that no longer decodes: dead-letter, never stall", head{UserID: 7, Seq: 1, Status: StatusPending, Event: []byte(`{"v":2}`), Text: "stored"},
 			stepDeadLetter, "", "the stored event no longer decodes"},
 		{"an event for another (user, seq)", head{UserID: 7, Seq: 2, Status: StatusPending, Event: good, Text: "stored"},
