@@ -464,7 +464,7 @@ LIMIT $3`, userID, f.AfterSeq, f.Limit)
 
 // pruneIdempotencyKeys deletes up to limit idempotency keys taken more than window ago,
 // oldest first, skipping keys others hold locked. A request that comes back with a pruned key
-// is a new request (README, Idempotency).
+// is a new request (docs/API.md, the wallet API).
 func pruneIdempotencyKeys(ctx context.Context, q querier, window time.Duration, limit int) (int64, error) {
 	tag, err := q.Exec(ctx, `
 DELETE FROM idempotency_keys WHERE ctid = ANY(ARRAY(

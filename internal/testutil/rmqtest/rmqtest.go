@@ -40,7 +40,7 @@ type Broker struct {
 }
 
 // Users are the RocketMQ users scripts/services.sh creates on the dev broker, with their
-// documented dev secrets (see the README), each overridable by the variable services.sh
+// documented dev secrets (see docs/DEVELOPING.md), each overridable by the variable services.sh
 // reads too: RMQ_ADMIN_USER / RMQ_ADMIN_SECRET, RMQ_WALLET_USER / RMQ_WALLET_SECRET,
 // RMQ_NOTIFIER_USER / RMQ_NOTIFIER_SECRET.
 type Users struct {

@@ -1,0 +1,23 @@
+package main
+
+import (
+	"io"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/walletsaga/walletsaga/internal/cli"
+	"github.com/walletsaga/walletsaga/internal/testutil/configref"
+)
+
+// TestConfigReference holds docs/CONFIGURATION.md's notifier section to the flags notifier
+// defines (go test ./cmd/... -run ConfigReference -update rewrites it).
+func TestConfigReference(t *testing.T) {
+	t.Parallel()
+	section, err := cli.Reference("notifier", func(getenv func(string) string, out io.Writer) {
+		_, _, _ = parseConfig("run", nil, getenv, out, nil)
+	})
+	require.NoError(t, err)
+	configref.Require(t, filepath.Join("..", "..", "docs", "CONFIGURATION.md"), "notifier", section, *update)
+}

@@ -1,0 +1,26 @@
+package main
+
+import (
+	"flag"
+	"io"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/walletsaga/walletsaga/internal/cli"
+	"github.com/walletsaga/walletsaga/internal/testutil/configref"
+)
+
+// TestConfigReference holds docs/CONFIGURATION.md's providersim section to the flags providersim
+// defines (go test ./cmd/... -run ConfigReference -update rewrites it).
+func TestConfigReference(t *testing.T) {
+	t.Parallel()
+	section, err := cli.Reference("providersim", func(getenv func(string) string, out io.Writer) {
+		_, _, _ = parseConfig("serve", nil, getenv, out)
+	})
+	require.NoError(t, err)
+	configref.Require(t, filepath.Join("..", "..", "docs", "CONFIGURATION.md"), "providersim", section, *update)
+}
+
+var update = flag.Bool("update", false, "rewrite the generated section of docs/CONFIGURATION.md")
