@@ -34,11 +34,11 @@ import (
 // A compensation undoes its branch (refund in memory; the credit's reversal under the
 // barrier), though none runs when every branch succeeds.
 
-// dtmCreditSQL is the product's change statement for a credit, less what only the product
+// dtmDepositSQL is the product's change statement for a credit, less what only the product
 // needs (the reply's predecessor read, the idempotency guard the barrier replaces): raise the
 // balance and the event sequence under the wallet's row lock, write the ledger row and the
 // outbox row.
-const dtmCreditSQL = `
+const dtmDepositSQL = `
 WITH w AS (
     UPDATE wallets SET balance = balance + $3, event_seq = event_seq + 1, updated_at = now()
     WHERE user_id = $1
@@ -247,7 +247,7 @@ func (s *branchServer) serveWork(w http.ResponseWriter, r *http.Request, branch,
 				amount, kind = -in.Amount, "reversal"
 			}
 			err = bb.CallWithDB(biz.db, func(tx *sql.Tx) error {
-				_, err := tx.ExecContext(r.Context(), dtmCreditSQL, in.User, sagaNumber(gid), amount, "credit", kind)
+				_, err := tx.ExecContext(r.Context(), dtmDepositSQL, in.User, sagaNumber(gid), amount, "credit", kind)
 				return err
 			})
 		}
