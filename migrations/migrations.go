@@ -88,6 +88,8 @@ func (s Sequence) Provider(db *sql.DB, opts ...goose.ProviderOption) (*goose.Pro
 // returns the resulting version. It holds the sequence's advisory lock while it works.
 func (s Sequence) Migrate(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) (int64, error) {
 	if s.schema != "" {
+		// Built here, not a file in sql/: the schema is the sequence's, and an identifier
+		// cannot be a parameter.
 		if _, err := pool.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+pgx.Identifier{s.schema}.Sanitize()); err != nil {
 			return 0, fmt.Errorf("migrations %s: schema: %w", s.Name, err)
 		}

@@ -170,7 +170,9 @@ func UntilDeadline(ctx context.Context) Bounds {
 	return Bounds{Lock: left, Statement: left, IdleInTx: left}
 }
 
-// beginQuery is BEGIN and the SET LOCALs of b, sent as one simple-protocol message.
+// beginQuery is BEGIN and the SET LOCALs of b, sent as one simple-protocol message. It is
+// built here, not a file in sql/: which settings it sets depends on b, and SET takes no
+// parameters.
 func (b Bounds) beginQuery() string {
 	q := "BEGIN"
 	for _, s := range []struct {
