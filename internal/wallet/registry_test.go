@@ -33,7 +33,9 @@ func TestDeclaredEventsAreWhatTheStepsEmit(t *testing.T) {
 				require.Equal(t, saga.OutcomeDone, o.Kind, "%s %s", k.Name, st.Name)
 				for _, q := range b.QueuedQueries {
 					if strings.Contains(q.SQL, "INSERT INTO wallet_events") {
-						kind, ok := q.Arguments[4].(string)
+						args, ok := q.Arguments[0].(pgx.StrictNamedArgs)
+						require.True(t, ok, "%s %s: the change's named arguments", k.Name, st.Name)
+						kind, ok := args["kind"].(string)
 						require.True(t, ok, "%s %s: the event kind argument", k.Name, st.Name)
 						emitted[walletevent.Kind(kind)] = true
 					}
