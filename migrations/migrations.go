@@ -29,6 +29,8 @@ import (
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/database"
 	"github.com/pressly/goose/v3/lock"
+
+	"github.com/walletsaga/walletsaga/internal/pg"
 )
 
 //go:embed wallet/*.sql notify/*.sql
@@ -171,7 +173,7 @@ func (s Sequence) adoptUnderLock(ctx context.Context, db *sql.DB, log *slog.Logg
 			_ = tx.Rollback()
 		}
 	}()
-	if err := tx.QueryRowContext(ctx, tryAdoptLockSQL, pgx.StrictNamedArgs{"lock_id": s.lockID}).Scan(&held); err != nil || !held {
+	if err := tx.QueryRowContext(ctx, tryAdoptLockSQL, pg.Args{"lock_id": s.lockID}).Scan(&held); err != nil || !held {
 		if err != nil {
 			err = fmt.Errorf("migrations %s: adopt: %w", s.Name, err)
 		}
@@ -188,7 +190,7 @@ func (s Sequence) adopt(ctx context.Context, tx *sql.Tx, log *slog.Logger) (err 
 		}
 	}()
 	var ours, combined bool
-	if err := tx.QueryRowContext(ctx, versionTablesSQL, pgx.StrictNamedArgs{"table": s.table}).Scan(&ours, &combined); err != nil {
+	if err := tx.QueryRowContext(ctx, versionTablesSQL, pg.Args{"table": s.table}).Scan(&ours, &combined); err != nil {
 		return fmt.Errorf("migrations %s: adopt: %w", s.Name, err)
 	}
 	var applied []int64
@@ -223,7 +225,7 @@ func (s Sequence) adopt(ctx context.Context, tx *sql.Tx, log *slog.Logger) (err 
 
 // appliedOf returns which of versions the combined version table records as applied.
 func appliedOf(ctx context.Context, tx *sql.Tx, versions []int64) ([]int64, error) {
-	rows, err := tx.QueryContext(ctx, combinedAppliedSQL, pgx.StrictNamedArgs{"versions": versions})
+	rows, err := tx.QueryContext(ctx, combinedAppliedSQL, pg.Args{"versions": versions})
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
+
+	"github.com/walletsaga/walletsaga/internal/pg"
 )
 
 // Schema is the Postgres schema the simulator's tables and goose version table live in.
@@ -104,7 +106,7 @@ func scanCharge(row pgx.Row) (Charge, error) {
 
 // Charge implements Store.
 func (s *PostgresStore) Charge(ctx context.Context, c Charge) (Charge, error) {
-	got, err := scanCharge(s.pool.QueryRow(ctx, chargeSQL, pgx.StrictNamedArgs{
+	got, err := scanCharge(s.pool.QueryRow(ctx, chargeSQL, pg.Args{
 		"key": c.Key, "charge_id": c.ID, "user_id": c.UserID, "amount": c.Amount, "currency": c.Currency, "source": c.Source, "status": c.Status,
 	}))
 	if err != nil {
@@ -115,7 +117,7 @@ func (s *PostgresStore) Charge(ctx context.Context, c Charge) (Charge, error) {
 
 // Refund implements Store.
 func (s *PostgresStore) Refund(ctx context.Context, chargeKey, refundKey, voidID string) (Charge, error) {
-	got, err := scanCharge(s.pool.QueryRow(ctx, refundSQL, pgx.StrictNamedArgs{"key": chargeKey, "charge_id": voidID, "refund_key": refundKey}))
+	got, err := scanCharge(s.pool.QueryRow(ctx, refundSQL, pg.Args{"key": chargeKey, "charge_id": voidID, "refund_key": refundKey}))
 	if err != nil {
 		return Charge{}, fmt.Errorf("providersim: refund: %w", err)
 	}
@@ -130,7 +132,7 @@ func scanOrder(row pgx.Row) (Order, error) {
 
 // PlaceOrder implements Store.
 func (s *PostgresStore) PlaceOrder(ctx context.Context, o Order, pendingAttempts int) (Order, error) {
-	got, err := scanOrder(s.pool.QueryRow(ctx, placeOrderSQL, pgx.StrictNamedArgs{
+	got, err := scanOrder(s.pool.QueryRow(ctx, placeOrderSQL, pg.Args{
 		"key": o.Key, "order_id": o.ID, "merchant": o.Merchant, "reference": o.Reference, "amount": o.Amount, "currency": o.Currency,
 		"status": o.Status, "pending_attempts": pendingAttempts,
 	}))
@@ -142,7 +144,7 @@ func (s *PostgresStore) PlaceOrder(ctx context.Context, o Order, pendingAttempts
 
 // CancelOrder implements Store.
 func (s *PostgresStore) CancelOrder(ctx context.Context, orderKey, cancelKey, voidID string) (Order, error) {
-	got, err := scanOrder(s.pool.QueryRow(ctx, cancelOrderSQL, pgx.StrictNamedArgs{"key": orderKey, "order_id": voidID, "cancel_key": cancelKey}))
+	got, err := scanOrder(s.pool.QueryRow(ctx, cancelOrderSQL, pg.Args{"key": orderKey, "order_id": voidID, "cancel_key": cancelKey}))
 	if err != nil {
 		return Order{}, fmt.Errorf("providersim: cancel: %w", err)
 	}
@@ -157,7 +159,7 @@ func scanPayout(row pgx.Row) (Payout, error) {
 
 // Payout implements Store.
 func (s *PostgresStore) Payout(ctx context.Context, p Payout, pendingAttempts int) (Payout, error) {
-	got, err := scanPayout(s.pool.QueryRow(ctx, payoutSQL, pgx.StrictNamedArgs{
+	got, err := scanPayout(s.pool.QueryRow(ctx, payoutSQL, pg.Args{
 		"key": p.Key, "payout_id": p.ID, "user_id": p.UserID, "amount": p.Amount, "currency": p.Currency, "destination": p.Destination,
 		"status": p.Status, "pending_attempts": pendingAttempts,
 	}))
@@ -169,7 +171,7 @@ func (s *PostgresStore) Payout(ctx context.Context, p Payout, pendingAttempts in
 
 // CancelPayout implements Store.
 func (s *PostgresStore) CancelPayout(ctx context.Context, payoutKey, cancelKey, voidID string) (Payout, error) {
-	got, err := scanPayout(s.pool.QueryRow(ctx, cancelPayoutSQL, pgx.StrictNamedArgs{"key": payoutKey, "payout_id": voidID, "cancel_key": cancelKey}))
+	got, err := scanPayout(s.pool.QueryRow(ctx, cancelPayoutSQL, pg.Args{"key": payoutKey, "payout_id": voidID, "cancel_key": cancelKey}))
 	if err != nil {
 		return Payout{}, fmt.Errorf("providersim: cancel payout: %w", err)
 	}

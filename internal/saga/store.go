@@ -66,7 +66,7 @@ func isTransient(err error) bool {
 
 // allocateIDs takes n saga ids from the sagas' sequence in one round trip.
 func allocateIDs(ctx context.Context, pool *pgxpool.Pool, n int) ([]int64, error) {
-	rows, err := pool.Query(ctx, allocateIDsSQL, pgx.StrictNamedArgs{"n": n})
+	rows, err := pool.Query(ctx, allocateIDsSQL, pg.Args{"n": n})
 	if err != nil {
 		return nil, fmt.Errorf("saga: allocate ids: %w", err)
 	}
@@ -107,7 +107,7 @@ func (w sagaWrite) errCols() (set bool, code, msg *string) {
 
 // withSteps adds to args the history of one commit, the @step_* arrays of insert_saga.sql
 // and update_saga.sql: one element per record.
-func withSteps(args pgx.StrictNamedArgs, recs []stepWrite) pgx.StrictNamedArgs {
+func withSteps(args pg.Args, recs []stepWrite) pg.Args {
 	n := len(recs)
 	steps, names, phases, statuses := make([]int32, n), make([]string, n), make([]string, n), make([]string, n)
 	attempts := make([]int32, n)
@@ -132,7 +132,7 @@ func queueInsert(b *pgx.Batch, w sagaWrite, recs []stepWrite, traceparent string
 	if w.Keep {
 		owner = &w.Owner
 	}
-	b.Queue(insertSagaSQL, withSteps(pgx.StrictNamedArgs{
+	b.Queue(insertSagaSQL, withSteps(pg.Args{
 		"id": w.ID, "kind": w.Kind, "state": w.To.State, "input": w.Input, "data": w.Data,
 		"step": w.To.Step, "phase": w.To.Phase, "attempts": w.To.Attempts, "error_code": code, "error_message": msg,
 		"due_secs": w.Due.Seconds(), "lease_owner": owner, "fence": w.Fence, "traceparent": traceparent, "key_nonce": nonce,
@@ -146,7 +146,7 @@ func queueInsert(b *pgx.Batch, w sagaWrite, recs []stepWrite, traceparent string
 // (isFenceLost) before any of its other statements.
 func queueUpdate(b *pgx.Batch, w sagaWrite, recs []stepWrite, out *written) {
 	set, code, msg := w.errCols()
-	b.Queue(updateSagaSQL, withSteps(pgx.StrictNamedArgs{
+	b.Queue(updateSagaSQL, withSteps(pg.Args{
 		"id": w.ID, "fence": w.Fence, "state": w.To.State, "step": w.To.Step, "phase": w.To.Phase,
 		"attempts": w.To.Attempts, "data": w.Data, "set_error": set, "error_code": code, "error_message": msg,
 		"new_position": w.NewPosition, "due_secs": w.Due.Seconds(), "keep": w.Keep,
@@ -173,7 +173,7 @@ type claimed struct {
 // or whose lease expired, skipping rows others hold locked and the ids in exclude: a new
 // fence each, and the attempt they are about to make counted.
 func claimSagas(ctx context.Context, pool *pgxpool.Pool, owner string, lease time.Duration, kinds []string, exclude []int64, limit int) ([]claimed, error) {
-	rows, err := pool.Query(ctx, claimSagasSQL, pgx.StrictNamedArgs{
+	rows, err := pool.Query(ctx, claimSagasSQL, pg.Args{
 		"owner": owner, "lease_secs": lease.Seconds(), "kinds": kinds, "exclude": exclude, "limit": limit,
 	})
 	if err != nil {
@@ -210,7 +210,7 @@ func errorInfo(code, msg *string) *ErrorInfo {
 // window, restoring the failure that started the compensation as its error.
 func retrySaga(ctx context.Context, tx pgx.Tx, id int64) error {
 	var state State
-	err := tx.QueryRow(ctx, lockSagaSQL, pgx.StrictNamedArgs{"id": id}).Scan(&state)
+	err := tx.QueryRow(ctx, lockSagaSQL, pg.Args{"id": id}).Scan(&state)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ErrNotFound
 	}
@@ -220,7 +220,7 @@ func retrySaga(ctx context.Context, tx pgx.Tx, id int64) error {
 	if state != NeedsAttention {
 		return fmt.Errorf("%w (state %s)", ErrNotRetryable, state)
 	}
-	_, err = tx.Exec(ctx, retrySagaSQL, pgx.StrictNamedArgs{"id": id})
+	_, err = tx.Exec(ctx, retrySagaSQL, pg.Args{"id": id})
 	if err != nil {
 		return fmt.Errorf("saga: retry: %w", err)
 	}
@@ -230,7 +230,7 @@ func retrySaga(ctx context.Context, tx pgx.Tx, id int64) error {
 // resolveSaga marks a saga in NeedsAttention resolved.
 func resolveSaga(ctx context.Context, tx pgx.Tx, id int64) error {
 	var state State
-	err := tx.QueryRow(ctx, lockSagaSQL, pgx.StrictNamedArgs{"id": id}).Scan(&state)
+	err := tx.QueryRow(ctx, lockSagaSQL, pg.Args{"id": id}).Scan(&state)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ErrNotFound
 	}
@@ -240,7 +240,7 @@ func resolveSaga(ctx context.Context, tx pgx.Tx, id int64) error {
 	if state != NeedsAttention {
 		return fmt.Errorf("%w (state %s)", ErrNotRetryable, state)
 	}
-	if _, err := tx.Exec(ctx, resolveSagaSQL, pgx.StrictNamedArgs{"id": id}); err != nil {
+	if _, err := tx.Exec(ctx, resolveSagaSQL, pg.Args{"id": id}); err != nil {
 		return fmt.Errorf("saga: resolve: %w", err)
 	}
 	return nil
@@ -261,7 +261,7 @@ func countSagas(ctx context.Context, pool *pgxpool.Pool) ([]KindStateCount, erro
 
 // endedSagas returns those of ids that are in a terminal state or do not exist.
 func endedSagas(ctx context.Context, pool *pgxpool.Pool, ids []int64) ([]int64, error) {
-	rows, err := pool.Query(ctx, endedSagasSQL, pgx.StrictNamedArgs{"ids": ids})
+	rows, err := pool.Query(ctx, endedSagasSQL, pg.Args{"ids": ids})
 	if err != nil {
 		return nil, fmt.Errorf("saga: re-check: %w", err)
 	}
@@ -279,8 +279,8 @@ func endedSagas(ctx context.Context, pool *pgxpool.Pool, ids []int64) ([]int64, 
 // state, where this statement reads sagas_state_id_idx backwards from the cursor. So it is
 // the one statement of the engine built in Go rather than read from sql/ (the SQL literal
 // scan allows it by name).
-func listSQL(f ListFilter) (string, pgx.StrictNamedArgs) {
-	where, args := []string{"true"}, pgx.StrictNamedArgs{"limit": f.Limit}
+func listSQL(f ListFilter) (string, pg.Args) {
+	where, args := []string{"true"}, pg.Args{"limit": f.Limit}
 	if f.IDs != nil {
 		where, args["ids"] = append(where, "id = ANY(@ids)"), f.IDs
 	}
@@ -325,7 +325,7 @@ func snapshot(ctx context.Context, pool *pgxpool.Pool, id int64) (Snapshot, erro
 	var s Snapshot
 	var code, msg *string
 	var nonce pgtype.UUID
-	err := pool.QueryRow(ctx, getSagaSQL, pgx.StrictNamedArgs{"id": id}).Scan(&s.ID, &s.Kind, &nonce, &s.State, &s.Input, &s.Data, &code, &msg, &s.CreatedAt, &s.UpdatedAt)
+	err := pool.QueryRow(ctx, getSagaSQL, pg.Args{"id": id}).Scan(&s.ID, &s.Kind, &nonce, &s.State, &s.Input, &s.Data, &code, &msg, &s.CreatedAt, &s.UpdatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return s, ErrNotFound
 	}
@@ -333,7 +333,7 @@ func snapshot(ctx context.Context, pool *pgxpool.Pool, id int64) (Snapshot, erro
 		return s, fmt.Errorf("saga: get: %w", err)
 	}
 	s.Error, s.KeyPrefix = errorInfo(code, msg), keyPrefix(s.ID, nonce)
-	rows, err := pool.Query(ctx, getSagaStepsSQL, pgx.StrictNamedArgs{"saga_id": id})
+	rows, err := pool.Query(ctx, getSagaStepsSQL, pg.Args{"saga_id": id})
 	if err != nil {
 		return s, fmt.Errorf("saga: get steps: %w", err)
 	}
@@ -356,7 +356,7 @@ func snapshot(ctx context.Context, pool *pgxpool.Pool, id int64) (Snapshot, erro
 func pruneFinished(ctx context.Context, pool *pgxpool.Pool, window time.Duration, limit int, pruned Pruned) (int64, error) {
 	var n int64
 	err := pg.WithTx(ctx, pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, pruneFinishedSQL, pgx.StrictNamedArgs{"window_us": window.Microseconds(), "limit": limit})
+		rows, err := tx.Query(ctx, pruneFinishedSQL, pg.Args{"window_us": window.Microseconds(), "limit": limit})
 		if err != nil {
 			return err
 		}

@@ -128,7 +128,7 @@ func insertAudit(ctx context.Context, tx pgx.Tx, a OperatorAction, action string
 			return fmt.Errorf("wallet: audit detail: %w", err)
 		}
 	}
-	_, err := tx.Exec(ctx, insertAuditSQL, pgx.StrictNamedArgs{
+	_, err := tx.Exec(ctx, insertAuditSQL, pg.Args{
 		"actor": a.Actor, "action": action, "saga_id": sagaID, "reason": a.Reason, "detail": d,
 	})
 	if err != nil {
@@ -142,7 +142,7 @@ func insertAudit(ctx context.Context, tx pgx.Tx, a OperatorAction, action string
 // skipping rows others hold locked. The trail of a saga still kept (one that waits for an
 // operator, however old) is never deleted.
 func pruneAudit(ctx context.Context, q querier, window time.Duration, limit int) (int64, error) {
-	tag, err := q.Exec(ctx, pruneAuditSQL, pgx.StrictNamedArgs{"window_us": window.Microseconds(), "limit": limit})
+	tag, err := q.Exec(ctx, pruneAuditSQL, pg.Args{"window_us": window.Microseconds(), "limit": limit})
 	if err != nil {
 		return 0, fmt.Errorf("wallet: prune audit: %w", err)
 	}
@@ -151,7 +151,7 @@ func pruneAudit(ctx context.Context, q querier, window time.Duration, limit int)
 
 // SagaAudit returns the operator actions recorded on a saga, oldest first.
 func (s *Service) SagaAudit(ctx context.Context, id int64) ([]AuditEntry, error) {
-	rows, err := s.pool.Query(ctx, sagaAuditSQL, pgx.StrictNamedArgs{"saga_id": id})
+	rows, err := s.pool.Query(ctx, sagaAuditSQL, pg.Args{"saga_id": id})
 	if err != nil {
 		return nil, fmt.Errorf("wallet: audit of saga %d: %w", id, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/walletsaga/walletsaga/internal/pg"
 	"github.com/walletsaga/walletsaga/internal/walletevent"
 )
 
@@ -96,7 +97,7 @@ func (s *OutboxStore) Lead(ctx context.Context) (context.Context, func(), error)
 	}
 	for {
 		var got bool
-		if err := conn.QueryRow(ctx, tryRelayLockSQL, pgx.StrictNamedArgs{"lock_key": s.lockKey}).Scan(&got); err != nil {
+		if err := conn.QueryRow(ctx, tryRelayLockSQL, pg.Args{"lock_key": s.lockKey}).Scan(&got); err != nil {
 			closeConn()
 			return nil, nil, fmt.Errorf("wallet: relay lock: %w", err)
 		}
@@ -161,8 +162,8 @@ type OutboxPage struct {
 }
 
 // pendingArgs are the arguments of pending_events.sql, Pending's statement.
-func pendingArgs(q QueueSlice, after int64, horizon uint64, skip []int64, limit int) pgx.StrictNamedArgs {
-	return pgx.StrictNamedArgs{
+func pendingArgs(q QueueSlice, after int64, horizon uint64, skip []int64, limit int) pg.Args {
+	return pg.Args{
 		"after": after, "fnv": q.FNV, "queue_count": q.Count, "queue_index": q.Index, "skip": skip, "limit": limit,
 		"horizon": strconv.FormatUint(horizon, 10),
 	}
@@ -240,7 +241,7 @@ func (s *OutboxStore) Strays(ctx context.Context, held []int64, olderThan time.D
 	if held == nil {
 		held = []int64{}
 	}
-	rows, err := s.pool.Query(ctx, strayEventsSQL, pgx.StrictNamedArgs{"held": held, "older_than_us": olderThan.Microseconds(), "limit": limit})
+	rows, err := s.pool.Query(ctx, strayEventsSQL, pg.Args{"held": held, "older_than_us": olderThan.Microseconds(), "limit": limit})
 	if err != nil {
 		return nil, fmt.Errorf("wallet: outbox strays: %w", err)
 	}
@@ -264,7 +265,7 @@ func (s *OutboxStore) MarkPublishedBatch(ctx context.Context, ids []int64, msgID
 	if len(ids) == 0 {
 		return nil
 	}
-	if _, err := s.pool.Exec(ctx, markPublishedSQL, pgx.StrictNamedArgs{"ids": ids, "msg_ids": msgIDs}); err != nil {
+	if _, err := s.pool.Exec(ctx, markPublishedSQL, pg.Args{"ids": ids, "msg_ids": msgIDs}); err != nil {
 		return fmt.Errorf("wallet: outbox mark %d published: %w", len(ids), err)
 	}
 	return nil
@@ -276,7 +277,7 @@ func (s *OutboxStore) MarkPublishedBatch(ctx context.Context, ids []int64, msgID
 // it finished in its own tables, so a copy of a pruned event published again is still
 // ignored there.
 func (s *OutboxStore) PrunePublished(ctx context.Context, window time.Duration, limit int) (int64, error) {
-	tag, err := s.pool.Exec(ctx, prunePublishedSQL, pgx.StrictNamedArgs{"window_us": window.Microseconds(), "limit": limit})
+	tag, err := s.pool.Exec(ctx, prunePublishedSQL, pg.Args{"window_us": window.Microseconds(), "limit": limit})
 	if err != nil {
 		return 0, fmt.Errorf("wallet: outbox prune: %w", err)
 	}

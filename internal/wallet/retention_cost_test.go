@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/walletsaga/walletsaga/internal/pg"
 	"github.com/walletsaga/walletsaga/internal/testutil/testdb"
 )
 
@@ -41,7 +42,7 @@ SELECT g, 'deposit', $1, 1, 'CNY' FROM generate_series(5011, 10010) g`, other)
 	_, err = pool.Exec(ctx, `ANALYZE wallet_operations`)
 	require.NoError(t, err)
 
-	listArgs := pgx.StrictNamedArgs{"user_id": user, "before": int64(math.MaxInt64), "limit": 201}
+	listArgs := pg.Args{"user_id": user, "before": int64(math.MaxInt64), "limit": 201}
 	var plan string
 	require.NoError(t, pool.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+listUserOperationsSQL, listArgs).Scan(&plan))
 	var out []struct {

@@ -73,7 +73,7 @@ func userNotFound(id int64) error { return apperr.New(apperr.NotFound, "user %d 
 func insertUser(ctx context.Context, q querier, u NewUser) (User, Wallet, error) {
 	var user User
 	var w Wallet
-	err := q.QueryRow(ctx, insertUserSQL, pgx.StrictNamedArgs{"name": u.Name, "phone": u.Phone, "locale": u.Locale, "currency": u.Currency}).Scan(
+	err := q.QueryRow(ctx, insertUserSQL, pg.Args{"name": u.Name, "phone": u.Phone, "locale": u.Locale, "currency": u.Currency}).Scan(
 		&user.ID, &user.Name, &user.Phone, &user.Locale, &user.CreatedAt, &w.Balance, &w.Currency, &w.LastSeq)
 	if err != nil {
 		return User{}, Wallet{}, fmt.Errorf("wallet: insert user: %w", err)
@@ -84,7 +84,7 @@ func insertUser(ctx context.Context, q querier, u NewUser) (User, Wallet, error)
 
 func getUser(ctx context.Context, q querier, id int64) (User, error) {
 	var u User
-	err := q.QueryRow(ctx, getUserSQL, pgx.StrictNamedArgs{"id": id}).
+	err := q.QueryRow(ctx, getUserSQL, pg.Args{"id": id}).
 		Scan(&u.ID, &u.Name, &u.Phone, &u.Locale, &u.CreatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return User{}, userNotFound(id)
@@ -98,7 +98,7 @@ func getUser(ctx context.Context, q querier, id int64) (User, error) {
 // getWallets reads two wallets in one query, in the order asked.
 func getWallets(ctx context.Context, q querier, a, b int64) ([2]Wallet, error) {
 	var out [2]Wallet
-	rows, err := q.Query(ctx, getWalletsSQL, pgx.StrictNamedArgs{"user_ids": []int64{a, b}})
+	rows, err := q.Query(ctx, getWalletsSQL, pg.Args{"user_ids": []int64{a, b}})
 	if err != nil {
 		return out, fmt.Errorf("wallet: get wallets: %w", err)
 	}
@@ -126,7 +126,7 @@ func getWallets(ctx context.Context, q querier, a, b int64) ([2]Wallet, error) {
 
 func getWallet(ctx context.Context, q querier, userID int64) (Wallet, error) {
 	w := Wallet{UserID: userID}
-	err := q.QueryRow(ctx, getWalletSQL, pgx.StrictNamedArgs{"user_id": userID}).
+	err := q.QueryRow(ctx, getWalletSQL, pg.Args{"user_id": userID}).
 		Scan(&w.Balance, &w.Currency, &w.LastSeq)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Wallet{}, userNotFound(userID)
@@ -188,9 +188,9 @@ const (
 // got, when not nil, receives the result.
 func QueueChange(b *pgx.Batch, c Change, got *Applied) {
 	if len(c.LockFirst) > 0 {
-		b.Queue(lockWalletsSQL, pgx.StrictNamedArgs{"user_ids": c.LockFirst})
+		b.Queue(lockWalletsSQL, pg.Args{"user_ids": c.LockFirst})
 	}
-	q := b.Queue(applyChangeSQL, pgx.StrictNamedArgs{
+	q := b.Queue(applyChangeSQL, pg.Args{
 		"user_id": c.UserID, "saga_id": c.SagaID, "step": c.Step, "amount": int64(c.Amount), "kind": string(c.Kind),
 		"traceparent": c.Traceparent,
 	})
@@ -307,7 +307,7 @@ const constraintOperationAmount = "wallet_operations_amount_check"
 // 0, which its CHECK refuses (constraintOperationAmount). Either way the saga's first commit
 // fails whole, before anything else took effect.
 func queueOperation(b *pgx.Batch, op operationRow) {
-	b.Queue(insertOperationSQL, pgx.StrictNamedArgs{
+	b.Queue(insertOperationSQL, pg.Args{
 		"saga_id": op.SagaID, "kind": op.Kind, "user_id": op.UserID, "counterparty_id": op.CounterpartyID,
 		"amount": int64(op.Amount), "currency": op.Currency, "merchant": op.Merchant, "reference": op.Reference,
 		"source": op.Source, "credited": op.Credited, "destination": op.Destination,
@@ -326,7 +326,7 @@ func (op operationRow) operation(snap saga.Snapshot) Operation {
 
 // lookupIdempotencyKey returns the request hash and saga of (user, key), found=false if none.
 func lookupIdempotencyKey(ctx context.Context, q querier, userID int64, key string) (hash []byte, sagaID int64, found bool, err error) {
-	err = q.QueryRow(ctx, getIdempotencyKeySQL, pgx.StrictNamedArgs{"user_id": userID, "key": key}).
+	err = q.QueryRow(ctx, getIdempotencyKeySQL, pg.Args{"user_id": userID, "key": key}).
 		Scan(&hash, &sagaID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, 0, false, nil
@@ -343,7 +343,7 @@ const constraintIdempotencyKey = "idempotency_keys_pkey"
 
 // queueIdempotencyKey queues the claim of (user, key) for a saga.
 func queueIdempotencyKey(b *pgx.Batch, userID int64, key string, hash []byte, sagaID int64) {
-	b.Queue(insertIdempotencyKeySQL, pgx.StrictNamedArgs{"user_id": userID, "key": key, "request_hash": hash, "saga_id": sagaID})
+	b.Queue(insertIdempotencyKeySQL, pg.Args{"user_id": userID, "key": key, "request_hash": hash, "saga_id": sagaID})
 }
 
 // Errors of a saga's first commit (see startError).
@@ -382,7 +382,7 @@ func scanOperationRow(row pgx.Row) (operationRow, error) {
 // NotFound. The saga's state is the engine's: the caller asks it (saga.Engine.Get) and joins
 // the two (operationRow.operation).
 func getOperation(ctx context.Context, q querier, sagaID int64) (operationRow, error) {
-	op, err := scanOperationRow(q.QueryRow(ctx, getOperationSQL, pgx.StrictNamedArgs{"saga_id": sagaID}))
+	op, err := scanOperationRow(q.QueryRow(ctx, getOperationSQL, pg.Args{"saga_id": sagaID}))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return operationRow{}, apperr.New(apperr.NotFound, "saga %d not found", sagaID)
 	}
@@ -395,7 +395,7 @@ func getOperation(ctx context.Context, q querier, sagaID int64) (operationRow, e
 // getOperations reads the wallet's rows of the sagas ids, by saga id; an id without one is
 // left out.
 func getOperations(ctx context.Context, q querier, ids []int64) (map[int64]operationRow, error) {
-	rows, err := q.Query(ctx, getOperationsSQL, pgx.StrictNamedArgs{"saga_ids": ids})
+	rows, err := q.Query(ctx, getOperationsSQL, pg.Args{"saga_ids": ids})
 	if err != nil {
 		return nil, fmt.Errorf("wallet: get operations: %w", err)
 	}
@@ -418,7 +418,7 @@ func listUserOperations(ctx context.Context, q querier, user, before int64, limi
 	if before > 0 {
 		cursor = before
 	}
-	rows, err := q.Query(ctx, listUserOperationsSQL, pgx.StrictNamedArgs{"user_id": user, "before": cursor, "limit": limit})
+	rows, err := q.Query(ctx, listUserOperationsSQL, pg.Args{"user_id": user, "before": cursor, "limit": limit})
 	if err != nil {
 		return nil, fmt.Errorf("wallet: list operations: %w", err)
 	}
@@ -430,7 +430,7 @@ func listUserOperations(ctx context.Context, q querier, user, before int64, limi
 }
 
 func listEvents(ctx context.Context, q querier, userID int64, f EventFilter) ([]Event, error) {
-	rows, err := q.Query(ctx, listEventsSQL, pgx.StrictNamedArgs{"user_id": userID, "after_seq": f.AfterSeq, "limit": f.Limit})
+	rows, err := q.Query(ctx, listEventsSQL, pg.Args{"user_id": userID, "after_seq": f.AfterSeq, "limit": f.Limit})
 	if err != nil {
 		return nil, fmt.Errorf("wallet: list events: %w", err)
 	}
@@ -451,7 +451,7 @@ func listEvents(ctx context.Context, q querier, userID int64, f EventFilter) ([]
 // oldest first, skipping keys others hold locked. A request that comes back with a pruned key
 // is a new request (docs/API.md, the wallet API).
 func pruneIdempotencyKeys(ctx context.Context, q querier, window time.Duration, limit int) (int64, error) {
-	tag, err := q.Exec(ctx, pruneIdempotencyKeysSQL, pgx.StrictNamedArgs{"window_us": window.Microseconds(), "limit": limit})
+	tag, err := q.Exec(ctx, pruneIdempotencyKeysSQL, pg.Args{"window_us": window.Microseconds(), "limit": limit})
 	if err != nil {
 		return 0, fmt.Errorf("wallet: prune idempotency keys: %w", err)
 	}
@@ -462,7 +462,7 @@ func pruneIdempotencyKeys(ctx context.Context, q querier, window time.Duration, 
 // transaction in which the saga engine deletes those sagas (saga.Pruned): from that commit
 // on, the saga's id answers gone and no user's list reads the row.
 func markOperationsPruned(ctx context.Context, tx pgx.Tx, ids []int64) error {
-	if _, err := tx.Exec(ctx, markOperationsPrunedSQL, pgx.StrictNamedArgs{"saga_ids": ids}); err != nil {
+	if _, err := tx.Exec(ctx, markOperationsPrunedSQL, pg.Args{"saga_ids": ids}); err != nil {
 		return fmt.Errorf("wallet: mark the operations of %d pruned sagas: %w", len(ids), err)
 	}
 	return nil
@@ -472,7 +472,7 @@ func markOperationsPruned(ctx context.Context, tx pgx.Tx, ids []int64) error {
 // window ago, oldest first, skipping rows others hold locked. The row of a kept saga is never
 // deleted: the statement cannot select one.
 func pruneOperations(ctx context.Context, q querier, window time.Duration, limit int) (int64, error) {
-	tag, err := q.Exec(ctx, pruneOperationsSQL, pgx.StrictNamedArgs{"window_us": window.Microseconds(), "limit": limit})
+	tag, err := q.Exec(ctx, pruneOperationsSQL, pg.Args{"window_us": window.Microseconds(), "limit": limit})
 	if err != nil {
 		return 0, fmt.Errorf("wallet: prune operations: %w", err)
 	}

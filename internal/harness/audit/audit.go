@@ -14,6 +14,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/walletsaga/walletsaga/internal/pg"
 )
 
 // The audit's statements, one a file in sql/.
@@ -272,7 +274,7 @@ func Quiet(ctx context.Context, dbs DBs) (bool, string, error) {
 	// unlike the inbox rows) has reached its last event: the gate finishes a user's seqs in
 	// order, each once.
 	var unfinished int64
-	err = dbs.Notify.QueryRow(ctx, notifyUnfinishedSQL, pgx.StrictNamedArgs{"users": users, "events": seqs}).Scan(&unfinished, &pending)
+	err = dbs.Notify.QueryRow(ctx, notifyUnfinishedSQL, pg.Args{"users": users, "events": seqs}).Scan(&unfinished, &pending)
 	if err != nil {
 		return false, "", err
 	}

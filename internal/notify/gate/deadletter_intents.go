@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/walletsaga/walletsaga/internal/freetext"
+	"github.com/walletsaga/walletsaga/internal/pg"
 )
 
 var (
@@ -35,7 +36,7 @@ type DeadLetter struct {
 // DeadLetterIntents returns up to limit dead-lettered SMS not yet published to the DLQ topic,
 // oldest first.
 func (s *Store) DeadLetterIntents(ctx context.Context, limit int) ([]DeadLetter, error) {
-	rows, err := s.db.Query(ctx, deadLetterIntentsSQL, pgx.StrictNamedArgs{"limit": limit})
+	rows, err := s.db.Query(ctx, deadLetterIntentsSQL, pg.Args{"limit": limit})
 	if err != nil {
 		return nil, fmt.Errorf("dead-letter intents: %w", err)
 	}
@@ -52,7 +53,7 @@ func (s *Store) MarkDeadLettersPublished(ctx context.Context, done []DeadLetter)
 	for i, d := range done {
 		users[i], seqs[i] = d.UserID, d.Seq
 	}
-	if _, err := s.db.Exec(ctx, markDeadLettersPublishedSQL, pgx.StrictNamedArgs{"users": users, "seqs": seqs}); err != nil {
+	if _, err := s.db.Exec(ctx, markDeadLettersPublishedSQL, pg.Args{"users": users, "seqs": seqs}); err != nil {
 		return fmt.Errorf("mark %d dead letters published: %w", len(done), err)
 	}
 	return nil
@@ -81,7 +82,7 @@ func (s *Store) FoundDeadLetter(ctx context.Context, a Arrival, reason string) (
 		return false, nil
 	}
 	var recorded bool
-	err = s.db.QueryRow(ctx, foundDeadLetterSQL, pgx.StrictNamedArgs{
+	err = s.db.QueryRow(ctx, foundDeadLetterSQL, pg.Args{
 		"user": a.UserID, "seq": a.Seq, "msg_id": a.MsgID, "event": string(a.Event), "kind": a.Kind, "text": a.Text,
 		"reason": freetext.Clip(reason, maxReason),
 	}).Scan(&recorded)

@@ -8,6 +8,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/walletsaga/walletsaga/internal/pg"
 )
 
 var (
@@ -34,7 +36,7 @@ type StoredSMS struct {
 // DeadLetter reads the SMS (userID, seq), or returns pgx.ErrNoRows.
 func (s *Store) DeadLetter(ctx context.Context, userID, seq int64) (StoredSMS, error) {
 	var m StoredSMS
-	err := s.db.QueryRow(ctx, deadLetterSQL, pgx.StrictNamedArgs{"user": userID, "seq": seq}).Scan(&m.Status, &m.Event, &m.LateJournaled, &m.Traceparent)
+	err := s.db.QueryRow(ctx, deadLetterSQL, pg.Args{"user": userID, "seq": seq}).Scan(&m.Status, &m.Event, &m.LateJournaled, &m.Traceparent)
 	if err != nil {
 		return StoredSMS{}, fmt.Errorf("read the SMS of user %d seq %d: %w", userID, seq, err)
 	}
@@ -44,7 +46,7 @@ func (s *Store) DeadLetter(ctx context.Context, userID, seq int64) (StoredSMS, e
 // LockDeadLetter locks the row of the SMS (userID, seq) in tx and returns its status.
 func (s *Store) LockDeadLetter(ctx context.Context, tx pgx.Tx, userID, seq int64) (string, error) {
 	var status string
-	if err := tx.QueryRow(ctx, lockDeadLetterSQL, pgx.StrictNamedArgs{"user": userID, "seq": seq}).Scan(&status); err != nil {
+	if err := tx.QueryRow(ctx, lockDeadLetterSQL, pg.Args{"user": userID, "seq": seq}).Scan(&status); err != nil {
 		return "", fmt.Errorf("lock the SMS of user %d seq %d: %w", userID, seq, err)
 	}
 	return status, nil
@@ -54,7 +56,7 @@ func (s *Store) LockDeadLetter(ctx context.Context, tx pgx.Tx, userID, seq int64
 // text, once per (user, seq): a journaled sender's delivery of it. It reports whether a row
 // was written (false: it was delivered late before).
 func (s *Store) JournalLate(ctx context.Context, tx pgx.Tx, userID, seq int64, phone, text string) (bool, error) {
-	tag, err := tx.Exec(ctx, journalLateSQL, pgx.StrictNamedArgs{"user": userID, "seq": seq, "phone": phone, "text": text})
+	tag, err := tx.Exec(ctx, journalLateSQL, pg.Args{"user": userID, "seq": seq, "phone": phone, "text": text})
 	if err != nil {
 		return false, fmt.Errorf("log the replay of user %d seq %d: %w", userID, seq, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/walletsaga/walletsaga/internal/freetext"
+	"github.com/walletsaga/walletsaga/internal/pg"
 )
 
 var (
@@ -42,7 +43,7 @@ var ErrNotLost = errors.New("gate: that seq has arrived; it is not lost")
 func (s *Store) Skip(ctx context.Context, tx pgx.Tx, userID, seq int64, reason string) (int64, error) {
 	var p Position
 	var waiting bool
-	err := tx.QueryRow(ctx, skipPositionSQL, pgx.StrictNamedArgs{"user": userID}).Scan(&p.LastSeq, &p.Fence, &p.Leased, &waiting)
+	err := tx.QueryRow(ctx, skipPositionSQL, pg.Args{"user": userID}).Scan(&p.LastSeq, &p.Fence, &p.Leased, &waiting)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, ErrNotHeld
 	}
@@ -53,24 +54,24 @@ func (s *Store) Skip(ctx context.Context, tx pgx.Tx, userID, seq int64, reason s
 		return 0, ErrNotHeld
 	}
 	var status string
-	err = tx.QueryRow(ctx, skipArrivedSQL, pgx.StrictNamedArgs{"user": userID, "seq": seq}).Scan(&status)
+	err = tx.QueryRow(ctx, skipArrivedSQL, pg.Args{"user": userID, "seq": seq}).Scan(&status)
 	if err == nil {
 		return 0, fmt.Errorf("%w (status %s)", ErrNotLost, status)
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
 		return 0, fmt.Errorf("skip %d:%d: %w", userID, seq, err)
 	}
-	if _, err := tx.Exec(ctx, skipRecordSQL, pgx.StrictNamedArgs{
+	if _, err := tx.Exec(ctx, skipRecordSQL, pg.Args{
 		"user": userID, "seq": seq, "reason": freetext.Clip("skipped by an operator: "+reason, maxReason),
 	}); err != nil {
 		return 0, fmt.Errorf("skip %d:%d: %w", userID, seq, err)
 	}
 	var last int64
-	if err := tx.QueryRow(ctx, skipAdvanceSQL, pgx.StrictNamedArgs{"user": userID, "last_seq": Advance(p, seq, Skipped).LastSeq}).Scan(&last); err != nil {
+	if err := tx.QueryRow(ctx, skipAdvanceSQL, pg.Args{"user": userID, "last_seq": Advance(p, seq, Skipped).LastSeq}).Scan(&last); err != nil {
 		return 0, fmt.Errorf("skip %d:%d: %w", userID, seq, err)
 	}
 	// A lane that holds the user and gives it back as idle must not strand it.
-	if _, err := tx.Exec(ctx, wakeSQL, pgx.StrictNamedArgs{"user": userID}); err != nil {
+	if _, err := tx.Exec(ctx, wakeSQL, pg.Args{"user": userID}); err != nil {
 		return 0, fmt.Errorf("skip %d:%d: %w", userID, seq, err)
 	}
 	return last, nil

@@ -113,7 +113,7 @@ func (s *Store) Arrive(ctx context.Context, q pg.Querier, batch []Arrival, fromL
 		traceparents = append(traceparents, a.Traceparent)
 	}
 	var r Arrived
-	err = q.QueryRow(ctx, arriveSQL, pgx.StrictNamedArgs{
+	err = q.QueryRow(ctx, arriveSQL, pg.Args{
 		"users": users, "seqs": seqs, "msg_ids": msgIDs, "events": events, "kinds": kinds, "texts": texts, "queues": queues,
 		"traceparents": traceparents,
 		"start_users":  startUsers, "start_last_seqs": startLast, "start_baselines": startBaselines,
@@ -127,7 +127,7 @@ func (s *Store) Arrive(ctx context.Context, q pg.Querier, batch []Arrival, fromL
 
 // positions reads where users stand with sql (positions.sql, or lock.sql in a transaction).
 func positions(ctx context.Context, q pg.Querier, sql string, users []int64) (map[int64]Position, error) {
-	rows, err := q.Query(ctx, sql, pgx.StrictNamedArgs{"users": users})
+	rows, err := q.Query(ctx, sql, pg.Args{"users": users})
 	if err != nil {
 		return nil, err
 	}
@@ -238,7 +238,7 @@ func scanHeads[X any](rows pgx.Rows, set func(*claim, X)) ([]claim, error) {
 // passes over users another statement is taking or recording at the same moment, and a
 // leased user is not claimable until its lease runs out (a lane that died) or is given back.
 func (s *Store) claimUsers(ctx context.Context, owner string, n int, lease time.Duration, run int) ([]claim, error) {
-	rows, err := s.db.Query(ctx, claimSQL, pgx.StrictNamedArgs{
+	rows, err := s.db.Query(ctx, claimSQL, pg.Args{
 		"owner": owner, "n": n, "lease_us": lease.Microseconds(), "run": max(run, 1),
 	})
 	if err != nil {
@@ -370,8 +370,8 @@ func (a *recordArgs) add(at Position, outs []outcome) {
 	a.uVerdicts, a.uDelays = append(a.uVerdicts, string(last.Verdict)), append(a.uDelays, last.Delay.Microseconds())
 }
 
-func (a *recordArgs) named(lease time.Duration, run int) pgx.StrictNamedArgs {
-	return pgx.StrictNamedArgs{
+func (a *recordArgs) named(lease time.Duration, run int) pg.Args {
+	return pg.Args{
 		"users": a.users, "seqs": a.seqs, "verdicts": a.verdicts, "attempts": a.attempts, "reasons": a.reasons,
 		"texts": a.texts, "phones": a.phones, "journal": a.journal,
 		"u_users": a.uUsers, "u_last_seqs": a.uLastSeqs, "u_verdicts": a.uVerdicts, "u_delays_us": a.uDelays,
@@ -388,7 +388,7 @@ func (s *Store) release(ctx context.Context, user, fence int64, requeue bool) er
 	// Bounded on the server too, as a record is: a give-back waiting for the user's row must
 	// not queue behind it after the lanes stopped waiting.
 	err := pg.WithBoundedTx(ctx, s.db, pg.UntilDeadline(ctx), func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, releaseSQL, pgx.StrictNamedArgs{"user": user, "fence": fence, "requeue": requeue})
+		_, err := tx.Exec(ctx, releaseSQL, pg.Args{"user": user, "fence": fence, "requeue": requeue})
 		return err
 	})
 	if err != nil {
@@ -400,7 +400,7 @@ func (s *Store) release(ctx context.Context, user, fence int64, requeue bool) er
 // releaseAll gives back every user leased by owner, due at once: at shutdown, and at the
 // start of a process that took over a stable name (its predecessor's leases are its own).
 func (s *Store) releaseAll(ctx context.Context, owner string) (int64, error) {
-	tag, err := s.db.Exec(ctx, releaseAllSQL, pgx.StrictNamedArgs{"owner": owner})
+	tag, err := s.db.Exec(ctx, releaseAllSQL, pg.Args{"owner": owner})
 	if err != nil {
 		return 0, fmt.Errorf("lanes: release the leases of %s: %w", owner, err)
 	}

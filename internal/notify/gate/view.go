@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/walletsaga/walletsaga/internal/pg"
 )
 
 var (
@@ -54,7 +56,7 @@ type View struct {
 // first), at most limit of each; a gap older than alertAfter is an alert.
 func (s *Store) View(ctx context.Context, limit int, alertAfter time.Duration) (View, error) {
 	var v View
-	err := s.db.QueryRow(ctx, viewCountsSQL, pgx.StrictNamedArgs{"alert_after_us": alertAfter.Microseconds()}).
+	err := s.db.QueryRow(ctx, viewCountsSQL, pg.Args{"alert_after_us": alertAfter.Microseconds()}).
 		Scan(&v.Pending, &v.Due, &v.GapAlerts, &v.OldestGap)
 	if err != nil {
 		return View{}, fmt.Errorf("gate view: %w", err)
@@ -63,14 +65,14 @@ func (s *Store) View(ctx context.Context, limit int, alertAfter time.Duration) (
 	if limit <= 0 {
 		return v, nil
 	}
-	rows, err := s.db.Query(ctx, viewGapsSQL, pgx.StrictNamedArgs{"limit": limit, "alert_after_us": alertAfter.Microseconds()})
+	rows, err := s.db.Query(ctx, viewGapsSQL, pg.Args{"limit": limit, "alert_after_us": alertAfter.Microseconds()})
 	if err != nil {
 		return View{}, fmt.Errorf("gate view: gaps: %w", err)
 	}
 	if v.Gaps, err = pgx.AppendRows(v.Gaps, rows, pgx.RowToStructByPos[Gap]); err != nil {
 		return View{}, fmt.Errorf("gate view: gaps: %w", err)
 	}
-	rows, err = s.db.Query(ctx, viewBaselinesSQL, pgx.StrictNamedArgs{"limit": limit})
+	rows, err = s.db.Query(ctx, viewBaselinesSQL, pg.Args{"limit": limit})
 	if err != nil {
 		return View{}, fmt.Errorf("gate view: baselines: %w", err)
 	}

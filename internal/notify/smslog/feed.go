@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/walletsaga/walletsaga/internal/notify/gate"
+	"github.com/walletsaga/walletsaga/internal/pg"
 )
 
 // FeedLag is how far behind the database clock the change feed's cursor stays. A lane's
@@ -65,7 +66,7 @@ func (s *Store) Changes(ctx context.Context, limit int, cursor string) (ChangePa
 	if err != nil {
 		return ChangePage{}, err
 	}
-	rows, err := s.db.Query(ctx, changesSQL, pgx.StrictNamedArgs{
+	rows, err := s.db.Query(ctx, changesSQL, pg.Args{
 		"after_at": c.timeOr(pgtype.NegativeInfinity), "after_user": c.U, "after_seq": c.S, "limit": limit, "lag_us": FeedLag.Microseconds(),
 	})
 	if err != nil {
@@ -117,7 +118,7 @@ func (s *Store) Activity(ctx context.Context, limit int, cursor string) (Activit
 	if err != nil {
 		return ActivityPage{}, err
 	}
-	rows, err := s.db.Query(ctx, activitySQL, pgx.StrictNamedArgs{
+	rows, err := s.db.Query(ctx, activitySQL, pg.Args{
 		"before_at": c.timeOr(pgtype.Infinity), "before_user": c.U, "before_seq": c.S, "limit": limit + 1,
 	})
 	if err != nil {

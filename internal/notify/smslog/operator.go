@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/walletsaga/walletsaga/internal/notify/deadletters"
+	"github.com/walletsaga/walletsaga/internal/pg"
 )
 
 var (
@@ -59,7 +60,7 @@ func (s *Store) DeadLetters(ctx context.Context, limit int, cursor string) (Dead
 	if err != nil {
 		return DeadLetterPage{}, err
 	}
-	rows, err := s.db.Query(ctx, deadLettersSQL, pgx.StrictNamedArgs{
+	rows, err := s.db.Query(ctx, deadLettersSQL, pg.Args{
 		"before_at": c.timeOr(pgtype.Infinity), "before_user": c.U, "before_seq": c.S, "limit": limit + 1, "replay": deadletters.ActionReplay,
 	})
 	if err != nil {
@@ -112,7 +113,7 @@ func (s *Store) BadMessages(ctx context.Context, limit int, cursor string) (BadM
 	if err != nil {
 		return BadMessagePage{}, err
 	}
-	rows, err := s.db.Query(ctx, badMessagesSQL, pgx.StrictNamedArgs{"before_at": c.timeOr(pgtype.Infinity), "before_msg_id": c.M, "limit": limit + 1})
+	rows, err := s.db.Query(ctx, badMessagesSQL, pg.Args{"before_at": c.timeOr(pgtype.Infinity), "before_msg_id": c.M, "limit": limit + 1})
 	if err != nil {
 		return BadMessagePage{}, fmt.Errorf("list bad messages: %w", err)
 	}
@@ -171,7 +172,7 @@ func (s *Store) Audit(ctx context.Context, limit int, cursor string) (AuditPage,
 	if cursor != "" {
 		before = c.S
 	}
-	rows, err := s.db.Query(ctx, auditSQL, pgx.StrictNamedArgs{"before_id": before, "limit": limit + 1})
+	rows, err := s.db.Query(ctx, auditSQL, pg.Args{"before_id": before, "limit": limit + 1})
 	if err != nil {
 		return AuditPage{}, fmt.Errorf("audit: %w", err)
 	}
@@ -190,7 +191,7 @@ func (s *Store) Audit(ctx context.Context, limit int, cursor string) (AuditPage,
 // DLQDepth counts the dead letters no operator has replayed yet.
 func (s *Store) DLQDepth(ctx context.Context) (int64, error) {
 	var n int64
-	if err := s.db.QueryRow(ctx, dlqDepthSQL, pgx.StrictNamedArgs{"replay": deadletters.ActionReplay}).Scan(&n); err != nil {
+	if err := s.db.QueryRow(ctx, dlqDepthSQL, pg.Args{"replay": deadletters.ActionReplay}).Scan(&n); err != nil {
 		return 0, fmt.Errorf("dlq depth: %w", err)
 	}
 	return n, nil

@@ -12,6 +12,7 @@ import (
 
 	"github.com/walletsaga/walletsaga/internal/notify/deadletters"
 	"github.com/walletsaga/walletsaga/internal/notify/gate"
+	"github.com/walletsaga/walletsaga/internal/pg"
 )
 
 var (
@@ -83,7 +84,7 @@ func (s *Store) UserSMSPage(ctx context.Context, userID int64, limit int, cursor
 }
 
 func (s *Store) userSMS(ctx context.Context, userID, afterSeq int64, limit int) ([]SMSItem, error) {
-	rows, err := s.db.Query(ctx, userSMSSQL, pgx.StrictNamedArgs{"user": userID, "after_seq": afterSeq, "replay": deadletters.ActionReplay, "limit": limit})
+	rows, err := s.db.Query(ctx, userSMSSQL, pg.Args{"user": userID, "after_seq": afterSeq, "replay": deadletters.ActionReplay, "limit": limit})
 	if err != nil {
 		return nil, fmt.Errorf("list SMS of user %d: %w", userID, err)
 	}

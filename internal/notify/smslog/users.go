@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/walletsaga/walletsaga/internal/apperr"
+	"github.com/walletsaga/walletsaga/internal/pg"
 	"github.com/walletsaga/walletsaga/internal/redact"
 )
 
@@ -59,7 +60,7 @@ func (s *Store) Users(ctx context.Context, limit int, cursor, phone string) (Use
 	if err != nil {
 		return UserPage{}, err
 	}
-	query, args := userIDsSQL, pgx.StrictNamedArgs{"after_user": c.U, "limit": limit + 1}
+	query, args := userIDsSQL, pg.Args{"after_user": c.U, "limit": limit + 1}
 	if phone != "" {
 		if !phoneRE.MatchString(phone) {
 			// Masked: the message is what the access log records of a refused request.
@@ -83,7 +84,7 @@ func (s *Store) Users(ctx context.Context, limit int, cursor, phone string) (Use
 	if len(ids) == 0 {
 		return page, nil
 	}
-	rows, err = s.db.Query(ctx, usersSQL, pgx.StrictNamedArgs{"ids": ids})
+	rows, err = s.db.Query(ctx, usersSQL, pg.Args{"ids": ids})
 	if err != nil {
 		return UserPage{}, fmt.Errorf("list users: %w", err)
 	}
