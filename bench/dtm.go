@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -24,6 +25,10 @@ import (
 type DTM struct {
 	Version string     `json:"version"`
 	Phases  []DTMPhase `json:"phases"`
+	// Work are the equal-work phases (dtm_work.go): the deposit's business work under DTM's
+	// barrier; WorkCheck says what the check of their database found.
+	Work      []DTMPhase `json:"work_phases,omitempty"`
+	WorkCheck string     `json:"work_check,omitempty"`
 	// ActionCalls and CompensateCalls are the branch calls the handlers answered over the
 	// measured phases; a compensation means a saga was rolled back.
 	ActionCalls     int64   `json:"action_calls"`
@@ -51,10 +56,19 @@ type DTMPhase struct {
 	WAL        *WALSpan    `json:"wal,omitempty"`
 	Statements *Statements `json:"statements,omitempty"`
 	Note       string      `json:"note,omitempty"`
+	// Work: a phase of the wallet's work (not no-op branches).
+	Work bool `json:"work,omitempty"`
+	// Rows is what the phase's sagas wrote, from the WAL (store and business databases).
+	Rows *RowWrites `json:"rows,omitempty"`
 }
 
 // label names the phase in the statement tables.
-func (p DTMPhase) label() string { return "DTM saga × " + strconv.Itoa(p.Clients) }
+func (p DTMPhase) label() string {
+	if p.Work {
+		return "DTM wallet work × " + strconv.Itoa(p.Clients)
+	}
+	return "DTM saga × " + strconv.Itoa(p.Clients)
+}
 
 // dtmRequestTimeout bounds each call of the client to DTM, as the product's client is bounded.
 const dtmRequestTimeout = 30 * time.Second
@@ -102,6 +116,7 @@ func (b *bench) dtm(ctx context.Context) error {
 	// are: the HTTP client dtmcli uses keeps at most GOMAXPROCS+1 idle per host otherwise.
 	dtmcli.GetRestyClient2(dtmRequestTimeout).SetTransport(&http.Transport{MaxIdleConns: 1024, MaxIdleConnsPerHost: 1024, IdleConnTimeout: time.Minute})
 	l := &dtmLoad{server: srv.URL, branches: branches.url, tag: "bench-" + b.ts, db: db, dbURL: u, stmts: stmts, meter: b.meter}
+	l.submit = l.noopSaga
 	// Warm up (not reported): connections, statement caches.
 	l.phase(ctx, 8, 2*time.Second)
 	a0, c0 := branches.actions.Load(), branches.compensations.Load()
@@ -116,6 +131,9 @@ func (b *bench) dtm(ctx context.Context) error {
 		}
 	}
 	r.ActionCalls, r.CompensateCalls = branches.actions.Load()-a0, branches.compensations.Load()-c0
+	if err := b.dtmWork(ctx, l, branches, r); err != nil {
+		return fmt.Errorf("DTM doing the wallet's work: %w", err)
+	}
 	r.PeakRSSMiB = peakRSSMiB(srv)
 	return nil
 }
@@ -127,9 +145,15 @@ type dtmLoad struct {
 	next             atomic.Int64
 	db               *pgxpool.Pool // DTM's store (newProbePool), read by the bench's probes only
 	dbURL            string
+	stmtURL          string // the database whose statements the phase reports ("": dbURL)
 	stmts            *statementMeter
 	meter            *cpuMeter
 	probes           atomic.Int64 // the transactions the bench ran on db
+	// submit runs saga number i to its end: the no-op sagas, or the wallet's work.
+	submit func(i int64) error
+	// work is the business database of the equal-work phases (nil for the no-op ones): its
+	// commits count with the store's, and its WAL is read with it.
+	work *dtmBusiness
 }
 
 // probe runs one of the bench's statements on DTM's database, marked and counted.
@@ -138,8 +162,8 @@ func (l *dtmLoad) probe(ctx context.Context, sql string, args ...any) pgx.Row {
 	return l.db.QueryRow(ctx, probe+sql, args...)
 }
 
-// saga submits saga number i and waits for its end.
-func (l *dtmLoad) saga(i int64) error {
+// noopSaga submits saga number i of two no-op branches and waits for its end.
+func (l *dtmLoad) noopSaga(i int64) error {
 	// The id is made here, as the product's client makes its Idempotency-Key, rather than
 	// asked of DTM (dtmcli.MustGenGid), which would cost DTM a request per saga.
 	s := dtmcli.NewSaga(l.server, l.tag+"-"+strconv.FormatInt(i, 10))
@@ -156,13 +180,17 @@ func (l *dtmLoad) saga(i int64) error {
 func (l *dtmLoad) snapshot(ctx context.Context) (cpu CPUSample, commits int64, lsn string, lastBranch int64) {
 	_ = l.probe(ctx, `SELECT xact_commit, pg_current_wal_flush_lsn()::text,
 		(SELECT COALESCE(max(id), 0) FROM trans_branch_op) FROM pg_stat_database WHERE datname = current_database()`).Scan(&commits, &lsn, &lastBranch)
+	if l.work != nil {
+		commits += l.work.commits(ctx)
+	}
 	return l.meter.sample(), commits, lsn, lastBranch
 }
 
 // phase runs the saga closed loop with clients for d.
 func (l *dtmLoad) phase(ctx context.Context, clients int, d time.Duration) DTMPhase {
 	ph := DTMPhase{Clients: clients}
-	evicted, stmtErr := l.stmts.reset(ctx, l.dbURL)
+	stmtURL := cmp.Or(l.stmtURL, l.dbURL)
+	evicted, stmtErr := l.stmts.reset(ctx, stmtURL)
 	probes0 := l.probes.Load()
 	cpu0, commits0, lsn0, branch0 := l.snapshot(ctx)
 	var (
@@ -178,7 +206,7 @@ func (l *dtmLoad) phase(ctx context.Context, clients int, d time.Duration) DTMPh
 		wg.Go(func() {
 			for ctx.Err() == nil && time.Now().Before(end) {
 				t0 := time.Now()
-				err := l.saga(l.next.Add(1))
+				err := l.submit(l.next.Add(1))
 				lat.add(time.Since(t0))
 				if err == nil {
 					ok.Add(1)
@@ -220,7 +248,7 @@ func (l *dtmLoad) phase(ctx context.Context, clients int, d time.Duration) DTMPh
 	ph.OthersCPU = ph.CPU.others(span, runtime.NumCPU())
 	ph.WAL = &WALSpan{From: lsn0, To: lsn1}
 	if stmtErr == nil {
-		ph.Statements, stmtErr = l.stmts.read(ctx, l.dbURL, evicted)
+		ph.Statements, stmtErr = l.stmts.read(ctx, stmtURL, evicted)
 	}
 	if stmtErr != nil {
 		ph.Note += "statements: " + stmtErr.Error()
@@ -229,13 +257,19 @@ func (l *dtmLoad) phase(ctx context.Context, clients int, d time.Duration) DTMPh
 }
 
 // walInspection is the phase's span, whose answer fills Writes (or the note).
-func (p *DTMPhase) walInspection(db string) walInspection {
+func (p *DTMPhase) walInspection(db string, business ...string) walInspection {
 	return walInspection{db: db, span: p.WAL, set: func(w WriteTx, err error) {
 		if err != nil {
 			p.Note += " write transactions: " + err.Error()
 			return
 		}
 		p.Writes = &w
+	}, rowDBs: business, rows: func(r RowWrites, err error) {
+		if err != nil {
+			p.Note += " rows: " + err.Error()
+			return
+		}
+		p.Rows = &r
 	}}
 }
 
@@ -244,6 +278,7 @@ type branchServer struct {
 	url                    string
 	srv                    *http.Server
 	actions, compensations atomic.Int64
+	work                   atomic.Pointer[dtmBusiness] // the equal-work phases' state, while they run
 }
 
 func startBranches(ctx context.Context) (*branchServer, error) {
@@ -264,6 +299,11 @@ func startBranches(ctx context.Context) (*branchServer, error) {
 	for _, b := range []string{"b1", "b2"} {
 		mux.Handle("POST /"+b+"/action", ok(&s.actions))
 		mux.Handle("POST /"+b+"/compensate", ok(&s.compensations))
+	}
+	for _, b := range []string{"charge", "credit"} {
+		for _, op := range []string{"action", "compensate"} {
+			mux.HandleFunc("POST /"+b+"/"+op, func(w http.ResponseWriter, r *http.Request) { s.serveWork(w, r, b, op) })
+		}
 	}
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = s.srv.Serve(ln) }()

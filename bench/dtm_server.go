@@ -29,11 +29,13 @@ const (
 	dtmVersion = "v1.19.0"
 	// dtmSchema is DTM's own Postgres schema for its store, in its module.
 	dtmSchema = "sqls/dtmsvr.storage.postgres.sql"
+	// dtmBarrier is the branch barrier's table, for the equal-work phases.
+	dtmBarrier = "sqls/dtmcli.barrier.postgres.sql"
 )
 
 // dtmBuild is a DTM server binary and its store's schema, cached under the run directory.
 type dtmBuild struct {
-	bin, schema string
+	bin, schema, barrier string
 }
 
 // buildDTM returns DTM's server, built the first time into <runDir>/dtm-<version>/: its
@@ -44,8 +46,8 @@ func buildDTM(ctx context.Context, runDir string, log *slog.Logger) (dtmBuild, e
 	if err != nil {
 		return dtmBuild{}, err
 	}
-	b := dtmBuild{bin: filepath.Join(dir, "dtm"), schema: filepath.Join(dir, filepath.Base(dtmSchema))}
-	if fileExists(b.bin) && fileExists(b.schema) {
+	b := dtmBuild{bin: filepath.Join(dir, "dtm"), schema: filepath.Join(dir, filepath.Base(dtmSchema)), barrier: filepath.Join(dir, filepath.Base(dtmBarrier))}
+	if fileExists(b.bin) && fileExists(b.schema) && fileExists(b.barrier) {
 		return b, nil
 	}
 	t0 := time.Now()
@@ -72,12 +74,14 @@ func buildDTM(ctx context.Context, runDir string, log *slog.Logger) (dtmBuild, e
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return b, err
 	}
-	schema, err := os.ReadFile(filepath.Join(src, dtmSchema))
-	if err != nil {
-		return b, err
-	}
-	if err := os.WriteFile(b.schema, schema, 0o600); err != nil { //nolint:gosec // G703: the path is the run directory's (-rundir), not the module's
-		return b, err
+	for to, from := range map[string]string{b.schema: dtmSchema, b.barrier: dtmBarrier} {
+		sql, err := os.ReadFile(filepath.Join(src, from))
+		if err != nil {
+			return b, err
+		}
+		if err := os.WriteFile(to, sql, 0o600); err != nil { //nolint:gosec // G703: the path is the run directory's (-rundir), not the module's
+			return b, err
+		}
 	}
 	// The binary last, and whole: its presence says the cache is complete.
 	if err := copyFile(built, b.bin+".tmp", 0o700); err != nil {

@@ -59,9 +59,10 @@ type bench struct {
 	stub, slowStub *providerStub
 	// wal holds the WAL from the first phase that records a span until inspectWAL, after
 	// the last part.
-	wal      *walKeeper
-	dtmDB    string   // DTM's store
-	dtmBuild dtmBuild // DTM's server, built before the first part
+	wal       *walKeeper
+	dtmDB     string   // DTM's store
+	dtmWorkDB string   // the business database of DTM's equal-work phases
+	dtmBuild  dtmBuild // DTM's server, built before the first part
 	// stmts reads pg_stat_statements (statements.go).
 	stmts *statementMeter
 	// rawTopic holds the raw broker run's backlog, which the notifier drains next.

@@ -53,7 +53,9 @@ type Phase struct {
 	// measured part and split by the tables each touched; the read-only transactions are
 	// DBCommits − Probes − all of them (readTx).
 	Writes *WriteTx `json:"write_tx,omitempty"`
-	WAL    *WALSpan `json:"wal,omitempty"`
+	// Rows is what the span wrote, table by table, from the same WAL.
+	Rows *RowWrites `json:"rows,omitempty"`
+	WAL  *WALSpan   `json:"wal,omitempty"`
 	// Statements is what the product's database executed over the same span, statement by
 	// statement (pg_stat_statements).
 	Statements *Statements `json:"statements,omitempty"`

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -109,6 +110,25 @@ func (r *Results) tables() []table {
 		}
 		ts = append(ts, t)
 	}
+	if m := r.DTM; m != nil && len(m.Work) > 0 {
+		t := table{title: fmt.Sprintf("Peer: DTM %s doing the deposit's business work (a charge the bench keeps in memory; the credit under DTM's branch barrier: balance, ledger and outbox rows in one statement on the wallet's own tables, in a database of its own); %s",
+			m.Version, m.WorkCheck),
+			head: []string{"clients", "sagas/s", "ok", "err", "p50", "p95", "p99 ms", "CPU ms/saga dtm", "postgres", "bench", "all", "DB commits/saga", "write tx/saga", "others CPU"}}
+		for _, p := range m.Work {
+			commits, writes := "-", "-"
+			if p.Completed > 0 {
+				commits = f1(float64(p.DBCommits-p.Probes) / float64(p.Completed))
+				if p.Writes != nil {
+					writes = strconv.FormatFloat(float64(p.Writes.All())/float64(p.Completed), 'f', 2, 64)
+				}
+			}
+			t.rows = append(t.rows, []string{strconv.Itoa(p.Clients), f1(p.SagasPerS), d(p.Completed), d(p.Errors), f1(p.Latency.P50), f1(p.Latency.P95), f1(p.Latency.P99),
+				perOp(p.CPU["dtm"], p.Completed), perOp(p.CPU["postgres"], p.Completed), perOp(p.CPU["bench"], p.Completed),
+				perOp(p.CPU["dtm"]+p.CPU["postgres"]+p.CPU["bench"], p.Completed), commits, writes, f0(p.OthersCPU*100) + "%"})
+		}
+		ts = append(ts, t)
+	}
+	ts = append(ts, r.rowTables()...)
 	ts = append(ts, statementTables(r.profiles())...)
 	var extra [][]string
 	if len(r.PeakRSS) > 0 {
@@ -150,6 +170,8 @@ var definitions = []string{
 	"others CPU: share of the machine's CPU capacity over the same span used by processes outside the stack (other sessions' builds and tests, kernel threads): the noise on this run; Postgres work of other databases on the same cluster is counted under postgres, not here.",
 	"peak RSS: VmHWM of /proc/PID/status at the end of the product phases.",
 	"DTM: the peer of the same run, DTM's server built from its module's source, with its defaults but for its ports and its log level (warn, as the product's binaries run here), its store on a database of its own of the same cluster; each client submits a saga of two branches (an action and a compensation each, no-op HTTP handlers of this load generator) through dtmcli with WaitResult (answered once the saga has ended) and a global id of its own, then the next. sagas/s, latency, CPU ms/saga (dtm = DTM's server process; postgres and bench as above, bench serving the branches), DB commits/saga (the bench's probes left out) and write tx/saga (every write transaction of DTM's database, from the WAL) are measured as for the product, the span ending when DTM has recorded the phase's branch outcomes (it writes them in batches after answering).",
+	"DTM doing the wallet's work: on the same DTM server, sagas of two branches that do the deposit's business: charge (the bench answers from memory, idempotent by global id, as the product's gateway stub is) and credit (under DTM's branch barrier, whose row is written in the same transaction: ONE statement raises the balance and the event sequence, writes the ledger row and the outbox row, on the wallet's own tables and indexes: the wallet migrations in a database of its own, less the ledger's foreign key to sagas, which DTM has not). CPU all = dtm + postgres + bench (the business handlers); DB commits and write transactions count DTM's store and the business database; statements are the business database's. At the end the bench checks charges = balances = ledger sum and outbox rows = wallet seqs, without gaps.",
+	"rows (what each saga writes): the WAL of the phase's span (pg_walinspect), per completed saga: heap records by table (inserted, updated not HOT, HOT updated, deleted, locked: a foreign key's check locks the row it points at, FOR KEY SHARE) and B-tree leaf inserts (index entries, counted on the index's table); rows written = inserted + updated + HOT + deleted; WAL bytes = all the cluster wrote over the span. For the product: walletsvc, relay and notifier together; for DTM: its store and the business database.",
 	"statements: pg_stat_statements of the phase's database over the same span (reset at the phase's start): each normalized statement's calls and total execution time (from start to end inside the server, so lock waits and CPU queueing count; planning not included; BEGIN and COMMIT are statements too) ÷ completed sagas, costliest first; share = of the time the database spent executing statements; the bench's own probes, marked by a comment, are left out; [tables] = the tables the statement names. The verdict names the costliest.",
 }
 
@@ -185,7 +207,7 @@ func (r *Results) profiles() []profiled {
 		}
 	}
 	if r.DTM != nil {
-		for _, p := range r.DTM.Phases {
+		for _, p := range append(slices.Clone(r.DTM.Phases), r.DTM.Work...) {
 			if p.Statements != nil {
 				out = append(out, profiled{label: p.label(), completed: p.Completed, st: p.Statements})
 			}
@@ -320,6 +342,57 @@ func mdCells(row []string) []string {
 	out := make([]string, len(row))
 	for i, c := range row {
 		out[i] = strings.ReplaceAll(c, "|", `\|`)
+	}
+	return out
+}
+
+// rowsOf is a phase's rows from the WAL, for the row tables.
+type rowsOf struct {
+	label     string
+	completed int64
+	rows      *RowWrites
+}
+
+// rowTables are what each saga wrote, from the WAL: a line per phase, then table by table
+// for the deposit at 8 clients and DTM doing the wallet's work at 8 clients.
+func (r *Results) rowTables() []table {
+	var all []rowsOf
+	for _, p := range r.Phases {
+		all = append(all, rowsOf{p.label(), p.Completed, p.Rows})
+	}
+	if r.HalfLoad != nil {
+		all = append(all, rowsOf{r.HalfLoad.label(), r.HalfLoad.Completed, r.HalfLoad.Rows})
+	}
+	if r.DTM != nil {
+		for _, p := range append(slices.Clone(r.DTM.Phases), r.DTM.Work...) {
+			all = append(all, rowsOf{p.label(), p.Completed, p.Rows})
+		}
+	}
+	all = slices.DeleteFunc(all, func(o rowsOf) bool { return o.rows == nil || o.completed == 0 })
+	if len(all) == 0 {
+		return nil
+	}
+	per := func(v int64, n int64) string { return f1(float64(v) / float64(n)) }
+	sum := table{title: "What each saga writes (from the WAL, per completed saga; walletsvc, notifier and relay together for the product)",
+		head: []string{"phase", "rows written", "inserted", "updated", "HOT updated", "deleted", "locked (FK checks)", "index entries", "WAL bytes"}}
+	for _, o := range all {
+		t := o.rows.Total()
+		sum.rows = append(sum.rows, []string{o.label, per(t.Rows(), o.completed), per(t.Inserted, o.completed), per(t.Updated, o.completed), per(t.HOT, o.completed),
+			per(t.Deleted, o.completed), per(t.Locked, o.completed), per(t.IndexEntries, o.completed), f0(float64(o.rows.WALBytes) / float64(o.completed))})
+	}
+	out := []table{sum}
+	for _, want := range []string{fmt.Sprintf("deposit × %d", equalWorkClients), fmt.Sprintf("DTM wallet work × %d", equalWorkClients)} {
+		i := slices.IndexFunc(all, func(o rowsOf) bool { return o.label == want })
+		if i < 0 {
+			continue
+		}
+		o := all[i]
+		t := table{title: "Table by table, " + want + " (per completed saga)", head: []string{"table", "inserted", "updated", "HOT updated", "deleted", "locked", "index entries"}}
+		for _, w := range o.rows.Tables {
+			t.rows = append(t.rows, []string{w.Table, per(w.Inserted, o.completed), per(w.Updated, o.completed), per(w.HOT, o.completed),
+				per(w.Deleted, o.completed), per(w.Locked, o.completed), per(w.IndexEntries, o.completed)})
+		}
+		out = append(out, t)
 	}
 	return out
 }

@@ -8,7 +8,7 @@ import (
 )
 
 // startProvider starts the SMS provider the notifier's webhook sender calls (the tests' own,
-// with the contract the README states): it answers after delay, delivers each
+// with the contract docs/API.md states): it answers after delay, delivers each
 // Idempotency-Key once (409 to a key it delivered), and fails failPhone's SMS for good (503)
 // when set.
 func startProvider(delay time.Duration, failPhone string) *smsprovider.Provider {

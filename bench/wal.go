@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -72,6 +73,10 @@ type walInspection struct {
 	db   string // URL
 	span *WALSpan
 	set  func(WriteTx, error)
+	// rowDBs are the databases whose rows count in the span's RowWrites (none: db); rows
+	// takes them (nil: not counted).
+	rowDBs []string
+	rows   func(RowWrites, error)
 }
 
 // inspectWAL reads, after every measured part, the write transactions of each span the
@@ -88,6 +93,9 @@ func (b *bench) inspectWAL(ctx context.Context) error {
 	if b.res.DTM != nil {
 		for i := range b.res.DTM.Phases {
 			todo = append(todo, b.res.DTM.Phases[i].walInspection(b.dtmDB))
+		}
+		for i := range b.res.DTM.Work {
+			todo = append(todo, b.res.DTM.Work[i].walInspection(b.dtmDB, b.dtmWorkDB))
 		}
 	}
 	todo = slices.DeleteFunc(todo, func(w walInspection) bool { return w.span == nil })
@@ -113,6 +121,27 @@ func (b *bench) inspectWAL(ctx context.Context) error {
 			pools[w.db] = db
 		}
 		w.set(writeTx(ctx, db, w.span.From, w.span.To))
+		if w.rows == nil {
+			continue
+		}
+		var all RowWrites
+		var err error
+		for _, u := range append([]string{w.db}, w.rowDBs...) {
+			p, ok := pools[u]
+			if !ok {
+				if p, err = pgxpool.New(ctx, u); err != nil {
+					break
+				}
+				pools[u] = p
+			}
+			var rw RowWrites
+			if rw, err = rowWrites(ctx, p, w.span.From, w.span.To); err != nil {
+				break
+			}
+			all.WALBytes = rw.WALBytes
+			all.Tables = append(all.Tables, rw.Tables...)
+		}
+		w.rows(all, err)
 	}
 	b.res.Notes = append(b.res.Notes, fmt.Sprintf("the WAL of %d phases was read after the last measured part, in %.1f s", len(todo), time.Since(t0).Seconds()))
 	return nil
@@ -127,6 +156,12 @@ func (ph *Phase) walInspection() walInspection {
 			return
 		}
 		ph.Writes = &w
+	}, rows: func(r RowWrites, err error) {
+		if err != nil {
+			ph.Note += " rows: " + err.Error()
+			return
+		}
+		ph.Rows = &r
 	}}
 }
 
@@ -176,4 +211,87 @@ FROM tx`, from, to).Scan(&w.Saga, &w.Notifier, &w.Relay, &w.Other)
 		return w, fmt.Errorf("reading the WAL: %w", err)
 	}
 	return w, nil
+}
+
+// RowWrites is what the transactions of a span wrote, table by table, read from the WAL: rows
+// inserted, updated (HOT or not), deleted and locked (a foreign key's check of the row it
+// points at locks it, FOR KEY SHARE), and the index entries written (B-tree leaf inserts: an
+// insert, and an update that is not HOT, write one in each index of the table whose
+// predicate the row meets).
+type RowWrites struct {
+	Tables []TableWrites `json:"tables"`
+	// WALBytes is all the WAL the cluster wrote over the span.
+	WALBytes int64 `json:"wal_bytes"`
+}
+
+// TableWrites is what a span wrote to one table (schema-qualified outside public).
+type TableWrites struct {
+	Table        string `json:"table"`
+	Inserted     int64  `json:"inserted"`
+	Updated      int64  `json:"updated"` // not HOT
+	HOT          int64  `json:"hot_updated"`
+	Deleted      int64  `json:"deleted"`
+	Locked       int64  `json:"locked"`
+	IndexEntries int64  `json:"index_entries"`
+}
+
+// Total is the sum over the tables.
+func (r RowWrites) Total() TableWrites {
+	t := TableWrites{Table: "all"}
+	for _, w := range r.Tables {
+		t.Inserted += w.Inserted
+		t.Updated += w.Updated
+		t.HOT += w.HOT
+		t.Deleted += w.Deleted
+		t.Locked += w.Locked
+		t.IndexEntries += w.IndexEntries
+	}
+	return t
+}
+
+// Rows is every row written: inserted, updated (a new version each) or deleted.
+func (t TableWrites) Rows() int64 { return t.Inserted + t.Updated + t.HOT + t.Deleted }
+
+// rowWrites reads the WAL between from and to and counts, per table of db's database, the
+// row and index records written.
+func rowWrites(ctx context.Context, db *pgxpool.Pool, from, to string) (RowWrites, error) {
+	var out RowWrites
+	if _, err := db.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS pg_walinspect`); err != nil {
+		return out, fmt.Errorf("pg_walinspect: %w", err)
+	}
+	rows, err := db.Query(ctx, `
+WITH rels AS (
+    SELECT c.relfilenode AS rel,
+        CASE WHEN n.nspname = 'public' THEN '' ELSE n.nspname || '.' END || COALESCE(t.relname, c.relname) AS tbl
+    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+    LEFT JOIN pg_index i ON i.indexrelid = c.oid LEFT JOIN pg_class t ON t.oid = i.indrelid
+    WHERE c.relfilenode <> 0
+), r AS (
+    SELECT resource_manager AS rm, split_part(record_type, '+', 1) AS rt, m[1]::oid AS dbid, m[2]::oid AS rel
+    FROM (SELECT resource_manager, record_type, regexp_match(block_ref, 'rel \d+/(\d+)/(\d+)') AS m
+          FROM pg_get_wal_records_info($1::pg_lsn, $2::pg_lsn) WHERE block_ref IS NOT NULL) x
+    WHERE m IS NOT NULL
+)
+SELECT rels.tbl,
+    count(*) FILTER (WHERE rm = 'Heap' AND rt = 'INSERT') + count(*) FILTER (WHERE rm = 'Heap2' AND rt = 'MULTI_INSERT'),
+    count(*) FILTER (WHERE rm = 'Heap' AND rt = 'UPDATE'),
+    count(*) FILTER (WHERE rm = 'Heap' AND rt = 'HOT_UPDATE'),
+    count(*) FILTER (WHERE rm = 'Heap' AND rt = 'DELETE'),
+    count(*) FILTER (WHERE rm = 'Heap' AND rt = 'LOCK'),
+    count(*) FILTER (WHERE rm = 'Btree' AND rt IN ('INSERT_LEAF', 'INSERT_POST'))
+FROM r JOIN rels USING (rel)
+WHERE r.dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+GROUP BY rels.tbl ORDER BY rels.tbl`, from, to)
+	if err != nil {
+		return out, fmt.Errorf("reading the WAL: %w", err)
+	}
+	out.Tables, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (TableWrites, error) {
+		var t TableWrites
+		return t, r.Scan(&t.Table, &t.Inserted, &t.Updated, &t.HOT, &t.Deleted, &t.Locked, &t.IndexEntries)
+	})
+	if err != nil {
+		return out, fmt.Errorf("reading the WAL: %w", err)
+	}
+	err = db.QueryRow(ctx, `SELECT pg_wal_lsn_diff($2::pg_lsn, $1::pg_lsn)::bigint`, from, to).Scan(&out.WALBytes)
+	return out, err
 }

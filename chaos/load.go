@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/walletsaga/walletsaga/internal/ordering"
 )
 
 // client talks to the wallet replicas the way a careful client does while they crash: every
@@ -231,3 +233,56 @@ func pick(r *rand.Rand, users []user, seed int64, w, n int) operation {
 		return operation{"transfer", "/v1/transfers", key, map[string]any{"from": u.id, "to": to.id, "amount": 100 + r.IntN(9900)}}
 	}
 }
+
+// settle makes a deposit for one user of each queue of the topic and waits until each of
+// them got its SMS, so that the faults hit a stack whose every queue is published and
+// consumed, not one still forming (a broker's first registration, the consumers' first
+// rebalance and locks). A stack that does not settle within settleTimeout fails the run.
+func (r *chaosRun) settle(ctx context.Context, c *client, users []user) error {
+	t0 := time.Now()
+	n := r.cfg.Queues * r.cfg.Brokers
+	chosen := map[int]int64{}
+	for _, u := range users {
+		if failPhone.MatchString(u.phone) {
+			continue
+		}
+		if s := ordering.HashJava.Slot(strconv.FormatInt(u.id, 10), n); chosen[s] == 0 {
+			chosen[s] = u.id
+		}
+	}
+	ids := make([]int64, 0, len(chosen))
+	for s, id := range chosen {
+		ids = append(ids, id)
+		path := "/v1/users/" + strconv.FormatInt(id, 10) + "/deposits"
+		code, out, err := c.call(ctx, s, http.MethodPost, path, fmt.Sprintf("chaos-%d-settle-%d", r.cfg.Seed, s), map[string]any{"amount": 100}, time.Minute)
+		if err != nil {
+			return fmt.Errorf("settling: %w", err)
+		}
+		if code/100 != 2 {
+			return fmt.Errorf("settling: %s: status %d: %v", path, code, out)
+		}
+	}
+	deadline := time.Now().Add(settleTimeout)
+	for {
+		var got int
+		if err := r.ndb.QueryRow(ctx, `SELECT count(DISTINCT user_id) FROM notify.sms_log WHERE user_id = ANY($1)`, ids).Scan(&got); err != nil {
+			return fmt.Errorf("settling: %w", err)
+		}
+		if got == len(ids) {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("settling: %d of the %d queues' users got their SMS within %s", got, len(ids), settleTimeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	r.printf("chaos: settled in %s: a user of each of the %d queues got an SMS; the load and the faults start\n", time.Since(t0).Round(100*time.Millisecond), len(ids))
+	return nil
+}
+
+// settleTimeout bounds settle.
+const settleTimeout = 3 * time.Minute

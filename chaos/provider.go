@@ -15,7 +15,7 @@ import (
 )
 
 // startSMSProvider starts the run's SMS provider, behind the notifiers' webhook sender: the
-// tests' own, with the contract the README states (one delivery per Idempotency-Key; a key
+// tests' own, with the contract docs/API.md states (one delivery per Idempotency-Key; a key
 // it delivered answers 409). It delivers an SMS by writing it to notify.sms_log, where the
 // audit reads what users got; while that table is away (a Postgres restart) it answers 503
 // and delivers nothing. The phones matching fail always get 503 (users whose SMS always

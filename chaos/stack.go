@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -227,4 +228,87 @@ func firstLine(s string) string {
 		return s[:i]
 	}
 	return s
+}
+
+// rmqUser makes env sign as the RocketMQ user scripts/services.sh creates from the variables
+// userVar and secretVar, where they are set (unset, the binaries' defaults are that user's).
+func rmqUser(env map[string]string, userVar, secretVar string) {
+	if u := os.Getenv(userVar); u != "" {
+		env["ROCKETMQ_ACCESS_KEY"] = u
+	}
+	if s := os.Getenv(secretVar); s != "" {
+		env["ROCKETMQ_SECRET_KEY"] = s
+	}
+}
+
+func (r *chaosRun) startSlots(ctx context.Context, dbURL, ndbURL string) error {
+	cfg := r.cfg
+	common := map[string]string{
+		"WALLETSAGA_ENV": "dev", "ROCKETMQ_NAMESRV": fmt.Sprintf("127.0.0.1:%d", cfg.NamesrvPort),
+		"WALLET_EVENTS_TOPIC": cfg.Topic, "LOG_LEVEL": "info", "MIGRATE_ON_START": "true",
+		"PG_STATEMENT_TIMEOUT": pgStatementTimeout.String(), "PG_IDLE_IN_TX_TIMEOUT": pgIdleInTxTimeout.String(),
+	}
+	// A timing-out gateway holds each call for PROVIDER_TIMEOUT: 5 s, so an outage's deposits
+	// are asked again several times while it lasts.
+	walletEnv := map[string]string{"DATABASE_URL": dbURL, "SERVICE_TOKEN": serviceToken, "PRODUCER_GROUP": "wallet-relay",
+		"PAYMENT_GATEWAY_URL": r.provider.URL, "MERCHANT_URL": r.provider.URL, "PROVIDER_TIMEOUT": "5s"}
+	notifierEnv := map[string]string{
+		"NOTIFY_DATABASE_URL": ndbURL, "CONSUMER_GROUP": cfg.Group, "SMS_SENDER": "webhook", "SMS_WEBHOOK_URL": r.sms.URL(), "SMS_TIMEOUT": "2s",
+		"SMS_FAIL_PHONE_PATTERN": "off", "SMS_FAIL_AMOUNT": "0",
+		// The failing phones' SMS are dead-lettered after 6 quick attempts (within 3 s), so
+		// the run can quiet down and audit them; a healthy SMS spends an attempt or two in a
+		// provider outage before the breaker holds it back, far from that bound.
+		"SMS_RETRY_BASE": "100ms", "SMS_RETRY_MAX": "1s", "SMS_MAX_ATTEMPTS": "6", "SMS_DEAD_LETTER_AFTER": "0s",
+		"LANE_LEASE": laneLease.String(),
+	}
+	for k, v := range common {
+		walletEnv[k], notifierEnv[k] = v, v
+	}
+	if cfg.Retention > 0 {
+		walletEnv["RETENTION_SAGAS"], walletEnv["RETENTION_IDEMPOTENCY"] = cfg.Retention.String(), cfg.Retention.String()
+		notifierEnv["RETENTION_WAKES"] = cfg.Retention.String()
+		if cfg.PruneInbox {
+			notifierEnv["RETENTION_INBOX"] = cfg.Retention.String()
+		}
+	}
+	// The binaries sign as the product's RocketMQ users, as deployed: by default the dev
+	// users services.sh creates, or the ones its variables name.
+	rmqUser(walletEnv, "RMQ_WALLET_USER", "RMQ_WALLET_SECRET")
+	rmqUser(notifierEnv, "RMQ_NOTIFIER_USER", "RMQ_NOTIFIER_SECRET")
+	for _, name := range r.names {
+		s := &slot{name: name, logPath: filepath.Join(r.svc.logDir, name+".log"), log: r.log}
+		if strings.HasPrefix(name, "walletsvc") {
+			s.bin, s.args, s.env = filepath.Join(cfg.BinDir, "walletsvc"), []string{"serve"}, walletEnv
+		} else {
+			// Each notifier keeps its name across restarts, so a restarted one takes its queues
+			// back at once (see CONSUMER_INSTANCE).
+			env := maps.Clone(notifierEnv)
+			env["CONSUMER_INSTANCE"] = name
+			s.bin, s.args, s.env = filepath.Join(cfg.BinDir, "notifier"), []string{"run"}, env
+		}
+		r.slots[name] = s
+		// One at a time: the first applies the migrations.
+		if err := s.up(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *chaosRun) stopSlots() {
+	var wg sync.WaitGroup
+	for _, s := range r.slots {
+		wg.Go(func() {
+			if err := s.down(30 * time.Second); err != nil {
+				r.log.Warn("stopping", "slot", s.name, "err", err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// brokerPort is where scripts/services.sh has broker name listen: -broker-port for broker-a,
+// 20 ports up for each next one.
+func (r *chaosRun) brokerPort(name string) int {
+	return r.cfg.BrokerPort + 20*int(name[len(name)-1]-'a')
 }

@@ -58,7 +58,7 @@ const TopicsService = "topics"
 var createLine = regexp.MustCompile(`(?m)^\s*create\s+(\S+)\s+([0-9]+)\s*$`)
 
 // Topics returns what the topics service creates, topic name → queues, read from the
-// `create TOPIC QUEUES` lines of its script. deploy/compose_test.go runs that script against a
+// `create TOPIC QUEUES` lines of its script. deploy/rocketmq_test.go runs that script against a
 // stand-in mqadmin, which holds this reading to what the script does.
 func Topics(p *types.Project) (map[string]int, error) {
 	svc, err := p.GetService(TopicsService)

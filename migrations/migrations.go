@@ -29,10 +29,22 @@ import (
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/database"
 	"github.com/pressly/goose/v3/lock"
+
+	"github.com/walletsaga/walletsaga/internal/pg"
 )
 
 //go:embed wallet/*.sql notify/*.sql
 var files embed.FS
+
+// The statements of adoptLegacy, one a file in sql/.
+var (
+	//go:embed sql/try_adopt_lock.sql
+	tryAdoptLockSQL string
+	//go:embed sql/version_tables.sql
+	versionTablesSQL string
+	//go:embed sql/combined_applied.sql
+	combinedAppliedSQL string
+)
 
 // Sequence is one service's migrations.
 type Sequence struct {
@@ -78,6 +90,8 @@ func (s Sequence) Provider(db *sql.DB, opts ...goose.ProviderOption) (*goose.Pro
 // returns the resulting version. It holds the sequence's advisory lock while it works.
 func (s Sequence) Migrate(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) (int64, error) {
 	if s.schema != "" {
+		// Built here, not a file in sql/: the schema is the sequence's, and an identifier
+		// cannot be a parameter.
 		if _, err := pool.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+pgx.Identifier{s.schema}.Sanitize()); err != nil {
 			return 0, fmt.Errorf("migrations %s: schema: %w", s.Name, err)
 		}
@@ -159,7 +173,7 @@ func (s Sequence) adoptUnderLock(ctx context.Context, db *sql.DB, log *slog.Logg
 			_ = tx.Rollback()
 		}
 	}()
-	if err := tx.QueryRowContext(ctx, `SELECT pg_try_advisory_xact_lock($1)`, s.lockID).Scan(&held); err != nil || !held {
+	if err := tx.QueryRowContext(ctx, tryAdoptLockSQL, pg.Args{"lock_id": s.lockID}).Scan(&held); err != nil || !held {
 		if err != nil {
 			err = fmt.Errorf("migrations %s: adopt: %w", s.Name, err)
 		}
@@ -176,8 +190,7 @@ func (s Sequence) adopt(ctx context.Context, tx *sql.Tx, log *slog.Logger) (err 
 		}
 	}()
 	var ours, combined bool
-	if err := tx.QueryRowContext(ctx, `SELECT to_regclass($1) IS NOT NULL, to_regclass('public.goose_db_version') IS NOT NULL`,
-		s.table).Scan(&ours, &combined); err != nil {
+	if err := tx.QueryRowContext(ctx, versionTablesSQL, pg.Args{"table": s.table}).Scan(&ours, &combined); err != nil {
 		return fmt.Errorf("migrations %s: adopt: %w", s.Name, err)
 	}
 	var applied []int64
@@ -212,8 +225,7 @@ func (s Sequence) adopt(ctx context.Context, tx *sql.Tx, log *slog.Logger) (err 
 
 // appliedOf returns which of versions the combined version table records as applied.
 func appliedOf(ctx context.Context, tx *sql.Tx, versions []int64) ([]int64, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT DISTINCT version_id FROM public.goose_db_version
-		WHERE is_applied AND version_id = ANY($1) ORDER BY version_id`, versions)
+	rows, err := tx.QueryContext(ctx, combinedAppliedSQL, pg.Args{"versions": versions})
 	if err != nil {
 		return nil, err
 	}

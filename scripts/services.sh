@@ -32,7 +32,7 @@
 #   RMQ_NOTIFIER_USER / RMQ_NOTIFIER_SECRET  notifier: consume RMQ_EVENTS_TOPIC as group
 #                                            RMQ_NOTIFIER_GROUP, publish to and read its DLQ
 # The name server checks no signature (RocketMQ 5.3 has no access control there): see the
-# README's trust model.
+# trust boundaries of docs/ARCHITECTURE.md.
 #
 # Every knob is an environment variable with a default that matches the rest of the repo.
 set -Eeuo pipefail

@@ -66,6 +66,13 @@ func TestDefaultsMatchTheDevStack(t *testing.T) {
 	require.ErrorContains(t, err, "CONSUMER_GROUP")
 }
 
+// TestConfigReference holds docs/CONFIGURATION.md's notifier section to the flags notifier
+// defines (go test ./cmd/... -run ConfigReference -update rewrites it).
+func TestConfigReference(t *testing.T) {
+	t.Parallel()
+	binarytest.RequireConfigReference(t, "notifier", "run", parseConfig)
+}
+
 func TestRunAnswersProbesAndStopsGracefully(t *testing.T) {
 	t.Parallel()
 	b, topic, group := ownTopic(t, "run", 8)

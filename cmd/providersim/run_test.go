@@ -16,6 +16,7 @@ import (
 	"github.com/walletsaga/walletsaga/internal/harness/procs"
 	"github.com/walletsaga/walletsaga/internal/provider"
 	"github.com/walletsaga/walletsaga/internal/providersim"
+	"github.com/walletsaga/walletsaga/internal/testutil/binarytest"
 	"github.com/walletsaga/walletsaga/internal/testutil/testdb"
 	"github.com/walletsaga/walletsaga/internal/wallet"
 )
@@ -88,6 +89,13 @@ func TestConfigValidation(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "127.0.0.1:8082", cfg.HTTPAddr)
 	require.Equal(t, providersim.DevToken, cfg.Token)
+}
+
+// TestConfigReference holds docs/CONFIGURATION.md's providersim section to the flags providersim
+// defines (go test ./cmd/... -run ConfigReference -update rewrites it).
+func TestConfigReference(t *testing.T) {
+	t.Parallel()
+	binarytest.RequireConfigReference(t, "providersim", "serve", parseConfig)
 }
 
 // A WALLETSAGA_ENV that is no mode, and arguments serve does not take, are problems among

@@ -93,6 +93,13 @@ func TestDefaultsMatchTheDevStack(t *testing.T) {
 	require.Equal(t, "walletsaga-dev-"+spec.DevRocketMQUser+"-secret", cfg.RocketMQSecretKey, "with its documented dev secret")
 }
 
+// TestConfigReference holds docs/CONFIGURATION.md's walletsvc section to the flags walletsvc
+// defines (go test ./cmd/... -run ConfigReference -update rewrites it).
+func TestConfigReference(t *testing.T) {
+	t.Parallel()
+	binarytest.RequireConfigReference(t, "walletsvc", "serve", parseConfig)
+}
+
 func TestTokensComeFromEnvOrFilesAndAreNeverShown(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()

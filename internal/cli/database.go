@@ -26,6 +26,10 @@ import (
 func (f *Flags) DatabaseURL(p *string, env, fallback, devDef string, required bool, usage string) {
 	name, fileEnv := FlagName(env), env+"_FILE"
 	var fromFlag, file string
+	f.required[env] = required
+	if f.mode == Dev {
+		f.defaults[env] = devDef
+	}
 	where := describeDevDefault(devDef)
 	if fallback != "" {
 		where = fallback + " (or " + fallback + "_FILE), then " + where

@@ -35,6 +35,10 @@ type Flags struct {
 	// only, when not nil, limits the required checks to these settings (a subcommand that
 	// needs few of them).
 	only map[string]bool
+	// required names the settings production needs given, and defaults the defaults applied
+	// after parsing rather than held by their flag, for Reference.
+	required map[string]bool
+	defaults map[string]string
 }
 
 // OnlyRequire limits the settings that must be given in production to envs (for a
@@ -54,7 +58,10 @@ func (f *Flags) requires(env string) bool { return f.only == nil || f.only[env] 
 func NewFlags(name string, mode Mode, getenv func(string) string, out io.Writer, commands ...[2]string) *Flags {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(out)
-	f := &Flags{fs: fs, getenv: getenv, mode: mode}
+	f := &Flags{fs: fs, getenv: getenv, mode: mode, required: map[string]bool{}, defaults: map[string]string{}}
+	if c, ok := out.(*capture); ok {
+		c.flags = f // Reference asked for the flags a binary binds
+	}
 	fs.Usage = func() {
 		w := fs.Output()
 		if len(commands) > 0 {
@@ -112,6 +119,7 @@ func (f *Flags) String(p *string, env, def, usage string) {
 // could read in the README, is worse than a refusal to start).
 func (f *Flags) DevString(p *string, env, devDef, usage string) {
 	f.DevOptional(p, env, devDef, usage)
+	f.required[env] = true
 	f.after = append(f.after, func() {
 		if *p == "" && f.requires(env) {
 			f.problems.Addf(env, "required (set --%s or %s)", FlagName(env), env)
@@ -144,7 +152,7 @@ func (f *Flags) Secret(p *string, env, devDef, usage string) {
 	*p = f.getenv(env)
 	fileEnv := env + "_FILE"
 	var file string
-	f.fs.Var(refusedSecret{f: f, env: env, usage: usage}, FlagName(env), usage)
+	f.fs.Var(refusedSecret{f: f, env: env, usage: usage, devDefault: devDef != ""}, FlagName(env), usage)
 	f.String(&file, fileEnv, "", "file holding "+env+": "+usage)
 	f.after = append(f.after, func() {
 		if file != "" {
@@ -166,6 +174,8 @@ type refusedSecret struct {
 	f     *Flags
 	env   string
 	usage string
+	// devDefault: dev has a documented value for it (never shown).
+	devDefault bool
 }
 
 func (r refusedSecret) String() string { return "" }

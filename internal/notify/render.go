@@ -73,20 +73,28 @@ func render(e walletevent.Event, table map[string]map[walletevent.Kind]string) (
 	if !ok {
 		return SMS{}, apperr.New(apperr.Internal, "render: user %d seq %d: no %s text for kind %q", e.UserID, e.Seq, locale, e.Kind)
 	}
-	text := fmt.Sprintf(tmpl, FormatMoney(e.Amount, e.Currency), FormatMoney(e.BalanceAfter, e.Currency))
+	return Compose(e, fmt.Sprintf(tmpl, FormatMoney(e.Amount, e.Currency), FormatMoney(e.BalanceAfter, e.Currency))), nil
+}
+
+// Compose returns the SMS for event e with text, the text Render gave it: the lanes send
+// the text the inbox rendered and stored on arrival, with the rest (phone, locale, amount,
+// when it occurred) from the stored event, so that an SMS is rendered once. Its
+// IdempotencyKey is left to the caller, as Render's is.
+func Compose(e walletevent.Event, text string) SMS {
 	return SMS{
-		UserID: e.UserID,
-		Seq:    e.Seq,
-		Phone:  e.Phone,
-		Locale: locale,
-		Kind:   string(e.Kind),
-		Amount: e.Amount,
-		Text:   text,
-	}, nil
+		UserID:     e.UserID,
+		Seq:        e.Seq,
+		Phone:      e.Phone,
+		Locale:     ResolveLocale(e.Locale),
+		Kind:       string(e.Kind),
+		Amount:     e.Amount,
+		Text:       text,
+		OccurredAt: e.OccurredAt,
+	}
 }
 
 // validateForRender checks what Render relies on. The version is not checked: an event
-// stored by the gate is rendered again long after it was decoded.
+// stored by the inbox is rendered again, for an operator's replay, long after it was decoded.
 func validateForRender(e walletevent.Event) error {
 	switch {
 	case e.UserID <= 0:

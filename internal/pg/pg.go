@@ -5,6 +5,7 @@ package pg
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"net/url"
@@ -80,12 +81,15 @@ type Durability struct {
 	SynchronousCommit string // on, remote_apply, remote_write, local or off
 }
 
+//go:embed sql/read_durability.sql
+var readDurabilitySQL string
+
 // ReadDurability asks the server behind q (SHOW, as seen by this session).
 func ReadDurability(ctx context.Context, q interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }) (Durability, error) {
 	var d Durability
-	if err := q.QueryRow(ctx, `SELECT current_setting('fsync'), current_setting('synchronous_commit')`).Scan(&d.Fsync, &d.SynchronousCommit); err != nil {
+	if err := q.QueryRow(ctx, readDurabilitySQL).Scan(&d.Fsync, &d.SynchronousCommit); err != nil {
 		return d, fmt.Errorf("reading fsync and synchronous_commit: %w", err)
 	}
 	return d, nil
@@ -166,7 +170,9 @@ func UntilDeadline(ctx context.Context) Bounds {
 	return Bounds{Lock: left, Statement: left, IdleInTx: left}
 }
 
-// beginQuery is BEGIN and the SET LOCALs of b, sent as one simple-protocol message.
+// beginQuery is BEGIN and the SET LOCALs of b, sent as one simple-protocol message. It is
+// built here, not a file in sql/: which settings it sets depends on b, and SET takes no
+// parameters.
 func (b Bounds) beginQuery() string {
 	q := "BEGIN"
 	for _, s := range []struct {

@@ -13,6 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
+
+	"github.com/walletsaga/walletsaga/internal/pg"
 )
 
 // Schema is the Postgres schema the simulator's tables and goose version table live in.
@@ -24,6 +26,30 @@ const migrationLockID = 0x70726f7669646572 // "provider"
 
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
+
+// The store's statements, one a file in sql/.
+var (
+	//go:embed sql/create_schema.sql
+	createSchemaSQL string
+	//go:embed sql/charge.sql
+	chargeSQL string
+	//go:embed sql/refund.sql
+	refundSQL string
+	//go:embed sql/place_order.sql
+	placeOrderSQL string
+	//go:embed sql/cancel_order.sql
+	cancelOrderSQL string
+	//go:embed sql/payout.sql
+	payoutSQL string
+	//go:embed sql/cancel_payout.sql
+	cancelPayoutSQL string
+	//go:embed sql/list_charges.sql
+	listChargesSQL string
+	//go:embed sql/list_orders.sql
+	listOrdersSQL string
+	//go:embed sql/list_payouts.sql
+	listPayoutsSQL string
+)
 
 // PostgresStore is a Store in Postgres, in the schema Schema: its own tables, its own goose
 // migrations and version table, apart from the product's.
@@ -38,7 +64,7 @@ func NewPostgresStore(pool *pgxpool.Pool) *PostgresStore { return &PostgresStore
 func Migrate(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) (int64, error) {
 	// goose creates its version table before the first migration runs, so the schema that
 	// holds it has to exist first.
-	if _, err := pool.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+Schema); err != nil {
+	if _, err := pool.Exec(ctx, createSchemaSQL); err != nil {
 		return 0, fmt.Errorf("providersim: schema: %w", err)
 	}
 	db := stdlib.OpenDBFromPool(pool)
@@ -72,8 +98,6 @@ func migrateDB(ctx context.Context, db *sql.DB, log *slog.Logger) (int64, error)
 	return p.GetDBVersion(ctx)
 }
 
-const chargeColumns = `key, charge_id, user_id, amount, currency, source, status, refund_key, attempts, created_at`
-
 func scanCharge(row pgx.Row) (Charge, error) {
 	var c Charge
 	err := row.Scan(&c.Key, &c.ID, &c.UserID, &c.Amount, &c.Currency, &c.Source, &c.Status, &c.RefundKey, &c.Attempts, &c.CreatedAt)
@@ -82,11 +106,9 @@ func scanCharge(row pgx.Row) (Charge, error) {
 
 // Charge implements Store.
 func (s *PostgresStore) Charge(ctx context.Context, c Charge) (Charge, error) {
-	got, err := scanCharge(s.pool.QueryRow(ctx, `
-INSERT INTO providersim.charges (key, charge_id, user_id, amount, currency, source, status)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
-ON CONFLICT (key) DO UPDATE SET attempts = charges.attempts + 1
-RETURNING `+chargeColumns, c.Key, c.ID, c.UserID, c.Amount, c.Currency, c.Source, c.Status))
+	got, err := scanCharge(s.pool.QueryRow(ctx, chargeSQL, pg.Args{
+		"key": c.Key, "charge_id": c.ID, "user_id": c.UserID, "amount": c.Amount, "currency": c.Currency, "source": c.Source, "status": c.Status,
+	}))
 	if err != nil {
 		return Charge{}, fmt.Errorf("providersim: charge: %w", err)
 	}
@@ -95,20 +117,12 @@ RETURNING `+chargeColumns, c.Key, c.ID, c.UserID, c.Amount, c.Currency, c.Source
 
 // Refund implements Store.
 func (s *PostgresStore) Refund(ctx context.Context, chargeKey, refundKey, voidID string) (Charge, error) {
-	got, err := scanCharge(s.pool.QueryRow(ctx, `
-INSERT INTO providersim.charges (key, charge_id, user_id, amount, currency, source, status, refund_key, attempts)
-VALUES ($1, $2, 0, 0, '', '', 'voided', $3, 0)
-ON CONFLICT (key) DO UPDATE SET
-    status = CASE WHEN charges.status = 'charged' THEN 'refunded' ELSE charges.status END,
-    refund_key = CASE WHEN charges.status = 'charged' THEN $3 ELSE charges.refund_key END
-RETURNING `+chargeColumns, chargeKey, voidID, refundKey))
+	got, err := scanCharge(s.pool.QueryRow(ctx, refundSQL, pg.Args{"key": chargeKey, "charge_id": voidID, "refund_key": refundKey}))
 	if err != nil {
 		return Charge{}, fmt.Errorf("providersim: refund: %w", err)
 	}
 	return got, nil
 }
-
-const orderColumns = `key, order_id, merchant, reference, amount, currency, status, cancel_key, attempts, created_at`
 
 func scanOrder(row pgx.Row) (Order, error) {
 	var o Order
@@ -118,13 +132,10 @@ func scanOrder(row pgx.Row) (Order, error) {
 
 // PlaceOrder implements Store.
 func (s *PostgresStore) PlaceOrder(ctx context.Context, o Order, pendingAttempts int) (Order, error) {
-	got, err := scanOrder(s.pool.QueryRow(ctx, `
-INSERT INTO providersim.orders (key, order_id, merchant, reference, amount, currency, status)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
-ON CONFLICT (key) DO UPDATE SET
-    attempts = orders.attempts + 1,
-    status = CASE WHEN orders.status = 'pending' AND orders.attempts + 1 > $8 THEN 'placed' ELSE orders.status END
-RETURNING `+orderColumns, o.Key, o.ID, o.Merchant, o.Reference, o.Amount, o.Currency, o.Status, pendingAttempts))
+	got, err := scanOrder(s.pool.QueryRow(ctx, placeOrderSQL, pg.Args{
+		"key": o.Key, "order_id": o.ID, "merchant": o.Merchant, "reference": o.Reference, "amount": o.Amount, "currency": o.Currency,
+		"status": o.Status, "pending_attempts": pendingAttempts,
+	}))
 	if err != nil {
 		return Order{}, fmt.Errorf("providersim: order: %w", err)
 	}
@@ -133,20 +144,12 @@ RETURNING `+orderColumns, o.Key, o.ID, o.Merchant, o.Reference, o.Amount, o.Curr
 
 // CancelOrder implements Store.
 func (s *PostgresStore) CancelOrder(ctx context.Context, orderKey, cancelKey, voidID string) (Order, error) {
-	got, err := scanOrder(s.pool.QueryRow(ctx, `
-INSERT INTO providersim.orders (key, order_id, merchant, reference, amount, currency, status, cancel_key, attempts)
-VALUES ($1, $2, '', '', 0, '', 'voided', $3, 0)
-ON CONFLICT (key) DO UPDATE SET
-    status = CASE WHEN orders.status = 'pending' THEN 'cancelled' ELSE orders.status END,
-    cancel_key = CASE WHEN orders.status = 'pending' THEN $3 ELSE orders.cancel_key END
-RETURNING `+orderColumns, orderKey, voidID, cancelKey))
+	got, err := scanOrder(s.pool.QueryRow(ctx, cancelOrderSQL, pg.Args{"key": orderKey, "order_id": voidID, "cancel_key": cancelKey}))
 	if err != nil {
 		return Order{}, fmt.Errorf("providersim: cancel: %w", err)
 	}
 	return got, nil
 }
-
-const payoutColumns = `key, payout_id, user_id, amount, currency, destination, status, cancel_key, attempts, created_at`
 
 func scanPayout(row pgx.Row) (Payout, error) {
 	var p Payout
@@ -156,13 +159,10 @@ func scanPayout(row pgx.Row) (Payout, error) {
 
 // Payout implements Store.
 func (s *PostgresStore) Payout(ctx context.Context, p Payout, pendingAttempts int) (Payout, error) {
-	got, err := scanPayout(s.pool.QueryRow(ctx, `
-INSERT INTO providersim.payouts (key, payout_id, user_id, amount, currency, destination, status)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
-ON CONFLICT (key) DO UPDATE SET
-    attempts = payouts.attempts + 1,
-    status = CASE WHEN payouts.status = 'pending' AND payouts.attempts + 1 > $8 THEN 'paid' ELSE payouts.status END
-RETURNING `+payoutColumns, p.Key, p.ID, p.UserID, p.Amount, p.Currency, p.Destination, p.Status, pendingAttempts))
+	got, err := scanPayout(s.pool.QueryRow(ctx, payoutSQL, pg.Args{
+		"key": p.Key, "payout_id": p.ID, "user_id": p.UserID, "amount": p.Amount, "currency": p.Currency, "destination": p.Destination,
+		"status": p.Status, "pending_attempts": pendingAttempts,
+	}))
 	if err != nil {
 		return Payout{}, fmt.Errorf("providersim: payout: %w", err)
 	}
@@ -171,13 +171,7 @@ RETURNING `+payoutColumns, p.Key, p.ID, p.UserID, p.Amount, p.Currency, p.Destin
 
 // CancelPayout implements Store.
 func (s *PostgresStore) CancelPayout(ctx context.Context, payoutKey, cancelKey, voidID string) (Payout, error) {
-	got, err := scanPayout(s.pool.QueryRow(ctx, `
-INSERT INTO providersim.payouts (key, payout_id, user_id, amount, currency, destination, status, cancel_key, attempts)
-VALUES ($1, $2, 0, 0, '', '', 'voided', $3, 0)
-ON CONFLICT (key) DO UPDATE SET
-    status = CASE WHEN payouts.status = 'pending' THEN 'cancelled' ELSE payouts.status END,
-    cancel_key = CASE WHEN payouts.status = 'pending' THEN $3 ELSE payouts.cancel_key END
-RETURNING `+payoutColumns, payoutKey, voidID, cancelKey))
+	got, err := scanPayout(s.pool.QueryRow(ctx, cancelPayoutSQL, pg.Args{"key": payoutKey, "payout_id": voidID, "cancel_key": cancelKey}))
 	if err != nil {
 		return Payout{}, fmt.Errorf("providersim: cancel payout: %w", err)
 	}
@@ -186,7 +180,7 @@ RETURNING `+payoutColumns, payoutKey, voidID, cancelKey))
 
 // Charges implements Store.
 func (s *PostgresStore) Charges(ctx context.Context) ([]Charge, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+chargeColumns+` FROM providersim.charges ORDER BY created_at, key`)
+	rows, err := s.pool.Query(ctx, listChargesSQL)
 	if err != nil {
 		return nil, fmt.Errorf("providersim: charges: %w", err)
 	}
@@ -199,7 +193,7 @@ func (s *PostgresStore) Charges(ctx context.Context) ([]Charge, error) {
 
 // Orders implements Store.
 func (s *PostgresStore) Orders(ctx context.Context) ([]Order, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+orderColumns+` FROM providersim.orders ORDER BY created_at, key`)
+	rows, err := s.pool.Query(ctx, listOrdersSQL)
 	if err != nil {
 		return nil, fmt.Errorf("providersim: orders: %w", err)
 	}
@@ -212,7 +206,7 @@ func (s *PostgresStore) Orders(ctx context.Context) ([]Order, error) {
 
 // Payouts implements Store.
 func (s *PostgresStore) Payouts(ctx context.Context) ([]Payout, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+payoutColumns+` FROM providersim.payouts ORDER BY created_at, key`)
+	rows, err := s.pool.Query(ctx, listPayoutsSQL)
 	if err != nil {
 		return nil, fmt.Errorf("providersim: payouts: %w", err)
 	}

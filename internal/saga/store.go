@@ -2,6 +2,7 @@ package saga
 
 import (
 	"context"
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,7 +17,37 @@ import (
 	"github.com/walletsaga/walletsaga/internal/pg"
 )
 
-// All of the engine's SQL lives in this file.
+// All of the engine's SQL is in sql/*.sql, one statement a file, embedded here; this file
+// runs them. listSQL is the one statement built in Go (see there why).
+
+var (
+	//go:embed sql/allocate_ids.sql
+	allocateIDsSQL string
+	//go:embed sql/insert_saga.sql
+	insertSagaSQL string
+	//go:embed sql/update_saga.sql
+	updateSagaSQL string
+	//go:embed sql/claim_sagas.sql
+	claimSagasSQL string
+	//go:embed sql/lock_saga.sql
+	lockSagaSQL string
+	//go:embed sql/retry_saga.sql
+	retrySagaSQL string
+	//go:embed sql/resolve_saga.sql
+	resolveSagaSQL string
+	//go:embed sql/count_sagas.sql
+	countSagasSQL string
+	//go:embed sql/ended_sagas.sql
+	endedSagasSQL string
+	//go:embed sql/get_saga.sql
+	getSagaSQL string
+	//go:embed sql/get_saga_steps.sql
+	getSagaStepsSQL string
+	//go:embed sql/prune_finished.sql
+	pruneFinishedSQL string
+	//go:embed sql/oldest_finished.sql
+	oldestFinishedSQL string
+)
 
 // constraintFenceHeld is the CHECK constraint a fenced update violates when the runner no
 // longer holds the saga (see queueUpdate).
@@ -35,7 +66,7 @@ func isTransient(err error) bool {
 
 // allocateIDs takes n saga ids from the sagas' sequence in one round trip.
 func allocateIDs(ctx context.Context, pool *pgxpool.Pool, n int) ([]int64, error) {
-	rows, err := pool.Query(ctx, `SELECT nextval(pg_get_serial_sequence('sagas', 'id')) FROM generate_series(1, $1)`, n)
+	rows, err := pool.Query(ctx, allocateIDsSQL, pg.Args{"n": n})
 	if err != nil {
 		return nil, fmt.Errorf("saga: allocate ids: %w", err)
 	}
@@ -74,35 +105,9 @@ func (w sagaWrite) errCols() (set bool, code, msg *string) {
 	return true, &w.Err.Code, &w.Err.Message
 }
 
-// stepsSQL is the part of a saga's statement that writes the history of one commit (after
-// the CTE s, the saga's own insert or update): the first record updates the open (pending)
-// row of its step and phase if there is one, and every other record is a new row, numbered
-// after the saga's last. Its parameters are $14..$20, after the saga's 13.
-const stepsSQL = `
-, r AS (
-    SELECT * FROM unnest($14::int[], $15::text[], $16::text[], $17::text[], $18::int[], $19::text[], $20::text[])
-        WITH ORDINALITY AS r(step, name, phase, status, attempts, error_code, error_message, ord)
-), upd AS (
-    UPDATE saga_steps st SET status = r.status, attempts = r.attempts,
-        error_code = CASE WHEN r.status = 'done' THEN NULL ELSE COALESCE(r.error_code, st.error_code) END,
-        error_message = CASE WHEN r.status = 'done' THEN NULL ELSE COALESCE(r.error_message, st.error_message) END,
-        finished_at = CASE WHEN r.status = 'pending' THEN NULL ELSE now() END
-    FROM r
-    WHERE r.ord = 1 AND st.saga_id = $1 AND st.step = r.step AND st.phase = r.phase AND st.status = 'pending'
-    RETURNING 1
-), base AS (
-    SELECT COALESCE(max(seq), 0) AS last FROM saga_steps WHERE saga_id = $1
-), ins AS (
-    INSERT INTO saga_steps (saga_id, seq, step, name, phase, status, attempts, error_code, error_message, finished_at)
-    SELECT $1, base.last + row_number() OVER (ORDER BY r.ord), r.step, r.name, r.phase, r.status, r.attempts,
-        r.error_code, r.error_message, CASE WHEN r.status = 'pending' THEN NULL ELSE now() END
-    FROM r, base
-    WHERE NOT (r.ord = 1 AND EXISTS (SELECT 1 FROM upd))
-)
-SELECT created_at, updated_at, step_since FROM s`
-
-// stepArgs are the history parameters of stepsSQL, $14..$20.
-func stepArgs(recs []stepWrite) []any {
+// withSteps adds to args the history of one commit, the @step_* arrays of insert_saga.sql
+// and update_saga.sql: one element per record.
+func withSteps(args pg.Args, recs []stepWrite) pg.Args {
 	n := len(recs)
 	steps, names, phases, statuses := make([]int32, n), make([]string, n), make([]string, n), make([]string, n)
 	attempts := make([]int32, n)
@@ -113,15 +118,9 @@ func stepArgs(recs []stepWrite) []any {
 			codes[i], msgs[i] = &r.Err.Code, &r.Err.Message
 		}
 	}
-	return []any{steps, names, phases, statuses, attempts, codes, msgs}
-}
-
-// withSteps appends the history parameters to the saga's 13.
-func withSteps(args []any, recs []stepWrite) []any {
-	if len(args) != 13 {
-		panic(fmt.Sprintf("saga: %d saga parameters before the history's", len(args)))
-	}
-	return append(args, stepArgs(recs)...)
+	args["step_steps"], args["step_names"], args["step_phases"], args["step_statuses"] = steps, names, phases, statuses
+	args["step_attempts"], args["step_error_codes"], args["step_error_messages"] = attempts, codes, msgs
+	return args
 }
 
 // queueInsert queues, as one statement, the insert of a new saga (Start's commit), with the
@@ -133,17 +132,11 @@ func queueInsert(b *pgx.Batch, w sagaWrite, recs []stepWrite, traceparent string
 	if w.Keep {
 		owner = &w.Owner
 	}
-	b.Queue(`
-WITH s AS (
-    INSERT INTO sagas (id, kind, state, input, data, step, phase, attempts, error_code, error_message,
-                       next_run_at, lease_owner, fence, step_since, traceparent, key_nonce)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, now() + make_interval(secs => $11), $12, $13::bigint, now(),
-            NULLIF($21::text, ''), $22::uuid)
-    RETURNING created_at, updated_at, step_since
-)`+stepsSQL,
-		append(withSteps([]any{w.ID, w.Kind, w.To.State, w.Input, w.Data, w.To.Step, w.To.Phase, w.To.Attempts, code, msg,
-			w.Due.Seconds(), owner, w.Fence}, recs), traceparent, nonce)...,
-	).QueryRow(func(row pgx.Row) error { return row.Scan(&out.CreatedAt, &out.UpdatedAt, &out.StepSince) })
+	b.Queue(insertSagaSQL, withSteps(pg.Args{
+		"id": w.ID, "kind": w.Kind, "state": w.To.State, "input": w.Input, "data": w.Data,
+		"step": w.To.Step, "phase": w.To.Phase, "attempts": w.To.Attempts, "error_code": code, "error_message": msg,
+		"due_secs": w.Due.Seconds(), "lease_owner": owner, "fence": w.Fence, "traceparent": traceparent, "key_nonce": nonce,
+	}, recs)).QueryRow(func(row pgx.Row) error { return row.Scan(&out.CreatedAt, &out.UpdatedAt, &out.StepSince) })
 }
 
 // queueUpdate queues, as one statement, a runner's update of its saga and the history of the
@@ -153,22 +146,11 @@ WITH s AS (
 // (isFenceLost) before any of its other statements.
 func queueUpdate(b *pgx.Batch, w sagaWrite, recs []stepWrite, out *written) {
 	set, code, msg := w.errCols()
-	b.Queue(`
-WITH s AS (
-    UPDATE sagas SET state = $3, step = $4, phase = $5, attempts = $6, data = $7,
-        error_code = CASE WHEN $8::boolean THEN $9 ELSE error_code END,
-        error_message = CASE WHEN $8::boolean THEN $10 ELSE error_message END,
-        step_since = CASE WHEN $11::boolean THEN now() ELSE step_since END,
-        next_run_at = now() + make_interval(secs => $12),
-        lease_owner = CASE WHEN $13::boolean THEN lease_owner END,
-        fence = CASE WHEN fence = $2::bigint THEN fence ELSE -1 END,
-        updated_at = now()
-    WHERE id = $1
-    RETURNING created_at, updated_at, step_since
-)`+stepsSQL,
-		withSteps([]any{w.ID, w.Fence, w.To.State, w.To.Step, w.To.Phase, w.To.Attempts, w.Data, set, code, msg,
-			w.NewPosition, w.Due.Seconds(), w.Keep}, recs)...,
-	).QueryRow(func(row pgx.Row) error { return row.Scan(&out.CreatedAt, &out.UpdatedAt, &out.StepSince) })
+	b.Queue(updateSagaSQL, withSteps(pg.Args{
+		"id": w.ID, "fence": w.Fence, "state": w.To.State, "step": w.To.Step, "phase": w.To.Phase,
+		"attempts": w.To.Attempts, "data": w.Data, "set_error": set, "error_code": code, "error_message": msg,
+		"new_position": w.NewPosition, "due_secs": w.Due.Seconds(), "keep": w.Keep,
+	}, recs)).QueryRow(func(row pgx.Row) error { return row.Scan(&out.CreatedAt, &out.UpdatedAt, &out.StepSince) })
 }
 
 // claimed is a saga a recovery runner took over.
@@ -191,25 +173,9 @@ type claimed struct {
 // or whose lease expired, skipping rows others hold locked and the ids in exclude: a new
 // fence each, and the attempt they are about to make counted.
 func claimSagas(ctx context.Context, pool *pgxpool.Pool, owner string, lease time.Duration, kinds []string, exclude []int64, limit int) ([]claimed, error) {
-	rows, err := pool.Query(ctx, `
-WITH due AS (
-    SELECT id FROM sagas
-    WHERE state IN ('running', 'compensating') AND next_run_at <= now()
-      AND kind = ANY($3) AND id <> ALL($4)
-    ORDER BY next_run_at
-    LIMIT $5
-    FOR UPDATE SKIP LOCKED
-), c AS (
-    UPDATE sagas s SET lease_owner = $1, next_run_at = now() + make_interval(secs => $2),
-        fence = s.fence + 1, attempts = s.attempts + 1, updated_at = now()
-    FROM due WHERE s.id = due.id
-    RETURNING s.id, s.kind, s.state, s.step, s.phase, s.attempts, s.input, s.data, s.fence, s.step_since,
-        s.error_code, s.error_message, COALESCE(s.traceparent, ''), s.key_nonce
-), h AS (
-    UPDATE saga_steps st SET attempts = c.attempts
-    FROM c WHERE st.saga_id = c.id AND st.step = c.step AND st.phase = c.phase AND st.status = 'pending'
-)
-SELECT * FROM c`, owner, lease.Seconds(), kinds, exclude, limit)
+	rows, err := pool.Query(ctx, claimSagasSQL, pg.Args{
+		"owner": owner, "lease_secs": lease.Seconds(), "kinds": kinds, "exclude": exclude, "limit": limit,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("saga: claim: %w", err)
 	}
@@ -244,7 +210,7 @@ func errorInfo(code, msg *string) *ErrorInfo {
 // window, restoring the failure that started the compensation as its error.
 func retrySaga(ctx context.Context, tx pgx.Tx, id int64) error {
 	var state State
-	err := tx.QueryRow(ctx, `SELECT state FROM sagas WHERE id = $1 FOR UPDATE`, id).Scan(&state)
+	err := tx.QueryRow(ctx, lockSagaSQL, pg.Args{"id": id}).Scan(&state)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ErrNotFound
 	}
@@ -254,18 +220,7 @@ func retrySaga(ctx context.Context, tx pgx.Tx, id int64) error {
 	if state != NeedsAttention {
 		return fmt.Errorf("%w (state %s)", ErrNotRetryable, state)
 	}
-	_, err = tx.Exec(ctx, `
-		WITH f AS (
-			SELECT error_code, error_message FROM saga_steps
-			WHERE saga_id = $1 AND phase = 'forward' AND status = 'failed'
-			ORDER BY seq DESC LIMIT 1
-		)
-		UPDATE sagas SET
-			state = CASE WHEN phase = 'forward' THEN 'running' ELSE 'compensating' END,
-			attempts = 0, next_run_at = now(), step_since = now(), lease_owner = NULL, updated_at = now(),
-			error_code = COALESCE((SELECT error_code FROM f), error_code),
-			error_message = COALESCE((SELECT error_message FROM f), error_message)
-		WHERE id = $1`, id)
+	_, err = tx.Exec(ctx, retrySagaSQL, pg.Args{"id": id})
 	if err != nil {
 		return fmt.Errorf("saga: retry: %w", err)
 	}
@@ -275,7 +230,7 @@ func retrySaga(ctx context.Context, tx pgx.Tx, id int64) error {
 // resolveSaga marks a saga in NeedsAttention resolved.
 func resolveSaga(ctx context.Context, tx pgx.Tx, id int64) error {
 	var state State
-	err := tx.QueryRow(ctx, `SELECT state FROM sagas WHERE id = $1 FOR UPDATE`, id).Scan(&state)
+	err := tx.QueryRow(ctx, lockSagaSQL, pg.Args{"id": id}).Scan(&state)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ErrNotFound
 	}
@@ -285,8 +240,7 @@ func resolveSaga(ctx context.Context, tx pgx.Tx, id int64) error {
 	if state != NeedsAttention {
 		return fmt.Errorf("%w (state %s)", ErrNotRetryable, state)
 	}
-	if _, err := tx.Exec(ctx, `UPDATE sagas SET state = 'resolved', lease_owner = NULL, updated_at = now()
-		WHERE id = $1`, id); err != nil {
+	if _, err := tx.Exec(ctx, resolveSagaSQL, pg.Args{"id": id}); err != nil {
 		return fmt.Errorf("saga: resolve: %w", err)
 	}
 	return nil
@@ -294,7 +248,7 @@ func resolveSaga(ctx context.Context, tx pgx.Tx, id int64) error {
 
 // countSagas counts sagas by kind and state (an index-only scan of sagas_kind_state_created_idx).
 func countSagas(ctx context.Context, pool *pgxpool.Pool) ([]KindStateCount, error) {
-	rows, err := pool.Query(ctx, `SELECT kind, state, count(*) FROM sagas GROUP BY kind, state ORDER BY kind, state`)
+	rows, err := pool.Query(ctx, countSagasSQL)
 	if err != nil {
 		return nil, fmt.Errorf("saga: count: %w", err)
 	}
@@ -307,9 +261,7 @@ func countSagas(ctx context.Context, pool *pgxpool.Pool) ([]KindStateCount, erro
 
 // endedSagas returns those of ids that are in a terminal state or do not exist.
 func endedSagas(ctx context.Context, pool *pgxpool.Pool, ids []int64) ([]int64, error) {
-	rows, err := pool.Query(ctx, `
-		SELECT w.id FROM unnest($1::bigint[]) AS w(id)
-		WHERE NOT EXISTS (SELECT 1 FROM sagas s WHERE s.id = w.id AND s.state IN ('running', 'compensating'))`, ids)
+	rows, err := pool.Query(ctx, endedSagasSQL, pg.Args{"ids": ids})
 	if err != nil {
 		return nil, fmt.Errorf("saga: re-check: %w", err)
 	}
@@ -324,9 +276,11 @@ func endedSagas(ctx context.Context, pool *pgxpool.Pool, ids []int64) ([]int64, 
 // and history. A NULL parameter switches its filter off.
 // listSQL is List's statement for f: only the filters given are in it. A catch-all
 // ($n IS NULL OR …) would let a generic plan walk every saga by id to find a page of one
-// state, where this statement reads sagas_state_id_idx backwards from the cursor.
-func listSQL(f ListFilter) (string, pgx.NamedArgs) {
-	where, args := []string{"true"}, pgx.NamedArgs{"limit": f.Limit}
+// state, where this statement reads sagas_state_id_idx backwards from the cursor. So it is
+// the one statement of the engine built in Go rather than read from sql/ (the SQL literal
+// scan allows it by name).
+func listSQL(f ListFilter) (string, pg.Args) {
+	where, args := []string{"true"}, pg.Args{"limit": f.Limit}
 	if f.IDs != nil {
 		where, args["ids"] = append(where, "id = ANY(@ids)"), f.IDs
 	}
@@ -371,8 +325,7 @@ func snapshot(ctx context.Context, pool *pgxpool.Pool, id int64) (Snapshot, erro
 	var s Snapshot
 	var code, msg *string
 	var nonce pgtype.UUID
-	err := pool.QueryRow(ctx, `SELECT id, kind, key_nonce, state, input, data, error_code, error_message, created_at, updated_at
-		FROM sagas WHERE id = $1`, id).Scan(&s.ID, &s.Kind, &nonce, &s.State, &s.Input, &s.Data, &code, &msg, &s.CreatedAt, &s.UpdatedAt)
+	err := pool.QueryRow(ctx, getSagaSQL, pg.Args{"id": id}).Scan(&s.ID, &s.Kind, &nonce, &s.State, &s.Input, &s.Data, &code, &msg, &s.CreatedAt, &s.UpdatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return s, ErrNotFound
 	}
@@ -380,8 +333,7 @@ func snapshot(ctx context.Context, pool *pgxpool.Pool, id int64) (Snapshot, erro
 		return s, fmt.Errorf("saga: get: %w", err)
 	}
 	s.Error, s.KeyPrefix = errorInfo(code, msg), keyPrefix(s.ID, nonce)
-	rows, err := pool.Query(ctx, `SELECT name, phase, status, attempts, error_code, error_message
-		FROM saga_steps WHERE saga_id = $1 ORDER BY seq`, id)
+	rows, err := pool.Query(ctx, getSagaStepsSQL, pg.Args{"saga_id": id})
 	if err != nil {
 		return s, fmt.Errorf("saga: get steps: %w", err)
 	}
@@ -398,24 +350,13 @@ func snapshot(ctx context.Context, pool *pgxpool.Pool, id int64) (Snapshot, erro
 	return s, nil
 }
 
-// finishedStates are the states whose sagas retention may prune: over, and needing nobody.
-// A saga in needs_attention waits for an operator and is kept, whatever its age.
-const finishedStates = `('completed', 'compensated', 'failed', 'resolved')`
-
 // pruneFinished deletes up to limit sagas that finished more than window ago, oldest first,
 // with their history (saga_steps, ON DELETE CASCADE), skipping sagas others hold locked, and
 // tells pruned their ids in the same transaction.
 func pruneFinished(ctx context.Context, pool *pgxpool.Pool, window time.Duration, limit int, pruned Pruned) (int64, error) {
 	var n int64
 	err := pg.WithTx(ctx, pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `
-DELETE FROM sagas WHERE ctid = ANY(ARRAY(
-    SELECT ctid FROM sagas
-    WHERE state IN `+finishedStates+` AND updated_at < now() - $1::bigint * interval '1 microsecond'
-    ORDER BY updated_at
-    LIMIT $2
-    FOR UPDATE SKIP LOCKED))
-RETURNING id`, window.Microseconds(), limit)
+		rows, err := tx.Query(ctx, pruneFinishedSQL, pg.Args{"window_us": window.Microseconds(), "limit": limit})
 		if err != nil {
 			return err
 		}
@@ -438,8 +379,7 @@ RETURNING id`, window.Microseconds(), limit)
 // oldestFinished returns how long ago the oldest finished saga still kept finished (0 when
 // none is).
 func oldestFinished(ctx context.Context, pool *pgxpool.Pool) (time.Duration, error) {
-	d, err := pg.Age(ctx, pool, `SELECT EXTRACT(EPOCH FROM now() - min(updated_at))::float8 FROM sagas
-		WHERE state IN `+finishedStates)
+	d, err := pg.Age(ctx, pool, oldestFinishedSQL)
 	if err != nil {
 		return 0, fmt.Errorf("saga: oldest finished: %w", err)
 	}

@@ -150,3 +150,56 @@ func TestWaitReturnsOnContextWhenTheDatabaseIsDown(t *testing.T) {
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.Less(t, time.Since(began), 2*time.Second)
 }
+
+func TestWait(t *testing.T) {
+	t.Parallel()
+	pool, _ := testdb.New(t)
+	release := make(chan struct{})
+	def := fast("slow", saga.Step{Name: "wait",
+		Do: saga.Remote(func(ctx context.Context, _ string, _ *saga.Instance) saga.Outcome {
+			select {
+			case <-release:
+				return saga.Done()
+			case <-ctx.Done():
+				return saga.Retry(ctx.Err())
+			}
+		})})
+	def.AttemptTimeout = 20 * time.Second
+	e := newEngine(t, pool, saga.Options{PollInterval: time.Hour}, def)
+	st := start(t, e, "slow", nil)
+	id := st.ID()
+	e.Go(st)
+
+	// The saga is held until release, so Wait ends by this deadline, after its first read:
+	// 2 s, where 100 ms once let a loaded machine's first read itself run out of time (Wait
+	// then has no snapshot to give, as documented).
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	s, err := e.Wait(ctx, id)
+	cancel()
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Equal(t, id, s.ID, "the latest snapshot comes with the error")
+	require.Equal(t, saga.Running, s.State)
+
+	type result struct {
+		s   saga.Snapshot
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		s, err := e.Wait(context.Background(), id)
+		done <- result{s, err}
+	}()
+	close(release)
+	select {
+	case r := <-done: // PollInterval is an hour: only the runner's wake-up can have woken it
+		require.NoError(t, r.err)
+		require.Equal(t, saga.Completed, r.s.State)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Wait did not return after the saga completed")
+	}
+
+	_, err = e.Wait(context.Background(), id+1000)
+	require.ErrorIs(t, err, saga.ErrNotFound)
+	_, err = e.Get(context.Background(), id+1000)
+	require.ErrorIs(t, err, saga.ErrNotFound)
+}

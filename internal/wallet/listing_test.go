@@ -4,6 +4,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -113,8 +114,9 @@ func TestListSagasJoinsTheEnginesStates(t *testing.T) {
 // sagaTables are the saga engine's tables: only internal/saga's SQL names them.
 var sagaTables = regexp.MustCompile(`(?i)\b(from|join|into|update|table)\s+(sagas|saga_steps)\b`)
 
-// The wallet reads saga state through the engine's API, never from the engine's tables: no
-// string in the package's code (its SQL) names them after FROM, JOIN, INTO, UPDATE or TABLE.
+// The wallet reads saga state through the engine's API, never from the engine's tables: none
+// of the package's statements (sql/*.sql) and no string in its code names them after FROM,
+// JOIN, INTO, UPDATE or TABLE.
 func TestTheWalletNeverReadsTheEnginesTables(t *testing.T) {
 	t.Parallel()
 	files, err := filepath.Glob("*.go")
@@ -140,5 +142,13 @@ func TestTheWalletNeverReadsTheEnginesTables(t *testing.T) {
 		})
 	}
 	require.Positive(t, checked)
+	statements, err := filepath.Glob("sql/*.sql")
+	require.NoError(t, err)
+	require.NotEmpty(t, statements)
+	for _, name := range statements {
+		b, err := os.ReadFile(name)
+		require.NoError(t, err)
+		require.Falsef(t, sagaTables.Match(b), "%s: SQL on the saga engine's tables: %q", name, sagaTables.Find(b))
+	}
 	require.True(t, sagaTables.MatchString("SELECT s.state FROM wallet_operations o JOIN sagas s ON s.id = o.saga_id"), "the check finds the old join")
 }

@@ -2,6 +2,7 @@ package wallet
 
 import (
 	"context"
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -107,6 +108,17 @@ func (s *Service) operate(ctx context.Context, id int64, a OperatorAction, actio
 	return s.GetSaga(ctx, id)
 }
 
+var (
+	//go:embed sql/insert_audit.sql
+	insertAuditSQL string
+	//go:embed sql/prune_audit.sql
+	pruneAuditSQL string
+	//go:embed sql/oldest_audit.sql
+	oldestAuditSQL string
+	//go:embed sql/saga_audit.sql
+	sagaAuditSQL string
+)
+
 // insertAudit records an operator action in tx.
 func insertAudit(ctx context.Context, tx pgx.Tx, a OperatorAction, action string, sagaID int64, detail any) error {
 	var d []byte
@@ -116,8 +128,9 @@ func insertAudit(ctx context.Context, tx pgx.Tx, a OperatorAction, action string
 			return fmt.Errorf("wallet: audit detail: %w", err)
 		}
 	}
-	_, err := tx.Exec(ctx, `INSERT INTO audit (actor, action, saga_id, reason, detail) VALUES ($1, $2, $3, $4, $5)`,
-		a.Actor, action, sagaID, a.Reason, d)
+	_, err := tx.Exec(ctx, insertAuditSQL, pg.Args{
+		"actor": a.Actor, "action": action, "saga_id": sagaID, "reason": a.Reason, "detail": d,
+	})
 	if err != nil {
 		return fmt.Errorf("wallet: audit: %w", err)
 	}
@@ -129,28 +142,16 @@ func insertAudit(ctx context.Context, tx pgx.Tx, a OperatorAction, action string
 // skipping rows others hold locked. The trail of a saga still kept (one that waits for an
 // operator, however old) is never deleted.
 func pruneAudit(ctx context.Context, q querier, window time.Duration, limit int) (int64, error) {
-	tag, err := q.Exec(ctx, `
-DELETE FROM audit WHERE ctid = ANY(ARRAY(
-    SELECT a.ctid FROM audit a
-    WHERE a.at < now() - $1::bigint * interval '1 microsecond'
-      AND NOT EXISTS (SELECT 1 FROM wallet_operations o WHERE o.saga_id = a.saga_id AND o.pruned_at IS NULL)
-    ORDER BY a.at
-    LIMIT $2
-    FOR UPDATE SKIP LOCKED))`, window.Microseconds(), limit)
+	tag, err := q.Exec(ctx, pruneAuditSQL, pg.Args{"window_us": window.Microseconds(), "limit": limit})
 	if err != nil {
 		return 0, fmt.Errorf("wallet: prune audit: %w", err)
 	}
 	return tag.RowsAffected(), nil
 }
 
-// oldestAuditSQL reads the age of the oldest audit row that retention will one day prune:
-// one whose saga is no longer kept.
-const oldestAuditSQL = `SELECT EXTRACT(EPOCH FROM now() - min(a.at))::float8 FROM audit a
-	WHERE NOT EXISTS (SELECT 1 FROM wallet_operations o WHERE o.saga_id = a.saga_id AND o.pruned_at IS NULL)`
-
 // SagaAudit returns the operator actions recorded on a saga, oldest first.
 func (s *Service) SagaAudit(ctx context.Context, id int64) ([]AuditEntry, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id, at, actor, action, saga_id, reason FROM audit WHERE saga_id = $1 ORDER BY id`, id)
+	rows, err := s.pool.Query(ctx, sagaAuditSQL, pg.Args{"saga_id": id})
 	if err != nil {
 		return nil, fmt.Errorf("wallet: audit of saga %d: %w", id, err)
 	}

@@ -2,6 +2,7 @@ package wallet
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
 	"strconv"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/walletsaga/walletsaga/internal/pg"
 	"github.com/walletsaga/walletsaga/internal/walletevent"
 )
 
@@ -42,8 +44,26 @@ func pendingEvent(e walletevent.Event, traceparent string) (PendingEvent, error)
 		Keys: []string{strconv.FormatInt(e.EventID, 10), e.SeqKey()}, OccurredAt: e.OccurredAt, Traceparent: traceparent}, nil
 }
 
+var (
+	//go:embed sql/try_relay_lock.sql
+	tryRelayLockSQL string
+	//go:embed sql/pending_events.sql
+	pendingSQL string
+	//go:embed sql/stray_events.sql
+	strayEventsSQL string
+	//go:embed sql/mark_published.sql
+	markPublishedSQL string
+	//go:embed sql/prune_published.sql
+	prunePublishedSQL string
+	//go:embed sql/oldest_published.sql
+	oldestPublishedSQL string
+	//go:embed sql/outbox_backlog.sql
+	outboxBacklogSQL string
+)
+
 // OutboxStore is the relay's side of the transactional outbox (wallet_events): the relay
-// lock, the pending rows, and marking them published. All of its SQL is here.
+// lock, the pending rows, and marking them published. Its statements are the ones embedded
+// above.
 type OutboxStore struct {
 	pool    *pgxpool.Pool
 	lockKey int64
@@ -77,7 +97,7 @@ func (s *OutboxStore) Lead(ctx context.Context) (context.Context, func(), error)
 	}
 	for {
 		var got bool
-		if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, s.lockKey).Scan(&got); err != nil {
+		if err := conn.QueryRow(ctx, tryRelayLockSQL, pg.Args{"lock_key": s.lockKey}).Scan(&got); err != nil {
 			closeConn()
 			return nil, nil, fmt.Errorf("wallet: relay lock: %w", err)
 		}
@@ -141,36 +161,13 @@ type OutboxPage struct {
 	Horizon uint64
 }
 
-// pendingSQL is Pending's statement: $1 after, $2 FNV, $3 count, $4 index, $5 skip, $6 limit,
-// $7 horizon. One snapshot gives the horizon, the highest id and the rows; a queue's rows are
-// those whose key hash puts them on it (see QueueSlice); the fresh rows come from the partial
-// index of unpublished ids from after on, the late ones from the partial index of unpublished
-// transaction ids from horizon on; each row carries its unpublished predecessor.
-const pendingSQL = `
-WITH snap AS MATERIALIZED (
-    SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS horizon,
-           COALESCE((SELECT max(id) FROM wallet_events), 0) AS last
-), mine AS (
-    (SELECT e.id, e.user_id, e.seq, e.kind, e.amount, e.currency, e.balance_after, e.saga_id, e.phone, e.locale, e.occurred_at, e.traceparent
-     FROM wallet_events e
-     WHERE e.published_at IS NULL AND e.id > $1
-       AND CASE WHEN $2 THEN wallet_key_hash_fnv(e.user_id) % $3 ELSE abs(e.key_hash % $3) END = $4
-       AND e.id <> ALL($5)
-     ORDER BY e.id
-     LIMIT $6)
-    UNION ALL
-    (SELECT e.id, e.user_id, e.seq, e.kind, e.amount, e.currency, e.balance_after, e.saga_id, e.phone, e.locale, e.occurred_at, e.traceparent
-     FROM wallet_events e
-     WHERE $1 > 0 AND e.published_at IS NULL AND e.xact >= $7::text::xid8 AND e.id <= $1
-       AND CASE WHEN $2 THEN wallet_key_hash_fnv(e.user_id) % $3 ELSE abs(e.key_hash % $3) END = $4
-       AND e.id <> ALL($5))
-)
-SELECT s.horizon, s.last, e.id, e.user_id, e.seq, e.kind, e.amount, e.currency, e.balance_after, e.saga_id,
-       e.phone, e.locale, e.occurred_at, p.id, e.traceparent
-FROM snap s
-LEFT JOIN mine e ON true
-LEFT JOIN wallet_events p ON p.user_id = e.user_id AND p.seq = e.seq - 1 AND p.published_at IS NULL
-ORDER BY e.id`
+// pendingArgs are the arguments of pending_events.sql, Pending's statement.
+func pendingArgs(q QueueSlice, after int64, horizon uint64, skip []int64, limit int) pg.Args {
+	return pg.Args{
+		"after": after, "fnv": q.FNV, "queue_count": q.Count, "queue_index": q.Index, "skip": skip, "limit": limit,
+		"horizon": strconv.FormatUint(horizon, 10),
+	}
+}
 
 // Pending reads the unpublished events of queue q: up to limit of them with an id above
 // after, in id order, and those at or below after that were written by a transaction with an
@@ -190,7 +187,7 @@ func (s *OutboxStore) Pending(ctx context.Context, q QueueSlice, after int64, ho
 	if skip == nil {
 		skip = []int64{}
 	}
-	rows, err := s.pool.Query(ctx, pendingSQL, after, q.FNV, q.Count, q.Index, skip, limit, strconv.FormatUint(horizon, 10))
+	rows, err := s.pool.Query(ctx, pendingSQL, pendingArgs(q, after, horizon, skip, limit))
 	if err != nil {
 		return OutboxPage{}, fmt.Errorf("wallet: outbox pending: %w", err)
 	}
@@ -244,11 +241,7 @@ func (s *OutboxStore) Strays(ctx context.Context, held []int64, olderThan time.D
 	if held == nil {
 		held = []int64{}
 	}
-	rows, err := s.pool.Query(ctx, `
-SELECT user_id FROM wallet_events
-WHERE published_at IS NULL AND id <> ALL($1) AND occurred_at < now() - $2::bigint * interval '1 microsecond'
-ORDER BY id
-LIMIT $3`, held, olderThan.Microseconds(), limit)
+	rows, err := s.pool.Query(ctx, strayEventsSQL, pg.Args{"held": held, "older_than_us": olderThan.Microseconds(), "limit": limit})
 	if err != nil {
 		return nil, fmt.Errorf("wallet: outbox strays: %w", err)
 	}
@@ -272,14 +265,7 @@ func (s *OutboxStore) MarkPublishedBatch(ctx context.Context, ids []int64, msgID
 	if len(ids) == 0 {
 		return nil
 	}
-	// An UPDATE … FROM updates a row once however many source rows match it, so an id given
-	// twice counts once: the first of its message ids is taken.
-	if _, err := s.pool.Exec(ctx, `
-UPDATE wallet_events e
-SET published_at = COALESCE(e.published_at, now()), msg_id = COALESCE(e.msg_id, v.msg_id)
-FROM (SELECT DISTINCT ON (id) id, msg_id FROM unnest($1::bigint[], $2::text[]) WITH ORDINALITY AS u(id, msg_id, n)
-      ORDER BY id, n) AS v
-WHERE e.id = v.id`, ids, msgIDs); err != nil {
+	if _, err := s.pool.Exec(ctx, markPublishedSQL, pg.Args{"ids": ids, "msg_ids": msgIDs}); err != nil {
 		return fmt.Errorf("wallet: outbox mark %d published: %w", len(ids), err)
 	}
 	return nil
@@ -291,13 +277,7 @@ WHERE e.id = v.id`, ids, msgIDs); err != nil {
 // it finished in its own tables, so a copy of a pruned event published again is still
 // ignored there.
 func (s *OutboxStore) PrunePublished(ctx context.Context, window time.Duration, limit int) (int64, error) {
-	tag, err := s.pool.Exec(ctx, `
-DELETE FROM wallet_events WHERE ctid = ANY(ARRAY(
-    SELECT ctid FROM wallet_events
-    WHERE published_at IS NOT NULL AND published_at < now() - $1::bigint * interval '1 microsecond'
-    ORDER BY published_at
-    LIMIT $2
-    FOR UPDATE SKIP LOCKED))`, window.Microseconds(), limit)
+	tag, err := s.pool.Exec(ctx, prunePublishedSQL, pg.Args{"window_us": window.Microseconds(), "limit": limit})
 	if err != nil {
 		return 0, fmt.Errorf("wallet: outbox prune: %w", err)
 	}
@@ -307,7 +287,7 @@ DELETE FROM wallet_events WHERE ctid = ANY(ARRAY(
 // OldestPublished returns how long ago the oldest event still in the outbox was published (0
 // when none is).
 func (s *OutboxStore) OldestPublished(ctx context.Context) (time.Duration, error) {
-	return age(ctx, s.pool, `SELECT EXTRACT(EPOCH FROM now() - min(published_at))::float8 FROM wallet_events WHERE published_at IS NOT NULL`)
+	return age(ctx, s.pool, oldestPublishedSQL)
 }
 
 // Backlog is the outbox's unpublished part: how many events, and how long ago the oldest
@@ -322,9 +302,7 @@ type Backlog struct {
 func (s *OutboxStore) Backlog(ctx context.Context) (Backlog, error) {
 	var b Backlog
 	var secs float64
-	err := s.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM wallet_events WHERE published_at IS NULL),
-		COALESCE((SELECT EXTRACT(EPOCH FROM now() - occurred_at)::float8 FROM wallet_events
-		          WHERE published_at IS NULL ORDER BY id LIMIT 1), 0)`).Scan(&b.Unpublished, &secs)
+	err := s.pool.QueryRow(ctx, outboxBacklogSQL).Scan(&b.Unpublished, &secs)
 	if err != nil {
 		return Backlog{}, fmt.Errorf("wallet: outbox backlog: %w", err)
 	}

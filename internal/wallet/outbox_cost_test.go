@@ -3,7 +3,6 @@ package wallet
 import (
 	"context"
 	"encoding/json"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -84,7 +83,7 @@ func explainPending(ctx context.Context, t *testing.T, pool *pgxpool.Pool, q Que
 	t.Helper()
 	var plan string
 	require.NoError(t, pool.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+pendingSQL,
-		after, q.FNV, q.Count, q.Index, []int64{}, 256, strconv.FormatUint(horizon, 10)).Scan(&plan))
+		pendingArgs(q, after, horizon, []int64{}, 256)).Scan(&plan))
 	var out []struct {
 		Plan          planNode `json:"Plan"`
 		ExecutionTime float64  `json:"Execution Time"`

@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/walletsaga/walletsaga/internal/pg"
 	"github.com/walletsaga/walletsaga/internal/saga"
 	"github.com/walletsaga/walletsaga/internal/walletevent"
 )
@@ -33,7 +34,9 @@ func TestDeclaredEventsAreWhatTheStepsEmit(t *testing.T) {
 				require.Equal(t, saga.OutcomeDone, o.Kind, "%s %s", k.Name, st.Name)
 				for _, q := range b.QueuedQueries {
 					if strings.Contains(q.SQL, "INSERT INTO wallet_events") {
-						kind, ok := q.Arguments[4].(string)
+						args, ok := q.Arguments[0].(pg.Args)
+						require.True(t, ok, "%s %s: the change's named arguments", k.Name, st.Name)
+						kind, ok := args["kind"].(string)
 						require.True(t, ok, "%s %s: the event kind argument", k.Name, st.Name)
 						emitted[walletevent.Kind(kind)] = true
 					}

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/walletsaga/walletsaga/internal/pg"
 	"github.com/walletsaga/walletsaga/internal/testutil/testdb"
 )
 
@@ -41,15 +42,16 @@ SELECT g, 'deposit', $1, 1, 'CNY' FROM generate_series(5011, 10010) g`, other)
 	_, err = pool.Exec(ctx, `ANALYZE wallet_operations`)
 	require.NoError(t, err)
 
+	listArgs := pg.Args{"user_id": user, "before": int64(math.MaxInt64), "limit": 201}
 	var plan string
-	require.NoError(t, pool.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+listUserOperationsSQL, user, int64(math.MaxInt64), 201).Scan(&plan))
+	require.NoError(t, pool.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+listUserOperationsSQL, listArgs).Scan(&plan))
 	var out []struct {
 		Plan planNode `json:"Plan"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(plan), &out))
 	require.Len(t, out, 1)
 	visited := out[0].Plan.visitedOf("wallet_operations")
-	rows, err := pool.Query(ctx, listUserOperationsSQL, user, int64(math.MaxInt64), 201)
+	rows, err := pool.Query(ctx, listUserOperationsSQL, listArgs)
 	require.NoError(t, err)
 	ops, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (operationRow, error) { return scanOperationRow(r) })
 	require.NoError(t, err)

@@ -18,7 +18,7 @@ import (
 // (a pruned saga is 410, its operation row marked in the same commit and left out of the
 // user's list, its ledger entries stay), the operation rows of pruned sagas once their own
 // window passed (the saga is then 404), and the idempotency keys: a key used again after its
-// window is a new request, which starts a saga of its own, as the README says; within its
+// window is a new request, which starts a saga of its own, as docs/API.md says; within its
 // window it answers with the first saga.
 func TestRetention(t *testing.T) {
 	t.Parallel()

@@ -56,7 +56,7 @@ type parties struct {
 }
 
 // sagaKinds is the registry: every kind of saga the wallet registers, each defined in its
-// own file. A new kind is one more file and one more entry here (docs/ARCHITECTURE.md has
+// own file. A new kind is one more file and one more entry here (docs/DEVELOPING.md has
 // the whole list of what a kind needs, and the tests that catch what is forgotten).
 var sagaKinds = []sagaKind{deposit, purchase, transfer, withdrawal}
 

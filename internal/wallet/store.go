@@ -2,6 +2,7 @@ package wallet
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"math"
@@ -17,9 +18,48 @@ import (
 	"github.com/walletsaga/walletsaga/internal/walletevent"
 )
 
-// This file holds the SQL of the wallet's aggregates: users, wallets, the ledger, balance
-// events (read side), operations and idempotency keys. The outbox's relay side is in
-// outbox.go.
+// This file runs the statements of the wallet's aggregates: users, wallets, the ledger,
+// balance events (read side), operations and idempotency keys, each in its own file in sql/.
+// The outbox's relay side is in outbox.go, the operator's audit in operator.go.
+
+var (
+	//go:embed sql/insert_user.sql
+	insertUserSQL string
+	//go:embed sql/get_user.sql
+	getUserSQL string
+	//go:embed sql/get_wallets.sql
+	getWalletsSQL string
+	//go:embed sql/get_wallet.sql
+	getWalletSQL string
+	//go:embed sql/lock_wallets.sql
+	lockWalletsSQL string
+	//go:embed sql/apply_change.sql
+	applyChangeSQL string
+	//go:embed sql/insert_operation.sql
+	insertOperationSQL string
+	//go:embed sql/get_idempotency_key.sql
+	getIdempotencyKeySQL string
+	//go:embed sql/insert_idempotency_key.sql
+	insertIdempotencyKeySQL string
+	//go:embed sql/get_operation.sql
+	getOperationSQL string
+	//go:embed sql/get_operations.sql
+	getOperationsSQL string
+	//go:embed sql/list_user_operations.sql
+	listUserOperationsSQL string
+	//go:embed sql/list_events.sql
+	listEventsSQL string
+	//go:embed sql/prune_idempotency_keys.sql
+	pruneIdempotencyKeysSQL string
+	//go:embed sql/mark_operations_pruned.sql
+	markOperationsPrunedSQL string
+	//go:embed sql/prune_operations.sql
+	pruneOperationsSQL string
+	//go:embed sql/oldest_pruned_operation.sql
+	oldestPrunedOperationSQL string
+	//go:embed sql/oldest_idempotency_key.sql
+	oldestIdempotencyKeySQL string
+)
 
 // querier is what both a pool and a transaction offer.
 type querier interface {
@@ -31,19 +71,9 @@ type querier interface {
 func userNotFound(id int64) error { return apperr.New(apperr.NotFound, "user %d not found", id) }
 
 func insertUser(ctx context.Context, q querier, u NewUser) (User, Wallet, error) {
-	const sql = `
-WITH u AS (
-    INSERT INTO users (name, phone, locale) VALUES ($1, $2, $3)
-    RETURNING id, name, phone, locale, created_at
-), w AS (
-    INSERT INTO wallets (user_id, currency) SELECT id, $4 FROM u
-    RETURNING user_id, balance, currency, event_seq
-)
-SELECT u.id, u.name, u.phone, u.locale, u.created_at, w.balance, w.currency, w.event_seq
-FROM u JOIN w ON w.user_id = u.id`
 	var user User
 	var w Wallet
-	err := q.QueryRow(ctx, sql, u.Name, u.Phone, u.Locale, u.Currency).Scan(
+	err := q.QueryRow(ctx, insertUserSQL, pg.Args{"name": u.Name, "phone": u.Phone, "locale": u.Locale, "currency": u.Currency}).Scan(
 		&user.ID, &user.Name, &user.Phone, &user.Locale, &user.CreatedAt, &w.Balance, &w.Currency, &w.LastSeq)
 	if err != nil {
 		return User{}, Wallet{}, fmt.Errorf("wallet: insert user: %w", err)
@@ -54,7 +84,7 @@ FROM u JOIN w ON w.user_id = u.id`
 
 func getUser(ctx context.Context, q querier, id int64) (User, error) {
 	var u User
-	err := q.QueryRow(ctx, `SELECT id, name, phone, locale, created_at FROM users WHERE id = $1`, id).
+	err := q.QueryRow(ctx, getUserSQL, pg.Args{"id": id}).
 		Scan(&u.ID, &u.Name, &u.Phone, &u.Locale, &u.CreatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return User{}, userNotFound(id)
@@ -68,7 +98,7 @@ func getUser(ctx context.Context, q querier, id int64) (User, error) {
 // getWallets reads two wallets in one query, in the order asked.
 func getWallets(ctx context.Context, q querier, a, b int64) ([2]Wallet, error) {
 	var out [2]Wallet
-	rows, err := q.Query(ctx, `SELECT user_id, balance, currency, event_seq FROM wallets WHERE user_id = ANY($1)`, []int64{a, b})
+	rows, err := q.Query(ctx, getWalletsSQL, pg.Args{"user_ids": []int64{a, b}})
 	if err != nil {
 		return out, fmt.Errorf("wallet: get wallets: %w", err)
 	}
@@ -96,7 +126,7 @@ func getWallets(ctx context.Context, q querier, a, b int64) ([2]Wallet, error) {
 
 func getWallet(ctx context.Context, q querier, userID int64) (Wallet, error) {
 	w := Wallet{UserID: userID}
-	err := q.QueryRow(ctx, `SELECT balance, currency, event_seq FROM wallets WHERE user_id = $1`, userID).
+	err := q.QueryRow(ctx, getWalletSQL, pg.Args{"user_id": userID}).
 		Scan(&w.Balance, &w.Currency, &w.LastSeq)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Wallet{}, userNotFound(userID)
@@ -158,26 +188,12 @@ const (
 // got, when not nil, receives the result.
 func QueueChange(b *pgx.Batch, c Change, got *Applied) {
 	if len(c.LockFirst) > 0 {
-		b.Queue(`SELECT 1 FROM wallets WHERE user_id = ANY($1) ORDER BY user_id FOR UPDATE`, c.LockFirst)
+		b.Queue(lockWalletsSQL, pg.Args{"user_ids": c.LockFirst})
 	}
-	q := b.Queue(`
-WITH w AS (
-    UPDATE wallets SET balance = balance + $4, event_seq = event_seq + 1, updated_at = now()
-    WHERE user_id = $1
-      AND NOT EXISTS (SELECT 1 FROM ledger_entries WHERE saga_id = $2 AND step = $3 AND user_id = $1)
-    RETURNING balance, event_seq, currency
-), l AS (
-    INSERT INTO ledger_entries (user_id, saga_id, step, amount, balance_after)
-    SELECT $1, $2, $3, $4, w.balance FROM w
-), e AS (
-    INSERT INTO wallet_events (user_id, seq, kind, amount, currency, balance_after, saga_id, phone, locale, traceparent)
-    SELECT $1, w.event_seq, $5, $4, w.currency, w.balance, $2, u.phone, u.locale, NULLIF($6::text, '') FROM w JOIN users u ON u.id = $1
-    RETURNING id, seq, balance_after, currency, phone, locale, occurred_at
-)
-SELECT e.id, e.seq, e.balance_after, e.currency, e.phone, e.locale, e.occurred_at,
-       p.id, p.published_at IS NOT NULL, EXISTS (SELECT 1 FROM wallets WHERE user_id = $1)
-FROM (SELECT 1) one LEFT JOIN e ON true
-LEFT JOIN wallet_events p ON p.user_id = $1 AND p.seq = e.seq - 1`, c.UserID, c.SagaID, c.Step, int64(c.Amount), string(c.Kind), c.Traceparent)
+	q := b.Queue(applyChangeSQL, pg.Args{
+		"user_id": c.UserID, "saga_id": c.SagaID, "step": c.Step, "amount": int64(c.Amount), "kind": string(c.Kind),
+		"traceparent": c.Traceparent,
+	})
 	if got != nil {
 		q.QueryRow(func(row pgx.Row) error {
 			var (
@@ -291,13 +307,11 @@ const constraintOperationAmount = "wallet_operations_amount_check"
 // 0, which its CHECK refuses (constraintOperationAmount). Either way the saga's first commit
 // fails whole, before anything else took effect.
 func queueOperation(b *pgx.Batch, op operationRow) {
-	b.Queue(`
-INSERT INTO wallet_operations (saga_id, kind, user_id, counterparty_id, amount, currency, merchant, reference, source, destination)
-SELECT $1, $2, $3, NULLIF($4, 0),
-    CASE WHEN w.balance IS NULL OR w.balance <= 9223372036854775807 - $5::bigint THEN $5::bigint ELSE 0 END,
-    $6, NULLIF($7, ''), NULLIF($8, ''), NULLIF($9, ''), NULLIF($11, '')
-FROM (SELECT 1) one LEFT JOIN wallets w ON w.user_id = $10`,
-		op.SagaID, op.Kind, op.UserID, op.CounterpartyID, int64(op.Amount), op.Currency, op.Merchant, op.Reference, op.Source, op.Credited, op.Destination)
+	b.Queue(insertOperationSQL, pg.Args{
+		"saga_id": op.SagaID, "kind": op.Kind, "user_id": op.UserID, "counterparty_id": op.CounterpartyID,
+		"amount": int64(op.Amount), "currency": op.Currency, "merchant": op.Merchant, "reference": op.Reference,
+		"source": op.Source, "credited": op.Credited, "destination": op.Destination,
+	})
 }
 
 // operation is the wallet's view of a saga: this row with the engine's snapshot.
@@ -312,7 +326,7 @@ func (op operationRow) operation(snap saga.Snapshot) Operation {
 
 // lookupIdempotencyKey returns the request hash and saga of (user, key), found=false if none.
 func lookupIdempotencyKey(ctx context.Context, q querier, userID int64, key string) (hash []byte, sagaID int64, found bool, err error) {
-	err = q.QueryRow(ctx, `SELECT request_hash, saga_id FROM idempotency_keys WHERE user_id = $1 AND key = $2`, userID, key).
+	err = q.QueryRow(ctx, getIdempotencyKeySQL, pg.Args{"user_id": userID, "key": key}).
 		Scan(&hash, &sagaID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, 0, false, nil
@@ -329,8 +343,7 @@ const constraintIdempotencyKey = "idempotency_keys_pkey"
 
 // queueIdempotencyKey queues the claim of (user, key) for a saga.
 func queueIdempotencyKey(b *pgx.Batch, userID int64, key string, hash []byte, sagaID int64) {
-	b.Queue(`INSERT INTO idempotency_keys (user_id, key, request_hash, saga_id) VALUES ($1, $2, $3, $4)`,
-		userID, key, hash, sagaID)
+	b.Queue(insertIdempotencyKeySQL, pg.Args{"user_id": userID, "key": key, "request_hash": hash, "saga_id": sagaID})
 }
 
 // Errors of a saga's first commit (see startError).
@@ -358,10 +371,6 @@ func startError(err error) error {
 	return err
 }
 
-const operationColumns = `saga_id, kind, user_id, COALESCE(counterparty_id, 0), amount, currency,
-       COALESCE(merchant, ''), COALESCE(reference, ''), COALESCE(source, ''), COALESCE(destination, ''),
-       pruned_at IS NOT NULL`
-
 func scanOperationRow(row pgx.Row) (operationRow, error) {
 	var op operationRow
 	err := row.Scan(&op.SagaID, &op.Kind, &op.UserID, &op.CounterpartyID, &op.Amount, &op.Currency,
@@ -373,7 +382,7 @@ func scanOperationRow(row pgx.Row) (operationRow, error) {
 // NotFound. The saga's state is the engine's: the caller asks it (saga.Engine.Get) and joins
 // the two (operationRow.operation).
 func getOperation(ctx context.Context, q querier, sagaID int64) (operationRow, error) {
-	op, err := scanOperationRow(q.QueryRow(ctx, `SELECT `+operationColumns+` FROM wallet_operations WHERE saga_id = $1`, sagaID))
+	op, err := scanOperationRow(q.QueryRow(ctx, getOperationSQL, pg.Args{"saga_id": sagaID}))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return operationRow{}, apperr.New(apperr.NotFound, "saga %d not found", sagaID)
 	}
@@ -386,7 +395,7 @@ func getOperation(ctx context.Context, q querier, sagaID int64) (operationRow, e
 // getOperations reads the wallet's rows of the sagas ids, by saga id; an id without one is
 // left out.
 func getOperations(ctx context.Context, q querier, ids []int64) (map[int64]operationRow, error) {
-	rows, err := q.Query(ctx, `SELECT `+operationColumns+` FROM wallet_operations WHERE saga_id = ANY($1)`, ids)
+	rows, err := q.Query(ctx, getOperationsSQL, pg.Args{"saga_ids": ids})
 	if err != nil {
 		return nil, fmt.Errorf("wallet: get operations: %w", err)
 	}
@@ -401,25 +410,6 @@ func getOperations(ctx context.Context, q querier, ids []int64) (map[int64]opera
 	return out, nil
 }
 
-// listUserOperationsSQL is listUserOperations' statement: $1 the user, $2 the cursor (the
-// saga ids below it), $3 the limit. The rows where the user pays and those where it receives
-// are each read newest first on their own partial index of kept sagas' rows
-// (wallet_operations_user_kept_idx, _counterparty_kept_idx), at most $3 of each, then merged:
-// whatever the planner estimates, it reads about a page, never the rows of pruned sagas, nor
-// the rows above the cursor. (A transfer to oneself is refused, so no row is in both.)
-const listUserOperationsSQL = `
-SELECT ` + operationColumns + ` FROM (
-    (SELECT * FROM wallet_operations
-     WHERE user_id = $1 AND pruned_at IS NULL AND saga_id < $2
-     ORDER BY saga_id DESC LIMIT $3)
-    UNION ALL
-    (SELECT * FROM wallet_operations
-     WHERE counterparty_id = $1 AND pruned_at IS NULL AND saga_id < $2
-     ORDER BY saga_id DESC LIMIT $3)
-) o
-ORDER BY saga_id DESC
-LIMIT $3`
-
 // listUserOperations reads up to limit of the wallet's rows of kept sagas in which user pays
 // or receives, with a saga id below before (0: no bound), newest first. The rows of pruned
 // sagas are not in the indexes it reads, so a user's list never walks them.
@@ -428,7 +418,7 @@ func listUserOperations(ctx context.Context, q querier, user, before int64, limi
 	if before > 0 {
 		cursor = before
 	}
-	rows, err := q.Query(ctx, listUserOperationsSQL, user, cursor, limit)
+	rows, err := q.Query(ctx, listUserOperationsSQL, pg.Args{"user_id": user, "before": cursor, "limit": limit})
 	if err != nil {
 		return nil, fmt.Errorf("wallet: list operations: %w", err)
 	}
@@ -440,12 +430,7 @@ func listUserOperations(ctx context.Context, q querier, user, before int64, limi
 }
 
 func listEvents(ctx context.Context, q querier, userID int64, f EventFilter) ([]Event, error) {
-	rows, err := q.Query(ctx, `
-SELECT id, user_id, seq, kind, amount, currency, balance_after, saga_id, occurred_at, published_at IS NOT NULL
-FROM wallet_events
-WHERE user_id = $1 AND seq > $2
-ORDER BY seq
-LIMIT $3`, userID, f.AfterSeq, f.Limit)
+	rows, err := q.Query(ctx, listEventsSQL, pg.Args{"user_id": userID, "after_seq": f.AfterSeq, "limit": f.Limit})
 	if err != nil {
 		return nil, fmt.Errorf("wallet: list events: %w", err)
 	}
@@ -464,15 +449,9 @@ LIMIT $3`, userID, f.AfterSeq, f.Limit)
 
 // pruneIdempotencyKeys deletes up to limit idempotency keys taken more than window ago,
 // oldest first, skipping keys others hold locked. A request that comes back with a pruned key
-// is a new request (README, Idempotency).
+// is a new request (docs/API.md, the wallet API).
 func pruneIdempotencyKeys(ctx context.Context, q querier, window time.Duration, limit int) (int64, error) {
-	tag, err := q.Exec(ctx, `
-DELETE FROM idempotency_keys WHERE ctid = ANY(ARRAY(
-    SELECT ctid FROM idempotency_keys
-    WHERE created_at < now() - $1::bigint * interval '1 microsecond'
-    ORDER BY created_at
-    LIMIT $2
-    FOR UPDATE SKIP LOCKED))`, window.Microseconds(), limit)
+	tag, err := q.Exec(ctx, pruneIdempotencyKeysSQL, pg.Args{"window_us": window.Microseconds(), "limit": limit})
 	if err != nil {
 		return 0, fmt.Errorf("wallet: prune idempotency keys: %w", err)
 	}
@@ -483,7 +462,7 @@ DELETE FROM idempotency_keys WHERE ctid = ANY(ARRAY(
 // transaction in which the saga engine deletes those sagas (saga.Pruned): from that commit
 // on, the saga's id answers gone and no user's list reads the row.
 func markOperationsPruned(ctx context.Context, tx pgx.Tx, ids []int64) error {
-	if _, err := tx.Exec(ctx, `UPDATE wallet_operations SET pruned_at = now() WHERE saga_id = ANY($1) AND pruned_at IS NULL`, ids); err != nil {
+	if _, err := tx.Exec(ctx, markOperationsPrunedSQL, pg.Args{"saga_ids": ids}); err != nil {
 		return fmt.Errorf("wallet: mark the operations of %d pruned sagas: %w", len(ids), err)
 	}
 	return nil
@@ -493,26 +472,12 @@ func markOperationsPruned(ctx context.Context, tx pgx.Tx, ids []int64) error {
 // window ago, oldest first, skipping rows others hold locked. The row of a kept saga is never
 // deleted: the statement cannot select one.
 func pruneOperations(ctx context.Context, q querier, window time.Duration, limit int) (int64, error) {
-	tag, err := q.Exec(ctx, `
-DELETE FROM wallet_operations WHERE ctid = ANY(ARRAY(
-    SELECT ctid FROM wallet_operations
-    WHERE pruned_at < now() - $1::bigint * interval '1 microsecond'
-    ORDER BY pruned_at
-    LIMIT $2
-    FOR UPDATE SKIP LOCKED))`, window.Microseconds(), limit)
+	tag, err := q.Exec(ctx, pruneOperationsSQL, pg.Args{"window_us": window.Microseconds(), "limit": limit})
 	if err != nil {
 		return 0, fmt.Errorf("wallet: prune operations: %w", err)
 	}
 	return tag.RowsAffected(), nil
 }
-
-// oldestPrunedOperationSQL reads how long ago the oldest operation row still kept had its
-// saga pruned.
-const oldestPrunedOperationSQL = `SELECT EXTRACT(EPOCH FROM now() - min(pruned_at))::float8 FROM wallet_operations
-	WHERE pruned_at IS NOT NULL`
-
-// oldestIdempotencyKeySQL reads the age of the oldest idempotency key.
-const oldestIdempotencyKeySQL = `SELECT EXTRACT(EPOCH FROM now() - min(created_at))::float8 FROM idempotency_keys`
 
 // age runs sql, which returns an age in seconds or NULL, and returns it (0 for NULL).
 func age(ctx context.Context, q querier, sql string) (time.Duration, error) {

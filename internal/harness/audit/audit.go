@@ -8,11 +8,36 @@ package audit
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/walletsaga/walletsaga/internal/pg"
+)
+
+// The audit's statements, one a file in sql/.
+var (
+	//go:embed sql/wallet_counts.sql
+	walletCountsSQL string
+	//go:embed sql/stuck_sagas.sql
+	stuckSagasSQL string
+	//go:embed sql/ledger_sums.sql
+	ledgerSumsSQL string
+	//go:embed sql/balance_events.sql
+	balanceEventsSQL string
+	//go:embed sql/notifications.sql
+	notificationsSQL string
+	//go:embed sql/positions.sql
+	positionsSQL string
+	//go:embed sql/sms_log.sql
+	smsLogSQL string
+	//go:embed sql/wallet_quiet.sql
+	walletQuietSQL string
+	//go:embed sql/notify_unfinished.sql
+	notifyUnfinishedSQL string
 )
 
 // DBs are the two services' databases: Wallet holds the wallet's schema (public), Notify the
@@ -77,12 +102,11 @@ func Check(ctx context.Context, dbs DBs, o Options) (Result, error) {
 	note := func(n *int, format string, args ...any) { noteN(n, 1, format, args...) }
 
 	// The wallet's side.
-	if err := dbs.Wallet.QueryRow(ctx, `SELECT (SELECT count(*) FROM users), (SELECT count(*) FROM wallet_events WHERE published_at IS NULL)`).
+	if err := dbs.Wallet.QueryRow(ctx, walletCountsSQL).
 		Scan(&r.Users, &r.Unpublished); err != nil {
 		return r, err
 	}
-	rows, err := dbs.Wallet.Query(ctx, `SELECT id, state, COALESCE(error_code, '') FROM sagas
-		WHERE state NOT IN ('completed', 'compensated', 'failed') ORDER BY id`)
+	rows, err := dbs.Wallet.Query(ctx, stuckSagasSQL)
 	if err != nil {
 		return r, err
 	}
@@ -97,8 +121,7 @@ func Check(ctx context.Context, dbs DBs, o Options) (Result, error) {
 	}); err != nil {
 		return r, err
 	}
-	rows, err = dbs.Wallet.Query(ctx, `SELECT w.user_id, w.balance, COALESCE((SELECT sum(amount) FROM ledger_entries l WHERE l.user_id = w.user_id), 0)
-		FROM wallets w ORDER BY w.user_id`)
+	rows, err = dbs.Wallet.Query(ctx, ledgerSumsSQL)
 	if err != nil {
 		return r, err
 	}
@@ -120,9 +143,7 @@ func Check(ctx context.Context, dbs DBs, o Options) (Result, error) {
 	}
 	events := map[key]event{}
 	var order []key
-	rows, err = dbs.Wallet.Query(ctx, `SELECT user_id, seq, phone,
-		to_char(balance_after / 100.0, 'FM9999999999999999990.00') || ' ' || currency
-		FROM wallet_events ORDER BY user_id, seq`)
+	rows, err = dbs.Wallet.Query(ctx, balanceEventsSQL)
 	if err != nil {
 		return r, err
 	}
@@ -141,7 +162,7 @@ func Check(ctx context.Context, dbs DBs, o Options) (Result, error) {
 
 	// The notifier's side: the gate's records and the SMS log, in the order it was written.
 	status := map[key]string{}
-	rows, err = dbs.Notify.Query(ctx, `SELECT user_id, seq, status FROM notify.notifications`)
+	rows, err = dbs.Notify.Query(ctx, notificationsSQL)
 	if err != nil {
 		return r, err
 	}
@@ -159,7 +180,7 @@ func Check(ctx context.Context, dbs DBs, o Options) (Result, error) {
 	// Each user's position at the gate: a seq at or below it is finished, whether or not
 	// retention has pruned its inbox row since.
 	position := map[int64]int64{}
-	rows, err = dbs.Notify.Query(ctx, `SELECT user_id, last_seq FROM notify.progress`)
+	rows, err = dbs.Notify.Query(ctx, positionsSQL)
 	if err != nil {
 		return r, err
 	}
@@ -175,7 +196,7 @@ func Check(ctx context.Context, dbs DBs, o Options) (Result, error) {
 	}
 	sms := map[key]int{}
 	last := map[int64]int64{} // user -> the seq of the SMS written last
-	rows, err = dbs.Notify.Query(ctx, `SELECT user_id, seq, text FROM notify.sms_log WHERE NOT late ORDER BY id`)
+	rows, err = dbs.Notify.Query(ctx, smsLogSQL)
 	if err != nil {
 		return r, err
 	}
@@ -244,11 +265,7 @@ func forEach(rows pgx.Rows, f func(pgx.CollectableRow) error) error {
 func Quiet(ctx context.Context, dbs DBs) (bool, string, error) {
 	var running, unpublished, pending int
 	var users, seqs []int64
-	err := dbs.Wallet.QueryRow(ctx, `SELECT
-		(SELECT count(*) FROM sagas WHERE state IN ('running', 'compensating')),
-		(SELECT count(*) FROM wallet_events WHERE published_at IS NULL),
-		(SELECT COALESCE(array_agg(user_id ORDER BY user_id), '{}') FROM wallets WHERE event_seq > 0),
-		(SELECT COALESCE(array_agg(event_seq ORDER BY user_id), '{}') FROM wallets WHERE event_seq > 0)`).
+	err := dbs.Wallet.QueryRow(ctx, walletQuietSQL).
 		Scan(&running, &unpublished, &users, &seqs)
 	if err != nil {
 		return false, "", err
@@ -257,10 +274,7 @@ func Quiet(ctx context.Context, dbs DBs) (bool, string, error) {
 	// unlike the inbox rows) has reached its last event: the gate finishes a user's seqs in
 	// order, each once.
 	var unfinished int64
-	err = dbs.Notify.QueryRow(ctx, `SELECT
-		COALESCE((SELECT sum(u.events - LEAST(u.events, COALESCE((SELECT p.last_seq FROM notify.progress p WHERE p.user_id = u.user_id), 0)))
-			FROM unnest($1::bigint[], $2::bigint[]) AS u(user_id, events)), 0),
-		(SELECT count(*) FROM notify.notifications WHERE status = 'pending')`, users, seqs).Scan(&unfinished, &pending)
+	err = dbs.Notify.QueryRow(ctx, notifyUnfinishedSQL, pg.Args{"users": users, "events": seqs}).Scan(&unfinished, &pending)
 	if err != nil {
 		return false, "", err
 	}

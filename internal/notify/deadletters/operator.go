@@ -183,7 +183,7 @@ func (o *Operator) Replay(ctx context.Context, actor string, userID, seq int64, 
 // replays counts the replays of (userID, seq) recorded on q.
 func (o *Operator) replays(ctx context.Context, q pg.Querier, userID, seq int64) (int, error) {
 	var n int
-	if err := q.QueryRow(ctx, replaysSQL, pgx.StrictNamedArgs{"user": userID, "seq": seq, "action": ActionReplay}).Scan(&n); err != nil {
+	if err := q.QueryRow(ctx, replaysSQL, pg.Args{"user": userID, "seq": seq, "action": ActionReplay}).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count the replays of user %d seq %d: %w", userID, seq, err)
 	}
 	return n, nil
@@ -211,7 +211,7 @@ func (o *Operator) Skip(ctx context.Context, actor string, userID, seq int64, re
 // audit records an operator's action in tx and returns when.
 func audit(ctx context.Context, tx pgx.Tx, actor, action string, userID, seq int64, reason string, detail []byte) (time.Time, error) {
 	var at time.Time
-	err := tx.QueryRow(ctx, auditSQL, pgx.StrictNamedArgs{
+	err := tx.QueryRow(ctx, auditSQL, pg.Args{
 		"actor": actor, "action": action, "user": userID, "seq": seq, "reason": reason, "detail": detail,
 	}).Scan(&at)
 	if err != nil {
@@ -257,7 +257,7 @@ func (o *Operator) missing(ctx context.Context, userID, seq int64) error {
 // deleted (retention; docs/ARCHITECTURE.md). While the SMS's row is kept its audit rows stay:
 // they are its replay count, which a replay takes as its fence.
 func (o *Operator) PruneAudit(ctx context.Context, window time.Duration, limit int) (int64, error) {
-	tag, err := o.db.Exec(ctx, pruneAuditSQL, pgx.StrictNamedArgs{"window_us": window.Microseconds(), "limit": limit})
+	tag, err := o.db.Exec(ctx, pruneAuditSQL, pg.Args{"window_us": window.Microseconds(), "limit": limit})
 	if err != nil {
 		return 0, fmt.Errorf("prune the audit trail: %w", err)
 	}

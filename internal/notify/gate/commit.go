@@ -1,13 +1,20 @@
+// The recorder: the workers' outcomes grouped into few record statements, retried and isolated.
+
 package gate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
 
+	"github.com/jackc/pgerrcode"
+	"github.com/jackc/puddle/v2"
+
 	"github.com/walletsaga/walletsaga/internal/backoff"
 	"github.com/walletsaga/walletsaga/internal/groupcommit"
+	"github.com/walletsaga/walletsaga/internal/pg"
 )
 
 // commitReq is one user's outcomes waiting to be recorded, and where to answer.
@@ -177,4 +184,20 @@ func (l *Lanes) refusedOutcome(o outcome, refusal error) outcome {
 		Err: fmt.Errorf("the database refused to record it as %s: %w", o.Verdict, refusal)}, rand.Int64N)
 	return outcome{UserID: o.UserID, Seq: o.Seq, Verdict: d.Verdict, Attempts: d.Attempts, Delay: d.Delay,
 		Reason: d.Reason, Fence: o.Fence, Age: o.Age}
+}
+
+// refusedData reports whether the database refused a statement for the data of its rows: a
+// data exception (SQLSTATE class 22: text that is not UTF-8 or holds a NUL, a value out of
+// range) or an integrity constraint violation (class 23). Such a statement fails the same
+// way however often it is tried.
+func refusedData(err error) bool {
+	code := pg.Code(err)
+	return code != "" && (pgerrcode.IsDataException(code) || pgerrcode.IsIntegrityConstraintViolation(code))
+}
+
+// recordRetryable reports whether a failed record may succeed if tried again: not when its
+// context was cancelled or the pool is closed (both will fail again at once), nor when the
+// database refused its data. A timeout, a lost connection, a deadlock may pass.
+func recordRetryable(err error) bool {
+	return !errors.Is(err, context.Canceled) && !errors.Is(err, puddle.ErrClosedPool) && !refusedData(err)
 }

@@ -10,7 +10,16 @@
 // position, which Advance then moves past each finished seq. The lanes (Lanes) claim due
 // users, send and record; the retry policy (RetryPolicy) decides what a failed send
 // becomes. The package owns the delivery tables (see Store) and every statement that writes
-// them.
+// them (sql/*.sql). Its files, one concern each:
+//
+//   - gate.go: the rule (Admit, Advance, where a new user starts);
+//   - store.go: the Store, the inbox's Arrive and the lanes' claim, record and release;
+//   - lanes.go: the dispatcher and the workers; commit.go: the recorder of their outcomes;
+//   - policy.go: the retry policy;
+//   - deadletter_intents.go: dead letters to publish to the DLQ topic, and those found there;
+//   - skip.go and replay.go: an operator's skip of a lost seq and replay of a dead letter;
+//   - view.go: the gate as /v1/gate and the metrics show it;
+//   - retention.go: pruning the gate's tables.
 package gate
 
 // Notification statuses, as notify.notifications stores them.

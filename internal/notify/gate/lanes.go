@@ -1,3 +1,5 @@
+// The lanes: the dispatcher claims due users, each worker sends a user's SMS in order.
+
 package gate
 
 import (
@@ -345,11 +347,14 @@ type step int
 const (
 	stepRelease    step = iota // no head in the inbox: give the user back
 	stepAdvance                // the head is finished already: move past it
-	stepDeadLetter             // the head cannot be rendered: dead-letter it at once
+	stepDeadLetter             // the head's stored event or text is unusable: dead-letter it at once
 	stepSend                   // send it
 )
 
-// plan decides what to do with a head. It is pure.
+// plan decides what to do with a head. It is pure. The SMS it sends has the text the inbox
+// rendered on arrival (head.Text), never one rendered again here: what the inbox and the SMS
+// log show of a pending SMS is what goes out, whatever the templates became since. The
+// stored event gives the rest (phone, locale, amount, when it occurred).
 func plan(h head) (step, notify.SMS, string) {
 	switch h.Status {
 	case "":
@@ -364,12 +369,17 @@ func plan(h head) (step, notify.SMS, string) {
 	if ev.UserID != h.UserID || ev.Seq != h.Seq {
 		return stepDeadLetter, notify.SMS{}, fmt.Sprintf("the stored event is for %s, not %d:%d", ev.SeqKey(), h.UserID, h.Seq)
 	}
-	m, err := notify.Render(ev)
-	if err != nil {
-		return stepDeadLetter, notify.SMS{}, "the stored event no longer renders: " + err.Error()
+	if h.Text == "" {
+		// A row stored without its text (by a notifier from before the inbox rendered on
+		// arrival): rendered here, once, rather than lost. A message is never dead-lettered
+		// for what this process can still do.
+		sms, err := notify.Render(ev)
+		if err != nil {
+			return stepDeadLetter, notify.SMS{}, "the stored event does not render: " + err.Error()
+		}
+		return stepSend, sms, ""
 	}
-	m.OccurredAt = ev.OccurredAt
-	return stepSend, m, ""
+	return stepSend, notify.Compose(ev, h.Text), ""
 }
 
 // runLen is how many of a user's waiting SMS a worker takes at once: with a journaled sender

@@ -1,3 +1,5 @@
+// The retry policy: what a failed send becomes.
+
 package gate
 
 import (

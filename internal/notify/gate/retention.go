@@ -1,3 +1,5 @@
+// Retention: the gate prunes its own tables.
+
 package gate
 
 import (
@@ -5,8 +7,6 @@ import (
 	_ "embed"
 	"fmt"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/walletsaga/walletsaga/internal/pg"
 )
@@ -71,14 +71,14 @@ func (s *Store) OldestWake(ctx context.Context) (time.Duration, error) {
 // not its inbox row is still kept.
 func (s *Store) Finished(ctx context.Context, userID, seq int64) (bool, error) {
 	var done bool
-	if err := s.db.QueryRow(ctx, finishedSQL, pgx.StrictNamedArgs{"user": userID, "seq": seq}).Scan(&done); err != nil {
+	if err := s.db.QueryRow(ctx, finishedSQL, pg.Args{"user": userID, "seq": seq}).Scan(&done); err != nil {
 		return false, fmt.Errorf("read the position of user %d: %w", userID, err)
 	}
 	return done, nil
 }
 
 func (s *Store) prune(ctx context.Context, what, sql string, window time.Duration, limit int) (int64, error) {
-	tag, err := s.db.Exec(ctx, sql, pgx.StrictNamedArgs{"window_us": window.Microseconds(), "limit": limit})
+	tag, err := s.db.Exec(ctx, sql, pg.Args{"window_us": window.Microseconds(), "limit": limit})
 	if err != nil {
 		return 0, fmt.Errorf("prune the %s: %w", what, err)
 	}

@@ -1,17 +1,16 @@
+// The Store and the lanes' statements: arrive, claim, record, release.
+
 package gate
 
 import (
 	"context"
 	_ "embed"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
 
-	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/jackc/puddle/v2"
 
 	"github.com/walletsaga/walletsaga/internal/freetext"
 	"github.com/walletsaga/walletsaga/internal/pg"
@@ -21,11 +20,11 @@ import (
 // ones that write them: notify.notifications (the inbox: one row per (user, seq), its status
 // and attempts), notify.progress (each user's position at the gate, its lease and fence),
 // notify.wakes (news for idle users) and the SMS log rows of a journaled sender's deliveries
-// in notify.sms_log; it reads notify.deployment for the provider key. The other parts call
-// the methods below: the inbox Arrive, the dead letters FoundDeadLetter, DeadLetterIntents,
-// MarkDeadLettersPublished, UnpublishedDeadLetters, Skip, DeadLetter, LockDeadLetter and
-// JournalLate; the read side View and DeploymentID. (The SMS log's read model reads these
-// tables too, and writes none.)
+// in notify.sms_log; it reads notify.deployment for the provider key. This file holds the
+// Store, the inbox's Arrive, the lanes' claim, record and release, and DeploymentID; the
+// other parts call the methods of deadletter_intents.go (the DLQ publisher and reconciler),
+// skip.go and replay.go (an operator) and view.go (the read side). (The SMS log's read model
+// reads these tables too, and writes none.)
 
 var (
 	//go:embed sql/positions.sql
@@ -44,36 +43,6 @@ var (
 	releaseAllSQL string
 	//go:embed sql/deployment.sql
 	deploymentSQL string
-	//go:embed sql/dead_letter_intents.sql
-	deadLetterIntentsSQL string
-	//go:embed sql/mark_dead_letters_published.sql
-	markDeadLettersPublishedSQL string
-	//go:embed sql/unpublished_dead_letters.sql
-	unpublishedDeadLettersSQL string
-	//go:embed sql/found_dead_letter.sql
-	foundDeadLetterSQL string
-	//go:embed sql/skip_position.sql
-	skipPositionSQL string
-	//go:embed sql/skip_arrived.sql
-	skipArrivedSQL string
-	//go:embed sql/skip_record.sql
-	skipRecordSQL string
-	//go:embed sql/skip_advance.sql
-	skipAdvanceSQL string
-	//go:embed sql/wake.sql
-	wakeSQL string
-	//go:embed sql/view_counts.sql
-	viewCountsSQL string
-	//go:embed sql/view_gaps.sql
-	viewGapsSQL string
-	//go:embed sql/view_baselines.sql
-	viewBaselinesSQL string
-	//go:embed sql/dead_letter.sql
-	deadLetterSQL string
-	//go:embed sql/lock_dead_letter.sql
-	lockDeadLetterSQL string
-	//go:embed sql/journal_late.sql
-	journalLateSQL string
 )
 
 // Store holds the gate's statements on a pool. It is safe for concurrent use.
@@ -144,7 +113,7 @@ func (s *Store) Arrive(ctx context.Context, q pg.Querier, batch []Arrival, fromL
 		traceparents = append(traceparents, a.Traceparent)
 	}
 	var r Arrived
-	err = q.QueryRow(ctx, arriveSQL, pgx.StrictNamedArgs{
+	err = q.QueryRow(ctx, arriveSQL, pg.Args{
 		"users": users, "seqs": seqs, "msg_ids": msgIDs, "events": events, "kinds": kinds, "texts": texts, "queues": queues,
 		"traceparents": traceparents,
 		"start_users":  startUsers, "start_last_seqs": startLast, "start_baselines": startBaselines,
@@ -158,7 +127,7 @@ func (s *Store) Arrive(ctx context.Context, q pg.Querier, batch []Arrival, fromL
 
 // positions reads where users stand with sql (positions.sql, or lock.sql in a transaction).
 func positions(ctx context.Context, q pg.Querier, sql string, users []int64) (map[int64]Position, error) {
-	rows, err := q.Query(ctx, sql, pgx.StrictNamedArgs{"users": users})
+	rows, err := q.Query(ctx, sql, pg.Args{"users": users})
 	if err != nil {
 		return nil, err
 	}
@@ -194,6 +163,8 @@ type head struct {
 	ReadAt   time.Time     // when it was read, on this process's monotonic clock
 	MsgID    string
 	Event    []byte
+	// Text is the SMS text the inbox rendered from Event on arrival: the text sent.
+	Text string
 	// Traceparent is the inbox span that recorded it ("" untraced): its send span's parent.
 	Traceparent string
 }
@@ -229,7 +200,7 @@ func scanHeads[X any](rows pgx.Rows, set func(*claim, X)) ([]claim, error) {
 			age        float64
 			event      string
 		)
-		if err := rows.Scan(&user, &last, &extra, &seq, &h.Status, &h.Attempts, &age, &h.MsgID, &event, &h.Traceparent); err != nil {
+		if err := rows.Scan(&user, &last, &extra, &seq, &h.Status, &h.Attempts, &age, &h.MsgID, &event, &h.Text, &h.Traceparent); err != nil {
 			return nil, err
 		}
 		if len(out) == 0 || out[len(out)-1].UserID != user {
@@ -267,7 +238,7 @@ func scanHeads[X any](rows pgx.Rows, set func(*claim, X)) ([]claim, error) {
 // passes over users another statement is taking or recording at the same moment, and a
 // leased user is not claimable until its lease runs out (a lane that died) or is given back.
 func (s *Store) claimUsers(ctx context.Context, owner string, n int, lease time.Duration, run int) ([]claim, error) {
-	rows, err := s.db.Query(ctx, claimSQL, pgx.StrictNamedArgs{
+	rows, err := s.db.Query(ctx, claimSQL, pg.Args{
 		"owner": owner, "n": n, "lease_us": lease.Microseconds(), "run": max(run, 1),
 	})
 	if err != nil {
@@ -399,8 +370,8 @@ func (a *recordArgs) add(at Position, outs []outcome) {
 	a.uVerdicts, a.uDelays = append(a.uVerdicts, string(last.Verdict)), append(a.uDelays, last.Delay.Microseconds())
 }
 
-func (a *recordArgs) named(lease time.Duration, run int) pgx.StrictNamedArgs {
-	return pgx.StrictNamedArgs{
+func (a *recordArgs) named(lease time.Duration, run int) pg.Args {
+	return pg.Args{
 		"users": a.users, "seqs": a.seqs, "verdicts": a.verdicts, "attempts": a.attempts, "reasons": a.reasons,
 		"texts": a.texts, "phones": a.phones, "journal": a.journal,
 		"u_users": a.uUsers, "u_last_seqs": a.uLastSeqs, "u_verdicts": a.uVerdicts, "u_delays_us": a.uDelays,
@@ -417,7 +388,7 @@ func (s *Store) release(ctx context.Context, user, fence int64, requeue bool) er
 	// Bounded on the server too, as a record is: a give-back waiting for the user's row must
 	// not queue behind it after the lanes stopped waiting.
 	err := pg.WithBoundedTx(ctx, s.db, pg.UntilDeadline(ctx), func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, releaseSQL, pgx.StrictNamedArgs{"user": user, "fence": fence, "requeue": requeue})
+		_, err := tx.Exec(ctx, releaseSQL, pg.Args{"user": user, "fence": fence, "requeue": requeue})
 		return err
 	})
 	if err != nil {
@@ -429,231 +400,11 @@ func (s *Store) release(ctx context.Context, user, fence int64, requeue bool) er
 // releaseAll gives back every user leased by owner, due at once: at shutdown, and at the
 // start of a process that took over a stable name (its predecessor's leases are its own).
 func (s *Store) releaseAll(ctx context.Context, owner string) (int64, error) {
-	tag, err := s.db.Exec(ctx, releaseAllSQL, pgx.StrictNamedArgs{"owner": owner})
+	tag, err := s.db.Exec(ctx, releaseAllSQL, pg.Args{"owner": owner})
 	if err != nil {
 		return 0, fmt.Errorf("lanes: release the leases of %s: %w", owner, err)
 	}
 	return tag.RowsAffected(), nil
-}
-
-// DeadLetter is a dead-lettered SMS to publish to the DLQ topic.
-type DeadLetter struct {
-	UserID int64
-	Seq    int64
-	MsgID  string
-	Event  []byte
-	Reason string
-}
-
-// DeadLetterIntents returns up to limit dead-lettered SMS not yet published to the DLQ topic,
-// oldest first.
-func (s *Store) DeadLetterIntents(ctx context.Context, limit int) ([]DeadLetter, error) {
-	rows, err := s.db.Query(ctx, deadLetterIntentsSQL, pgx.StrictNamedArgs{"limit": limit})
-	if err != nil {
-		return nil, fmt.Errorf("dead-letter intents: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[DeadLetter])
-	if err != nil {
-		return nil, fmt.Errorf("dead-letter intents: %w", err)
-	}
-	return out, nil
-}
-
-// MarkDeadLettersPublished records that these dead letters are in the DLQ topic.
-func (s *Store) MarkDeadLettersPublished(ctx context.Context, done []DeadLetter) error {
-	users, seqs := make([]int64, len(done)), make([]int64, len(done))
-	for i, d := range done {
-		users[i], seqs[i] = d.UserID, d.Seq
-	}
-	if _, err := s.db.Exec(ctx, markDeadLettersPublishedSQL, pgx.StrictNamedArgs{"users": users, "seqs": seqs}); err != nil {
-		return fmt.Errorf("mark %d dead letters published: %w", len(done), err)
-	}
-	return nil
-}
-
-// UnpublishedDeadLetters counts the dead-lettered SMS not yet published to the DLQ topic.
-func (s *Store) UnpublishedDeadLetters(ctx context.Context) (int64, error) {
-	var n int64
-	if err := s.db.QueryRow(ctx, unpublishedDeadLettersSQL).Scan(&n); err != nil {
-		return 0, fmt.Errorf("count unpublished dead letters: %w", err)
-	}
-	return n, nil
-}
-
-// FoundDeadLetter makes sure a (user, seq) found in the DLQ topic is recorded: the
-// reconciler's half of "dead letters, consistent both ways". A row the inbox has already
-// (pending or finished) is left alone — the lane decides a pending one; a missing one is
-// recorded dead-lettered and published, and its user woken so a lane moves past it. It
-// reports whether it recorded anything.
-func (s *Store) FoundDeadLetter(ctx context.Context, a Arrival, reason string) (bool, error) {
-	at, err := positions(ctx, s.db, positionsSQL, []int64{a.UserID})
-	if err != nil {
-		return false, fmt.Errorf("record dead letter %d:%d found in the DLQ: %w", a.UserID, a.Seq, err)
-	}
-	if Admit(at[a.UserID], a.Seq, 0) == Finished {
-		return false, nil
-	}
-	var recorded bool
-	err = s.db.QueryRow(ctx, foundDeadLetterSQL, pgx.StrictNamedArgs{
-		"user": a.UserID, "seq": a.Seq, "msg_id": a.MsgID, "event": string(a.Event), "kind": a.Kind, "text": a.Text,
-		"reason": freetext.Clip(reason, maxReason),
-	}).Scan(&recorded)
-	if err != nil {
-		return false, fmt.Errorf("record dead letter %d:%d found in the DLQ: %w", a.UserID, a.Seq, err)
-	}
-	return recorded, nil
-}
-
-// ErrNotHeld means an operator asked to skip a seq no user is held by: the user's next seq
-// (last_seq + 1) is not that one, or nothing later waits behind it.
-var ErrNotHeld = errors.New("gate: the user is not held by that missing seq")
-
-// ErrNotLost means the seq an operator asked to skip has arrived: it is in the inbox or
-// finished, so it is not lost and must not be skipped.
-var ErrNotLost = errors.New("gate: that seq has arrived; it is not lost")
-
-// Skip records, in the caller's transaction tx, the missing seq of a held user as
-// skipped_by_operator and advances the user past it (and past any finished successors); the
-// user is then due, so its waiting SMS go out. seq must be last_seq + 1 of a user with later
-// SMS waiting (else ErrNotHeld), and must never have arrived (else ErrNotLost). It returns
-// the user's new progress.
-func (s *Store) Skip(ctx context.Context, tx pgx.Tx, userID, seq int64, reason string) (int64, error) {
-	var p Position
-	var waiting bool
-	err := tx.QueryRow(ctx, skipPositionSQL, pgx.StrictNamedArgs{"user": userID}).Scan(&p.LastSeq, &p.Fence, &p.Leased, &waiting)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, ErrNotHeld
-	}
-	if err != nil {
-		return 0, fmt.Errorf("skip %d:%d: %w", userID, seq, err)
-	}
-	if Admit(p, seq, 0) != Next || !waiting {
-		return 0, ErrNotHeld
-	}
-	var status string
-	err = tx.QueryRow(ctx, skipArrivedSQL, pgx.StrictNamedArgs{"user": userID, "seq": seq}).Scan(&status)
-	if err == nil {
-		return 0, fmt.Errorf("%w (status %s)", ErrNotLost, status)
-	}
-	if !errors.Is(err, pgx.ErrNoRows) {
-		return 0, fmt.Errorf("skip %d:%d: %w", userID, seq, err)
-	}
-	if _, err := tx.Exec(ctx, skipRecordSQL, pgx.StrictNamedArgs{
-		"user": userID, "seq": seq, "reason": freetext.Clip("skipped by an operator: "+reason, maxReason),
-	}); err != nil {
-		return 0, fmt.Errorf("skip %d:%d: %w", userID, seq, err)
-	}
-	var last int64
-	if err := tx.QueryRow(ctx, skipAdvanceSQL, pgx.StrictNamedArgs{"user": userID, "last_seq": Advance(p, seq, Skipped).LastSeq}).Scan(&last); err != nil {
-		return 0, fmt.Errorf("skip %d:%d: %w", userID, seq, err)
-	}
-	// A lane that holds the user and gives it back as idle must not strand it.
-	if _, err := tx.Exec(ctx, wakeSQL, pgx.StrictNamedArgs{"user": userID}); err != nil {
-		return 0, fmt.Errorf("skip %d:%d: %w", userID, seq, err)
-	}
-	return last, nil
-}
-
-// StoredSMS is an SMS as an operator's replay reads it.
-type StoredSMS struct {
-	Status string
-	Event  []byte // the wallet event the inbox stored
-	// LateJournaled is set when its late SMS log row is there: a journaled sender delivered
-	// a replay of it already.
-	LateJournaled bool
-	// Traceparent is the inbox span that recorded its arrival ("" untraced): the replay's
-	// span links to it.
-	Traceparent string
-}
-
-// DeadLetter reads the SMS (userID, seq), or returns pgx.ErrNoRows.
-func (s *Store) DeadLetter(ctx context.Context, userID, seq int64) (StoredSMS, error) {
-	var m StoredSMS
-	err := s.db.QueryRow(ctx, deadLetterSQL, pgx.StrictNamedArgs{"user": userID, "seq": seq}).Scan(&m.Status, &m.Event, &m.LateJournaled, &m.Traceparent)
-	if err != nil {
-		return StoredSMS{}, fmt.Errorf("read the SMS of user %d seq %d: %w", userID, seq, err)
-	}
-	return m, nil
-}
-
-// LockDeadLetter locks the row of the SMS (userID, seq) in tx and returns its status.
-func (s *Store) LockDeadLetter(ctx context.Context, tx pgx.Tx, userID, seq int64) (string, error) {
-	var status string
-	if err := tx.QueryRow(ctx, lockDeadLetterSQL, pgx.StrictNamedArgs{"user": userID, "seq": seq}).Scan(&status); err != nil {
-		return "", fmt.Errorf("lock the SMS of user %d seq %d: %w", userID, seq, err)
-	}
-	return status, nil
-}
-
-// JournalLate writes, in tx, the late SMS log row of a replay of (userID, seq) to phone with
-// text, once per (user, seq): a journaled sender's delivery of it. It reports whether a row
-// was written (false: it was delivered late before).
-func (s *Store) JournalLate(ctx context.Context, tx pgx.Tx, userID, seq int64, phone, text string) (bool, error) {
-	tag, err := tx.Exec(ctx, journalLateSQL, pgx.StrictNamedArgs{"user": userID, "seq": seq, "phone": phone, "text": text})
-	if err != nil {
-		return false, fmt.Errorf("log the replay of user %d seq %d: %w", userID, seq, err)
-	}
-	return tag.RowsAffected() == 1, nil
-}
-
-// Gap is a user whose next SMS has not arrived while later ones wait in the inbox.
-type Gap struct {
-	UserID      int64     `json:"user_id"`
-	LastSeq     int64     `json:"last_seq"`
-	MissingSeq  int64     `json:"missing_seq"`
-	WaitingSeqs int64     `json:"waiting"` // SMS in the inbox behind the gap
-	Since       time.Time `json:"since"`
-	// Alert is set once the gap is older than the alert threshold: an operator should look
-	// (the skip action is the only way past a seq that is truly lost).
-	Alert bool `json:"alert"`
-}
-
-// Baseline is where a user started because the consumer group started from the end of
-// the topic: SMS before Seq were never received and are not sent.
-type Baseline struct {
-	UserID int64     `json:"user_id"`
-	Seq    int64     `json:"baseline_seq"`
-	At     time.Time `json:"at"`
-}
-
-// View is what the gate holds, as /v1/gate and the metrics show it.
-type View struct {
-	Pending   int64      `json:"pending"`      // SMS in the inbox
-	Due       int64      `json:"due_users"`    // users a claim would take now
-	Gaps      []Gap      `json:"gaps"`         // longest first, at most the limit
-	GapAlerts int64      `json:"gap_alerts"`   // users held by a gap older than the threshold
-	OldestGap float64    `json:"oldest_gap_s"` // seconds
-	Baselines []Baseline `json:"baselines"`    // newest first, at most the limit
-}
-
-// View reads what the gate holds: counts, the gaps (longest first) and the baselines (newest
-// first), at most limit of each; a gap older than alertAfter is an alert.
-func (s *Store) View(ctx context.Context, limit int, alertAfter time.Duration) (View, error) {
-	var v View
-	err := s.db.QueryRow(ctx, viewCountsSQL, pgx.StrictNamedArgs{"alert_after_us": alertAfter.Microseconds()}).
-		Scan(&v.Pending, &v.Due, &v.GapAlerts, &v.OldestGap)
-	if err != nil {
-		return View{}, fmt.Errorf("gate view: %w", err)
-	}
-	v.Gaps, v.Baselines = []Gap{}, []Baseline{}
-	if limit <= 0 {
-		return v, nil
-	}
-	rows, err := s.db.Query(ctx, viewGapsSQL, pgx.StrictNamedArgs{"limit": limit, "alert_after_us": alertAfter.Microseconds()})
-	if err != nil {
-		return View{}, fmt.Errorf("gate view: gaps: %w", err)
-	}
-	if v.Gaps, err = pgx.AppendRows(v.Gaps, rows, pgx.RowToStructByPos[Gap]); err != nil {
-		return View{}, fmt.Errorf("gate view: gaps: %w", err)
-	}
-	rows, err = s.db.Query(ctx, viewBaselinesSQL, pgx.StrictNamedArgs{"limit": limit})
-	if err != nil {
-		return View{}, fmt.Errorf("gate view: baselines: %w", err)
-	}
-	if v.Baselines, err = pgx.AppendRows(v.Baselines, rows, pgx.RowToStructByPos[Baseline]); err != nil {
-		return View{}, fmt.Errorf("gate view: baselines: %w", err)
-	}
-	return v, nil
 }
 
 // deployment caches the id of the deployment the notifier's tables belong to.
@@ -674,22 +425,6 @@ func (s *Store) DeploymentID(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("read the deployment id: %w", err)
 	}
 	return s.deployment.id, nil
-}
-
-// refusedData reports whether the database refused a statement for the data of its rows: a
-// data exception (SQLSTATE class 22: text that is not UTF-8 or holds a NUL, a value out of
-// range) or an integrity constraint violation (class 23). Such a statement fails the same
-// way however often it is tried.
-func refusedData(err error) bool {
-	code := pg.Code(err)
-	return code != "" && (pgerrcode.IsDataException(code) || pgerrcode.IsIntegrityConstraintViolation(code))
-}
-
-// recordRetryable reports whether a failed record may succeed if tried again: not when its
-// context was cancelled or the pool is closed (both will fail again at once), nor when the
-// database refused its data. A timeout, a lost connection, a deadlock may pass.
-func recordRetryable(err error) bool {
-	return !errors.Is(err, context.Canceled) && !errors.Is(err, puddle.ErrClosedPool) && !refusedData(err)
 }
 
 // maxReason is how many characters of a failure reason the notifier's tables keep.

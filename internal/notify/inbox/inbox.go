@@ -94,7 +94,10 @@ func clipBody(b []byte) []byte {
 
 // Decode turns a broker message into what the inbox records: the wallet event's (user, seq)
 // and the SMS text rendered from it, or, for a message that does not decode or render, the
-// message kept as bad with its reason (both bounded: MaxBadReason, MaxBadBody).
+// message kept as bad with its reason (both bounded: MaxBadReason, MaxBadBody). This is the
+// one render of an SMS: the inbox stores the text, and the lanes send that text as stored
+// (nothing needs it rendered again at send time: the locale is the event's, and the provider
+// deduplicates on the key, not the text).
 func Decode(m Message) Decoded {
 	d := Decoded{Arrival: gate.Arrival{MsgID: m.MsgID, Queue: m.Queue, Event: m.Body}, Offset: m.Offset}
 	ev, err := walletevent.Decode(m.Body)

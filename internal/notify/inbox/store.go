@@ -52,7 +52,7 @@ func (s *Store) recordBad(ctx context.Context, q pg.Querier, bad []Decoded, publ
 			bodies[i] = []byte{}
 		}
 	}
-	tag, err := q.Exec(ctx, recordBadSQL, pgx.StrictNamedArgs{
+	tag, err := q.Exec(ctx, recordBadSQL, pg.Args{
 		"msg_ids": ids, "queues": queues, "offsets": offsets, "bodies": bodies, "reasons": reasons, "published": published,
 	})
 	if err != nil {
@@ -78,7 +78,7 @@ type BadMessage struct {
 // BadIntents returns up to limit bad messages not yet published to the DLQ topic, oldest
 // first.
 func (s *Store) BadIntents(ctx context.Context, limit int) ([]BadMessage, error) {
-	rows, err := s.db.Query(ctx, badIntentsSQL, pgx.StrictNamedArgs{"limit": limit})
+	rows, err := s.db.Query(ctx, badIntentsSQL, pg.Args{"limit": limit})
 	if err != nil {
 		return nil, fmt.Errorf("bad-message intents: %w", err)
 	}
@@ -91,7 +91,7 @@ func (s *Store) BadIntents(ctx context.Context, limit int) ([]BadMessage, error)
 
 // MarkBadPublished records that the bad messages msgIDs are in the DLQ topic.
 func (s *Store) MarkBadPublished(ctx context.Context, msgIDs []string) error {
-	if _, err := s.db.Exec(ctx, markBadPublishedSQL, pgx.StrictNamedArgs{"msg_ids": msgIDs}); err != nil {
+	if _, err := s.db.Exec(ctx, markBadPublishedSQL, pg.Args{"msg_ids": msgIDs}); err != nil {
 		return fmt.Errorf("mark %d bad messages published: %w", len(msgIDs), err)
 	}
 	return nil
@@ -111,7 +111,7 @@ func (s *Store) UnpublishedBad(ctx context.Context) (int64, error) {
 // dead-letter intent is not yet published is never deleted. Should the DLQ watcher read a
 // pruned one from the topic again (its offsets reset), it is recorded again, as published.
 func (s *Store) PruneBad(ctx context.Context, window time.Duration, limit int) (int64, error) {
-	tag, err := s.db.Exec(ctx, pruneBadSQL, pgx.StrictNamedArgs{"window_us": window.Microseconds(), "limit": limit})
+	tag, err := s.db.Exec(ctx, pruneBadSQL, pg.Args{"window_us": window.Microseconds(), "limit": limit})
 	if err != nil {
 		return 0, fmt.Errorf("prune bad messages: %w", err)
 	}

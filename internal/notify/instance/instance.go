@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/walletsaga/walletsaga/internal/lifecycle"
+	"github.com/walletsaga/walletsaga/internal/pg"
 )
 
 // A consumer's identity at the broker is "IP@instance". The broker locks each queue of an
@@ -105,7 +106,7 @@ func lockOn(ctx context.Context, pool *pgxpool.Pool, key int64) (*pgx.Conn, erro
 	}
 	conn := pc.Hijack()
 	var got bool
-	if err := conn.QueryRow(ctx, lockSQL, pgx.StrictNamedArgs{"key": key}).Scan(&got); err != nil {
+	if err := conn.QueryRow(ctx, lockSQL, pg.Args{"key": key}).Scan(&got); err != nil {
 		_ = conn.Close(context.WithoutCancel(ctx)) // holding no lock: nothing depends on its close
 		return nil, err
 	}
@@ -125,7 +126,7 @@ func (c *Claim) hold(ctx context.Context) error {
 			// Unlock before closing: the server ends the session (and drops its locks) only
 			// some moments after the socket closes, and a successor may be starting now.
 			uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-			_, _ = conn.Exec(uctx, unlockSQL, pgx.StrictNamedArgs{"key": key})
+			_, _ = conn.Exec(uctx, unlockSQL, pg.Args{"key": key})
 			cancel()
 			_ = conn.Close(context.WithoutCancel(ctx)) // a connection given up: its lock ends with it
 		}

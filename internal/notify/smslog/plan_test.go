@@ -9,12 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/stretchr/testify/require"
 
 	"github.com/walletsaga/walletsaga/internal/notify/deadletters"
 	"github.com/walletsaga/walletsaga/internal/notify/smslog"
+	"github.com/walletsaga/walletsaga/internal/pg"
 	"github.com/walletsaga/walletsaga/internal/testutil/notifytest"
 	"github.com/walletsaga/walletsaga/internal/testutil/testdb"
 )
@@ -64,21 +64,21 @@ ANALYZE notify.bad_messages; ANALYZE notify.audit`)
 	page := 51 // a page of 50 and the one that tells whether there is another
 	cases := []struct {
 		query string
-		args  pgx.StrictNamedArgs
+		args  pg.Args
 		index string  // an index the plan must use
 		most  float64 // rows its scans may read
 	}{
-		{"activity", pgx.StrictNamedArgs{"before_at": inf, "before_user": 0, "before_seq": 0, "limit": page}, "notifications_changes", 51},
-		{"activity", pgx.StrictNamedArgs{"before_at": midAt, "before_user": 5000, "before_seq": 10, "limit": page}, "notifications_changes", 51},
-		{"user_ids", pgx.StrictNamedArgs{"after_user": 0, "limit": page}, "notifications_pkey", 51 * perUser},
-		{"user_ids", pgx.StrictNamedArgs{"after_user": 7000, "limit": page}, "notifications_pkey", 51 * perUser},
-		{"user_ids_by_phone", pgx.StrictNamedArgs{"phone": notifytest.BulkPhone(4242), "after_user": 0, "limit": page}, "notifications_phone", perUser},
-		{"users", pgx.StrictNamedArgs{"ids": seq(7001, 7050)}, "notifications_pkey", 50*perUser + 50*perUser},
-		{"user_sms", pgx.StrictNamedArgs{"user": 4242, "after_seq": 5, "limit": page, "replay": deadletters.ActionReplay}, "notifications_pkey", 3 * perUser},
-		{"dead_letters", pgx.StrictNamedArgs{"before_at": inf, "before_user": 0, "before_seq": 0, "limit": page, "replay": deadletters.ActionReplay}, "notifications_dead", 51 * 3},
-		{"bad_messages", pgx.StrictNamedArgs{"before_at": inf, "before_msg_id": "", "limit": page}, "bad_messages_received", 51},
-		{"audit", pgx.StrictNamedArgs{"before_id": int64(math.MaxInt64), "limit": page}, "audit_pkey", 51},
-		{"changes", pgx.StrictNamedArgs{"after_at": midAt, "after_user": 5000, "after_seq": 10, "limit": 50, "lag_us": int64(10_000_000)}, "notifications_changes", 50},
+		{"activity", pg.Args{"before_at": inf, "before_user": 0, "before_seq": 0, "limit": page}, "notifications_changes", 51},
+		{"activity", pg.Args{"before_at": midAt, "before_user": 5000, "before_seq": 10, "limit": page}, "notifications_changes", 51},
+		{"user_ids", pg.Args{"after_user": 0, "limit": page}, "notifications_pkey", 51 * perUser},
+		{"user_ids", pg.Args{"after_user": 7000, "limit": page}, "notifications_pkey", 51 * perUser},
+		{"user_ids_by_phone", pg.Args{"phone": notifytest.BulkPhone(4242), "after_user": 0, "limit": page}, "notifications_phone", perUser},
+		{"users", pg.Args{"ids": seq(7001, 7050)}, "notifications_pkey", 50*perUser + 50*perUser},
+		{"user_sms", pg.Args{"user": 4242, "after_seq": 5, "limit": page, "replay": deadletters.ActionReplay}, "notifications_pkey", 3 * perUser},
+		{"dead_letters", pg.Args{"before_at": inf, "before_user": 0, "before_seq": 0, "limit": page, "replay": deadletters.ActionReplay}, "notifications_dead", 51 * 3},
+		{"bad_messages", pg.Args{"before_at": inf, "before_msg_id": "", "limit": page}, "bad_messages_received", 51},
+		{"audit", pg.Args{"before_id": int64(math.MaxInt64), "limit": page}, "audit_pkey", 51},
+		{"changes", pg.Args{"after_at": midAt, "after_user": 5000, "after_seq": 10, "limit": 50, "lag_us": int64(10_000_000)}, "notifications_changes", 50},
 	}
 	for _, c := range cases {
 		var raw []byte

@@ -1,3 +1,5 @@
+// The CLI's printout of a user's SMS log, and its follow mode.
+
 package smslog
 
 import (

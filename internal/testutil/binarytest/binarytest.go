@@ -26,6 +26,7 @@ import (
 	"github.com/walletsaga/walletsaga/internal/cli"
 	"github.com/walletsaga/walletsaga/internal/freetext"
 	"github.com/walletsaga/walletsaga/internal/ordering"
+	"github.com/walletsaga/walletsaga/internal/testutil/configref"
 	"github.com/walletsaga/walletsaga/internal/testutil/openapicheck"
 	"github.com/walletsaga/walletsaga/internal/testutil/rmqtest"
 )
@@ -33,8 +34,9 @@ import (
 // Root is the repository's root, seen from a binary's package (cmd/<binary>).
 var Root = filepath.Join("..", "..")
 
-// Update asks the OpenAPI tests to rewrite their document's generated lines.
-var Update = flag.Bool("update", false, "rewrite the OpenAPI document's generated lines (the free-text pattern)")
+// Update asks the tests that hold a document to the code to rewrite its generated lines: an
+// OpenAPI document's free-text pattern, docs/CONFIGURATION.md's sections.
+var Update = flag.Bool("update", false, "rewrite the documents' generated lines (the OpenAPI free-text pattern, docs/CONFIGURATION.md)")
 
 // DevEnv is the environment of a test that runs a binary on the dev stack: dev mode, asked
 // for explicitly, plus kv.
@@ -202,6 +204,17 @@ func RequireServiceCompose[C any](t *testing.T, c Compose[C], serveSub string, s
 		}
 	}
 	RequireCompose(t, c)
+}
+
+// RequireConfigReference holds program's section of docs/CONFIGURATION.md to the flags
+// parse binds for subcommand sub (rewritten with -update).
+func RequireConfigReference[C any](t *testing.T, program, sub string, parse Parse[C]) {
+	t.Helper()
+	section, err := cli.Reference(program, func(getenv func(string) string, out io.Writer) {
+		_, _, _ = parse(sub, nil, getenv, out)
+	})
+	require.NoError(t, err)
+	configref.Require(t, filepath.Join(Root, "docs", "CONFIGURATION.md"), program, section, *Update)
 }
 
 // RequireDocumented checks that e, a binary's whole HTTP server, serves exactly the routes

@@ -40,7 +40,7 @@ type Broker struct {
 }
 
 // Users are the RocketMQ users scripts/services.sh creates on the dev broker, with their
-// documented dev secrets (see the README), each overridable by the variable services.sh
+// documented dev secrets (see docs/DEVELOPING.md), each overridable by the variable services.sh
 // reads too: RMQ_ADMIN_USER / RMQ_ADMIN_SECRET, RMQ_WALLET_USER / RMQ_WALLET_SECRET,
 // RMQ_NOTIFIER_USER / RMQ_NOTIFIER_SECRET.
 type Users struct {
@@ -198,7 +198,7 @@ func (b Broker) NotifierUser(t testing.TB, topic, group string) ordering.Credent
 	defer adminMu.Unlock()
 	creds := ordering.Credentials{AccessKey: Unique("it-notifier"), SecretKey: Unique("it-secret")}
 	_, file, _, _ := runtime.Caller(0)
-	script := filepath.Join(filepath.Dir(file), "..", "..", "scripts", "services.sh")
+	script := filepath.Join(filepath.Dir(file), "..", "..", "..", "scripts", "services.sh")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, "bash", script, "notifier-user", creds.AccessKey, creds.SecretKey, topic, group).CombinedOutput() //nolint:gosec // G204: the repository's own script, with names this function made

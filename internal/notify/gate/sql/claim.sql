@@ -37,7 +37,7 @@ WITH cand AS (
 SELECT claimed.user_id, claimed.last_seq, claimed.fence,
        n.seq, COALESCE(n.status, ''), COALESCE(n.attempts, 0),
        COALESCE(extract(epoch FROM now() - n.first_attempt_at), 0)::float8, COALESCE(n.msg_id, ''), COALESCE(n.event::text, ''),
-       COALESCE(n.traceparent, '')
+       COALESCE(n.text, ''), COALESCE(n.traceparent, '')
 FROM claimed
 LEFT JOIN LATERAL (
 	SELECT * FROM notify.notifications n

@@ -57,7 +57,6 @@ WITH o AS (
 		attempts         = h.attempts,
 		first_attempt_at = COALESCE(n.first_attempt_at, now()),
 		last_error       = CASE WHEN h.verdict = 'sent' THEN n.last_error ELSE NULLIF(h.reason, '') END,
-		text             = COALESCE(NULLIF(h.text, ''), n.text),
 		finished_at      = CASE WHEN h.verdict IN ('sent', 'dead_lettered') THEN now() ELSE n.finished_at END,
 		updated_at       = now()
 	FROM hit h
@@ -77,7 +76,7 @@ WITH o AS (
 SELECT adv.user_id, st.last_seq, adv.idle,
        n.seq, COALESCE(n.status, ''), COALESCE(n.attempts, 0),
        COALESCE(extract(epoch FROM now() - n.first_attempt_at), 0)::float8, COALESCE(n.msg_id, ''), COALESCE(n.event::text, ''),
-       COALESCE(n.traceparent, '')
+       COALESCE(n.text, ''), COALESCE(n.traceparent, '')
 FROM adv
 JOIN st ON st.user_id = adv.user_id
 LEFT JOIN LATERAL (

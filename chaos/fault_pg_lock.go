@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -15,6 +16,49 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
+
+// pgLockFault (pg-lock) holds row locks on hot rows (wallets, the notifier's progress, the
+// outbox) in a session of the run's own for the fault's Down, longer than the services'
+// statement timeout. Its report says what it held, which statements Postgres cut off behind
+// it, how long the users whose progress rows were held waited, and everyone else.
+var pgLockFault = faultAction{
+	inject: func(r *chaosRun, ctx context.Context, f Fault, e *executed) {
+		e.held, e.err = holdLocks(ctx, r.db, r.ndb, f.Down)
+	},
+	report: (*chaosRun).reportHeldLocks,
+}
+
+// reportHeldLocks prints what a pg-lock fault held, what waited behind it and what was cut
+// off.
+func (r *chaosRun) reportHeldLocks(ctx context.Context, e executed) {
+	if !e.took() {
+		return
+	}
+	r.printf("      held %s\n", e.held)
+	// Statements that started waiting before the release are cut off until a
+	// statement timeout after it.
+	logs := map[string]string{"Postgres": filepath.Join(r.cfg.RunDir, "pg", "postgres.log")}
+	if r.nsvc != nil {
+		logs = map[string]string{"the wallet's Postgres": logs["Postgres"],
+			"the notifier's Postgres": filepath.Join(r.cfg.RunDir, "notify-pg", "pg", "postgres.log")}
+	}
+	for _, name := range slices.Sorted(maps.Keys(logs)) {
+		c, err := countCutOff(logs[name], e.start, e.end.Add(pgStatementTimeout+time.Second))
+		if err != nil {
+			r.printf("      reading the log of %s: %v\n", name, err)
+		} else {
+			r.printf("      %s: %s\n", name, c)
+		}
+	}
+	li, err := MeasureLock(ctx, r.ndb, e.held, e.start, e.end)
+	if err != nil {
+		r.printf("      %v\n", err)
+		return
+	}
+	r.printf("      users whose progress rows were held: %s\n", li.Progress)
+	r.printf("      outbox rows held: their SMS sent up to %.2fs after their commit (the relay does not wait for their marks); everyone else: %s\n",
+		li.OutboxLatency.Seconds(), li.Others)
+}
 
 // lockedUsers is how many users' wallet rows, and how many others' notifier progress rows,
 // a PGLock fault holds.

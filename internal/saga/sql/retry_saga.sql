@@ -1,0 +1,17 @@
+-- Retry saga: send saga @id, in needs_attention (lock_saga.sql checked it), back to work on
+-- its current step with a fresh window: running or compensating as its phase says, attempts
+-- from 0, due now, no lease, and the failure that started the compensation (its last failed
+-- forward step) restored as its error.
+--
+-- Locks: the sagas row @id (already locked by lock_saga.sql).
+WITH f AS (
+	SELECT error_code, error_message FROM saga_steps
+	WHERE saga_id = @id AND phase = 'forward' AND status = 'failed'
+	ORDER BY seq DESC LIMIT 1
+)
+UPDATE sagas SET
+	state = CASE WHEN phase = 'forward' THEN 'running' ELSE 'compensating' END,
+	attempts = 0, next_run_at = now(), step_since = now(), lease_owner = NULL, updated_at = now(),
+	error_code = COALESCE((SELECT error_code FROM f), error_code),
+	error_message = COALESCE((SELECT error_message FROM f), error_message)
+WHERE id = @id
