@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -13,11 +12,11 @@ import (
 	"github.com/walletsaga/walletsaga/internal/cli"
 	"github.com/walletsaga/walletsaga/internal/httpx"
 	"github.com/walletsaga/walletsaga/internal/metrics"
-	"github.com/walletsaga/walletsaga/internal/notify"
 	"github.com/walletsaga/walletsaga/internal/notify/deadletters"
 	"github.com/walletsaga/walletsaga/internal/notify/gate"
 	"github.com/walletsaga/walletsaga/internal/notify/httpapi"
 	"github.com/walletsaga/walletsaga/internal/notify/inbox"
+	"github.com/walletsaga/walletsaga/internal/notify/instance"
 	"github.com/walletsaga/walletsaga/internal/notify/senders"
 	"github.com/walletsaga/walletsaga/internal/notify/smslog"
 	"github.com/walletsaga/walletsaga/internal/ordering"
@@ -45,9 +44,10 @@ func (n *notifier) close() { n.closers.Close() }
 func build(ctx context.Context, cfg config, log *slog.Logger, pool *pgxpool.Pool, stdout io.Writer) (*notifier, error) {
 	n := &notifier{}
 	namesrv, creds, broker := cfg.Broker(&n.closers)
-	sender, err := newSender(cfg, stdout)
+	sender, err := senders.New(senders.Settings{Kind: cfg.Sender, WebhookURL: cfg.WebhookURL, WebhookToken: cfg.WebhookToken,
+		Timeout: cfg.SendTimeout, Conns: cfg.Workers, FailPhone: cfg.FailPhone, FailAmount: cfg.FailAmount, Out: stdout})
 	if err != nil {
-		return n, err
+		return n, fmt.Errorf("SMS_WEBHOOK_URL: %w", err)
 	}
 	reg := metrics.NewRegistry()
 	metrics.NewBroker(reg, broker.Reachable)
@@ -55,7 +55,7 @@ func build(ctx context.Context, cfg config, log *slog.Logger, pool *pgxpool.Pool
 	gates, bad := gate.NewStore(pool), inbox.NewStore(pool)
 
 	dlqProducer, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: namesrv, Group: cfg.Group + "-dlq-publisher",
-		Instance: suffixed(cfg.Instance, "-dlq-publisher"), Credentials: creds, Logger: log})
+		Instance: instance.Suffixed(cfg.Instance, "-dlq-publisher"), Credentials: creds, Logger: log})
 	if err != nil {
 		return n, err
 	}
@@ -76,7 +76,7 @@ func build(ctx context.Context, cfg config, log *slog.Logger, pool *pgxpool.Pool
 	breaker := senders.NewBreaker(senders.BreakerConfig{Failures: cfg.BreakerFailures, Open: cfg.BreakerOpen, OpenMax: cfg.BreakerOpenMax,
 		OnChange: func(from, to string) { log.Warn("SMS provider breaker", "from", from, "to", to) }})
 	lanes, err := gate.NewLanes(gates, gate.LaneConfig{
-		Workers: cfg.Workers, Owner: laneOwner(cfg.Instance), Lease: cfg.LaneLease, SendTimeout: cfg.SendTimeout, Poll: cfg.LanePoll,
+		Workers: cfg.Workers, Owner: instance.LaneOwner(cfg.Instance), Lease: cfg.LaneLease, SendTimeout: cfg.SendTimeout, Poll: cfg.LanePoll,
 		Policy: cfg.Retry, Breaker: breaker, Sender: sender, DeadLettered: publisher.Wake, Logger: log,
 		ObserveSent: metrics.NewCommitToSMS(reg),
 	})
@@ -103,7 +103,7 @@ func build(ctx context.Context, cfg config, log *slog.Logger, pool *pgxpool.Pool
 	var watcher *ordering.DLQWatcher
 	if cfg.Reconcile {
 		reconciler := deadletters.NewReconciler(gates, bad, lanes.Wake, log)
-		watcher, err = ordering.NewDLQWatcher(ordering.DLQWatcherConfig{Namesrv: namesrv, Group: cfg.Group, Instance: suffixed(cfg.Instance, "-dlq"), Credentials: creds, Logger: log}, reconcile(reconciler.Handle))
+		watcher, err = ordering.NewDLQWatcher(ordering.DLQWatcherConfig{Namesrv: namesrv, Group: cfg.Group, Instance: instance.Suffixed(cfg.Instance, "-dlq"), Credentials: creds, Logger: log}, reconcile(reconciler.Handle))
 		if err != nil {
 			return n, err
 		}
@@ -150,47 +150,4 @@ func logSettings(cfg config, log *slog.Logger) {
 		log.Warn("SMS failure switches are on: matching SMS always fail and are dead-lettered (demo and test settings)",
 			"phone_pattern", pattern, "amount", cfg.FailAmount)
 	}
-}
-
-func newSender(cfg config, stdout io.Writer) (notify.Sender, error) {
-	var s notify.Sender
-	switch cfg.Sender {
-	case "webhook":
-		w, err := senders.NewWebhookSender(cfg.WebhookURL, cfg.SendTimeout, senders.NewWebhookClient(cfg.Workers))
-		if err != nil {
-			return nil, fmt.Errorf("SMS_WEBHOOK_URL: %w", err)
-		}
-		// On the request, never on the transport: a transport would present it to any
-		// address the request is sent on to.
-		w.Token = cfg.WebhookToken
-		s = w
-	default:
-		s = senders.NewLogSender(stdout)
-	}
-	if cfg.FailPhone == nil && cfg.FailAmount == 0 {
-		return s, nil
-	}
-	return &senders.FailureSwitch{Inner: s, PhonePattern: cfg.FailPhone, FailAmount: cfg.FailAmount}, nil
-}
-
-// suffixed returns name+suffix, or "" for "" (a new name per process).
-func suffixed(name, suffix string) string {
-	if name == "" {
-		return ""
-	}
-	return name + suffix
-}
-
-// laneOwner names this process in the leases its delivery workers take: the stable
-// CONSUMER_INSTANCE when set (a restart under it takes its predecessor's leases back), else a
-// name of its own.
-func laneOwner(instance string) string {
-	host, err := os.Hostname()
-	if err != nil {
-		host = "unknown-host"
-	}
-	if instance != "" {
-		return host + "/" + instance
-	}
-	return fmt.Sprintf("%s/pid-%d-%d", host, os.Getpid(), time.Now().UnixNano())
 }

@@ -238,3 +238,39 @@ func ParsePhonePattern(s string) (*regexp.Regexp, error) {
 	}
 	return re, nil
 }
+
+// Settings choose the notifier's sender: Kind webhook POSTs to WebhookURL (presenting
+// WebhookToken), anything else is the log sender writing to Out; a failure switch set
+// (FailPhone, FailAmount) wraps either.
+type Settings struct {
+	Kind         string // log | webhook
+	WebhookURL   string
+	WebhookToken string
+	Timeout      time.Duration // of one webhook call
+	Conns        int           // the webhook client's connections per host
+	FailPhone    *regexp.Regexp
+	FailAmount   int64
+	Out          io.Writer // the log sender's lines
+}
+
+// New returns the sender s chooses; its errors are NewWebhookSender's.
+func New(s Settings) (notify.Sender, error) {
+	var sender notify.Sender
+	switch s.Kind {
+	case "webhook":
+		w, err := NewWebhookSender(s.WebhookURL, s.Timeout, NewWebhookClient(s.Conns))
+		if err != nil {
+			return nil, err
+		}
+		// On the request, never on the transport: a transport would present it to any
+		// address the request is sent on to.
+		w.Token = s.WebhookToken
+		sender = w
+	default:
+		sender = NewLogSender(s.Out)
+	}
+	if s.FailPhone == nil && s.FailAmount == 0 {
+		return sender, nil
+	}
+	return &FailureSwitch{Inner: sender, PhonePattern: s.FailPhone, FailAmount: s.FailAmount}, nil
+}
