@@ -1,5 +1,6 @@
-// Package wait is the tests' one way to wait for something they cannot be signalled about:
-// poll a condition until it holds, with a deadline.
+// Package wait is how tests wait, always with a deadline: on a signal the code raises (For,
+// and On with a Signal), or, for what only the outside can see (another process's rows, a
+// child's HTTP endpoint, the broker), by polling a condition until it holds (Until).
 package wait
 
 import (
