@@ -24,8 +24,9 @@ func For(t testing.TB, timeout time.Duration, what string, ch <-chan struct{}) t
 }
 
 // Signal is raised by the code a test watches each time what the test waits for may have
-// changed: a fake the code calls, or a hook it calls back. Raise wakes every waiter of On.
-// The zero Signal is ready to use.
+// changed: a fake the code calls, or a hook it calls back. Raise closes the channel Next
+// returned, so it wakes every waiter; wait on it with On(…, s.Next, …). The zero Signal is
+// ready to use.
 type Signal struct {
 	mu   sync.Mutex
 	next chan struct{} // closed by the next Raise; nil while nobody waits
@@ -41,8 +42,8 @@ func (s *Signal) Raise() {
 	}
 }
 
-// raised returns a channel closed by the next Raise.
-func (s *Signal) raised() <-chan struct{} {
+// Next returns a channel closed by the next Raise.
+func (s *Signal) Next() <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.next == nil {
@@ -51,16 +52,18 @@ func (s *Signal) raised() <-chan struct{} {
 	return s.next
 }
 
-// On checks cond now and after each Raise of s until it holds, and returns how long that
-// took; if timeout passes first, it fails the test, naming what it waited for. cond must
-// only turn true by something that then raises s. Call it from the test's goroutine.
-func On(t testing.TB, timeout time.Duration, what string, s *Signal, cond func() bool) time.Duration {
+// On checks cond now and each time the channel next returned is closed, until it holds, and
+// returns how long that took; if timeout passes first, it fails the test, naming what it
+// waited for. next is a Signal's Next, or a method of the code's own that returns a channel
+// closed at its next change (a breaker's Changed). cond must only turn true by something
+// that then closes that channel. Call it from the test's goroutine.
+func On(t testing.TB, timeout time.Duration, what string, next func() <-chan struct{}, cond func() bool) time.Duration {
 	t.Helper()
 	start := time.Now()
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	for {
-		raised := s.raised() // before cond: a Raise between the two is not missed
+		raised := next() // before cond: a change between the two is not missed
 		if cond() {
 			return time.Since(start)
 		}

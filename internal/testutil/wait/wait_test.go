@@ -68,14 +68,14 @@ func TestOnChecksOnEachRaise(t *testing.T) {
 			s.Raise()
 		}
 	}()
-	wait.On(t, 5*time.Second, "three raises", &s, func() bool { checks.Add(1); return n.Load() == 3 })
+	wait.On(t, 5*time.Second, "three raises", s.Next, func() bool { checks.Add(1); return n.Load() == 3 })
 	require.EqualValues(t, 3, n.Load())
 	require.LessOrEqual(t, checks.Load(), int64(4), "checked once at first and at most once per raise")
 
 	ft := &fatalT{TB: t}
 	func() {
 		defer func() { require.Equal(t, ft, recover()) }()
-		wait.On(ft, 50*time.Millisecond, "a raise that never comes", &s, func() bool { return false })
+		wait.On(ft, 50*time.Millisecond, "a raise that never comes", s.Next, func() bool { return false })
 	}()
 	require.Equal(t, "timed out after %s waiting for %s", ft.failed)
 }
