@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/walletsaga/walletsaga/internal/ordering"
+	"github.com/walletsaga/walletsaga/internal/testutil/wait"
 )
 
 // memOutbox is an outbox in memory that keeps Outbox's contract as the wallet's SQL does:
@@ -34,6 +35,7 @@ type memOutbox struct {
 	granted  chan struct{}          // a send each time Lead hands the token out (while room)
 	failMark int                    // MarkPublished fails this many more times
 	probes   int                    // Strays statements
+	changed  wait.Signal            // raised after each commit, read and mark
 }
 
 type memRow struct {
@@ -81,6 +83,7 @@ func (tx *memTx) insert(key string) {
 
 func (tx *memTx) commit() {
 	o := tx.o
+	defer o.changed.Raise()
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for _, r := range tx.rows {
@@ -116,6 +119,7 @@ func (o *memOutbox) Lead(ctx context.Context) (context.Context, func(), error) {
 }
 
 func (o *memOutbox) Pending(_ context.Context, s ordering.Slice, c ordering.Cursor, skip []int64, limit int) (ordering.Page, error) {
+	defer o.changed.Raise()
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.reads[s]++
@@ -159,6 +163,7 @@ func (o *memOutbox) Pending(_ context.Context, s ordering.Slice, c ordering.Curs
 }
 
 func (o *memOutbox) MarkPublished(_ context.Context, recs []ordering.Published) error {
+	defer o.changed.Raise()
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.failMark > 0 {
@@ -221,6 +226,7 @@ type memSender struct {
 	stored map[string][]int64
 	at     map[ordering.Queue][]string // what each queue stored, "key:seq"
 	hook   func(ctx context.Context, q ordering.Queue, msgs []ordering.Message) error
+	stores wait.Signal // raised after each batch stored
 }
 
 func newMemSender(queues int) *memSender {
@@ -259,6 +265,7 @@ func (s *memSender) SendBatch(ctx context.Context, q ordering.Queue, msgs []orde
 			return nil, err
 		}
 	}
+	defer s.stores.Raise()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]ordering.SendResult, len(msgs))

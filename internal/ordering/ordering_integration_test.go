@@ -39,8 +39,9 @@ const (
 
 // tally counts, per key, what a consumer saw against what was produced 1..msgsPerKey.
 type tally struct {
-	mu   sync.Mutex
-	seen map[string][]int
+	mu    sync.Mutex
+	seen  map[string][]int
+	added wait.Signal // raised after each add
 }
 
 func newTally() *tally { return &tally{seen: map[string][]int{}} }
@@ -49,6 +50,7 @@ func (t *tally) add(key string, seq int) {
 	t.mu.Lock()
 	t.seen[key] = append(t.seen[key], seq)
 	t.mu.Unlock()
+	t.added.Raise()
 }
 
 // distinct reports how many distinct (key, seq) were seen.
@@ -187,7 +189,7 @@ func TestOrderedRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	start = time.Now()
 	require.NoError(t, c.Start(t.Context()))
-	wait.Until(t, 90*time.Second, "every message", func() bool { return got.distinct() == numKeys*msgsPerKey })
+	wait.On(t, 90*time.Second, "every message", got.added.Next, func() bool { return got.distinct() == numKeys*msgsPerKey })
 	recvDur := time.Since(start)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -242,7 +244,7 @@ func TestControlUnorderedBreaksOrder(t *testing.T) {
 	}))
 	require.NoError(t, c.Start())
 	defer c.Shutdown() //nolint:errcheck // the test's own client; a failed shutdown changes nothing it checks
-	wait.Until(t, 90*time.Second, "every control message", func() bool { return got.distinct() == numKeys*msgsPerKey })
+	wait.On(t, 90*time.Second, "every control message", got.added.Next, func() bool { return got.distinct() == numKeys*msgsPerKey })
 	lost, dup, ooo, broken := got.counts()
 	t.Logf("control run (no key, concurrent consumer) on broker %s: msgs=%d lost=%d duplicated=%d out_of_order=%d keys_with_order_broken=%d/%d",
 		b.BrokerAddr, numKeys*msgsPerKey, lost, dup, ooo, broken, numKeys)
@@ -265,10 +267,12 @@ func TestAFailedBatchComesAgainAndIsNeverDeadLettered(t *testing.T) {
 		attempts []time.Time
 		acked    []string
 		panicked bool
+		handled  wait.Signal // raised after each call of the handler
 	)
 	c, err := ordering.NewOrderlyConsumer(ordering.ConsumerConfig{
 		Namesrv: []string{b.Namesrv}, Credentials: b.Credentials, Group: group, Topic: topic, FromFirstOffset: true, SuspendDelay: suspend,
 	}, func(_ context.Context, batch []ordering.Delivery) error {
+		defer handled.Raise()
 		mu.Lock()
 		defer mu.Unlock()
 		if string(batch[0].Body) == "first" && len(attempts) < failures {
@@ -300,7 +304,7 @@ func TestAFailedBatchComesAgainAndIsNeverDeadLettered(t *testing.T) {
 		_, err := p.SendOrderly(context.Background(), ordering.Message{Topic: topic, ShardingKey: "one-key", Keys: []string{name}, Body: []byte(name)})
 		require.NoError(t, err)
 	}
-	wait.Until(t, 60*time.Second, "the batch to be taken at last", func() bool {
+	wait.On(t, 60*time.Second, "the batch to be taken at last", handled.Next, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(acked) == 3
@@ -386,12 +390,14 @@ func TestAnAddedQueueIsTakenAtOnce(t *testing.T) {
 	topic, group := rmqtest.Unique("it-grow"), rmqtest.Unique("it-grow-group")
 	b.CreateTopic(t, topic, 2)
 	got := sync.Map{}
+	var stored wait.Signal // raised after each batch the handler stored
 	c, err := ordering.NewOrderlyConsumer(ordering.ConsumerConfig{
 		Namesrv: []string{b.Namesrv}, Credentials: b.Credentials, Group: group, Topic: topic, FromFirstOffset: true, RoutePoll: 200 * time.Millisecond,
 	}, func(_ context.Context, batch []ordering.Delivery) error {
 		for _, d := range batch {
 			got.Store(string(d.Body), d.QueueID)
 		}
+		stored.Raise()
 		return nil
 	})
 	require.NoError(t, err)
@@ -406,7 +412,7 @@ func TestAnAddedQueueIsTakenAtOnce(t *testing.T) {
 	defer p.Shutdown() //nolint:errcheck // the test's own client; a failed shutdown changes nothing it checks
 	_, err = p.SendOrderly(context.Background(), ordering.Message{Topic: topic, ShardingKey: "before", Body: []byte("before")})
 	require.NoError(t, err)
-	wait.Until(t, 60*time.Second, "the first message", func() bool { _, ok := got.Load("before"); return ok })
+	wait.On(t, 60*time.Second, "the first message", stored.Next, func() bool { _, ok := got.Load("before"); return ok })
 
 	b.CreateTopic(t, topic, 8) // the route now has 8 queues
 	grown := time.Now()
@@ -428,7 +434,7 @@ func TestAnAddedQueueIsTakenAtOnce(t *testing.T) {
 	sent := time.Since(grown)
 	// 15 s is within the 20 s rebalance timer started with the consumer a moment ago, so the
 	// message can only come through the rebalance the route change triggered.
-	wait.Until(t, 15*time.Second, "the message on the added queue", func() bool { _, ok := got.Load(body); return ok })
+	wait.On(t, 15*time.Second, "the message on the added queue", stored.Next, func() bool { _, ok := got.Load(body); return ok })
 	q, _ := got.Load(body)
 	t.Logf("topic grown from 2 to 8 queues on broker %s: the producer used an added queue %s after, the consumer took queue %d's message %s after",
 		b.BrokerAddr, sent.Round(time.Millisecond), q, time.Since(grown).Round(time.Millisecond))
@@ -472,13 +478,15 @@ func TestAGroupThatStartsAtTheEndTakesEveryQueue(t *testing.T) {
 		}
 		return bodies
 	}
-	consume := func(fromFirst bool, got *sync.Map) *ordering.OrderlyConsumer {
+	// consume stores what it takes in got, and raises stored after each batch.
+	consume := func(fromFirst bool, got *sync.Map, stored *wait.Signal) *ordering.OrderlyConsumer {
 		c, err := ordering.NewOrderlyConsumer(ordering.ConsumerConfig{
 			Namesrv: []string{b.Namesrv}, Credentials: creds, Group: group, Topic: topic, FromFirstOffset: fromFirst, RoutePoll: 200 * time.Millisecond,
 		}, func(_ context.Context, batch []ordering.Delivery) error {
 			for _, d := range batch {
 				got.Store(string(d.Body), d.QueueID)
 			}
+			stored.Raise()
 			return nil
 		})
 		require.NoError(t, err)
@@ -494,9 +502,10 @@ func TestAGroupThatStartsAtTheEndTakesEveryQueue(t *testing.T) {
 	// The group's offsets: a first consumer takes a message on queues 0 and 1, and commits
 	// where it stopped there when it shuts down. Queues 2 and 3 have none.
 	var first sync.Map
-	c1 := consume(true, &first)
+	var firstStored wait.Signal
+	c1 := consume(true, &first, &firstStored)
 	early := sendTo(map[int]bool{0: true, 1: true})
-	wait.Until(t, 60*time.Second, "the first consumer's messages", func() bool {
+	wait.On(t, 60*time.Second, "the first consumer's messages", firstStored.Next, func() bool {
 		for body := range early {
 			if _, ok := first.Load(body); !ok {
 				return false
@@ -507,14 +516,15 @@ func TestAGroupThatStartsAtTheEndTakesEveryQueue(t *testing.T) {
 	stop(c1)
 
 	var got sync.Map
-	c2 := consume(false, &got)
+	var gotStored wait.Signal
+	c2 := consume(false, &got, &gotStored)
 	defer stop(c2)
 	wait.Until(t, 60*time.Second, "the consumer that starts at the end to hold every queue", func() bool {
 		held, all := c2.Assignment()
 		return held == queues && all == queues
 	})
 	late := sendTo(map[int]bool{0: true, 1: true, 2: true, 3: true})
-	wait.Until(t, 30*time.Second, "a message on every queue", func() bool {
+	wait.On(t, 30*time.Second, "a message on every queue", gotStored.Next, func() bool {
 		for body := range late {
 			if _, ok := got.Load(body); !ok {
 				return false

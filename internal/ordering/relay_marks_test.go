@@ -48,7 +48,7 @@ func TestConfirmationsOfManyQueuesAreMarkedInOneStatement(t *testing.T) {
 			o.add(k, k) // two batches of one per queue (Batch 1): the second follows the first's confirmation
 		}
 		r := startRelay(t, o, s, ordering.RelayConfig{Batch: 1, MarkLinger: time.Second, MarkMaxRows: tc.maxRows})
-		wait.Until(t, 10*time.Second, "everything marked", func() bool { return o.unpublished() == 0 })
+		wait.On(t, 10*time.Second, "everything marked", o.changed.Next, func() bool { return o.unpublished() == 0 })
 		stmts := o.statements()
 		rows := 0
 		for _, st := range stmts {
@@ -77,7 +77,7 @@ func TestFailedMarksAreRetriedWithoutSendingAgain(t *testing.T) {
 		o.add(keys...)
 	}
 	startRelay(t, o, s, ordering.RelayConfig{Batch: 1})
-	wait.Until(t, 10*time.Second, "everything marked", func() bool { return o.unpublished() == 0 })
+	wait.On(t, 10*time.Second, "everything marked", o.changed.Next, func() bool { return o.unpublished() == 0 })
 	for _, k := range keys {
 		require.Equal(t, []int64{1, 2, 3}, s.storedOf(k), "sent once each, in order")
 	}

@@ -31,7 +31,7 @@ func idleRelay(t *testing.T, o *memOutbox, s *memSender, probe time.Duration) (*
 	t.Helper()
 	r := startRelay(t, o, s, ordering.RelayConfig{Poll: probe, QueuePoll: time.Hour, RoutePoll: time.Hour})
 	slices := []ordering.Slice{{Hash: ordering.HashJava, Count: 2, Index: 0}, {Hash: ordering.HashJava, Count: 2, Index: 1}}
-	wait.Until(t, 10*time.Second, "both pumps' first read", func() bool { return o.readsOf(slices[0]) > 0 && o.readsOf(slices[1]) > 0 })
+	wait.On(t, 10*time.Second, "both pumps' first read", o.changed.Next, func() bool { return o.readsOf(slices[0]) > 0 && o.readsOf(slices[1]) > 0 })
 	return r, slices
 }
 
@@ -46,14 +46,14 @@ func TestOfferedRecordsGoWithoutARead(t *testing.T) {
 	reads := o.readsOf(slices[0])
 
 	r.Offer(o.addOne(k))
-	wait.Until(t, 10*time.Second, "k:1 published", func() bool { return o.unpublished() == 0 })
+	wait.On(t, 10*time.Second, "k:1 published", o.changed.Next, func() bool { return o.unpublished() == 0 })
 	r.Offer(o.addOne(k))
-	wait.Until(t, 10*time.Second, "k:2 published", func() bool { return o.unpublished() == 0 })
+	wait.On(t, 10*time.Second, "k:2 published", o.changed.Next, func() bool { return o.unpublished() == 0 })
 	require.Equal(t, reads, o.readsOf(slices[0]), "no read for records handed over")
 
 	o.add(k) // k:3, committed elsewhere: not handed over
 	r.Offer(o.addOne(k))
-	wait.Until(t, 10*time.Second, "k:3 and k:4 published", func() bool { return o.unpublished() == 0 })
+	wait.On(t, 10*time.Second, "k:3 and k:4 published", o.changed.Next, func() bool { return o.unpublished() == 0 })
 	require.Equal(t, reads+1, o.readsOf(slices[0]), "k:4's predecessor is not the pump's: one read")
 	require.Equal(t, []int64{1, 2, 3, 4}, s.storedOf(k))
 	require.Equal(t, 0, o.readsOf(slices[1])-1, "the other queue never read again")
@@ -67,10 +67,10 @@ func TestALateOfferIsNotSentAgain(t *testing.T) {
 	r, _ := idleRelay(t, o, s, time.Hour)
 	rec := o.addOne("k")
 	r.WakeKey("k")
-	wait.Until(t, 10*time.Second, "k:1 published", func() bool { return o.unpublished() == 0 })
+	wait.On(t, 10*time.Second, "k:1 published", o.changed.Next, func() bool { return o.unpublished() == 0 })
 	r.Offer(rec)
 	r.Offer(o.addOne("k"))
-	wait.Until(t, 10*time.Second, "k:2 published", func() bool { return o.unpublished() == 0 })
+	wait.On(t, 10*time.Second, "k:2 published", o.changed.Next, func() bool { return o.unpublished() == 0 })
 	require.Equal(t, []int64{1, 2}, s.storedOf("k"))
 }
 
@@ -82,7 +82,7 @@ func TestTheProbeFindsWhatWasNotHanded(t *testing.T) {
 	_, slices := idleRelay(t, o, s, 20*time.Millisecond)
 	k := keysOn(1, 2, 1)[0]
 	o.add(k)
-	wait.Until(t, 10*time.Second, "k:1 published", func() bool { return o.unpublished() == 0 })
+	wait.On(t, 10*time.Second, "k:1 published", o.changed.Next, func() bool { return o.unpublished() == 0 })
 	require.Equal(t, 1, o.readsOf(slices[0]), "the other queue's pump did not read")
 	o.mu.Lock()
 	probes := o.probes

@@ -42,7 +42,7 @@ func TestAHungQueueHoldsOnlyItsKeys(t *testing.T) {
 		o.add(keys...)
 	}
 	r := startRelay(t, o, s, ordering.RelayConfig{Batch: 4, MaxPerSend: 2, StuckAfter: 100 * time.Millisecond})
-	wait.Until(t, 10*time.Second, "the other queues' 45 records marked", func() bool { return o.unpublished() == 15 })
+	wait.On(t, 10*time.Second, "the other queues' 45 records marked", o.changed.Next, func() bool { return o.unpublished() == 15 })
 	wait.Until(t, 10*time.Second, "the hung queue reported stuck", func() bool {
 		for _, q := range r.Stats().Queues {
 			if q.Queue == hung {
@@ -61,7 +61,7 @@ func TestAHungQueueHoldsOnlyItsKeys(t *testing.T) {
 		require.Empty(t, s.storedOf(k), "nothing of the hung queue's keys is stored")
 	}
 	close(release)
-	wait.Until(t, 10*time.Second, "everything marked", func() bool { return o.unpublished() == 0 })
+	wait.On(t, 10*time.Second, "everything marked", o.changed.Next, func() bool { return o.unpublished() == 0 })
 	requireInOrder(t, o, s)
 }
 
@@ -74,14 +74,14 @@ func TestRecordsThatCommitLateArePublished(t *testing.T) {
 	slow.insert("late")
 	o.add("a", "b")
 	r := startRelay(t, o, s, ordering.RelayConfig{})
-	wait.Until(t, 10*time.Second, "a and b marked", func() bool { return o.unpublished() == 1 })
+	wait.On(t, 10*time.Second, "a and b marked", o.changed.Next, func() bool { return o.unpublished() == 1 })
 	slice := ordering.Slice{Hash: ordering.HashJava, Count: 1}
 	reads := o.readsOf(slice)
-	wait.Until(t, 10*time.Second, "the pump to read again past b", func() bool { return o.readsOf(slice) > reads+2 })
+	wait.On(t, 10*time.Second, "the pump to read again past b", o.changed.Next, func() bool { return o.readsOf(slice) > reads+2 })
 	slow.commit()
 	o.add("c")
 	r.WakeKey("c")
-	wait.Until(t, 10*time.Second, "the late record marked", func() bool { return o.unpublished() == 0 })
+	wait.On(t, 10*time.Second, "the late record marked", o.changed.Next, func() bool { return o.unpublished() == 0 })
 	require.Equal(t, []int64{1}, s.storedOf("late"))
 	requireInOrder(t, o, s)
 }
@@ -113,7 +113,7 @@ func TestAFailedSendDiscardsTheBatchReadAhead(t *testing.T) {
 		return nil
 	})
 	r := startRelay(t, o, s, ordering.RelayConfig{Batch: 2, MaxPerSend: 2})
-	wait.Until(t, 10*time.Second, "everything marked", func() bool { return o.unpublished() == 0 })
+	wait.On(t, 10*time.Second, "everything marked", o.changed.Next, func() bool { return o.unpublished() == 0 })
 	require.GreaterOrEqual(t, o.readsOf(slice), 2, "the pump read ahead")
 	require.EqualValues(t, 2, r.Stats().Failed, "the failed batch")
 	require.Equal(t, []int64{1, 2, 3, 4, 5, 6, 7, 8}, s.storedOf("k"), "never a successor first, nothing twice")
@@ -151,11 +151,11 @@ func TestKeysThatMoveToAnotherQueueKeepTheirOrder(t *testing.T) {
 	<-entered // key:1 hangs on its old queue
 	o.add(key, key)
 	s.setQueues(3)
-	wait.Until(t, 10*time.Second, "the moved key's records stored by its new pump", func() bool { return len(s.storedOf(key)) == 3 })
-	wait.Until(t, 10*time.Second, "everything marked", func() bool { return o.unpublished() == 0 })
+	wait.On(t, 10*time.Second, "the moved key's records stored by its new pump", s.stores.Next, func() bool { return len(s.storedOf(key)) == 3 })
+	wait.On(t, 10*time.Second, "everything marked", o.changed.Next, func() bool { return o.unpublished() == 0 })
 	require.Equal(t, []int64{1, 2, 3}, s.storedOf(key), "the new pump sends the predecessor itself, first")
 	close(release) // the old pump's send lands late: a copy, after its successors
-	wait.Until(t, 10*time.Second, "the late copy", func() bool { return len(s.storedOf(key)) == 4 })
+	wait.On(t, 10*time.Second, "the late copy", s.stores.Next, func() bool { return len(s.storedOf(key)) == 4 })
 	requireInOrder(t, o, s)
 }
 
@@ -173,7 +173,7 @@ func TestOnlyOneRelayIsActive(t *testing.T) {
 	<-o.granted // r1 leads
 	require.NoError(t, r2.Start(t.Context()))
 	o.add("k")
-	wait.Until(t, 10*time.Second, "k:1 published", func() bool { return o.unpublished() == 0 })
+	wait.On(t, 10*time.Second, "k:1 published", o.changed.Next, func() bool { return o.unpublished() == 0 })
 	require.False(t, r2.Stats().Active, "the second relay stands by")
 	require.Empty(t, r2.Stats().Queues)
 	require.EqualValues(t, 0, r2.Stats().Published)
@@ -182,7 +182,7 @@ func TestOnlyOneRelayIsActive(t *testing.T) {
 	require.False(t, r1.Stats().Active, "a relay that stopped does not lead")
 	<-o.granted // r2 takes over
 	o.add("k")
-	wait.Until(t, 10*time.Second, "k:2 published", func() bool { return o.unpublished() == 0 })
+	wait.On(t, 10*time.Second, "k:2 published", o.changed.Next, func() bool { return o.unpublished() == 0 })
 	require.EqualValues(t, 1, r2.Stats().Published)
 	require.NoError(t, r2.Stop(t.Context()))
 	requireInOrder(t, o, s)
