@@ -21,6 +21,7 @@ import (
 	"github.com/walletsaga/walletsaga/internal/testutil/notifytest"
 	"github.com/walletsaga/walletsaga/internal/testutil/smsprovider"
 	"github.com/walletsaga/walletsaga/internal/testutil/testdb"
+	"github.com/walletsaga/walletsaga/internal/testutil/wait"
 	"github.com/walletsaga/walletsaga/internal/walletevent"
 )
 
@@ -120,9 +121,36 @@ func testPolicy() RetryPolicy {
 	return RetryPolicy{Base: 20 * time.Millisecond, Max: 200 * time.Millisecond, MaxAttempts: 3, DeadLetterAfter: 0}
 }
 
-// startLanes runs lanes until the test ends (or stop is called).
+// recordedSignals holds, per store, the signal its lanes raise (see recordedBy).
+var recordedSignals sync.Map // *Store → *wait.Signal
+
+// recordedBy returns the signal the lanes startLanes runs on s raise each time they have
+// recorded an SMS sent or dead-lettered: through ObserveSent and DeadLettered, the hooks the
+// metrics and the DLQ publisher are told by, once the record's answer is back.
+func recordedBy(s *Store) *wait.Signal {
+	sig, _ := recordedSignals.LoadOrStore(s, new(wait.Signal))
+	return sig.(*wait.Signal)
+}
+
+// startLanes runs lanes until the test ends (or stop is called). They raise recordedBy(s)
+// after each SMS recorded sent or dead-lettered, after cfg's own hooks.
 func startLanes(t *testing.T, s *Store, cfg LaneConfig) (*Lanes, func()) {
 	t.Helper()
+	sig := recordedBy(s)
+	t.Cleanup(func() { recordedSignals.Delete(s) })
+	observe, dead := cfg.ObserveSent, cfg.DeadLettered
+	cfg.ObserveSent = func(d time.Duration) {
+		if observe != nil {
+			observe(d)
+		}
+		sig.Raise()
+	}
+	cfg.DeadLettered = func() {
+		if dead != nil {
+			dead()
+		}
+		sig.Raise()
+	}
 	if cfg.Owner == "" {
 		cfg.Owner = "test-" + fmt.Sprint(rand.Int64())
 	}

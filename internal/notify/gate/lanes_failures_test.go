@@ -82,11 +82,11 @@ func TestAStaleFenceCannotRecord(t *testing.T) {
 	require.Zero(t, count(t, pool, `SELECT count(*) FROM notify.notifications WHERE status <> 'pending'`), "the stale worker recorded")
 
 	fresh.answer <- fmt.Errorf("409: %w", notify.ErrAlreadyDelivered)
-	wait.Until(t, 10*time.Second, "the new claim's record", func() bool {
+	wait.On(t, 10*time.Second, "the new claim's record", recordedBy(s).Next, func() bool {
 		return count(t, pool, `SELECT count(*) FROM notify.notifications WHERE user_id = 1 AND seq = 1 AND status = 'sent'`) == 1
 	})
 	// A worker counts its SMS once its record's answer is back, a moment after the commit.
-	wait.Until(t, 10*time.Second, "the new claim's worker to count it", func() bool { return successor.Stats().Sent == 1 })
+	wait.On(t, 10*time.Second, "the new claim's worker to count it", recordedBy(s).Next, func() bool { return successor.Stats().Sent == 1 })
 	require.Zero(t, successor.Stats().Fenced)
 	require.Zero(t, old.Stats().Sent)
 }
@@ -139,7 +139,7 @@ func TestNoSendStartsOnALeaseAboutToExpire(t *testing.T) {
 	}
 	receive(t, s, false, inbound(t, 1, 1, 100), inbound(t, 1, 2, 200))
 	lanes, _ := startLanes(t, s, LaneConfig{Workers: 2, Sender: w, Lease: lease, SendTimeout: sendTimeout})
-	wait.Until(t, 20*time.Second, "both SMS", func() bool {
+	wait.On(t, 20*time.Second, "both SMS", recordedBy(s).Next, func() bool {
 		return count(t, pool, `SELECT count(*) FROM notify.notifications WHERE user_id = 1 AND status = 'sent'`) == 2
 	})
 	w.mu.Lock()
@@ -199,7 +199,7 @@ func TestABrokenProviderReplyNeverWedgesTheLanes(t *testing.T) {
 	}
 	receive(t, s, false, all...)
 	lanes, _ := startLanes(t, s, LaneConfig{Workers: 8, Sender: sender, SendTimeout: time.Second})
-	wait.Until(t, 30*time.Second, "every SMS finished", func() bool {
+	wait.On(t, 30*time.Second, "every SMS finished", recordedBy(s).Next, func() bool {
 		return count(t, pool, `SELECT count(*) FROM notify.notifications WHERE status IN ('sent', 'dead_lettered')`) == users*perUser
 	})
 	var status, lastErr string
@@ -211,7 +211,7 @@ func TestABrokenProviderReplyNeverWedgesTheLanes(t *testing.T) {
 	require.True(t, utf8.ValidString(lastErr))
 	require.Contains(t, lastErr, "服务维护\ufffd\ufffd", "the reply, cleaned")
 	require.Equal(t, users*perUser-1, count(t, pool, `SELECT count(*) FROM notify.notifications WHERE status = 'sent'`))
-	wait.Until(t, 10*time.Second, "the lanes to count the dead letter", func() bool { return lanes.Stats().DeadLettered == 1 })
+	wait.On(t, 10*time.Second, "the lanes to count the dead letter", recordedBy(s).Next, func() bool { return lanes.Stats().DeadLettered == 1 })
 	st := lanes.Stats()
 	require.Zero(t, st.RecordFailures, "a record statement failed")
 	require.Zero(t, st.RecordsRefused)
@@ -376,7 +376,7 @@ func TestAHangingRecordIsCutOffAndTheUserGivenBack(t *testing.T) {
 	require.Zero(t, st.Sent)
 
 	require.NoError(t, blocker.Rollback(ctx))
-	wait.Until(t, 20*time.Second, "the SMS recorded", func() bool {
+	wait.On(t, 20*time.Second, "the SMS recorded", recordedBy(s).Next, func() bool {
 		return count(t, pool, `SELECT count(*) FROM notify.notifications WHERE user_id = 1 AND seq = 1 AND status = 'sent'`) == 1
 	})
 	require.GreaterOrEqual(t, len(p.callsOf(firstKey(t, pool, 1))), 2, "sent again after the give-back")

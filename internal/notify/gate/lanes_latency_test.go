@@ -50,8 +50,8 @@ func TestEachSentSMSIsObservedFromItsCommit(t *testing.T) {
 	receive(t, s, false, in...)
 	lanes.Wake()
 
-	wait.Until(t, 10*time.Second, "three SMS observed", func() bool { return len(observed()) == 3 })
-	wait.Until(t, 10*time.Second, "the dead letter", func() bool {
+	wait.On(t, 10*time.Second, "three SMS observed", recordedBy(s).Next, func() bool { return len(observed()) == 3 })
+	wait.On(t, 10*time.Second, "the dead letter", recordedBy(s).Next, func() bool {
 		return count(t, pool, `SELECT count(*) FROM notify.notifications WHERE status = 'dead_lettered'`) == 1
 	})
 	stop() // every worker has returned: whatever it was going to observe, it has

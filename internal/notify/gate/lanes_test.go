@@ -47,7 +47,7 @@ func TestLanesDeliverEachUserInOrderOnce(t *testing.T) {
 		lanes.Wake()
 		all = all[n:]
 	}
-	wait.Until(t, 30*time.Second, "every SMS", func() bool {
+	wait.On(t, 30*time.Second, "every SMS", recordedBy(s).Next, func() bool {
 		return count(t, pool, `SELECT count(*) FROM notify.notifications WHERE status = 'sent'`) == users*perUser
 	})
 	want := map[int64]int{}
@@ -57,7 +57,7 @@ func TestLanesDeliverEachUserInOrderOnce(t *testing.T) {
 	p.requireInOrder(t, want)
 	require.Equal(t, users, count(t, pool, `SELECT count(*) FROM notify.progress WHERE last_seq = $1 AND lane_owner IS NULL`, perUser))
 	// A worker counts its SMS once its record's answer is back, a moment after the commit.
-	wait.Until(t, 10*time.Second, "the lanes to count every SMS", func() bool { return lanes.Stats().Sent >= users*perUser })
+	wait.On(t, 10*time.Second, "the lanes to count every SMS", recordedBy(s).Next, func() bool { return lanes.Stats().Sent >= users*perUser })
 	st := lanes.Stats()
 	require.EqualValues(t, users*perUser, st.Sent)
 	require.Zero(t, st.Fenced)
@@ -74,7 +74,7 @@ func TestJournaledSenderWritesTheLogInTheRecord(t *testing.T) {
 		receive(t, s, false, inbound(t, 5, seq, 100), inbound(t, 6, seq, 100))
 		lanes.Wake()
 	}
-	wait.Until(t, 10*time.Second, "six SMS", func() bool {
+	wait.On(t, 10*time.Second, "six SMS", recordedBy(s).Next, func() bool {
 		return count(t, pool, `SELECT count(*) FROM notify.sms_log`) == 6
 	})
 	require.Zero(t, count(t, pool, `SELECT count(*) FROM notify.sms_log a JOIN notify.sms_log b
@@ -99,10 +99,10 @@ func TestAFailingSMSHoldsOnlyItsUser(t *testing.T) {
 	for u := int64(1); u <= 5; u++ {
 		receive(t, s, false, inbound(t, u, 1, 100), inbound(t, u, 2, 200))
 	}
-	wait.Until(t, 10*time.Second, "the others' SMS", func() bool {
+	wait.On(t, 10*time.Second, "the others' SMS", recordedBy(s).Next, func() bool {
 		return count(t, pool, `SELECT count(*) FROM notify.notifications WHERE user_id > 1 AND status = 'sent'`) == 8
 	})
-	wait.Until(t, 10*time.Second, "the dead letter and the next SMS", func() bool {
+	wait.On(t, 10*time.Second, "the dead letter and the next SMS", recordedBy(s).Next, func() bool {
 		return count(t, pool, `SELECT count(*) FROM notify.notifications WHERE user_id = 1 AND seq = 2 AND status = 'sent'`) == 1
 	})
 	dead.Wait()
@@ -136,7 +136,7 @@ func TestRetriesAreSpacedAcrossReplicas(t *testing.T) {
 	startLanes(t, s, LaneConfig{Workers: 4, Sender: p.sender, Policy: policy, Owner: "replica-a"})
 	startLanes(t, s, LaneConfig{Workers: 4, Sender: p.sender, Policy: policy, Owner: "replica-b"})
 	receive(t, s, false, inbound(t, 9, 1, 100))
-	wait.Until(t, 10*time.Second, "the dead letter", func() bool {
+	wait.On(t, 10*time.Second, "the dead letter", recordedBy(s).Next, func() bool {
 		return count(t, pool, `SELECT count(*) FROM notify.notifications WHERE status = 'dead_lettered'`) == 1
 	})
 	calls := p.callsOf(firstKey(t, pool, 9))
@@ -167,12 +167,12 @@ func TestProviderOutagePostponesWithoutSpendingAttempts(t *testing.T) {
 		receive(t, s, false, inbound(t, u, 1, 100), inbound(t, u, 2, 200))
 	}
 	lanes, _ := startLanes(t, s, LaneConfig{Workers: 2, Sender: p.sender, Policy: policy, Breaker: br})
-	wait.Until(t, 10*time.Second, "the breaker to open and probe", func() bool { return br.State().Opened >= 3 })
+	wait.On(t, 10*time.Second, "the breaker to open and probe", br.Changed, func() bool { return br.State().Opened >= 3 })
 	require.Zero(t, count(t, pool, `SELECT count(*) FROM notify.notifications WHERE status = 'dead_lettered'`))
 	require.LessOrEqual(t, count(t, pool, `SELECT COALESCE(max(attempts), 0) FROM notify.notifications`), 1,
 		"at most the failures before the breaker opened spent an attempt")
 	p.SetOutage(false)
-	wait.Until(t, 10*time.Second, "every SMS", func() bool {
+	wait.On(t, 10*time.Second, "every SMS", recordedBy(s).Next, func() bool {
 		return count(t, pool, `SELECT count(*) FROM notify.notifications WHERE status = 'sent'`) == 20
 	})
 	require.Equal(t, "closed", br.State().State)
@@ -209,7 +209,7 @@ func TestAGapWaitsUntilThePredecessorArrivesOrIsSkipped(t *testing.T) {
 
 	receive(t, s, false, inbound(t, 1, 1, 100))
 	lanes.Wake()
-	wait.Until(t, 10*time.Second, "user 1's SMS", func() bool {
+	wait.On(t, 10*time.Second, "user 1's SMS", recordedBy(s).Next, func() bool {
 		return count(t, pool, `SELECT count(*) FROM notify.notifications WHERE user_id = 1 AND status = 'sent'`) == 3
 	})
 
@@ -226,7 +226,7 @@ func TestAGapWaitsUntilThePredecessorArrivesOrIsSkipped(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(1), last)
 	lanes.Wake()
-	wait.Until(t, 10*time.Second, "user 2's SMS after the skip", func() bool {
+	wait.On(t, 10*time.Second, "user 2's SMS after the skip", recordedBy(s).Next, func() bool {
 		return count(t, pool, `SELECT count(*) FROM notify.notifications WHERE user_id = 2 AND status = 'sent'`) == 1
 	})
 	p.requireInOrder(t, map[int64]int{1: 3})
@@ -248,7 +248,7 @@ func TestAnEventThatNoLongerDecodesIsDeadLetteredNotStuck(t *testing.T) {
 	_, err := pool.Exec(context.Background(), `UPDATE notify.notifications SET event = jsonb_set(event, '{v}', '99') WHERE user_id = 4 AND seq = 1`)
 	require.NoError(t, err)
 	startLanes(t, s, LaneConfig{Workers: 2, Sender: p.sender})
-	wait.Until(t, 10*time.Second, "the next SMS", func() bool {
+	wait.On(t, 10*time.Second, "the next SMS", recordedBy(s).Next, func() bool {
 		return count(t, pool, `SELECT count(*) FROM notify.notifications WHERE user_id = 4 AND seq = 2 AND status = 'sent'`) == 1
 	})
 	var lastErr string
@@ -316,7 +316,7 @@ func TestTheLanesSendTheTextRenderedOnArrival(t *testing.T) {
 		a.Text = stored
 		receive(t, s, false, a)
 		startLanes(t, s, LaneConfig{Workers: 1, Sender: p.sender})
-		wait.Until(t, 10*time.Second, "the SMS recorded sent", func() bool {
+		wait.On(t, 10*time.Second, "the SMS recorded sent", recordedBy(s).Next, func() bool {
 			return count(t, pool, `SELECT count(*) FROM notify.notifications WHERE user_id = 8 AND seq = 1 AND status = 'sent'`) == 1
 		})
 		calls := p.callsOf(firstKey(t, pool, 8))
@@ -334,7 +334,7 @@ func TestTheLanesSendTheTextRenderedOnArrival(t *testing.T) {
 		a.Text = stored
 		receive(t, s, false, a)
 		startLanes(t, s, LaneConfig{Workers: 1, Sender: senders.NewLogSender(nil)})
-		wait.Until(t, 10*time.Second, "the SMS logged", func() bool { return count(t, pool, `SELECT count(*) FROM notify.sms_log`) == 1 })
+		wait.On(t, 10*time.Second, "the SMS logged", recordedBy(s).Next, func() bool { return count(t, pool, `SELECT count(*) FROM notify.sms_log`) == 1 })
 		var text string
 		require.NoError(t, pool.QueryRow(ctx, `SELECT text FROM notify.sms_log WHERE user_id = 9 AND seq = 1 AND NOT late`).Scan(&text))
 		require.Equal(t, stored, text)

@@ -61,7 +61,7 @@ func TestARetryIsWokenInProcess(t *testing.T) {
 		Policy: RetryPolicy{Base: 50 * time.Millisecond, Max: 50 * time.Millisecond, MaxAttempts: 3}})
 	receive(t, s, false, inbound(t, 1, 1, 100))
 	l.Wake() // as the inbox does
-	wait.Until(t, 10*time.Second, "the retry", func() bool {
+	wait.On(t, 10*time.Second, "the retry", recordedBy(s).Next, func() bool {
 		return count(t, pool, `SELECT count(*) FROM notify.notifications WHERE user_id = 1 AND seq = 1 AND status = 'sent' AND attempts = 2`) == 1
 	})
 }

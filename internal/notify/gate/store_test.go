@@ -144,7 +144,7 @@ func TestRunsStopAtAGapAndAtAFailure(t *testing.T) {
 	lanes, stop := startLanes(t, s, LaneConfig{Workers: 1, Sender: sw,
 		Policy: RetryPolicy{Base: time.Hour, Max: time.Hour, MaxAttempts: 3, DeadLetterAfter: time.Hour}})
 	lanes.Wake()
-	wait.Until(t, 10*time.Second, "seq 2's first attempt", func() bool {
+	wait.On(t, 10*time.Second, "seq 2's first attempt", recordedBy(s).Next, func() bool {
 		return count(t, pool, `SELECT count(*) FROM notify.notifications WHERE user_id = 1 AND seq = 2 AND attempts = 1`) == 1
 	})
 	stop()
@@ -284,7 +284,7 @@ func TestInboxWritesAndRecordsNeverDeadlock(t *testing.T) {
 	}
 	wg.Wait()
 	failed.Range(func(k, _ any) bool { t.Errorf("an inbox write failed: %v", k); return true })
-	wait.Until(t, 60*time.Second, "every SMS", func() bool {
+	wait.On(t, 60*time.Second, "every SMS", recordedBy(s).Next, func() bool {
 		return count(t, pool, `SELECT count(*) FROM notify.sms_log`) == users*perUser
 	})
 	require.Zero(t, lanes.Stats().RecordFailures, "a record failed (deadlock?) and was tried again")
