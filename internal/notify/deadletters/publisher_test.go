@@ -35,6 +35,7 @@ type sink struct {
 	keys    []string
 	err     error
 	refused chan struct{}
+	stored  wait.Signal // raised after each message stored
 }
 
 func (k *sink) Publish(_ context.Context, key, _, _ string, body []byte) error {
@@ -51,6 +52,7 @@ func (k *sink) Publish(_ context.Context, key, _, _ string, body []byte) error {
 		return errors.New("empty body")
 	}
 	k.keys = append(k.keys, key)
+	k.stored.Raise()
 	return nil
 }
 
@@ -93,7 +95,7 @@ func TestDeadLettersReachTheDLQFromTheirRecordedIntent(t *testing.T) {
 	k.err = nil
 	k.mu.Unlock()
 	pub.Wake()
-	wait.Until(t, 10*time.Second, "the dead letters in the DLQ", func() bool { return len(k.published()) == 3 })
+	wait.On(t, 10*time.Second, "the dead letters in the DLQ", k.stored.Next, func() bool { return len(k.published()) == 3 })
 	require.Equal(t, []string{"1:1", "2:1", "bad-9"}, k.published())
 	wait.Until(t, 10*time.Second, "them marked", func() bool {
 		backlog, err := pub.Backlog(ctx)
@@ -118,12 +120,13 @@ func TestDeadLettersReachTheDLQFromTheirRecordedIntent(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT last_error FROM notify.notifications
 		WHERE user_id = 3 AND seq = 1 AND status = 'dead_lettered' AND dlq_published_at IS NOT NULL`).Scan(&reason))
 	require.Equal(t, "found in %DLQ%g without a record: gave up", reason)
+	var sent wait.Signal // raised by the lanes after each SMS recorded sent
 	l, err := gate.NewLanes(g, gate.LaneConfig{Owner: "dlq-test", Workers: 2, Poll: 20 * time.Millisecond, Policy: gate.DefaultRetryPolicy,
-		Sender: senders.NewLogSender(nil), Logger: quiet})
+		Sender: senders.NewLogSender(nil), Logger: quiet, ObserveSent: func(time.Duration) { sent.Raise() }})
 	require.NoError(t, err)
 	require.NoError(t, l.Start(ctx))
 	defer func() { require.NoError(t, l.Stop(context.Background())) }()
-	wait.Until(t, 10*time.Second, "user 3's next SMS", func() bool {
+	wait.On(t, 10*time.Second, "user 3's next SMS", sent.Next, func() bool {
 		var n int
 		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM notify.notifications WHERE user_id = 3 AND seq = 2 AND status = 'sent'`).Scan(&n))
 		return n == 1

@@ -35,8 +35,10 @@ func TestARedeliveryOfAPrunedSeqIsIgnored(t *testing.T) {
 	t.Cleanup(prov.Close)
 	sender, err := senders.NewWebhookSender(prov.URL(), 0, nil)
 	require.NoError(t, err)
+	var sent wait.Signal // raised by the lanes after each SMS recorded sent
 	lanes, err := gate.NewLanes(gates, gate.LaneConfig{Owner: "retention-test", Sender: sender, Poll: 20 * time.Millisecond,
-		Policy: gate.RetryPolicy{Base: 20 * time.Millisecond, Max: 200 * time.Millisecond, MaxAttempts: 3}, Logger: log})
+		Policy: gate.RetryPolicy{Base: 20 * time.Millisecond, Max: 200 * time.Millisecond, MaxAttempts: 3}, Logger: log,
+		ObserveSent: func(time.Duration) { sent.Raise() }})
 	require.NoError(t, err)
 	require.NoError(t, lanes.Start(ctx))
 	t.Cleanup(func() {
@@ -47,8 +49,8 @@ func TestARedeliveryOfAPrunedSeqIsIgnored(t *testing.T) {
 	delivered := func(n int) func() bool { return func() bool { return len(prov.Delivered()[7]) == n } }
 
 	require.NoError(t, in.Handle(ctx, []inbox.Message{event(t, 7, 1), event(t, 7, 2), event(t, 7, 3)}))
-	wait.Until(t, 30*time.Second, "user 7's first three SMS", delivered(3))
-	wait.Until(t, 10*time.Second, "their records", func() bool {
+	wait.On(t, 30*time.Second, "user 7's first three SMS", sent.Next, delivered(3))
+	wait.On(t, 10*time.Second, "their records", sent.Next, func() bool {
 		var last int64
 		return pool.QueryRow(ctx, `SELECT last_seq FROM notify.progress WHERE user_id = 7`).Scan(&last) == nil && last == 3
 	})
@@ -61,7 +63,7 @@ func TestARedeliveryOfAPrunedSeqIsIgnored(t *testing.T) {
 	require.EqualValues(t, 3, n)
 
 	require.NoError(t, in.Handle(ctx, []inbox.Message{event(t, 7, 2), event(t, 7, 3), event(t, 7, 4)}))
-	wait.Until(t, 30*time.Second, "user 7's seq 4", delivered(4))
+	wait.On(t, 30*time.Second, "user 7's seq 4", sent.Next, delivered(4))
 	require.Equal(t, []int64{1, 2, 3, 4}, prov.Delivered()[7], "each once, in order: the copies were not sent again")
 	for _, seq := range []int64{2, 3} {
 		calls := prov.Calls(func(c smsprovider.Call) bool { return c.UserID == 7 && c.Seq == seq })

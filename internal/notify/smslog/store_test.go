@@ -211,11 +211,13 @@ func TestChangesFeed(t *testing.T) {
 
 // syncBuffer is a bytes.Buffer safe for one writer and one reader.
 type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu      sync.Mutex
+	b       bytes.Buffer
+	written wait.Signal // raised after each write
 }
 
 func (s *syncBuffer) Write(p []byte) (int, error) {
+	defer s.written.Raise()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(p)
@@ -254,10 +256,10 @@ func TestPrintSMSLogFollows(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- smslog.PrintSMSLog(ctx, s, 1, true, &out) }()
 
-	wait.Until(t, 10*time.Second, "the log's first lines", func() bool { return strings.Count(out.String(), "\n") == 4 })
+	wait.On(t, 10*time.Second, "the log's first lines", out.written.Next, func() bool { return strings.Count(out.String(), "\n") == 4 })
 	_, err := pool.Exec(ctx, `UPDATE notify.notifications SET status = 'sent', text = 'fourth', finished_at = $1 WHERE user_id = 1 AND seq = 4`, t0.Add(5*time.Second))
 	require.NoError(t, err)
-	wait.Until(t, 10*time.Second, "the new SMS", func() bool { return strings.Contains(out.String(), "fourth") })
+	wait.On(t, 10*time.Second, "the new SMS", out.written.Next, func() bool { return strings.Contains(out.String(), "fourth") })
 	cancel()
 	require.NoError(t, <-done)
 	require.Equal(t, 1, strings.Count(out.String(), "fourth"), "each SMS printed once")
