@@ -16,7 +16,6 @@ import (
 
 	"github.com/walletsaga/walletsaga/internal/saga"
 	"github.com/walletsaga/walletsaga/internal/testutil/testdb"
-	"github.com/walletsaga/walletsaga/internal/testutil/wait"
 )
 
 // A runner that died right after the first commit (its lease held, its call never made):
@@ -123,6 +122,7 @@ func TestLocalStepsExactlyOnceWithTwoEngines(t *testing.T) {
 	runEngine(t, e2)
 
 	var wg sync.WaitGroup
+	ids := make([]int64, n)
 	for i := range n {
 		wg.Go(func() {
 			e := []*saga.Engine{e1, e2}[i%2]
@@ -131,6 +131,7 @@ func TestLocalStepsExactlyOnceWithTwoEngines(t *testing.T) {
 				t.Error(err)
 				return
 			}
+			ids[i] = st.ID()
 			if i%5 == 0 {
 				return // "crashed" after the first commit
 			}
@@ -138,9 +139,13 @@ func TestLocalStepsExactlyOnceWithTwoEngines(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	wait.Until(t, 25*time.Second, "every saga to complete", func() bool {
-		return count(t, pool, `SELECT count(*) FROM sagas WHERE state = 'completed'`) >= n
-	})
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
+	defer cancel()
+	for i, id := range ids {
+		s, err := []*saga.Engine{e1, e2}[i%2].Wait(ctx, id) // whichever engine ends it
+		require.NoError(t, err, "waiting for saga %d to complete", id)
+		require.Equal(t, saga.Completed, s.State, "saga %d", id)
+	}
 	require.Equal(t, n, count(t, pool, `SELECT count(*) FROM sagas`))
 	require.Equal(t, 2*n, count(t, pool, `SELECT count(*) FROM effects`))
 	require.Equal(t, 2*n, count(t, pool, `SELECT count(DISTINCT (saga_id, step)) FROM effects`))

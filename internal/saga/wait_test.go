@@ -58,6 +58,7 @@ func TestConcurrentWaitsStayWithinThePool(t *testing.T) {
 
 	// Sample the engine's connections, as the pool and as the server count them.
 	var maxPool, maxServer, samples atomic.Int32
+	var sampled wait.Signal // raised after each sample
 	stopSampling := make(chan struct{})
 	var sampling sync.WaitGroup
 	sampling.Go(func() {
@@ -68,6 +69,7 @@ func TestConcurrentWaitsStayWithinThePool(t *testing.T) {
 				WHERE datname = current_database() AND application_name = $1`, app).Scan(&server); err == nil {
 				maxServer.Store(max(maxServer.Load(), server))
 				samples.Add(1)
+				sampled.Raise()
 			}
 			select {
 			case <-stopSampling:
@@ -91,7 +93,7 @@ func TestConcurrentWaitsStayWithinThePool(t *testing.T) {
 		}()
 	}
 	// Let the waiters settle in while every saga is still blocked, then let them all end.
-	wait.Until(t, 10*time.Second, "samples during the waits", func() bool { return samples.Load() >= 30 })
+	wait.On(t, 10*time.Second, "samples during the waits", sampled.Next, func() bool { return samples.Load() >= 30 })
 	close(release)
 	for range n {
 		r := <-results
