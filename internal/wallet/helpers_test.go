@@ -14,7 +14,6 @@ import (
 	"github.com/walletsaga/walletsaga/internal/saga"
 	"github.com/walletsaga/walletsaga/internal/testutil/simtest"
 	"github.com/walletsaga/walletsaga/internal/testutil/testdb"
-	"github.com/walletsaga/walletsaga/internal/testutil/wait"
 	"github.com/walletsaga/walletsaga/internal/wallet"
 )
 
@@ -117,16 +116,18 @@ func (e *env) balance(t *testing.T, user int64) wallet.Money {
 	return w.Balance
 }
 
-// waitTerminal polls until every saga in ids is terminal (a deadline, no fixed sleep):
-// many concurrent WaitSaga calls would each hold a connection.
+// waitTerminal waits until every saga in ids is terminal, on the engine's waiters (a
+// deadline, no fixed sleep), one saga at a time: many concurrent waits would each hold a
+// connection.
 func (e *env) waitTerminal(t *testing.T, ids []int64) {
 	t.Helper()
-	wait.Until(t, 30*time.Second, "every saga to end", func() bool {
-		var open int
-		require.NoError(t, e.pool.QueryRow(e.ctx,
-			`SELECT count(*) FROM sagas WHERE id = ANY($1) AND state IN ('running', 'compensating')`, ids).Scan(&open))
-		return open == 0
-	})
+	ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
+	defer cancel()
+	for _, id := range ids {
+		s, err := e.eng.Wait(ctx, id)
+		require.NoError(t, err, "waiting for saga %d to end", id)
+		require.True(t, s.State.Terminal(), "saga %d", id)
+	}
 }
 
 // checkInvariants asserts, for user: balance >= 0, balance = sum of the ledger, events
