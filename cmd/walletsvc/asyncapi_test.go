@@ -20,11 +20,13 @@ import (
 
 // received keeps every delivery as the broker gave it.
 type received struct {
-	mu  sync.Mutex
-	all []ordering.Delivery
+	mu      sync.Mutex
+	all     []ordering.Delivery
+	arrived wait.Signal // raised after each batch kept
 }
 
 func (r *received) handle(_ context.Context, batch []ordering.Delivery) error {
+	defer r.arrived.Raise()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.all = append(r.all, batch...)
@@ -104,7 +106,7 @@ RETURNING id, seq`, u, r.Amount, string(r.Kind), r.Locale, r.Traceparent).Scan(&
 	}
 	s.relay(s.producer, ordering.RelayConfig{})
 
-	wait.Until(t, 60*time.Second, "every event back from the broker", func() bool {
+	wait.On(t, 60*time.Second, "every event back from the broker", got.arrived.Next, func() bool {
 		seen := map[string]bool{}
 		for _, d := range got.deliveries() {
 			seen[d.Properties["KEYS"]] = true

@@ -39,6 +39,7 @@ type relayStack struct {
 	topic    string
 	producer *ordering.OrderedProducer
 	outbox   *wallet.OutboxFeed
+	marked   wait.Signal // raised after each statement that marks events published
 	got      *arrivals
 }
 
@@ -151,7 +152,7 @@ func (s *relayStack) relay(sender ordering.Sender, cfg ordering.RelayConfig) (*o
 	if cfg.Poll == 0 {
 		cfg.Poll = 50 * time.Millisecond
 	}
-	r, err := ordering.NewRelay(s.outbox, sender, cfg)
+	r, err := ordering.NewRelay(markSignal{Outbox: s.outbox, marked: &s.marked}, sender, cfg)
 	require.NoError(s.t, err)
 	require.NoError(s.t, r.Start(s.t.Context()))
 	stop := func() { require.NoError(s.t, r.Stop(context.Background())) }
@@ -159,15 +160,28 @@ func (s *relayStack) relay(sender ordering.Sender, cfg ordering.RelayConfig) (*o
 	return r, stop
 }
 
+// markSignal is the outbox as the relay sees it, raising marked after each MarkPublished.
+type markSignal struct {
+	ordering.Outbox
+	marked *wait.Signal
+}
+
+func (m markSignal) MarkPublished(ctx context.Context, recs []ordering.Published) error {
+	defer m.marked.Raise()
+	return m.Outbox.MarkPublished(ctx, recs)
+}
+
 // arrivals is what the consumer received: each user's seqs in arrival order, and the
 // queues they came from.
 type arrivals struct {
-	mu     sync.Mutex
-	seqs   map[int64][]int64
-	queues map[int64]map[string]bool
+	mu      sync.Mutex
+	seqs    map[int64][]int64
+	queues  map[int64]map[string]bool
+	arrived wait.Signal // raised after each batch handled
 }
 
 func (a *arrivals) handle(_ context.Context, batch []ordering.Delivery) error {
+	defer a.arrived.Raise()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, d := range batch {
@@ -273,13 +287,13 @@ func TestAHungQueueDoesNotDelayTheOthers(t *testing.T) {
 	require.NotEmpty(t, stuck)
 	want := s.writeEach(users, 3)
 	r, _ := s.relay(sender, ordering.RelayConfig{StuckAfter: time.Second})
-	first := wait.Until(t, 10*time.Second, "the other queues' events marked", func() bool { return s.unpublished(others) == 0 })
+	first := wait.On(t, 10*time.Second, "the other queues' events marked", s.marked.Next, func() bool { return s.unpublished(others) == 0 })
 	// More events while the queue still hangs: the others keep flowing.
 	for _, u := range users {
 		s.write(u, 2)
 		want[u] = 5
 	}
-	second := wait.Until(t, 10*time.Second, "their next events marked", func() bool { return s.unpublished(others) == 0 })
+	second := wait.On(t, 10*time.Second, "their next events marked", s.marked.Next, func() bool { return s.unpublished(others) == 0 })
 	require.Equal(t, 5*len(stuck), s.unpublished(stuck), "the hung queue's users wait, nothing skipped")
 	wait.Until(t, 10*time.Second, "the hung queue reported stuck", func() bool {
 		for _, q := range r.Stats().Queues {
@@ -290,8 +304,8 @@ func TestAHungQueueDoesNotDelayTheOthers(t *testing.T) {
 		return false
 	})
 	close(sender.release)
-	drained := wait.Until(t, 30*time.Second, "everything marked", func() bool { return s.unpublished(users) == 0 })
-	wait.Until(t, 60*time.Second, "everything at the consumer", func() bool { return s.got.complete(want) })
+	drained := wait.On(t, 30*time.Second, "everything marked", s.marked.Next, func() bool { return s.unpublished(users) == 0 })
+	wait.On(t, 60*time.Second, "everything at the consumer", s.got.arrived.Next, func() bool { return s.got.complete(want) })
 	s.got.requireInOrder(t, want, route)
 	t.Logf("queue %s of 4 hung on broker %s: the other %d users' 120 events were marked in %s, their next 80 in %s, while %d users' events waited; released, all drained in %s, in order, each user on Java's queue",
 		hung, s.broker.BrokerAddr, len(others), first.Round(time.Millisecond), second.Round(time.Millisecond), len(stuck), drained.Round(time.Millisecond))
@@ -319,13 +333,13 @@ func TestRelayPublishesInOrderAndSurvivesRestart(t *testing.T) {
 			s.writeAll(users, 2)
 		}
 	}()
-	wait.Until(t, 60*time.Second, "the first relay to publish 500", func() bool { return r1.Stats().Published >= 500 })
+	wait.On(t, 60*time.Second, "the first relay to publish 500", s.marked.Next, func() bool { return r1.Stats().Published >= 500 })
 	stop1()
 	firstPublished := r1.Stats().Published
 	r2, stop2 := s.relay(s.producer, ordering.RelayConfig{Batch: 64, MaxPerSend: 16})
 	<-writing
-	wait.Until(t, 90*time.Second, "the outbox to drain", func() bool { return s.unpublished(users) == 0 })
-	wait.Until(t, 90*time.Second, "every event at the consumer", func() bool { return s.got.complete(want) })
+	wait.On(t, 90*time.Second, "the outbox to drain", s.marked.Next, func() bool { return s.unpublished(users) == 0 })
+	wait.On(t, 90*time.Second, "every event at the consumer", s.got.arrived.Next, func() bool { return s.got.complete(want) })
 	stop2()
 	route := s.route()
 	s.got.requireInOrder(t, want, route)
@@ -343,8 +357,8 @@ func TestTheFNVHashPublishesWhereTheGoClientWould(t *testing.T) {
 	users := s.users(30)
 	want := s.writeEach(users, 4)
 	s.relay(s.producer, ordering.RelayConfig{})
-	wait.Until(t, 30*time.Second, "the outbox to drain", func() bool { return s.unpublished(users) == 0 })
-	wait.Until(t, 60*time.Second, "every event at the consumer", func() bool { return s.got.complete(want) })
+	wait.On(t, 30*time.Second, "the outbox to drain", s.marked.Next, func() bool { return s.unpublished(users) == 0 })
+	wait.On(t, 60*time.Second, "every event at the consumer", s.got.arrived.Next, func() bool { return s.got.complete(want) })
 	route := s.route()
 	require.Equal(t, ordering.HashFNV, route.Hash)
 	s.got.requireInOrder(t, want, route)
@@ -359,7 +373,7 @@ func TestTheRelayFollowsAddedQueues(t *testing.T) {
 	users := s.users(30)
 	want := s.writeEach(users, 2)
 	r, _ := s.relay(s.producer, ordering.RelayConfig{RoutePoll: 200 * time.Millisecond})
-	wait.Until(t, 30*time.Second, "the first events marked", func() bool { return s.unpublished(users) == 0 })
+	wait.On(t, 30*time.Second, "the first events marked", s.marked.Next, func() bool { return s.unpublished(users) == 0 })
 	s.broker.CreateTopic(t, s.topic, 4)
 	grown := time.Now()
 	s.writeAll(users, 1)
@@ -370,8 +384,8 @@ func TestTheRelayFollowsAddedQueues(t *testing.T) {
 	for _, u := range users {
 		want[u] = 6
 	}
-	wait.Until(t, 60*time.Second, "the outbox to drain", func() bool { return s.unpublished(users) == 0 })
-	wait.Until(t, 60*time.Second, "every event at the consumer", func() bool { return s.got.complete(want) })
+	wait.On(t, 60*time.Second, "the outbox to drain", s.marked.Next, func() bool { return s.unpublished(users) == 0 })
+	wait.On(t, 60*time.Second, "every event at the consumer", s.got.arrived.Next, func() bool { return s.got.complete(want) })
 	s.got.requireInOrder(t, want, ordering.Route{})
 	added := 0
 	s.got.mu.Lock()

@@ -43,7 +43,8 @@ import (
 func TestADepositIsOneTraceFromRequestToSMS(t *testing.T) {
 	b := rmqtest.Require(t)
 	spans := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
+	var ended wait.Signal
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans), sdktrace.WithSpanProcessor(endSignal{&ended}))
 	otel.SetTracerProvider(tp)
 	otel.SetTextMapPropagator(telemetry.Propagator())
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
@@ -111,7 +112,7 @@ func TestADepositIsOneTraceFromRequestToSMS(t *testing.T) {
 		}
 		return out
 	}
-	wait.Until(t, 60*time.Second, "the SMS send span", func() bool { return len(byName("sms.send")) > 0 })
+	wait.On(t, 60*time.Second, "the SMS send span", ended.Next, func() bool { return len(byName("sms.send")) > 0 })
 
 	api := byName("POST /v1/users/:id/deposits")
 	require.Len(t, api, 1, "one server span for the deposit")
@@ -165,3 +166,12 @@ func TestADepositIsOneTraceFromRequestToSMS(t *testing.T) {
 	require.Equal(t, byName("outbox.send")[0].Parent().SpanID(), telemetry.Parse(outboxTP).SpanID())
 	require.Equal(t, byName("inbox.arrive")[0].SpanContext().SpanID(), telemetry.Parse(inboxTP).SpanID())
 }
+
+// endSignal raises its signal after each span ended (and, registered after the exporter,
+// exported).
+type endSignal struct{ ended *wait.Signal }
+
+func (endSignal) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
+func (e endSignal) OnEnd(sdktrace.ReadOnlySpan)                   { e.ended.Raise() }
+func (endSignal) Shutdown(context.Context) error                  { return nil }
+func (endSignal) ForceFlush(context.Context) error                { return nil }
