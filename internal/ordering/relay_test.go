@@ -148,7 +148,7 @@ func TestKeysThatMoveToAnotherQueueKeepTheirOrder(t *testing.T) {
 	})
 	o.add(key)
 	startRelay(t, o, s, ordering.RelayConfig{})
-	<-entered // key:1 hangs on its old queue
+	wait.For(t, 10*time.Second, "key:1 sent on its old queue", entered) // where it hangs
 	o.add(key, key)
 	s.setQueues(3)
 	wait.On(t, 10*time.Second, "the moved key's records stored by its new pump", s.stores.Next, func() bool { return len(s.storedOf(key)) == 3 })
@@ -170,7 +170,7 @@ func TestOnlyOneRelayIsActive(t *testing.T) {
 	r2, err := ordering.NewRelay(o, s, cfg)
 	require.NoError(t, err)
 	require.NoError(t, r1.Start(t.Context()))
-	<-o.granted // r1 leads
+	wait.For(t, 10*time.Second, "r1 to lead", o.granted)
 	require.NoError(t, r2.Start(t.Context()))
 	o.add("k")
 	wait.On(t, 10*time.Second, "k:1 published", o.changed.Next, func() bool { return o.unpublished() == 0 })
@@ -180,7 +180,7 @@ func TestOnlyOneRelayIsActive(t *testing.T) {
 	require.NoError(t, r1.Stop(t.Context()))
 	require.Empty(t, r1.Stats().Queues, "a relay that stopped has no pumps")
 	require.False(t, r1.Stats().Active, "a relay that stopped does not lead")
-	<-o.granted // r2 takes over
+	wait.For(t, 10*time.Second, "r2 to take over", o.granted)
 	o.add("k")
 	wait.On(t, 10*time.Second, "k:2 published", o.changed.Next, func() bool { return o.unpublished() == 0 })
 	require.EqualValues(t, 1, r2.Stats().Published)

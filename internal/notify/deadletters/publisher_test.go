@@ -86,7 +86,7 @@ func TestDeadLettersReachTheDLQFromTheirRecordedIntent(t *testing.T) {
 	require.NoError(t, pub.Start(ctx))
 	defer func() { require.NoError(t, pub.Stop(context.Background())) }()
 	for range 3 { // a few rounds against the refusing broker
-		<-k.refused
+		wait.For(t, 10*time.Second, "a round against the refusing broker", k.refused)
 	}
 	backlog, err := pub.Backlog(ctx)
 	require.NoError(t, err)
