@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -37,17 +38,21 @@ import (
 // lane's send are one chain of parents and children in one trace, and the SMS provider's
 // request carries a traceparent of that trace.
 //
-// It sets the process's global tracer provider, so it does not run in parallel: it runs
-// before the parallel tests of the package start, and its provider is shut down (every span
-// after it a no-op) when it ends.
+// It records through the process's global tracer provider, so it does not run in parallel:
+// it runs before the parallel tests of the package start, and its span processors are
+// unregistered (every span after it recorded nowhere) when it ends.
 func TestADepositIsOneTraceFromRequestToSMS(t *testing.T) {
 	b := rmqtest.Require(t)
 	spans := tracetest.NewInMemoryExporter()
 	var ended wait.Signal
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans), sdktrace.WithSpanProcessor(endSignal{&ended}))
-	otel.SetTracerProvider(tp)
-	otel.SetTextMapPropagator(telemetry.Propagator())
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	tp := globalTracerProvider()
+	exporter, signal := sdktrace.NewSimpleSpanProcessor(spans), endSignal{&ended}
+	tp.RegisterSpanProcessor(exporter)
+	tp.RegisterSpanProcessor(signal)
+	t.Cleanup(func() {
+		tp.UnregisterSpanProcessor(signal)
+		tp.UnregisterSpanProcessor(exporter)
+	})
 
 	pool, dbURL := testdb.New(t)
 	topic := rmqtest.Unique("trace-events")
@@ -175,3 +180,19 @@ func (endSignal) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
 func (e endSignal) OnEnd(sdktrace.ReadOnlySpan)                   { e.ended.Raise() }
 func (endSignal) Shutdown(context.Context) error                  { return nil }
 func (endSignal) ForceFlush(context.Context) error                { return nil }
+
+// tracerProvider is the process's global tracer provider, set once: the packages' tracers
+// follow the first provider set, so a second (go test -count=2) would record nothing.
+var (
+	tracerProvider     *sdktrace.TracerProvider
+	tracerProviderOnce sync.Once
+)
+
+func globalTracerProvider() *sdktrace.TracerProvider {
+	tracerProviderOnce.Do(func() {
+		tracerProvider = sdktrace.NewTracerProvider()
+		otel.SetTracerProvider(tracerProvider)
+		otel.SetTextMapPropagator(telemetry.Propagator())
+	})
+	return tracerProvider
+}
