@@ -63,6 +63,10 @@ type dtmBusiness struct {
 	failed  atomic.Int64
 }
 
+// dtmWorkConns bounds the business database's connections, as walletsvc's pool is bounded
+// (SAGA_WORKERS + 8 = 24 by default).
+const dtmWorkConns = 24
+
 // dtmWorkAmount is what each saga deposits.
 const dtmWorkAmount = 100
 
@@ -155,14 +159,17 @@ SELECT array_agg(id ORDER BY id) FROM u`, b.cfg.Users).Scan(&w.users); err != ni
 		w.close()
 		return nil, err
 	}
+	// As many connections as the branches' *sql.DB may open: pgxpool's default (4 on this
+	// machine) would queue DTM's branches behind each other.
+	cfg.MaxConns = dtmWorkConns
 	bp, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		w.close()
 		return nil, err
 	}
 	w.db = stdlib.OpenDBFromPool(bp)
-	w.db.SetMaxOpenConns(64)
-	w.db.SetMaxIdleConns(64)
+	w.db.SetMaxOpenConns(dtmWorkConns)
+	w.db.SetMaxIdleConns(dtmWorkConns)
 	dtmcli.SetCurrentDBType(dtmcli.DBTypePostgres)
 	return w, nil
 }
