@@ -4,7 +4,7 @@ SHELL := bash
 .DEFAULT_GOAL := help
 
 # Every go command below runs go1.27.3, which the go command fetches through the module
-# proxy the first time, whatever Go the machine has. go.mod's go line, .ci/run, the scripts
+# proxy the first time, whatever Go the machine has. go.mod's toolchain line, .ci/run, the scripts
 # that run go, the Dockerfile's builder image and the README's set-up name the same version
 # (deploy/toolchain_test.go checks that they agree).
 export GOTOOLCHAIN := go1.27.3

@@ -1,6 +1,8 @@
 module github.com/walletsaga/walletsaga
 
-go 1.27.3
+go 1.26.8
+
+toolchain go1.27.3
 
 require (
 	github.com/MicahParks/jwkset v0.11.5
