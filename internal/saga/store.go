@@ -18,15 +18,19 @@ import (
 )
 
 // All of the engine's SQL is in sql/*.sql, one statement a file, embedded here; this file
-// runs them. listSQL is the one statement built in Go (see there why).
+// runs them. listSQL is the one statement built in Go (see there why). A commit's history is
+// written by the same text whether the commit inserts its saga or updates it: the two
+// statements are their saga's CTE followed by saga_history.sql.
 
 var (
 	//go:embed sql/allocate_ids.sql
 	allocateIDsSQL string
 	//go:embed sql/insert_saga.sql
-	insertSagaSQL string
+	insertSagaHead string
 	//go:embed sql/update_saga.sql
-	updateSagaSQL string
+	updateSagaHead string
+	//go:embed sql/saga_history.sql
+	sagaHistorySQL string
 	//go:embed sql/claim_sagas.sql
 	claimSagasSQL string
 	//go:embed sql/lock_saga.sql
@@ -47,6 +51,12 @@ var (
 	pruneFinishedSQL string
 	//go:embed sql/oldest_finished.sql
 	oldestFinishedSQL string
+)
+
+// insertSagaSQL and updateSagaSQL are a commit's statements: the saga's CTE, then its history.
+var (
+	insertSagaSQL = insertSagaHead + sagaHistorySQL
+	updateSagaSQL = updateSagaHead + sagaHistorySQL
 )
 
 // constraintFenceHeld is the CHECK constraint a fenced update violates when the runner no
