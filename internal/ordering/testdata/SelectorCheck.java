@@ -103,6 +103,10 @@ public class SelectorCheck {
                     : new DefaultMQProducer(args[3], new AclClientRPCHook(new SessionCredentials(ak, sk)));
                 producer.setNamesrvAddr(args[1]);
                 producer.setInstanceName(args[3]);
+                // The check is where each message lands, not how fast: a cold JVM on a loaded
+                // machine outlived the client's default 3 s send timeout
+                // (RemotingTimeoutException at load average 13 on 2 cores).
+                producer.setSendMsgTimeout(30_000);
                 producer.start();
                 try {
                     while ((key = in.readLine()) != null) {
