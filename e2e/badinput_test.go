@@ -77,7 +77,7 @@ func TestBadInputCorpusChangesNothing(t *testing.T) {
 // (which lists them from the catalogue) must cover.
 var migratedTables = []string{
 	"public.users", "public.wallets", "public.ledger_entries", "public.wallet_events", "public.wallet_operations",
-	"public.idempotency_keys", "public.sagas", "public.saga_steps", "public.audit", "providersim.charges", "providersim.orders",
+	"public.idempotency_keys", "public.sagas", "public.audit", "providersim.charges", "providersim.orders",
 	"notify.progress", "notify.notifications", "notify.sms_log", "notify.bad_messages", "notify.audit",
 }
 

@@ -398,7 +398,7 @@ func (e *Engine) recoverSagas(ctx context.Context) error {
 				d := e.definition(c.Kind)
 				r := &runner{e: e, d: d, id: c.ID, kind: c.Kind, input: c.Input, data: c.Data, fence: c.Fence,
 					nonce: c.Nonce, keyPrefix: keyPrefix(c.ID, c.Nonce),
-					at: c.position, stepSince: c.StepSince, err: c.Err, traceparent: c.Traceparent}
+					at: c.position, stepSince: c.StepSince, err: c.Err, traceparent: c.Traceparent, steps: c.History}
 				e.mu.Lock()
 				e.held[c.ID] = true
 				e.mu.Unlock()

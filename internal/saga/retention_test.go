@@ -24,8 +24,8 @@ func TestPruneTakesOnlyFinishedSagas(t *testing.T) {
 	ctx := context.Background()
 	for _, st := range saga.States {
 		_, err := pool.Exec(ctx, `
-			WITH s AS (INSERT INTO sagas (kind, state, updated_at) VALUES ('k', $1, now() - interval '1 day'), ('k', $1, now()) RETURNING id)
-			INSERT INTO saga_steps (saga_id, seq, step, name, phase, status) SELECT id, 1, 0, 'step', 'forward', 'done' FROM s`, string(st))
+			INSERT INTO sagas (kind, state, updated_at, history) VALUES ('k', $1, now() - interval '1 day', $2), ('k', $1, now(), $2)`,
+			string(st), `[{"step": 0, "name": "step", "phase": "forward", "status": "done", "attempts": 1}]`)
 		require.NoError(t, err)
 	}
 	e := saga.New(pool, saga.Options{})
@@ -74,12 +74,6 @@ func TestPruneTakesOnlyFinishedSagas(t *testing.T) {
 	require.NoError(t, rows.Err())
 	require.Equal(t, map[string]int{"running": 2, "compensating": 2, "needs_attention": 2,
 		"completed": 1, "compensated": 1, "failed": 1, "resolved": 1}, left)
-	var orphans int
-	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM saga_steps st WHERE NOT EXISTS (SELECT 1 FROM sagas s WHERE s.id = st.saga_id)`).Scan(&orphans))
-	require.Zero(t, orphans, "the history went with its saga")
-	var steps int
-	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM saga_steps`).Scan(&steps))
-	require.Equal(t, 10, steps)
 	age, err = e.OldestFinished(ctx)
 	require.NoError(t, err)
 	require.Less(t, age, time.Hour)

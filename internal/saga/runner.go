@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -49,7 +50,7 @@ type runner struct {
 	inserted  bool
 	delay     time.Duration // of the latest commit: the saga waits in a backoff
 	w         written
-	steps     []StepRecord // the history this runner wrote (all of it, for an inline run)
+	steps     []StepRecord // the saga's history, as committed: read at the claim, or all written here
 
 	// traceparent is the span that started the saga, as stored with it ("" untraced); span
 	// is that span, known to the runner that started the saga: its run is its child.
@@ -162,10 +163,11 @@ func (r *runner) commit(ctx context.Context, first *Outcome, queue Queue) (err e
 		}
 		b := &pgx.Batch{}
 		var out written
+		history := withRecords(r.steps, f.Records)
 		if r.inserted || !r.inline {
-			queueUpdate(b, w, f.Records, &out)
+			queueUpdate(b, w, history, &out)
 		} else {
-			queueInsert(b, w, f.Records, r.traceparent, r.nonce, &out)
+			queueInsert(b, w, history, r.traceparent, r.nonce, &out)
 		}
 		own := len(b.QueuedQueries)
 		if queue != nil && !r.inserted {
@@ -188,7 +190,7 @@ func (r *runner) commit(ctx context.Context, first *Outcome, queue Queue) (err e
 			if span.IsRecording() {
 				span.SetAttributes(r.attrs(attribute.String("saga.state", string(f.To.State)), attribute.Int("saga.local_steps", len(f.Locals)))...)
 			}
-			r.committed(f, inst.Data, out)
+			r.committed(f, inst.Data, history, out)
 			for _, fn := range inst.afterCommit {
 				fn()
 			}
@@ -219,17 +221,14 @@ func (r *runner) commit(ctx context.Context, first *Outcome, queue Queue) (err e
 	}
 }
 
-// committed moves the runner to where commit f left the saga.
-func (r *runner) committed(f folded, data json.RawMessage, out written) {
+// committed moves the runner to where commit f left the saga, with history.
+func (r *runner) committed(f folded, data json.RawMessage, history []StepRecord, out written) {
 	r.inserted = true
-	r.data = data
+	r.data, r.steps = data, history
 	r.at, r.delay, r.w = f.To, f.Delay, out
 	r.stepSince = out.StepSince
 	if f.Err != nil {
 		r.err = f.Err
-	}
-	for _, w := range f.Records {
-		r.record(w)
 	}
 	switch {
 	case f.To.State.Terminal():
@@ -239,23 +238,33 @@ func (r *runner) committed(f folded, data json.RawMessage, out written) {
 	}
 }
 
-// record applies a history write to the runner's copy of the history, as queueSteps does
-// to the table.
-func (r *runner) record(w stepWrite) {
-	rec := StepRecord{Name: w.Name, Phase: w.Phase, Status: w.Status, Attempts: w.Attempts, Error: w.Err}
-	for i := len(r.steps) - 1; i >= 0; i-- {
-		s := &r.steps[i]
-		if s.Name == w.Name && s.Phase == w.Phase && s.Status == statusPending {
-			if w.Status == statusDone {
-				rec.Error = nil
-			} else if rec.Error == nil {
-				rec.Error = s.Error
+// withRecords returns the history steps followed by a commit's records, leaving steps as it
+// is: a record of a step and phase whose open (pending) record is in the history closes or
+// updates that one (a failure keeps the error it had unless it brings its own; done clears
+// it), and any other record is appended.
+func withRecords(steps []StepRecord, recs []stepWrite) []StepRecord {
+	out := slices.Clone(steps)
+	for _, w := range recs {
+		rec := StepRecord{Step: w.Step, Name: w.Name, Phase: w.Phase, Status: w.Status, Attempts: w.Attempts, Error: w.Err}
+		open := -1
+		for i := len(out) - 1; i >= 0; i-- {
+			if s := out[i]; s.Step == w.Step && s.Phase == w.Phase && s.Status == statusPending {
+				open = i
+				break
 			}
-			*s = rec
-			return
 		}
+		if open < 0 {
+			out = append(out, rec)
+			continue
+		}
+		if w.Status == statusDone {
+			rec.Error = nil
+		} else if rec.Error == nil {
+			rec.Error = out[open].Error
+		}
+		out[open] = rec
 	}
-	r.steps = append(r.steps, rec)
+	return out
 }
 
 func (r *runner) snapshot() Snapshot {

@@ -259,6 +259,7 @@ type ErrorInfo struct {
 
 // StepRecord is one step's history, in order of execution.
 type StepRecord struct {
+	Step     int        `json:"step"` // the step's index in its definition
 	Name     string     `json:"name"`
 	Phase    string     `json:"phase"`  // "forward" or "compensate"
 	Status   string     `json:"status"` // "pending", "done", "failed", "skipped"

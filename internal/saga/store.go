@@ -18,19 +18,17 @@ import (
 )
 
 // All of the engine's SQL is in sql/*.sql, one statement a file, embedded here; this file
-// runs them. listSQL is the one statement built in Go (see there why). A commit's history is
-// written by the same text whether the commit inserts its saga or updates it: the two
-// statements are their saga's CTE followed by saga_history.sql.
+// runs them. listSQL is the one statement built in Go (see there why). A saga's step history
+// is a column of its row (history, a JSON array of historyRecord): each commit writes the
+// whole of it, as the runner that holds the saga keeps it.
 
 var (
 	//go:embed sql/allocate_ids.sql
 	allocateIDsSQL string
 	//go:embed sql/insert_saga.sql
-	insertSagaHead string
+	insertSagaSQL string
 	//go:embed sql/update_saga.sql
-	updateSagaHead string
-	//go:embed sql/saga_history.sql
-	sagaHistorySQL string
+	updateSagaSQL string
 	//go:embed sql/claim_sagas.sql
 	claimSagasSQL string
 	//go:embed sql/lock_saga.sql
@@ -45,18 +43,10 @@ var (
 	endedSagasSQL string
 	//go:embed sql/get_saga.sql
 	getSagaSQL string
-	//go:embed sql/get_saga_steps.sql
-	getSagaStepsSQL string
 	//go:embed sql/prune_finished.sql
 	pruneFinishedSQL string
 	//go:embed sql/oldest_finished.sql
 	oldestFinishedSQL string
-)
-
-// insertSagaSQL and updateSagaSQL are a commit's statements: the saga's CTE, then its history.
-var (
-	insertSagaSQL = insertSagaHead + sagaHistorySQL
-	updateSagaSQL = updateSagaHead + sagaHistorySQL
 )
 
 // constraintFenceHeld is the CHECK constraint a fenced update violates when the runner no
@@ -115,52 +105,55 @@ func (w sagaWrite) errCols() (set bool, code, msg *string) {
 	return true, &w.Err.Code, &w.Err.Message
 }
 
-// withSteps adds to args the history of one commit, the @step_* arrays of insert_saga.sql
-// and update_saga.sql: one element per record.
-func withSteps(args pg.Args, recs []stepWrite) pg.Args {
-	n := len(recs)
-	steps, names, phases, statuses := make([]int32, n), make([]string, n), make([]string, n), make([]string, n)
-	attempts := make([]int32, n)
-	codes, msgs := make([]*string, n), make([]*string, n)
-	for i, r := range recs {
-		steps[i], names[i], phases[i], statuses[i], attempts[i] = int32(r.Step), r.Name, r.Phase, r.Status, int32(r.Attempts) //nolint:gosec // G115: integer columns; a saga has a few steps and its window stops attempts far below 2^31
-		if r.Err != nil {
-			codes[i], msgs[i] = &r.Err.Code, &r.Err.Message
-		}
+// encodeHistory is the history column of a saga whose history is steps.
+func encodeHistory(steps []StepRecord) []byte {
+	if steps == nil {
+		steps = []StepRecord{}
 	}
-	args["step_steps"], args["step_names"], args["step_phases"], args["step_statuses"] = steps, names, phases, statuses
-	args["step_attempts"], args["step_error_codes"], args["step_error_messages"] = attempts, codes, msgs
-	return args
+	b, err := json.Marshal(steps)
+	if err != nil {
+		panic(fmt.Sprintf("saga: encode history: %v", err)) // plain strings and ints: cannot fail
+	}
+	return b
 }
 
-// queueInsert queues, as one statement, the insert of a new saga (Start's commit), with the
-// traceparent of the span that started it ("" stores NULL), its nonce, and the history of
-// its first commit.
-func queueInsert(b *pgx.Batch, w sagaWrite, recs []stepWrite, traceparent string, nonce pgtype.UUID, out *written) {
+// decodeHistory reads a history column.
+func decodeHistory(b []byte) ([]StepRecord, error) {
+	var steps []StepRecord
+	if err := json.Unmarshal(b, &steps); err != nil {
+		return nil, fmt.Errorf("saga: history: %w", err)
+	}
+	return steps, nil
+}
+
+// queueInsert queues the insert of a new saga (Start's commit), with the traceparent of the
+// span that started it ("" stores NULL), its nonce, and its history as the commit leaves it.
+func queueInsert(b *pgx.Batch, w sagaWrite, history []StepRecord, traceparent string, nonce pgtype.UUID, out *written) {
 	_, code, msg := w.errCols()
 	var owner *string
 	if w.Keep {
 		owner = &w.Owner
 	}
-	b.Queue(insertSagaSQL, withSteps(pg.Args{
+	b.Queue(insertSagaSQL, pg.Args{
 		"id": w.ID, "kind": w.Kind, "state": w.To.State, "input": w.Input, "data": w.Data,
 		"step": w.To.Step, "phase": w.To.Phase, "attempts": w.To.Attempts, "error_code": code, "error_message": msg,
 		"due_secs": w.Due.Seconds(), "lease_owner": owner, "fence": w.Fence, "traceparent": traceparent, "key_nonce": nonce,
-	}, recs)).QueryRow(func(row pgx.Row) error { return row.Scan(&out.CreatedAt, &out.UpdatedAt, &out.StepSince) })
+		"history": encodeHistory(history),
+	}).QueryRow(func(row pgx.Row) error { return row.Scan(&out.CreatedAt, &out.UpdatedAt, &out.StepSince) })
 }
 
-// queueUpdate queues, as one statement, a runner's update of its saga and the history of the
-// commit. It is fenced: when the saga's fence is no longer the one the runner holds (a
+// queueUpdate queues a runner's update of its saga, with the saga's history as the commit
+// leaves it. It is fenced: when the saga's fence is no longer the one the runner holds (a
 // recovery runner claimed it after the lease expired), the update sets the fence to -1,
 // which the CHECK constraint sagas_fence_held refuses, and the whole commit fails
 // (isFenceLost) before any of its other statements.
-func queueUpdate(b *pgx.Batch, w sagaWrite, recs []stepWrite, out *written) {
+func queueUpdate(b *pgx.Batch, w sagaWrite, history []StepRecord, out *written) {
 	set, code, msg := w.errCols()
-	b.Queue(updateSagaSQL, withSteps(pg.Args{
+	b.Queue(updateSagaSQL, pg.Args{
 		"id": w.ID, "fence": w.Fence, "state": w.To.State, "step": w.To.Step, "phase": w.To.Phase,
 		"attempts": w.To.Attempts, "data": w.Data, "set_error": set, "error_code": code, "error_message": msg,
-		"new_position": w.NewPosition, "due_secs": w.Due.Seconds(), "keep": w.Keep,
-	}, recs)).QueryRow(func(row pgx.Row) error { return row.Scan(&out.CreatedAt, &out.UpdatedAt, &out.StepSince) })
+		"new_position": w.NewPosition, "due_secs": w.Due.Seconds(), "keep": w.Keep, "history": encodeHistory(history),
+	}).QueryRow(func(row pgx.Row) error { return row.Scan(&out.CreatedAt, &out.UpdatedAt, &out.StepSince) })
 }
 
 // claimed is a saga a recovery runner took over.
@@ -177,6 +170,8 @@ type claimed struct {
 	Traceparent string
 	// Nonce is the saga's key nonce (not Valid: created before it existed, see keyPrefix).
 	Nonce pgtype.UUID
+	// History is the saga's step history, its open record counting the claimed attempt.
+	History []StepRecord
 }
 
 // claimSagas leases to owner up to limit sagas of the given kinds that are due (backoff over)
@@ -192,8 +187,13 @@ func claimSagas(ctx context.Context, pool *pgxpool.Pool, owner string, lease tim
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (claimed, error) {
 		var c claimed
 		var code, msg *string
-		err := row.Scan(&c.ID, &c.Kind, &c.State, &c.Step, &c.Phase, &c.Attempts, &c.Input, &c.Data, &c.Fence, &c.StepSince, &code, &msg, &c.Traceparent, &c.Nonce)
+		var history []byte
+		if err := row.Scan(&c.ID, &c.Kind, &c.State, &c.Step, &c.Phase, &c.Attempts, &c.Input, &c.Data, &c.Fence, &c.StepSince, &code, &msg, &c.Traceparent, &c.Nonce, &history); err != nil {
+			return c, err
+		}
 		c.Err = errorInfo(code, msg)
+		var err error
+		c.History, err = decodeHistory(history)
 		return c, err
 	})
 	if err != nil {
@@ -330,12 +330,13 @@ func listSagas(ctx context.Context, pool *pgxpool.Pool, f ListFilter) ([]Snapsho
 	return out, nil
 }
 
-// snapshot reads a saga and its history.
+// snapshot reads a saga, with its history.
 func snapshot(ctx context.Context, pool *pgxpool.Pool, id int64) (Snapshot, error) {
 	var s Snapshot
 	var code, msg *string
 	var nonce pgtype.UUID
-	err := pool.QueryRow(ctx, getSagaSQL, pg.Args{"id": id}).Scan(&s.ID, &s.Kind, &nonce, &s.State, &s.Input, &s.Data, &code, &msg, &s.CreatedAt, &s.UpdatedAt)
+	var history []byte
+	err := pool.QueryRow(ctx, getSagaSQL, pg.Args{"id": id}).Scan(&s.ID, &s.Kind, &nonce, &s.State, &s.Input, &s.Data, &code, &msg, &s.CreatedAt, &s.UpdatedAt, &history)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return s, ErrNotFound
 	}
@@ -343,25 +344,12 @@ func snapshot(ctx context.Context, pool *pgxpool.Pool, id int64) (Snapshot, erro
 		return s, fmt.Errorf("saga: get: %w", err)
 	}
 	s.Error, s.KeyPrefix = errorInfo(code, msg), keyPrefix(s.ID, nonce)
-	rows, err := pool.Query(ctx, getSagaStepsSQL, pg.Args{"saga_id": id})
-	if err != nil {
-		return s, fmt.Errorf("saga: get steps: %w", err)
-	}
-	s.Steps, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (StepRecord, error) {
-		var r StepRecord
-		var code, msg *string
-		err := row.Scan(&r.Name, &r.Phase, &r.Status, &r.Attempts, &code, &msg)
-		r.Error = errorInfo(code, msg)
-		return r, err
-	})
-	if err != nil {
-		return s, fmt.Errorf("saga: get steps: %w", err)
-	}
-	return s, nil
+	s.Steps, err = decodeHistory(history)
+	return s, err
 }
 
-// pruneFinished deletes up to limit sagas that finished more than window ago, oldest first,
-// with their history (saga_steps, ON DELETE CASCADE), skipping sagas others hold locked, and
+// pruneFinished deletes up to limit sagas that finished more than window ago, oldest first
+// (their history with them: it is in their rows), skipping sagas others hold locked, and
 // tells pruned their ids in the same transaction.
 func pruneFinished(ctx context.Context, pool *pgxpool.Pool, window time.Duration, limit int, pruned Pruned) (int64, error) {
 	var n int64
