@@ -256,7 +256,7 @@ func resolveSaga(ctx context.Context, tx pgx.Tx, id int64) error {
 	return nil
 }
 
-// countSagas counts sagas by kind and state (an index-only scan of sagas_kind_state_created_idx).
+// countSagas counts sagas by kind and state (an index-only scan of sagas_state_id_idx, which includes kind).
 func countSagas(ctx context.Context, pool *pgxpool.Pool) ([]KindStateCount, error) {
 	rows, err := pool.Query(ctx, countSagasSQL)
 	if err != nil {
