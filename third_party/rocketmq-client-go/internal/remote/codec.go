@@ -133,40 +133,14 @@ var (
 // +++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++
 // + len  |   4bytes   |     4bytes    | (21 + r_len + e_len) bytes | remain bytes +
 // +++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++
+// WriteTo writes the command's frame to w in one Write.
+// walletsaga patch 14: one Write (one system call, one TCP segment) instead of four.
 func (command *RemotingCommand) WriteTo(w io.Writer) error {
-	var (
-		header []byte
-		err    error
-	)
-
-	switch codecType {
-	case JsonCodecs:
-		header, err = jsonSerializer.encodeHeader(command)
-	case RocketMQCodecs:
-		header, err = rocketMqSerializer.encodeHeader(command)
-	}
-
+	frame, err := encode(command)
 	if err != nil {
 		return err
 	}
-
-	frameSize := 4 + len(header) + len(command.Body)
-	err = binary.Write(w, binary.BigEndian, int32(frameSize))
-	if err != nil {
-		return err
-	}
-
-	err = binary.Write(w, binary.BigEndian, markProtocolType(int32(len(header))))
-	if err != nil {
-		return err
-	}
-
-	_, err = w.Write(header)
-	if err != nil {
-		return err
-	}
-
-	_, err = w.Write(command.Body)
+	_, err = w.Write(frame)
 	return err
 }
 
@@ -188,8 +162,7 @@ func encode(command *RemotingCommand) ([]byte, error) {
 	}
 
 	frameSize := 4 + len(header) + len(command.Body)
-	buf := bytes.NewBuffer(make([]byte, frameSize))
-	buf.Reset()
+	buf := bytes.NewBuffer(make([]byte, 0, 4+frameSize)) // walletsaga patch 14: room for the whole frame, its length included
 
 	err = binary.Write(buf, binary.BigEndian, int32(frameSize))
 	if err != nil {
