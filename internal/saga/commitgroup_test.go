@@ -52,6 +52,8 @@ func holdGroup(t *testing.T, pool *pgxpool.Pool, e *saga.Engine) (release func()
 	require.NoError(t, err)
 	_, err = tx.Exec(ctx, `SELECT 1 FROM gate WHERE id = 1 FOR UPDATE`)
 	require.NoError(t, err)
+	// On a failure, let the blocker through before the pool closes.
+	t.Cleanup(func() { _ = tx.Rollback(ctx) })
 	started := make(chan error, 1)
 	go func() {
 		_, err := e.Start(ctx, "blocker", nil, nil)
@@ -142,14 +144,22 @@ func TestRefusedMemberDoesNotFailItsGroup(t *testing.T) {
 	release := holdGroup(t, pool, e)
 	before := e.CommitStats()
 	kinds := []string{"transfer", "refused", "transfer"}
-	snaps := make([]saga.Snapshot, len(kinds))
+	snaps, errs := make([]saga.Snapshot, len(kinds)), make([]error, len(kinds))
 	var wg sync.WaitGroup
 	for i, kind := range kinds {
-		wg.Go(func() { snaps[i] = start(t, e, kind, nil).Snapshot() })
+		wg.Go(func() {
+			st, err := e.Start(context.Background(), kind, nil, nil)
+			if errs[i] = err; err == nil {
+				snaps[i] = st.Snapshot()
+			}
+		})
 	}
 	waitQueued(t, e, &queued, len(kinds))
 	release()
 	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
 
 	require.Equal(t, saga.CommitStats{Commits: 3 + 1, Groups: 1 + 1, Transactions: 2 + 1}, statsSince(e, before),
 		"one group of the three, sent again without the refused one; then its compensation alone")
@@ -176,6 +186,8 @@ func TestMovedMemberDoesNotFailItsGroup(t *testing.T) {
 	var entered atomic.Int32
 	var calling wait.Signal
 	answer := make(chan struct{})
+	var answered sync.Once
+	t.Cleanup(func() { answered.Do(func() { close(answer) }) }) // on a failure, before the pool closes
 	e := newEngine(t, pool, saga.Options{CommitGroups: 1}, blocker(), fast("call",
 		saga.Step{Name: "call", Do: saga.Remote(func(context.Context, string, *saga.Instance) saga.Outcome {
 			entered.Add(1)
@@ -204,7 +216,7 @@ func TestMovedMemberDoesNotFailItsGroup(t *testing.T) {
 
 	release := holdGroup(t, pool, e)
 	before := e.CommitStats()
-	close(answer)
+	answered.Do(func() { close(answer) })
 	waitQueued(t, e, &queued, n)
 	release()
 	wg.Wait()
