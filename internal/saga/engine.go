@@ -106,7 +106,10 @@ func New(pool *pgxpool.Pool, opts Options) *Engine {
 		opts.Logger = slog.Default()
 	}
 	if opts.CommitGroups <= 0 {
-		opts.CommitGroups = int(min(2, max(1, pool.Config().MaxConns/2)))
+		opts.CommitGroups = 2
+		if pool != nil {
+			opts.CommitGroups = int(min(2, max(1, pool.Config().MaxConns/2)))
+		}
 	}
 	if opts.CommitGroupSize <= 0 {
 		opts.CommitGroupSize = 64
