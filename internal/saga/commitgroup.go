@@ -30,9 +30,10 @@ import (
 // rolls the whole group back; its member gets that error (at that statement) and the
 // others are sent again without it, so one member's failure costs its companions one more
 // round trip, never their commit. An error whose outcome is not known (the connection lost
-// mid-batch, or the commit itself failing) goes to every member still in the group, as an
-// error of its own commit, and nothing is sent again: as a lone commit, none of them knows
-// whether it committed.
+// mid-batch) goes to every member still in the group, as an error of its own commit, and
+// nothing is sent again: as a lone commit, none of them knows whether it committed. An
+// error that belongs to no statement (one refused before the batch was sent, or the server
+// refusing the commit itself) has each member sent again alone.
 
 // maxGroupStatements caps the statements of one group (a group holds at least one commit).
 const maxGroupStatements = 1024
@@ -221,10 +222,15 @@ func (c *committer) write(group []*commitReq) {
 			return len(r.results) < len(r.b.QueuedQueries) || r.failed()
 		})
 		closed := conn.Conn().IsClosed()
+		var pgErr *pgconn.PgError
+		nothingRan := m == 0 && len(pending[0].results) == 0
+		commitRefused := m < 0 && errors.As(err, &pgErr)
 		switch {
-		case m == 0 && len(pending[0].results) == 0 && len(pending) > 1 && !closed:
-			// Nothing ran: a statement could not be prepared, bound or encoded, and the
-			// batch was not sent. Each member is sent alone, to find whose it is.
+		case len(pending) > 1 && !closed && (nothingRan || commitRefused):
+			// Either a statement could not be prepared, bound or encoded, and the batch was
+			// not sent; or every statement ran and the server refused the commit itself (a
+			// deferred constraint, say). Nothing was committed, and nobody knows whose the
+			// error is: each member is sent alone, to get its own answer.
 			for _, r := range pending {
 				todo = append(todo, []*commitReq{r})
 			}

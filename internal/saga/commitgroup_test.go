@@ -2,6 +2,7 @@ package saga_test
 
 import (
 	"context"
+	"regexp"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -268,4 +269,66 @@ func TestCancelledQueuedCommitIsNotWritten(t *testing.T) {
 	require.Equal(t, 0, count(t, pool, `SELECT count(*) FROM effects`))
 	s := start(t, e, "transfer", nil).Snapshot()
 	require.Equal(t, saga.Completed, s.State, "the engine writes on")
+}
+
+// A member whose batch fails where no statement can be blamed — one that cannot be
+// prepared (nothing is sent), or a deferred constraint the commit itself refuses — gets
+// what it gets alone, and the others of its group commit: each is sent again alone.
+func TestUnblamableFailureSendsEachMemberAlone(t *testing.T) {
+	t.Parallel()
+	for name, bad := range map[string]saga.LocalFunc{
+		"unpreparable": func(_ *saga.Instance, b *pgx.Batch) saga.Outcome {
+			b.Queue(`SELEC 1`)
+			return saga.Done()
+		},
+		"refused at commit": func(s *saga.Instance, b *pgx.Batch) saga.Outcome {
+			b.Queue(`INSERT INTO once (saga_id) VALUES ($1)`, s.ID)
+			b.Queue(`INSERT INTO once (saga_id) VALUES ($1)`, s.ID)
+			return saga.Done()
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			pool := withGate(t)
+			exec(t, pool, `CREATE TABLE once (saga_id bigint CONSTRAINT once_saga UNIQUE DEFERRABLE INITIALLY DEFERRED)`)
+			e := newEngine(t, pool, saga.Options{CommitGroups: 1}, blocker(), twoEffects("transfer", "credit"),
+				fast("bad", saga.Step{Name: "bad", Do: saga.Local(bad)}))
+			var queued wait.Signal
+			saga.OnCommitQueued(e, queued.Raise)
+
+			_, alone := e.Start(context.Background(), "bad", nil, nil)
+			require.Error(t, alone)
+
+			release := holdGroup(t, pool, e)
+			before := e.CommitStats()
+			kinds := []string{"transfer", "bad", "transfer"}
+			snaps, errs := make([]saga.Snapshot, len(kinds)), make([]error, len(kinds))
+			var wg sync.WaitGroup
+			for i, kind := range kinds {
+				wg.Go(func() {
+					st, err := e.Start(context.Background(), kind, nil, nil)
+					if errs[i] = err; err == nil {
+						snaps[i] = st.Snapshot()
+					}
+				})
+			}
+			waitQueued(t, e, &queued, len(kinds))
+			release()
+			wg.Wait()
+
+			require.Equal(t, saga.CommitStats{Commits: 3, Groups: 1, Transactions: 1 + 3}, statsSince(e, before))
+			for i, kind := range kinds {
+				if kind == "bad" {
+					require.Error(t, errs[i])
+					require.Equal(t, regexp.MustCompile(`saga \d+`).ReplaceAllString(alone.Error(), "saga N"),
+						regexp.MustCompile(`saga \d+`).ReplaceAllString(errs[i].Error(), "saga N"), "as alone")
+					continue
+				}
+				require.NoError(t, errs[i])
+				require.Equal(t, saga.Completed, snaps[i].State)
+				requireStored(t, e, snaps[i])
+			}
+			require.Equal(t, 2, count(t, pool, `SELECT count(*) FROM sagas WHERE kind <> 'blocker'`), "only the two transfers")
+		})
+	}
 }
