@@ -332,3 +332,48 @@ func TestUnblamableFailureSendsEachMemberAlone(t *testing.T) {
 		})
 	}
 }
+
+// A member whose statement meets a serialization failure (or a deadlock, as two groups
+// may) gets it, and its runner sends the commit again as it does alone; the others of the
+// group commit meanwhile.
+func TestTransientMemberIsSentAgainByItsRunner(t *testing.T) {
+	t.Parallel()
+	pool := withGate(t)
+	// nextval is not rolled back: the first call fails, every later one passes.
+	exec(t, pool, `CREATE SEQUENCE tries`)
+	exec(t, pool, `CREATE FUNCTION flaky() RETURNS void LANGUAGE plpgsql AS $$
+		BEGIN IF nextval('tries') = 1 THEN RAISE EXCEPTION 'try again' USING ERRCODE = '40001'; END IF; END $$`)
+	e := newEngine(t, pool, saga.Options{CommitGroups: 1}, blocker(), twoEffects("transfer", "credit"),
+		fast("flaky", saga.Step{Name: "flaky", Do: saga.Local(func(s *saga.Instance, b *pgx.Batch) saga.Outcome {
+			b.Queue(`SELECT flaky()`)
+			return effect("flaky")(s, b)
+		})}))
+	var queued wait.Signal
+	saga.OnCommitQueued(e, queued.Raise)
+
+	release := holdGroup(t, pool, e)
+	before := e.CommitStats()
+	kinds := []string{"transfer", "flaky", "transfer"}
+	snaps, errs := make([]saga.Snapshot, len(kinds)), make([]error, len(kinds))
+	var wg sync.WaitGroup
+	for i, kind := range kinds {
+		wg.Go(func() {
+			st, err := e.Start(context.Background(), kind, nil, nil)
+			if errs[i] = err; err == nil {
+				snaps[i] = st.Snapshot()
+			}
+		})
+	}
+	waitQueued(t, e, &queued, len(kinds))
+	release()
+	wg.Wait()
+
+	require.Equal(t, saga.CommitStats{Commits: 3 + 1, Groups: 1 + 1, Transactions: 2 + 1}, statsSince(e, before),
+		"one group of the three, sent again without the flaky one; then the flaky one again, alone")
+	for i, s := range snaps {
+		require.NoError(t, errs[i])
+		require.Equal(t, saga.Completed, s.State)
+		requireStored(t, e, s)
+	}
+	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM effects WHERE step = 'flaky'`))
+}
