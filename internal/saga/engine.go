@@ -47,6 +47,14 @@ type Options struct {
 	// same key once the lease expires. Every attempt is bounded by its AttemptTimeout and
 	// every commit by the database's statement timeout already; this bounds their sum.
 	RunTimeout time.Duration
+	// CommitGroups is how many groups of saga commits are written at once (default 2, and
+	// at most half the pool's connections): a commit that finds one of them free is written
+	// at once, alone; the others queue and share the next group's transaction (see
+	// commitgroup.go). Two keep Postgres busy while one group waits for its WAL flush; more
+	// only cut the queue into smaller groups that each pay a flush.
+	CommitGroups int
+	// CommitGroupSize is the most commits one group holds (default 64).
+	CommitGroupSize int
 }
 
 // Engine starts sagas, runs them inline, and recovers those nobody runs. Several engines, in
@@ -71,6 +79,7 @@ type Engine struct {
 
 	wake    chan struct{}
 	waiters *waiters
+	commits *committer
 }
 
 // New returns an engine on pool. Register the definitions, then start its Recovery.
@@ -96,6 +105,15 @@ func New(pool *pgxpool.Pool, opts Options) *Engine {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.CommitGroups <= 0 {
+		opts.CommitGroups = 2
+		if pool != nil {
+			opts.CommitGroups = int(min(2, max(1, pool.Config().MaxConns/2)))
+		}
+	}
+	if opts.CommitGroupSize <= 0 {
+		opts.CommitGroupSize = 64
+	}
 	bg, stop := context.WithCancel(context.Background())
 	e := &Engine{
 		pool: pool, opts: opts, log: opts.Logger.With("component", "saga", "owner", opts.Owner),
@@ -103,6 +121,7 @@ func New(pool *pgxpool.Pool, opts Options) *Engine {
 		bg: bg, stopBG: stop,
 	}
 	e.waiters = newWaiters(e)
+	e.commits = newCommitter(pool, opts.CommitGroups, opts.CommitGroupSize)
 	e.recovery = &Recovery{Runner: lifecycle.NewRunner(e.recoverSagas), e: e}
 	return e
 }

@@ -181,7 +181,7 @@ func (r *runner) commit(ctx context.Context, first *Outcome, queue Queue) (err e
 		}
 		done := countResults(b)
 		start := time.Now()
-		err := r.e.pool.SendBatch(ctx, b).Close()
+		err := r.e.commits.send(ctx, b)
 		took := time.Since(start)
 		if err == nil {
 			for _, p := range f.Locals {
