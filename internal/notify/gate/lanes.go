@@ -137,6 +137,9 @@ type Lanes struct {
 
 	sent, retried, dead, postponed, fenced, claims, recordFailures atomic.Int64
 	recordsGivenUp, recordsRefused, leaseShort, records            atomic.Int64
+	// claimStatements counts claim statements (the tests' measure of how many users each
+	// takes).
+	claimStatements atomic.Int64
 }
 
 // NewLanes returns the lanes over store; Start delivers.
@@ -293,6 +296,7 @@ func (l *Lanes) dispatch(ctx, work context.Context, wg *sync.WaitGroup) {
 			continue
 		}
 		l.claims.Add(int64(len(claims)))
+		l.claimStatements.Add(1)
 		if len(claims) > 0 {
 			idle = l.cfg.Poll
 		}
