@@ -142,7 +142,7 @@ func BenchmarkLanesDrainBacklog(b *testing.B) {
 		sender notify.Sender
 	}{{"log", senders.NewLogSender(io.Discard)}, {"noop", noopSender{}}} {
 		b.Run(c.name, func(b *testing.B) {
-			var secs, claims, stmts, records float64
+			var secs, claims, stmts, records, groupRows float64
 			for b.Loop() {
 				b.StopTimer()
 				pool, _ := testdb.New(b)
@@ -155,12 +155,16 @@ func BenchmarkLanesDrainBacklog(b *testing.B) {
 				secs += time.Since(start).Seconds()
 				st := l.Stats()
 				claims, stmts, records = claims+float64(st.Claims), stmts+float64(l.claimStatements.Load()), records+float64(st.Records)
+				if rs := l.RecorderStats(); rs.Groups > 0 {
+					groupRows += float64(rs.Rows) / float64(rs.Groups)
+				}
 				stop()
 			}
 			k := float64(b.N)
 			b.ReportMetric(users*perUser*k/secs, "SMS/s")
 			b.ReportMetric(claims/k, "users-claimed")
 			b.ReportMetric(stmts/k, "claim-stmts")
+			b.ReportMetric(groupRows/k, "SMS/record-group")
 			b.ReportMetric(records/k, "record-stmts")
 		})
 	}
