@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,9 +24,11 @@ import (
 
 // fillBacklog puts perUser SMS of each of users users (ids 1..users) into the inbox through
 // Arrive, one seq of every user per batch, as queues deliver them: each user gets a wake row
-// per batch.
+// per batch. 20,000 other users have nothing waiting, as in a notifier that has been running.
 func fillBacklog(t testing.TB, s *Store, users, perUser int) {
 	t.Helper()
+	_, err := s.db.Exec(context.Background(), `INSERT INTO notify.progress (user_id, last_seq) SELECT g, 3 FROM generate_series(1000001, 1020000) AS g`)
+	require.NoError(t, err)
 	for seq := 1; seq <= perUser; seq++ {
 		batch := make([]Arrival, 0, users)
 		for u := 1; u <= users; u++ {
@@ -37,7 +40,7 @@ func fillBacklog(t testing.TB, s *Store, users, perUser int) {
 			batch = batch[n:]
 		}
 	}
-	_, err := s.db.Exec(context.Background(), `ANALYZE notify.notifications; ANALYZE notify.progress; ANALYZE notify.wakes`)
+	_, err = s.db.Exec(context.Background(), `ANALYZE notify.notifications; ANALYZE notify.progress; ANALYZE notify.wakes`)
 	require.NoError(t, err)
 }
 
@@ -46,7 +49,7 @@ type explained struct {
 	ms      float64 // execution time
 	buffers int64   // shared blocks hit or read, over the whole plan
 	read    float64 // rows the scans of tables and indexes produced or removed by a filter
-	plan    string
+	plan    string  // each node of the plan, indented, with the rows it read
 }
 
 // explainClaim runs the claim of n users (run heads each) under EXPLAIN (ANALYZE, BUFFERS) in
@@ -70,21 +73,25 @@ func explain(t testing.TB, tx pgx.Tx, sql string, args pg.Args) explained {
 	}
 	require.NoError(t, json.Unmarshal(raw, &plans))
 	require.Len(t, plans, 1)
-	e := explained{ms: plans[0].ExecutionTime, plan: string(raw)}
-	var walk func(n map[string]any)
+	e := explained{ms: plans[0].ExecutionTime}
+	var walk func(n map[string]any, depth int)
 	num := func(n map[string]any, k string) float64 { f, _ := n[k].(float64); return f }
-	walk = func(n map[string]any) {
+	var plan strings.Builder
+	walk = func(n map[string]any, depth int) {
+		loops := num(n, "Actual Loops")
+		read := (num(n, "Actual Rows") + num(n, "Rows Removed by Filter") + num(n, "Rows Removed by Index Recheck")) * loops
 		if _, ok := n["Relation Name"]; ok || n["Index Name"] != nil {
-			loops := num(n, "Actual Loops")
-			e.read += (num(n, "Actual Rows") + num(n, "Rows Removed by Filter") + num(n, "Rows Removed by Index Recheck")) * loops
+			e.read += read
 		}
+		fmt.Fprintf(&plan, "%s%v %v %v: %g rows\n", strings.Repeat("  ", depth), n["Node Type"], n["Relation Name"], n["Index Name"], read)
 		if sub, ok := n["Plans"].([]any); ok {
 			for _, s := range sub {
-				walk(s.(map[string]any))
+				walk(s.(map[string]any), depth+1)
 			}
 		}
 	}
-	walk(plans[0].Plan)
+	walk(plans[0].Plan, 0)
+	e.plan = plan.String()
 	e.buffers = int64(num(plans[0].Plan, "Shared Hit Blocks") + num(plans[0].Plan, "Shared Read Blocks"))
 	return e
 }
@@ -171,7 +178,7 @@ func BenchmarkLanesDrainBacklog(b *testing.B) {
 }
 
 // TestAClaimReadsWhatItClaims: with a backlog (2,000 users × 5 SMS, each SMS its own wake
-// row), 256 users leased and 200 waiting for a retry with news, a claim of 16 users reads
+// row, among 22,000 users), 256 users leased and 200 waiting for a retry with news, a claim of 16 users reads
 // through indexes about what it takes — the news it drains, the due users it looks at, the
 // heads of those it claims — never a whole table, and not more as the backlog grows. The
 // plan is logged.
@@ -195,11 +202,49 @@ func TestAClaimReadsWhatItClaims(t *testing.T) {
 
 	const n, run = 16, 5
 	e := explainClaim(t, pool, n, run)
-	require.NotContains(t, e.plan, `"Seq Scan"`, "a claim scans a whole table:\n%s", e.plan)
+	require.NotContains(t, e.plan, "Seq Scan", "a claim scans a whole table:\n%s", e.plan)
 	// The news it reads (claimDrain), the due users it looks at (n), their positions, the
 	// wake rows it deletes and the heads of the users it claims (each user has 5 SMS and a
 	// wake row per SMS).
 	most := float64(claimDrain(n) + n + (claimDrain(n) + n) + n*5 + n*run)
 	require.LessOrEqual(t, e.read, 2*most, "a claim of %d users reads at most about %g rows:\n%s", n, most, e.plan)
 	t.Logf("claim of %d: %.0f rows read, %d buffers, %.2f ms", n, e.read, e.buffers, e.ms)
+}
+
+// TestARecordReadsWhatItRecords: with the same backlog, a record of 256 users' runs of 5 SMS
+// (as a journaled sender's lanes hand them over) reads through indexes about the rows it
+// writes — never a whole table. The plan is logged.
+func TestARecordReadsWhatItRecords(t *testing.T) {
+	t.Parallel()
+	pool, _ := testdb.New(t)
+	s := NewStore(pool)
+	ctx := context.Background()
+	fillBacklog(t, s, 2000, 5)
+	const users, run = 256, 5
+	claims, err := s.claimUsers(ctx, "a", users, time.Hour, run)
+	require.NoError(t, err)
+	require.Len(t, claims, users)
+	var a recordArgs
+	for _, c := range claims {
+		require.Len(t, c.Heads, run)
+		at := c.At
+		var outs []outcome
+		for _, h := range c.Heads {
+			outs = append(outs, outcome{UserID: c.UserID, Seq: h.Seq, Verdict: Sent, Attempts: 1, Text: h.Text, Phone: "+1", Journal: true, Fence: at.Fence})
+			at = Advance(at, h.Seq, Sent)
+		}
+		a.add(at, outs)
+	}
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, tx.Rollback(ctx)) }()
+	_, err = positions(ctx, tx, lockSQL, a.uUsers)
+	require.NoError(t, err)
+	e := explain(t, tx, recordSQL, a.named(time.Hour, run))
+	require.NotContains(t, e.plan, "Seq Scan", "a record scans a whole table:\n%s", e.plan)
+	// Per SMS: its inbox row found and updated; per user: its position, its next and later
+	// SMS, its wake rows, its next run.
+	most := float64(users*run*2 + users*(1+2+run+run))
+	require.LessOrEqual(t, e.read, 2*most, "a record of %d SMS reads at most about %g rows:\n%s", users*run, most, e.plan)
+	t.Logf("record of %d SMS of %d users: %.0f rows read, %d buffers, %.2f ms", users*run, users, e.read, e.buffers, e.ms)
 }

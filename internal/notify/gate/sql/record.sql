@@ -38,7 +38,10 @@ WITH o AS (
 		gap_since  = CASE WHEN st.idle AND st.later THEN COALESCE(p.gap_since, now()) END,
 		updated_at = now()
 	FROM st
-	WHERE p.user_id = st.user_id
+	-- The users found by key (an array whose length the planner does not guess), not only
+	-- by the join: it otherwise read the whole table to hash it, every record, as the
+	-- users the notifier has ever seen grew.
+	WHERE p.user_id = ANY(ARRAY(SELECT user_id FROM st)) AND p.user_id = st.user_id
 	RETURNING p.user_id, st.idle, st.verdict IN ('retry', 'postponed') OR st.idle AS released
 ), hit AS (
 	-- The inbox rows the outcomes finish or retry, each found by its key: a lookup per
