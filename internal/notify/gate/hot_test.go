@@ -111,3 +111,28 @@ func TestNewsAnotherClaimDrainedIsNotLost(t *testing.T) {
 	require.Equal(t, int64(2), c[0].Heads[0].Seq)
 	require.Equal(t, StatusPending, c[0].Heads[0].Status)
 }
+
+// TestNewsBehindHeldUsersIsFound: the news of users whose positions another session holds
+// (an operator's forgotten transaction, say) waits for them, and is passed over: the news
+// of everyone else behind it is still claimed, however much of it the held users have.
+func TestNewsBehindHeldUsersIsFound(t *testing.T) {
+	t.Parallel()
+	pool, _ := testdb.New(t)
+	s := NewStore(pool)
+	ctx := context.Background()
+	for seq := int64(1); seq <= 100; seq++ { // users 1–3: 100 wake rows each, the oldest
+		receive(t, s, false, inbound(t, 1, seq, 100), inbound(t, 2, seq, 100), inbound(t, 3, seq, 100))
+	}
+	receive(t, s, false, inbound(t, 4, 1, 100))
+	held, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, held.Rollback(ctx)) }()
+	_, err = held.Exec(ctx, `SELECT 1 FROM notify.progress WHERE user_id IN (1, 2, 3) FOR UPDATE`)
+	require.NoError(t, err)
+
+	c, err := s.claimUsers(ctx, "a", 1, time.Minute, 1)
+	require.NoError(t, err)
+	require.Len(t, c, 1, "user 4's news is found behind the held users'")
+	require.Equal(t, int64(4), c[0].UserID)
+	require.Equal(t, 300, count(t, pool, `SELECT count(*) FROM notify.wakes WHERE user_id IN (1, 2, 3)`), "the held users' news waits for them")
+}
