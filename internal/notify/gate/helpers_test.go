@@ -134,7 +134,7 @@ func recordedBy(s *Store) *wait.Signal {
 
 // startLanes runs lanes until the test ends (or stop is called). They raise recordedBy(s)
 // after each SMS recorded sent or dead-lettered, after cfg's own hooks.
-func startLanes(t *testing.T, s *Store, cfg LaneConfig) (*Lanes, func()) {
+func startLanes(t testing.TB, s *Store, cfg LaneConfig) (*Lanes, func()) {
 	t.Helper()
 	sig := recordedBy(s)
 	t.Cleanup(func() { recordedSignals.Delete(s) })

@@ -137,6 +137,9 @@ type Lanes struct {
 
 	sent, retried, dead, postponed, fenced, claims, recordFailures atomic.Int64
 	recordsGivenUp, recordsRefused, leaseShort, records            atomic.Int64
+	// claimStatements counts claim statements (the tests' measure of how many users each
+	// takes).
+	claimStatements atomic.Int64
 }
 
 // NewLanes returns the lanes over store; Start delivers.
@@ -293,6 +296,7 @@ func (l *Lanes) dispatch(ctx, work context.Context, wg *sync.WaitGroup) {
 			continue
 		}
 		l.claims.Add(int64(len(claims)))
+		l.claimStatements.Add(1)
 		if len(claims) > 0 {
 			idle = l.cfg.Poll
 		}
@@ -383,11 +387,12 @@ func plan(h head) (step, notify.SMS, string) {
 }
 
 // runLen is how many of a user's waiting SMS a worker takes at once: with a journaled sender
-// (whose delivery is the row the record writes) a run of them goes into one record; any
-// other sender's SMS are sent and recorded one at a time.
+// (whose delivery is the row the record writes) its whole turn (RunMax) goes into one record,
+// so a user's turn costs one claim and one record however many SMS it had waiting; any other
+// sender's SMS are sent and recorded one at a time.
 func (l *Lanes) runLen() int {
 	if l.journal {
-		return 32
+		return l.cfg.RunMax
 	}
 	return 1
 }

@@ -174,8 +174,8 @@ type head struct {
 //
 // The heads are read in the same snapshot in which the statement deletes the user's wake
 // rows: a wake row it deletes is one whose SMS it read. An inbox write that lands after the
-// snapshot leaves its wake row in place, so a lane that gives the user back as idle without
-// having seen it never strands it: the next claim takes the user again.
+// snapshot leaves its wake row in place, and a give-back reads the inbox again under the
+// user's lock (release), so a lane that gives the user back as idle never strands news.
 type claim struct {
 	UserID int64
 	Heads  []head
@@ -239,7 +239,7 @@ func scanHeads[X any](rows pgx.Rows, set func(*claim, X)) ([]claim, error) {
 // leased user is not claimable until its lease runs out (a lane that died) or is given back.
 func (s *Store) claimUsers(ctx context.Context, owner string, n int, lease time.Duration, run int) ([]claim, error) {
 	rows, err := s.db.Query(ctx, claimSQL, pg.Args{
-		"owner": owner, "n": n, "lease_us": lease.Microseconds(), "run": max(run, 1),
+		"owner": owner, "n": n, "lease_us": lease.Microseconds(), "run": max(run, 1), "drain": claimDrain(n),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("lanes: claim: %w", err)
@@ -250,6 +250,11 @@ func (s *Store) claimUsers(ctx context.Context, owner string, n int, lease time.
 	}
 	return out, nil
 }
+
+// claimDrain is how many of the oldest wake rows a claim of n users reads: enough to find n
+// idle users with news past a few leased ones, and to clear the news of users that are due
+// by their due_at (leased, or waiting for a retry) from the front of the queue in one pass.
+func claimDrain(n int) int { return 4*n + 64 }
 
 // verdictAdvance moves a user past a head that is finished already (the DLQ reconciler can
 // record a dead letter ahead of the lane).
@@ -379,15 +384,22 @@ func (a *recordArgs) named(lease time.Duration, run int) pg.Args {
 	}
 }
 
-// release gives a user back. With requeue the user is due again at once (a lane that has
-// worked on it long enough lets others have a turn); otherwise it is idle: not due, and
-// marked as waiting on a gap when later seqs are in the inbox while its next is not. An
-// inbox write the lane has not seen still has its wake row, so the next claim takes the user
-// again. Nothing happens unless the user is still leased under fence.
+// release gives a user back. With requeue, or when its next seq is in the inbox after all,
+// the user is due again at once (a lane that has worked on it long enough lets others have
+// a turn); otherwise it is idle: not due, and marked as waiting on a gap when later seqs are
+// in the inbox while its next is not. An inbox write the release does not see still has its
+// wake row, so a claim takes the user again. Nothing happens unless the user is still leased
+// under fence.
 func (s *Store) release(ctx context.Context, user, fence int64, requeue bool) error {
 	// Bounded on the server too, as a record is: a give-back waiting for the user's row must
 	// not queue behind it after the lanes stopped waiting.
+	// The position is locked first, so that the release's own statement, which decides
+	// whether the user is idle, reads the inbox in a snapshot taken after every claim that
+	// deleted the user's wake rows before has committed (see claim.sql).
 	err := pg.WithBoundedTx(ctx, s.db, pg.UntilDeadline(ctx), func(tx pgx.Tx) error {
+		if _, err := positions(ctx, tx, lockSQL, []int64{user}); err != nil {
+			return err
+		}
 		_, err := tx.Exec(ctx, releaseSQL, pg.Args{"user": user, "fence": fence, "requeue": requeue})
 		return err
 	})

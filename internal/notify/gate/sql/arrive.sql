@@ -1,9 +1,8 @@
 -- Arrive: the arrivals the gate admitted (none of them finished), in ONE statement. Each
 -- becomes a pending inbox row unless its (user, seq) is there already; each user with a new
 -- row is woken (a row appended to notify.wakes); a user the gate had not seen gets its
--- progress row at the start given (@start_*), idle: its wake row brings it to a lane, and
--- due_at, which is indexed, stays NULL, so the lane's updates of the row are HOT. It locks no
--- row a lane may hold.
+-- progress row at the start given (@start_*), idle (due_at NULL): its wake row brings it to
+-- a lane. It locks no row a lane may hold.
 WITH ev AS (
 	SELECT * FROM unnest(@users::bigint[], @seqs::bigint[], @msg_ids::text[], @events::jsonb[], @kinds::text[], @texts::text[], @queues::text[],
 			@traceparents::text[])

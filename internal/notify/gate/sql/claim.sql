@@ -1,38 +1,55 @@
--- Claim: lease up to @n users whose lane is due (due_at has come, or news woke them while
--- idle) and free, longest waiting first, each under a new fence, and read each one's next
--- SMS: the inbox rows from last_seq + 1 on, at most @run (one row of NULLs when there is
--- none). The heads are read in the snapshot in which the user's wake rows are marked with
--- the claim's fence (read by it).
-WITH cand AS (
-	SELECT user_id, min(at) AS at FROM (
-		(SELECT user_id, due_at AS at FROM notify.progress
-		 WHERE due_at <= now() AND (lane_until IS NULL OR lane_until < now())
-		 ORDER BY due_at LIMIT @n)
-		UNION ALL
-		-- News wakes an idle user only (due_at NULL): one waiting for a retry or held
-		-- back by the breaker (due_at to come) waits for it, news or not.
-		(SELECT w.user_id, w.at FROM notify.wakes w JOIN notify.progress p ON p.user_id = w.user_id
-		 WHERE p.due_at IS NULL AND (p.lane_until IS NULL OR p.lane_until < now())
-		 ORDER BY w.at LIMIT 4 * @n)
-	) x GROUP BY user_id
-), c AS (
-	SELECT p.user_id FROM notify.progress p JOIN cand ON cand.user_id = p.user_id
-	WHERE (p.lane_until IS NULL OR p.lane_until < now()) AND (p.due_at IS NULL OR p.due_at <= now())
-	ORDER BY cand.at, p.user_id
-	LIMIT @n
+-- Claim: lease up to @n users whose lane is due and free, longest waiting first, each under a
+-- new fence, and read each one's next SMS: the inbox rows from last_seq + 1 on, at most @run
+-- (one row of NULLs when there is none). A user is due when its due_at has come, or when it
+-- is idle (due_at NULL) and has news: a wake row. Every user claimed is due at its lease's
+-- end: should its lane die, that brings it back. The claim reads the oldest @drain wake
+-- rows whose users it can lock, and deletes the wake rows of each user it claims and of
+-- each that has a due_at (leased, or waiting for a retry): such a user is brought back by
+-- its due_at, and whatever later makes it idle reads its inbox first, under its row lock
+-- (record.sql, release.sql), so news is never left unread. An idle user's news it did not
+-- claim stays, at the front for the next claim.
+-- It reads O(@n + @drain) rows through indexes, whatever the backlog (progress_due from the
+-- oldest due_at, wakes_at from the oldest news, primary keys for the rest), and passes over
+-- only the news of users another statement holds at that moment.
+-- Locks: the positions of the users it reads news of or claims (SKIP LOCKED), and the wake
+-- rows it deletes.
+WITH news AS MATERIALIZED (
+	-- The oldest news, each row's user locked: a user another statement holds (a record, a
+	-- claim of another replica, an operator's session) is skipped, and does not count
+	-- towards the limit, so news behind it is still found.
+	SELECT w.user_id, w.at, p.due_at, (p.lane_until IS NULL OR p.lane_until < now()) AS free
+	FROM notify.wakes w JOIN notify.progress p ON p.user_id = w.user_id
+	ORDER BY w.at
+	LIMIT @drain
 	FOR UPDATE OF p SKIP LOCKED
+), due AS MATERIALIZED (
+	SELECT user_id, due_at AS at, due_at, true AS free FROM notify.progress
+	WHERE due_at <= now() AND (lane_until IS NULL OR lane_until < now())
+	ORDER BY due_at
+	LIMIT @n
+	FOR UPDATE SKIP LOCKED
+), c AS MATERIALIZED (
+	SELECT user_id, min(at) AS at, min(due_at) AS due_at, bool_and(free) AS free
+	FROM (SELECT * FROM news UNION ALL SELECT * FROM due) x
+	GROUP BY user_id
+), pick AS MATERIALIZED (
+	-- News wakes an idle user only (due_at NULL): one waiting for a retry, or held back by
+	-- the breaker (due_at to come), waits for it, news or not.
+	SELECT user_id FROM c
+	WHERE free AND (due_at IS NULL OR due_at <= now())
+	ORDER BY COALESCE(due_at, at), user_id
+	LIMIT @n
 ), claimed AS (
-	-- Only unindexed columns change (a HOT update). Should this lane die, the user is
-	-- claimable again once the lease runs out: by its due_at when it came due, else by
-	-- its wake rows, which stay (marked) while it is leased.
 	UPDATE notify.progress p SET lane_owner = @owner, lane_until = now() + @lease_us::bigint * interval '1 microsecond',
-		fence = p.fence + 1
-	FROM c WHERE p.user_id = c.user_id
+		due_at = now() + @lease_us::bigint * interval '1 microsecond', fence = p.fence + 1
+	WHERE p.user_id = ANY(ARRAY(SELECT user_id FROM pick))
 	RETURNING p.user_id, p.last_seq, p.fence
-), seen AS (
-	-- Marked, not deleted: a give-back as idle deletes the rows this claim read (this
-	-- fence), and leaves news that came after.
-	UPDATE notify.wakes w SET fence = claimed.fence FROM claimed WHERE w.user_id = claimed.user_id
+), drained AS (
+	-- The news of the users claimed, and of those that have a due time (leased, or waiting
+	-- for a retry: news does not change when they are due). An idle user's news that this
+	-- claim did not claim stays: it is at the front of the next claim's news.
+	DELETE FROM notify.wakes w
+	WHERE w.user_id = ANY(ARRAY(SELECT user_id FROM pick UNION ALL SELECT user_id FROM c WHERE c.due_at IS NOT NULL))
 )
 SELECT claimed.user_id, claimed.last_seq, claimed.fence,
        n.seq, COALESCE(n.status, ''), COALESCE(n.attempts, 0),

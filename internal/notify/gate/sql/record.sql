@@ -13,9 +13,10 @@ WITH o AS (
 		AS u(user_id, last_seq, verdict, delay_us)
 ), st AS (
 	-- idle: the user has nothing more to send (its next seq is not in the inbox, read
-	-- in this statement's snapshot): the lane gives it back here, without a statement
-	-- of its own. An inbox write this snapshot does not see keeps its wake row (seen
-	-- deletes only the rows of this snapshot), so the next claim takes the user again.
+	-- in this statement's snapshot, taken after lock.sql locked the users' positions: it
+	-- sees every SMS whose wake row a claim deleted before): the lane gives it back here,
+	-- without a statement of its own. An inbox write this snapshot does not see keeps its
+	-- wake row (seen deletes only the rows of this snapshot), so a claim takes the user again.
 	-- (LATERAL ... LIMIT 1, not EXISTS: the planner may turn an EXISTS into a hash
 	-- of the whole inbox.)
 	SELECT u.*,
@@ -37,7 +38,10 @@ WITH o AS (
 		gap_since  = CASE WHEN st.idle AND st.later THEN COALESCE(p.gap_since, now()) END,
 		updated_at = now()
 	FROM st
-	WHERE p.user_id = st.user_id
+	-- The users found by key (an array whose length the planner does not guess), not only
+	-- by the join: it otherwise read the whole table to hash it, every record, as the
+	-- users the notifier has ever seen grew.
+	WHERE p.user_id = ANY(ARRAY(SELECT user_id FROM st)) AND p.user_id = st.user_id
 	RETURNING p.user_id, st.idle, st.verdict IN ('retry', 'postponed') OR st.idle AS released
 ), hit AS (
 	-- The inbox rows the outcomes finish or retry, each found by its key: a lookup per
@@ -69,9 +73,9 @@ WITH o AS (
 	ORDER BY o.user_id, o.seq
 	ON CONFLICT (user_id, seq) WHERE NOT late DO NOTHING
 ), seen AS (
-	-- A user given back drops the wake rows of this snapshot (news it did not see stays);
-	-- one still leased keeps them: should its lane die, they make it claimable again.
-	DELETE FROM notify.wakes w USING adv WHERE w.user_id = adv.user_id AND adv.released
+	-- The users' wake rows of this snapshot, whose news st and the heads below read: a user
+	-- still leased keeps its due_at (its lease's end), one given back is due or read idle here.
+	DELETE FROM notify.wakes w WHERE w.user_id = ANY(ARRAY(SELECT user_id FROM adv))
 )
 SELECT adv.user_id, st.last_seq, adv.idle,
        n.seq, COALESCE(n.status, ''), COALESCE(n.attempts, 0),

@@ -1,4 +1,3 @@
 -- ReleaseAll: give back every user leased by @owner, due at once.
-UPDATE notify.progress SET lane_owner = NULL, lane_until = NULL,
-	due_at = COALESCE(due_at, now()), updated_at = now()
+UPDATE notify.progress SET lane_owner = NULL, lane_until = NULL, due_at = now(), updated_at = now()
 WHERE lane_owner = @owner
