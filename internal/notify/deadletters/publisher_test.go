@@ -97,12 +97,13 @@ func TestDeadLettersReachTheDLQFromTheirRecordedIntent(t *testing.T) {
 	pub.Wake()
 	wait.On(t, 10*time.Second, "the dead letters in the DLQ", k.stored.Next, func() bool { return len(k.published()) == 3 })
 	require.Equal(t, []string{"1:1", "2:1", "bad-9"}, k.published())
-	wait.Until(t, 10*time.Second, "them marked", func() bool {
+	// The publisher counts what it published once it has marked it: wait for both (the
+	// count read as soon as the marks show raced with it).
+	wait.Until(t, 10*time.Second, "them marked and counted, 3 published", func() bool {
 		backlog, err := pub.Backlog(ctx)
 		require.NoError(t, err)
-		return backlog == 0
+		return backlog == 0 && pub.Published() == 3
 	})
-	require.EqualValues(t, 3, pub.Published())
 
 	// A dead letter in the DLQ that the inbox never saw: recorded, and user 3 moves past it.
 	b, err := walletevent.Encode(notifytest.Event(3, 2, walletevent.Deposit, 200))
