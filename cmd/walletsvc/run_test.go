@@ -187,6 +187,7 @@ func TestServeMigratesAnswersProbesAndStopsGracefully(t *testing.T) {
 		"walletsaga_outbox_unpublished 0", "walletsaga_outbox_oldest_unpublished_age_seconds 0",
 		"walletsaga_relay_send_duration_seconds_bucket", "walletsaga_relay_active", "process_cpu_seconds_total",
 		`walletsaga_groupcommit_groups_total{writer="relay_marks"} 0`, `walletsaga_groupcommit_rows_total{writer="relay_marks"} 0`,
+		`walletsaga_groupcommit_groups_total{writer="saga_commits"} 0`, `walletsaga_groupcommit_requests_total{writer="saga_commits"} 0`,
 		`walletsaga_build_info{goversion="` + runtime.Version() + `"`,
 	} {
 		require.Contains(t, string(metricsText), name)
@@ -214,6 +215,13 @@ func TestServeMigratesAnswersProbesAndStopsGracefully(t *testing.T) {
 	require.Equal(t, "failed", call(deposits, `{"amount":500,"source":"`+providersim.DeclinedSource+`"}`)["state"])
 	require.Equal(t, 1, prov.ChargesIn(t, providersim.ChargeCharged))
 	require.Equal(t, 1, prov.ChargesIn(t, providersim.ChargeDeclined))
+	// Each deposit's two saga commits are counted by the engine's shared commits: alone, one
+	// after the other, each its own group.
+	text := scrape.Text(t, p.URL)
+	sagaGroups, _ := scrape.Value(text, `walletsaga_groupcommit_groups_total{writer="saga_commits"}`)
+	sagaCommits, _ := scrape.Value(text, `walletsaga_groupcommit_requests_total{writer="saga_commits"}`)
+	require.Equal(t, 4.0, sagaCommits, "two commits of each deposit")
+	require.Equal(t, sagaCommits, sagaGroups, "sequential commits never wait for a group")
 	// The completed deposit's balance event is published, and the relay's committer marks it:
 	// its group-commit counters show the write.
 	wait.Until(t, 30*time.Second, "the relay's marks in /metrics", func() bool {

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/walletsaga/walletsaga/internal/cli"
+	"github.com/walletsaga/walletsaga/internal/groupcommit"
 	"github.com/walletsaga/walletsaga/internal/httpx"
 	"github.com/walletsaga/walletsaga/internal/metrics"
 	"github.com/walletsaga/walletsaga/internal/ordering"
@@ -51,6 +52,10 @@ func build(cfg config, log *slog.Logger, pool *pgxpool.Pool) (*walletsvc, error)
 	var relay *ordering.Relay
 	sagaMetrics := metrics.NewSaga(reg, func(ctx context.Context) ([]saga.KindStateCount, error) { return engine.CountByKindState(ctx) })
 	engine = saga.New(pool, saga.Options{Workers: cfg.SagaWorkers, Logger: log, Observer: sagaMetrics})
+	metrics.NewGroupCommit(reg, metrics.WriterSagaCommits, func() groupcommit.Stats {
+		s := engine.CommitStats()
+		return groupcommit.Stats{Groups: s.Groups, Requests: s.Commits, Rows: s.Commits}
+	})
 	gateway, err := provider.NewGateway(provider.Options{URL: cfg.GatewayURL, Token: cfg.GatewayToken, Timeout: cfg.ProviderTimeout})
 	if err != nil {
 		return w, err

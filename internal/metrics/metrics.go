@@ -233,6 +233,7 @@ func NewRelay(reg prometheus.Registerer, stats func() ordering.RelayStats) func(
 // The writers of walletsaga_groupcommit_*, by their writer label.
 const (
 	WriterRelayMarks  = "relay_marks"  // walletsvc: the relay's committer, marking what the broker confirmed published
+	WriterSagaCommits = "saga_commits" // walletsvc: the saga engine's shared commits (requests and rows: saga commits)
 	WriterInbox       = "inbox"        // notifier: the inbox writer, recording the queues' batches
 	WriterLaneRecords = "lane_records" // notifier: the lanes' recorder, recording the workers' outcomes
 )
@@ -248,11 +249,11 @@ func NewGroupCommit(reg prometheus.Registerer, writer string, stats func() group
 		help string
 		get  func(groupcommit.Stats) int64
 	}{
-		"walletsaga_groupcommit_groups_total": {"Groups this process's group-commit writers wrote, by writer (" + WriterRelayMarks + ", " + WriterInbox + ", " + WriterLaneRecords + "): each one statement or transaction, unless the database refused a row of it.",
+		"walletsaga_groupcommit_groups_total": {"Groups this process's group-commit writers wrote, by writer (" + WriterRelayMarks + ", " + WriterSagaCommits + ", " + WriterInbox + ", " + WriterLaneRecords + "): each one statement or transaction, unless the database refused a row of it.",
 			func(s groupcommit.Stats) int64 { return s.Groups }},
-		"walletsaga_groupcommit_requests_total": {"Requests this process's group-commit writers wrote, by writer: a pump's confirmed batch (" + WriterRelayMarks + "), a queue's batch (" + WriterInbox + "), a user's outcomes (" + WriterLaneRecords + ").",
+		"walletsaga_groupcommit_requests_total": {"Requests this process's group-commit writers wrote, by writer: a pump's confirmed batch (" + WriterRelayMarks + "), a saga's commit (" + WriterSagaCommits + "), a queue's batch (" + WriterInbox + "), a user's outcomes (" + WriterLaneRecords + ").",
 			func(s groupcommit.Stats) int64 { return s.Requests }},
-		"walletsaga_groupcommit_rows_total": {"Rows this process's group-commit writers wrote, by writer: records marked published, messages, outcomes.",
+		"walletsaga_groupcommit_rows_total": {"Rows this process's group-commit writers wrote, by writer: records marked published, saga commits, messages, outcomes.",
 			func(s groupcommit.Stats) int64 { return s.Rows }},
 	} {
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: c.help, ConstLabels: labels},

@@ -82,6 +82,29 @@ func waitQueued(t *testing.T, e *saga.Engine, queued *wait.Signal, n int) {
 	wait.On(t, 10*time.Second, "queued commits", queued.Next, func() bool { return saga.QueuedCommits(e) == n })
 }
 
+// startGrouped starts a saga of each kind at once while e's only group is held, so that
+// their first commits queue behind it and are written as one group, and returns each one's
+// snapshot and error, in the order of kinds.
+func startGrouped(t *testing.T, pool *pgxpool.Pool, e *saga.Engine, queued *wait.Signal, kinds ...string) (snaps []saga.Snapshot, errs []error, before saga.CommitStats) {
+	t.Helper()
+	release := holdGroup(t, pool, e)
+	before = e.CommitStats()
+	snaps, errs = make([]saga.Snapshot, len(kinds)), make([]error, len(kinds))
+	var wg sync.WaitGroup
+	for i, kind := range kinds {
+		wg.Go(func() {
+			st, err := e.Start(context.Background(), kind, nil, nil)
+			if errs[i] = err; err == nil {
+				snaps[i] = st.Snapshot()
+			}
+		})
+	}
+	waitQueued(t, e, queued, len(kinds))
+	release()
+	wg.Wait()
+	return snaps, errs, before
+}
+
 // statsSince is what e counted since before.
 func statsSince(e *saga.Engine, before saga.CommitStats) saga.CommitStats {
 	now := e.CommitStats()
@@ -142,22 +165,8 @@ func TestRefusedMemberDoesNotFailItsGroup(t *testing.T) {
 	alone := start(t, e, "refused", nil).Snapshot()
 	require.Equal(t, saga.Compensated, alone.State)
 
-	release := holdGroup(t, pool, e)
-	before := e.CommitStats()
 	kinds := []string{"transfer", "refused", "transfer"}
-	snaps, errs := make([]saga.Snapshot, len(kinds)), make([]error, len(kinds))
-	var wg sync.WaitGroup
-	for i, kind := range kinds {
-		wg.Go(func() {
-			st, err := e.Start(context.Background(), kind, nil, nil)
-			if errs[i] = err; err == nil {
-				snaps[i] = st.Snapshot()
-			}
-		})
-	}
-	waitQueued(t, e, &queued, len(kinds))
-	release()
-	wg.Wait()
+	snaps, errs, before := startGrouped(t, pool, e, &queued, kinds...)
 	for _, err := range errs {
 		require.NoError(t, err)
 	}
@@ -299,22 +308,8 @@ func TestUnblamableFailureSendsEachMemberAlone(t *testing.T) {
 			_, alone := e.Start(context.Background(), "bad", nil, nil)
 			require.Error(t, alone)
 
-			release := holdGroup(t, pool, e)
-			before := e.CommitStats()
 			kinds := []string{"transfer", "bad", "transfer"}
-			snaps, errs := make([]saga.Snapshot, len(kinds)), make([]error, len(kinds))
-			var wg sync.WaitGroup
-			for i, kind := range kinds {
-				wg.Go(func() {
-					st, err := e.Start(context.Background(), kind, nil, nil)
-					if errs[i] = err; err == nil {
-						snaps[i] = st.Snapshot()
-					}
-				})
-			}
-			waitQueued(t, e, &queued, len(kinds))
-			release()
-			wg.Wait()
+			snaps, errs, before := startGrouped(t, pool, e, &queued, kinds...)
 
 			require.Equal(t, saga.CommitStats{Commits: 3, Groups: 1, Transactions: 1 + 3}, statsSince(e, before))
 			for i, kind := range kinds {
@@ -351,22 +346,8 @@ func TestTransientMemberIsSentAgainByItsRunner(t *testing.T) {
 	var queued wait.Signal
 	saga.OnCommitQueued(e, queued.Raise)
 
-	release := holdGroup(t, pool, e)
-	before := e.CommitStats()
 	kinds := []string{"transfer", "flaky", "transfer"}
-	snaps, errs := make([]saga.Snapshot, len(kinds)), make([]error, len(kinds))
-	var wg sync.WaitGroup
-	for i, kind := range kinds {
-		wg.Go(func() {
-			st, err := e.Start(context.Background(), kind, nil, nil)
-			if errs[i] = err; err == nil {
-				snaps[i] = st.Snapshot()
-			}
-		})
-	}
-	waitQueued(t, e, &queued, len(kinds))
-	release()
-	wg.Wait()
+	snaps, errs, before := startGrouped(t, pool, e, &queued, kinds...)
 
 	require.Equal(t, saga.CommitStats{Commits: 3 + 1, Groups: 1 + 1, Transactions: 2 + 1}, statsSince(e, before),
 		"one group of the three, sent again without the flaky one; then the flaky one again, alone")
