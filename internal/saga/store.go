@@ -19,8 +19,8 @@ import (
 
 // All of the engine's SQL is in sql/*.sql, one statement a file, embedded here; this file
 // runs them. listSQL is the one statement built in Go (see there why). A saga's step history
-// is a column of its row (history, a JSON array of historyRecord): each commit writes the
-// whole of it, as the runner that holds the saga keeps it.
+// is a column of its row (history, a JSON array of StepRecord, which pgx encodes and
+// decodes): each commit writes the whole of it, as the runner that holds the saga keeps it.
 
 var (
 	//go:embed sql/allocate_ids.sql
@@ -105,25 +105,13 @@ func (w sagaWrite) errCols() (set bool, code, msg *string) {
 	return true, &w.Err.Code, &w.Err.Message
 }
 
-// encodeHistory is the history column of a saga whose history is steps.
-func encodeHistory(steps []StepRecord) []byte {
+// historyArg is the @history argument of steps: never NULL (the column is NOT NULL), an
+// empty array when there is none yet.
+func historyArg(steps []StepRecord) []StepRecord {
 	if steps == nil {
-		steps = []StepRecord{}
+		return []StepRecord{}
 	}
-	b, err := json.Marshal(steps)
-	if err != nil {
-		panic(fmt.Sprintf("saga: encode history: %v", err)) // plain strings and ints: cannot fail
-	}
-	return b
-}
-
-// decodeHistory reads a history column.
-func decodeHistory(b []byte) ([]StepRecord, error) {
-	var steps []StepRecord
-	if err := json.Unmarshal(b, &steps); err != nil {
-		return nil, fmt.Errorf("saga: history: %w", err)
-	}
-	return steps, nil
+	return steps
 }
 
 // queueInsert queues the insert of a new saga (Start's commit), with the traceparent of the
@@ -138,7 +126,7 @@ func queueInsert(b *pgx.Batch, w sagaWrite, history []StepRecord, traceparent st
 		"id": w.ID, "kind": w.Kind, "state": w.To.State, "input": w.Input, "data": w.Data,
 		"step": w.To.Step, "phase": w.To.Phase, "attempts": w.To.Attempts, "error_code": code, "error_message": msg,
 		"due_secs": w.Due.Seconds(), "lease_owner": owner, "fence": w.Fence, "traceparent": traceparent, "key_nonce": nonce,
-		"history": encodeHistory(history),
+		"history": historyArg(history),
 	}).QueryRow(func(row pgx.Row) error { return row.Scan(&out.CreatedAt, &out.UpdatedAt, &out.StepSince) })
 }
 
@@ -152,7 +140,7 @@ func queueUpdate(b *pgx.Batch, w sagaWrite, history []StepRecord, out *written) 
 	b.Queue(updateSagaSQL, pg.Args{
 		"id": w.ID, "fence": w.Fence, "state": w.To.State, "step": w.To.Step, "phase": w.To.Phase,
 		"attempts": w.To.Attempts, "data": w.Data, "set_error": set, "error_code": code, "error_message": msg,
-		"new_position": w.NewPosition, "due_secs": w.Due.Seconds(), "keep": w.Keep, "history": encodeHistory(history),
+		"new_position": w.NewPosition, "due_secs": w.Due.Seconds(), "keep": w.Keep, "history": historyArg(history),
 	}).QueryRow(func(row pgx.Row) error { return row.Scan(&out.CreatedAt, &out.UpdatedAt, &out.StepSince) })
 }
 
@@ -187,13 +175,8 @@ func claimSagas(ctx context.Context, pool *pgxpool.Pool, owner string, lease tim
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (claimed, error) {
 		var c claimed
 		var code, msg *string
-		var history []byte
-		if err := row.Scan(&c.ID, &c.Kind, &c.State, &c.Step, &c.Phase, &c.Attempts, &c.Input, &c.Data, &c.Fence, &c.StepSince, &code, &msg, &c.Traceparent, &c.Nonce, &history); err != nil {
-			return c, err
-		}
+		err := row.Scan(&c.ID, &c.Kind, &c.State, &c.Step, &c.Phase, &c.Attempts, &c.Input, &c.Data, &c.Fence, &c.StepSince, &code, &msg, &c.Traceparent, &c.Nonce, &c.History)
 		c.Err = errorInfo(code, msg)
-		var err error
-		c.History, err = decodeHistory(history)
 		return c, err
 	})
 	if err != nil {
@@ -335,8 +318,7 @@ func snapshot(ctx context.Context, pool *pgxpool.Pool, id int64) (Snapshot, erro
 	var s Snapshot
 	var code, msg *string
 	var nonce pgtype.UUID
-	var history []byte
-	err := pool.QueryRow(ctx, getSagaSQL, pg.Args{"id": id}).Scan(&s.ID, &s.Kind, &nonce, &s.State, &s.Input, &s.Data, &code, &msg, &s.CreatedAt, &s.UpdatedAt, &history)
+	err := pool.QueryRow(ctx, getSagaSQL, pg.Args{"id": id}).Scan(&s.ID, &s.Kind, &nonce, &s.State, &s.Input, &s.Data, &code, &msg, &s.CreatedAt, &s.UpdatedAt, &s.Steps)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return s, ErrNotFound
 	}
@@ -344,8 +326,7 @@ func snapshot(ctx context.Context, pool *pgxpool.Pool, id int64) (Snapshot, erro
 		return s, fmt.Errorf("saga: get: %w", err)
 	}
 	s.Error, s.KeyPrefix = errorInfo(code, msg), keyPrefix(s.ID, nonce)
-	s.Steps, err = decodeHistory(history)
-	return s, err
+	return s, nil
 }
 
 // pruneFinished deletes up to limit sagas that finished more than window ago, oldest first
