@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -310,4 +311,42 @@ func TestBoundsAreSetOnTheTransactionOnly(t *testing.T) {
 	require.Equal(t, b.Lock, b.Statement)
 	require.Equal(t, b.Lock, b.IdleInTx)
 	require.Equal(t, pg.Bounds{}, pg.UntilDeadline(ctx))
+}
+
+// A pool opened with IndexedReads reads through an index where the planner, costing a table
+// by its few live rows, would scan all of its pages; one opened without still scans.
+func TestIndexedReadsKeepThePlannerOnTheIndex(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, dbURL := testdb.New(t)
+	plain, err := pg.Open(ctx, dbURL, pg.Options{MaxConns: 1})
+	require.NoError(t, err)
+	defer plain.Close()
+	indexed, err := pg.Open(ctx, dbURL, pg.Options{MaxConns: 1, IndexedReads: true})
+	require.NoError(t, err)
+	defer indexed.Close()
+	_, err = plain.Exec(ctx, `CREATE TABLE wakes (id bigint PRIMARY KEY, user_id bigint NOT NULL);
+		CREATE INDEX wakes_user ON wakes (user_id);
+		INSERT INTO wakes SELECT g, g % 7 FROM generate_series(1, 40) g;
+		ANALYZE wakes`)
+	require.NoError(t, err)
+	plan := func(p pg.Querier) string {
+		var b strings.Builder
+		rows, err := p.Query(ctx, `EXPLAIN DELETE FROM wakes WHERE user_id = ANY($1)`, []int64{3, 5})
+		require.NoError(t, err)
+		for rows.Next() {
+			var line string
+			require.NoError(t, rows.Scan(&line))
+			b.WriteString(line + "\n")
+		}
+		require.NoError(t, rows.Err())
+		return b.String()
+	}
+	require.Contains(t, plan(plain), "Seq Scan on wakes", "the planner scans a one-page table")
+	p := plan(indexed)
+	require.NotContains(t, p, "Seq Scan", p)
+	require.Contains(t, p, "wakes_user", p)
+	var v string
+	require.NoError(t, indexed.QueryRow(ctx, `SHOW enable_seqscan`).Scan(&v))
+	require.Equal(t, "off", v)
 }
