@@ -350,3 +350,36 @@ func TestIndexedReadsKeepThePlannerOnTheIndex(t *testing.T) {
 	require.NoError(t, indexed.QueryRow(ctx, `SHOW enable_seqscan`).Scan(&v))
 	require.Equal(t, "off", v)
 }
+
+// A pool opened with GenericPlans plans a prepared statement once, without its parameters'
+// values; one opened without plans it for the values it is given.
+func TestGenericPlansPlanAPreparedStatementOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, dbURL := testdb.New(t)
+	explain := func(o pg.Options) string {
+		pool, err := pg.Open(ctx, dbURL, o)
+		require.NoError(t, err)
+		defer pool.Close()
+		conn, err := pool.Acquire(ctx)
+		require.NoError(t, err)
+		defer conn.Release()
+		_, err = conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS held (id bigint PRIMARY KEY);
+			PREPARE one (bigint[]) AS SELECT id FROM held WHERE id = ANY($1)`)
+		require.NoError(t, err)
+		var b strings.Builder
+		rows, err := conn.Query(ctx, `EXPLAIN EXECUTE one('{7}')`)
+		require.NoError(t, err)
+		for rows.Next() {
+			var line string
+			require.NoError(t, rows.Scan(&line))
+			b.WriteString(line + "\n")
+		}
+		require.NoError(t, rows.Err())
+		return b.String()
+	}
+	require.Contains(t, explain(pg.Options{MaxConns: 1}), "'{7}'", "a custom plan, made for the value")
+	generic := explain(pg.Options{MaxConns: 1, GenericPlans: true})
+	require.Contains(t, generic, "$1", generic)
+	require.NotContains(t, generic, "'{7}'", generic)
+}
