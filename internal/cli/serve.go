@@ -33,8 +33,8 @@ func Traced(ctx context.Context, service string, getenv func(string) string, log
 
 // OpenPool opens a service's pool of maxConns connections, every one under the statement
 // and idle-in-transaction timeouts, reading through indexes with plans made once
-// (pg.Options.IndexedReads, GenericPlans), and checks that the database keeps what it acknowledges
-// (OpenDurablePool).
+// (pg.Options.IndexedReads, GenericPlans), and checks that the database keeps what it
+// acknowledges (OpenDurablePool).
 func (s Service) OpenPool(ctx context.Context, log *slog.Logger, maxConns int32) (*pgxpool.Pool, error) {
 	return OpenDurablePool(ctx, s.Mode, log, s.DatabaseURL, pg.Options{
 		MaxConns: maxConns, StatementTimeout: s.StatementTimeout, IdleInTxTimeout: s.IdleInTxTimeout,

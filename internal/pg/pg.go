@@ -51,9 +51,10 @@ type Options struct {
 	// prepared is planned once per connection, not at every execution. The server's own
 	// rule keeps planning anew while a generic plan is estimated costlier than the custom
 	// ones, and for the notifier's statements, which take arrays and are written as CTEs, it
-	// always was: a fifth of its backends' CPU went to planning. The services' statements name their constants in the SQL, so a generic plan
-	// can use every partial index a custom one could; with IndexedReads it reads through
-	// the indexes whatever the parameters.
+	// always was: a fifth of its backends' CPU went to planning. The services' statements
+	// name their constants in the SQL, so a generic plan can use every partial index a
+	// custom one could; with IndexedReads it reads through the indexes whatever the
+	// parameters.
 	GenericPlans bool
 }
 
