@@ -331,16 +331,7 @@ func TestIndexedReadsKeepThePlannerOnTheIndex(t *testing.T) {
 		ANALYZE wakes`)
 	require.NoError(t, err)
 	plan := func(p pg.Querier) string {
-		var b strings.Builder
-		rows, err := p.Query(ctx, `EXPLAIN DELETE FROM wakes WHERE user_id = ANY($1)`, []int64{3, 5})
-		require.NoError(t, err)
-		for rows.Next() {
-			var line string
-			require.NoError(t, rows.Scan(&line))
-			b.WriteString(line + "\n")
-		}
-		require.NoError(t, rows.Err())
-		return b.String()
+		return explain(t, p, `EXPLAIN DELETE FROM wakes WHERE user_id = ANY($1)`, []int64{3, 5})
 	}
 	require.Contains(t, plan(plain), "Seq Scan on wakes", "the planner scans a one-page table")
 	p := plan(indexed)
@@ -357,7 +348,7 @@ func TestGenericPlansPlanAPreparedStatementOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	_, dbURL := testdb.New(t)
-	explain := func(o pg.Options) string {
+	plan := func(o pg.Options) string {
 		pool, err := pg.Open(ctx, dbURL, o)
 		require.NoError(t, err)
 		defer pool.Close()
@@ -367,19 +358,20 @@ func TestGenericPlansPlanAPreparedStatementOnce(t *testing.T) {
 		_, err = conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS held (id bigint PRIMARY KEY);
 			PREPARE one (bigint[]) AS SELECT id FROM held WHERE id = ANY($1)`)
 		require.NoError(t, err)
-		var b strings.Builder
-		rows, err := conn.Query(ctx, `EXPLAIN EXECUTE one('{7}')`)
-		require.NoError(t, err)
-		for rows.Next() {
-			var line string
-			require.NoError(t, rows.Scan(&line))
-			b.WriteString(line + "\n")
-		}
-		require.NoError(t, rows.Err())
-		return b.String()
+		return explain(t, conn, `EXPLAIN EXECUTE one('{7}')`)
 	}
-	require.Contains(t, explain(pg.Options{MaxConns: 1}), "'{7}'", "a custom plan, made for the value")
-	generic := explain(pg.Options{MaxConns: 1, GenericPlans: true})
+	require.Contains(t, plan(pg.Options{MaxConns: 1}), "'{7}'", "a custom plan, made for the value")
+	generic := plan(pg.Options{MaxConns: 1, GenericPlans: true})
 	require.Contains(t, generic, "$1", generic)
 	require.NotContains(t, generic, "'{7}'", generic)
+}
+
+// explain runs an EXPLAIN statement on q and returns its plan, a line per row.
+func explain(t *testing.T, q pg.Querier, sql string, args ...any) string {
+	t.Helper()
+	rows, err := q.Query(context.Background(), sql, args...)
+	require.NoError(t, err)
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	return strings.Join(lines, "\n")
 }
