@@ -201,7 +201,7 @@ func TestStartsWithoutTheBrokerAndConsumesOnceItIsBack(t *testing.T) {
 
 	// What an earlier run consumed and did not deliver yet: user 7's first SMS.
 	ctx := context.Background()
-	_, err := gate.NewStore(pool).Arrive(ctx, pool, []gate.Arrival{decoded(t, notifytest.Event(7, 1, walletevent.Deposit, 1000))}, false)
+	_, err := gate.NewStore(pool).Arrive(ctx, pool, []gate.Arrival{decoded(t, notifytest.Event(7, 1, walletevent.Deposit, 1000))}, false, nil)
 	require.NoError(t, err)
 
 	namesrv := newDoor(t, b.Namesrv) // closed: every connection is refused until it opens

@@ -84,13 +84,14 @@ func build(ctx context.Context, cfg config, log *slog.Logger, pool *pgxpool.Pool
 		return n, err
 	}
 	in := inbox.NewInbox(bad, gates, cfg.ConsumeFrom == "last", func(r inbox.Received) {
-		if r.Inserted > 0 {
+		if r.Woken > 0 {
 			lanes.Wake()
 		}
 		if r.Bad > 0 {
 			publisher.Wake()
 		}
 	}, log)
+	in.HandTo(lanes)
 	consumer, err := ordering.NewOrderlyConsumer(ordering.ConsumerConfig{
 		Namesrv: namesrv, Group: cfg.Group, Topic: cfg.Topic,
 		BatchSize: cfg.ConsumeBatch, Buffer: cfg.ConsumeBuffer,

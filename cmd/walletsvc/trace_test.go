@@ -70,6 +70,7 @@ func TestADepositIsOneTraceFromRequestToSMS(t *testing.T) {
 		Policy: gate.DefaultRetryPolicy, Sender: sender, Logger: log})
 	require.NoError(t, err)
 	in := inbox.NewInbox(inbox.NewStore(pool), gates, false, func(inbox.Received) { lanes.Wake() }, log)
+	in.HandTo(lanes)
 	require.NoError(t, in.Start(context.Background()))
 	t.Cleanup(func() { require.NoError(t, in.Stop(context.Background())) })
 	consumer, err := ordering.NewOrderlyConsumer(ordering.ConsumerConfig{Namesrv: []string{b.Namesrv}, Group: rmqtest.Unique("trace-notifier"),

@@ -40,9 +40,26 @@ func inbound(t testing.TB, user, seq, amount int64) Arrival {
 
 func receive(t testing.TB, s *Store, fromLast bool, ms ...Arrival) Arrived {
 	t.Helper()
-	r, err := s.Arrive(context.Background(), s.db, ms, fromLast)
+	r, err := s.Arrive(context.Background(), s.db, ms, fromLast, nil)
 	require.NoError(t, err)
 	return r
+}
+
+// arriveFor writes ms as an inbox handing its users to l does (inbox.Inbox.HandTo): the
+// write claims, for l's free workers, the idle users whose next SMS it brings, and wakes l
+// for the others.
+func arriveFor(ctx context.Context, s *Store, l *Lanes, ms ...Arrival) (Arrived, error) {
+	ticket := l.Reserve(len(ms))
+	a, err := s.Arrive(ctx, s.db, ms, false, ticket)
+	if err != nil {
+		ticket.Take(Arrived{})
+		return a, err
+	}
+	ticket.Take(a)
+	if a.Woken > 0 {
+		l.Wake()
+	}
+	return a, nil
 }
 
 // provider is the tests' SMS provider (internal/testutil/smsprovider) behind a webhook

@@ -130,7 +130,15 @@ type Lanes struct {
 	wake     chan struct{}
 	freed    chan struct{}
 	recorder *groupcommit.Committer[commitReq]
-	busy     atomic.Int64
+	// busy counts the workers running and those reserved for a claim (the dispatcher's, or
+	// an inbox write's ticket): never more than Workers.
+	busy atomic.Int64
+	// workers are the running workers; tickets the reservations not yet taken. mu guards
+	// open (tickets are handed out) and the contexts the workers run on (see run).
+	workers, tickets sync.WaitGroup
+	mu               sync.Mutex
+	open             bool
+	stopCtx, workCtx context.Context
 	// deployment is the notifier tables' deployment id, read once at start: part of every
 	// provider key.
 	deployment string
@@ -254,15 +262,22 @@ func (l *Lanes) run(ctx context.Context) error {
 		return err
 	}
 
-	var wg sync.WaitGroup
-	l.dispatch(ctx, work, &wg)
-	wg.Wait()
+	l.mu.Lock()
+	l.open, l.stopCtx, l.workCtx = true, ctx, work
+	l.mu.Unlock()
+	l.dispatch(ctx)
+	// No more tickets; the workers of those handed out start before they are taken.
+	l.mu.Lock()
+	l.open = false
+	l.mu.Unlock()
+	l.tickets.Wait()
+	l.workers.Wait()
 	// Every worker has handed its outcomes over: the recorder records what is left.
 	return l.recorder.Stop(work)
 }
 
 // dispatch claims due users and starts a worker for each, until ctx is cancelled.
-func (l *Lanes) dispatch(ctx, work context.Context, wg *sync.WaitGroup) {
+func (l *Lanes) dispatch(ctx context.Context) {
 	br := l.cfg.Breaker
 	poll := time.NewTimer(0)
 	defer poll.Stop()
@@ -272,7 +287,12 @@ func (l *Lanes) dispatch(ctx, work context.Context, wg *sync.WaitGroup) {
 			l.sleep(ctx, wait, br.Changed())
 			continue
 		}
-		free := l.cfg.Workers - int(l.busy.Load())
+		probe := br.HalfOpen()
+		want := l.cfg.Workers
+		if probe {
+			want = 1 // one SMS tells whether the provider is back
+		}
+		free := l.reserve(want)
 		if free <= 0 {
 			select {
 			case <-ctx.Done():
@@ -280,41 +300,24 @@ func (l *Lanes) dispatch(ctx, work context.Context, wg *sync.WaitGroup) {
 			}
 			continue
 		}
-		probe := br.HalfOpen()
-		if probe {
-			free = 1 // one SMS tells whether the provider is back
-		}
 		// The lease ends no sooner than this process's clock says: the database's now(),
 		// from which it counts, is read after the statement leaves.
 		leaseEnd := time.Now().Add(l.cfg.Lease)
 		claims, err := l.store.claimUsers(ctx, l.cfg.Owner, free, l.cfg.Lease, l.runLen())
 		if err != nil {
+			l.unreserve(free)
 			if ctx.Err() == nil {
 				l.log.Warn("claiming users failed; retrying", "err", err)
 				l.sleep(ctx, l.cfg.Poll, nil)
 			}
 			continue
 		}
-		l.claims.Add(int64(len(claims)))
 		l.claimStatements.Add(1)
 		if len(claims) > 0 {
 			idle = l.cfg.Poll
 		}
-		for _, c := range claims {
-			l.busy.Add(1)
-			wg.Add(1)
-			go func() {
-				defer func() {
-					l.busy.Add(-1)
-					wg.Done()
-					select {
-					case l.freed <- struct{}{}:
-					default:
-					}
-				}()
-				l.work(ctx, work, c, leaseEnd)
-			}()
-		}
+		l.startWorkers(claims, leaseEnd)
+		l.unreserve(free - len(claims))
 		switch {
 		case probe:
 			l.sleep(ctx, l.cfg.Poll, br.Changed())
@@ -343,6 +346,108 @@ func (l *Lanes) sleep(ctx context.Context, d time.Duration, or <-chan struct{}) 
 	case <-t.C:
 	case <-or:
 	}
+}
+
+// reserve takes up to n free workers (fewer when fewer are free) and returns how many.
+func (l *Lanes) reserve(n int) int {
+	for {
+		b := l.busy.Load()
+		k := min(int64(n), int64(l.cfg.Workers)-b)
+		if k <= 0 {
+			return 0
+		}
+		if l.busy.CompareAndSwap(b, b+k) {
+			return int(k)
+		}
+	}
+}
+
+// unreserve gives back n reserved workers that got no user.
+func (l *Lanes) unreserve(n int) {
+	if n <= 0 {
+		return
+	}
+	l.busy.Add(-int64(n))
+	l.signalFreed()
+}
+
+func (l *Lanes) signalFreed() {
+	select {
+	case l.freed <- struct{}{}:
+	default:
+	}
+}
+
+// startWorkers starts a worker, on a reserved slot, for each claim.
+func (l *Lanes) startWorkers(claims []claim, leaseEnd time.Time) {
+	l.claims.Add(int64(len(claims)))
+	for _, c := range claims {
+		l.workers.Add(1)
+		go func() {
+			defer func() {
+				l.busy.Add(-1)
+				l.workers.Done()
+				l.signalFreed()
+			}()
+			l.work(l.stopCtx, l.workCtx, c, leaseEnd)
+		}()
+	}
+}
+
+// Ticket reserves free workers for the users an inbox write may claim itself (Store.Arrive):
+// an idle user whose next SMS the write brings then costs no wake row and no claim
+// statement. Take must be called once per ticket, after the write committed or failed.
+type Ticket struct {
+	l        *Lanes
+	n        int
+	owner    string
+	lease    time.Duration
+	run      int
+	leaseEnd time.Time
+}
+
+// Reserve returns a ticket for up to n users, or nil (claim none) when no worker is free,
+// the breaker holds sends back or lets a probe through (the dispatcher probes), or the
+// lanes are not running. A nil *Lanes reserves nothing.
+func (l *Lanes) Reserve(n int) *Ticket {
+	if l == nil || n <= 0 {
+		return nil
+	}
+	if br := l.cfg.Breaker; br.Wait() > 0 || br.HalfOpen() {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.open || l.stopCtx.Err() != nil {
+		return nil
+	}
+	k := l.reserve(n)
+	if k == 0 {
+		return nil
+	}
+	l.tickets.Add(1)
+	// The lease ends no sooner than this: the write's statement starts after it.
+	return &Ticket{l: l, n: k, owner: l.cfg.Owner, lease: l.cfg.Lease, run: l.runLen(), leaseEnd: time.Now().Add(l.cfg.Lease)}
+}
+
+// Take starts a worker for each user the write claimed (a committed write's answer; pass
+// Arrived{} for a write that failed) and frees the other reserved workers. A nil ticket
+// takes nothing.
+func (t *Ticket) Take(a Arrived) {
+	if t == nil {
+		return
+	}
+	l := t.l
+	claims := a.claims
+	if len(claims) > t.n {
+		// The statement claims at most the slots it was given: this is a bug, and the extra
+		// users come back when their lease ends.
+		l.log.Error("an inbox write claimed more users than it reserved workers for", "claimed", len(claims), "reserved", t.n)
+		claims = claims[:t.n]
+	}
+	l.startWorkers(claims, t.leaseEnd)
+	l.unreserve(t.n - len(claims))
+	l.tickets.Done()
 }
 
 // step is what a lane does with a user's head.

@@ -24,43 +24,60 @@ import (
 // TestLanesDeliverEachUserInOrderOnce: 30 users × 12 SMS reach the inbox shuffled (later seqs
 // before earlier ones, duplicates, in batches) while the lanes run; each user's SMS go out
 // once, in seq order, each only after its predecessor was recorded; the log sender's journal
-// holds each exactly once.
+// holds each exactly once. Either every user with news is woken for the lanes' claims, or
+// the writes claim the idle users whose next SMS they bring themselves (as the notifier's
+// inbox does), the others woken.
 func TestLanesDeliverEachUserInOrderOnce(t *testing.T) {
 	t.Parallel()
-	pool, _ := testdb.New(t)
-	s := NewStore(pool)
-	p := newProvider(t, pool)
-	lanes, _ := startLanes(t, s, LaneConfig{Workers: 8, Sender: p.sender, RunMax: 5})
-	const users, perUser = 30, 12
-	var all []Arrival
-	for u := int64(1); u <= users; u++ {
-		for seq := int64(1); seq <= perUser; seq++ {
-			all = append(all, inbound(t, u, seq, 100*seq))
-		}
+	for _, claimedByWrites := range []bool{false, true} {
+		t.Run(map[bool]string{false: "woken", true: "claimed by the writes"}[claimedByWrites], func(t *testing.T) {
+			t.Parallel()
+			pool, _ := testdb.New(t)
+			s := NewStore(pool)
+			p := newProvider(t, pool)
+			lanes, _ := startLanes(t, s, LaneConfig{Workers: 8, Sender: p.sender, RunMax: 5})
+			const users, perUser = 30, 12
+			var all []Arrival
+			for u := int64(1); u <= users; u++ {
+				for seq := int64(1); seq <= perUser; seq++ {
+					all = append(all, inbound(t, u, seq, 100*seq))
+				}
+			}
+			rnd := rand.New(rand.NewPCG(1, 2))
+			rnd.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
+			all = append(all, all[:40]...) // redeliveries
+			claimed := 0
+			for len(all) > 0 {
+				n := min(len(all), 1+rnd.IntN(32))
+				if claimedByWrites {
+					a, err := arriveFor(context.Background(), s, lanes, all[:n]...)
+					require.NoError(t, err)
+					claimed += a.Claimed()
+				} else {
+					receive(t, s, false, all[:n]...)
+					lanes.Wake()
+				}
+				all = all[n:]
+			}
+			wait.On(t, 30*time.Second, "every SMS", recordedBy(s).Next, func() bool {
+				return count(t, pool, `SELECT count(*) FROM notify.notifications WHERE status = 'sent'`) == users*perUser
+			})
+			want := map[int64]int{}
+			for u := int64(1); u <= users; u++ {
+				want[u] = perUser
+			}
+			p.requireInOrder(t, want)
+			require.Equal(t, users, count(t, pool, `SELECT count(*) FROM notify.progress WHERE last_seq = $1 AND lane_owner IS NULL`, perUser))
+			// A worker counts its SMS once its record's answer is back, a moment after the commit.
+			wait.On(t, 10*time.Second, "the lanes to count every SMS", recordedBy(s).Next, func() bool { return lanes.Stats().Sent >= users*perUser })
+			st := lanes.Stats()
+			require.EqualValues(t, users*perUser, st.Sent)
+			require.Zero(t, st.Fenced)
+			if claimedByWrites {
+				require.Positive(t, claimed, "no write claimed a user")
+			}
+		})
 	}
-	rnd := rand.New(rand.NewPCG(1, 2))
-	rnd.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
-	all = append(all, all[:40]...) // redeliveries
-	for len(all) > 0 {
-		n := min(len(all), 1+rnd.IntN(32))
-		receive(t, s, false, all[:n]...)
-		lanes.Wake()
-		all = all[n:]
-	}
-	wait.On(t, 30*time.Second, "every SMS", recordedBy(s).Next, func() bool {
-		return count(t, pool, `SELECT count(*) FROM notify.notifications WHERE status = 'sent'`) == users*perUser
-	})
-	want := map[int64]int{}
-	for u := int64(1); u <= users; u++ {
-		want[u] = perUser
-	}
-	p.requireInOrder(t, want)
-	require.Equal(t, users, count(t, pool, `SELECT count(*) FROM notify.progress WHERE last_seq = $1 AND lane_owner IS NULL`, perUser))
-	// A worker counts its SMS once its record's answer is back, a moment after the commit.
-	wait.On(t, 10*time.Second, "the lanes to count every SMS", recordedBy(s).Next, func() bool { return lanes.Stats().Sent >= users*perUser })
-	st := lanes.Stats()
-	require.EqualValues(t, users*perUser, st.Sent)
-	require.Zero(t, st.Fenced)
 }
 
 // TestJournaledSenderWritesTheLogInTheRecord: with the log sender, the SMS log row is written

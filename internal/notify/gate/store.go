@@ -74,16 +74,28 @@ type Arrived struct {
 	Inserted  int // new (user, seq) rows in the inbox
 	Ignored   int // redeliveries of what the inbox holds or finished already
 	Baselines int // users first seen past seq 1 that start there (fromLast)
+	// Woken counts the users with new rows left to a claim (a wake row each): the others
+	// the write claimed itself, for the ticket's lanes.
+	Woken int
+
+	claims []claim // the users the write claimed, for Ticket.Take
 }
+
+// Claimed returns how many users the write claimed for the ticket's lanes.
+func (a Arrived) Claimed() int { return len(a.claims) }
 
 // Arrive records a batch of arrivals on q (the pool, or the caller's transaction): it reads
 // where their users stand, keeps each arrival the gate does not say is Finished (Admit),
 // and writes those in ONE statement: each becomes a pending inbox row unless its (user,
-// seq) is there already, and each user with a new row is woken for the lanes (a user seen
-// for the first time also gets its progress row, due). It locks no row a lane may hold, so
-// a queue never waits for a lane. fromLast makes a user the gate has never seen start at the
-// lowest seq of its first batch, recorded as its baseline; otherwise it starts at 1.
-func (s *Store) Arrive(ctx context.Context, q pg.Querier, batch []Arrival, fromLast bool) (Arrived, error) {
+// seq) is there already (a user seen for the first time also gets its progress row). A user
+// with a new row whose lane is free and idle, and whose next SMS is one of them, is claimed
+// by the write itself for t's lanes (up to the workers t reserved; none with a nil t),
+// under a new fence, as a claim would; every other user with a new row is woken for the
+// lanes' claims. It locks no row another statement holds, so a queue never waits for a
+// lane. fromLast makes a user the gate has never seen start at the lowest seq of its first
+// batch, recorded as its baseline; otherwise it starts at 1. The caller hands the answer
+// to t.Take once the write has committed (or an empty one if it did not).
+func (s *Store) Arrive(ctx context.Context, q pg.Querier, batch []Arrival, fromLast bool, t *Ticket) (Arrived, error) {
 	first := map[int64]int64{}
 	for _, a := range batch {
 		if f, ok := first[a.UserID]; !ok || a.Seq < f {
@@ -112,16 +124,50 @@ func (s *Store) Arrive(ctx context.Context, q pg.Querier, batch []Arrival, fromL
 		msgIDs, events, kinds, texts, queues = append(msgIDs, a.MsgID), append(events, string(a.Event)), append(kinds, a.Kind), append(texts, a.Text), append(queues, a.Queue)
 		traceparents = append(traceparents, a.Traceparent)
 	}
-	var r Arrived
-	err = q.QueryRow(ctx, arriveSQL, pg.Args{
+	args := pg.Args{
 		"users": users, "seqs": seqs, "msg_ids": msgIDs, "events": events, "kinds": kinds, "texts": texts, "queues": queues,
 		"traceparents": traceparents,
 		"start_users":  startUsers, "start_last_seqs": startLast, "start_baselines": startBaselines,
-	}).Scan(&r.Inserted, &r.Baselines)
+		"slots": 0, "owner": "", "lease_us": int64(0), "run": 1,
+	}
+	if t != nil {
+		args["slots"], args["owner"], args["lease_us"], args["run"] = t.n, t.owner, t.lease.Microseconds(), max(t.run, 1)
+	}
+	r, err := arrive(ctx, q, args)
 	if err != nil {
 		return Arrived{}, fmt.Errorf("inbox: record %d messages: %w", len(batch), err)
 	}
 	r.Ignored = len(batch) - r.Inserted
+	return r, nil
+}
+
+// arrive runs arrive.sql and reads its counts and the users it claimed.
+func arrive(ctx context.Context, q pg.Querier, args pg.Args) (Arrived, error) {
+	rows, err := q.Query(ctx, arriveSQL, args)
+	if err != nil {
+		return Arrived{}, err
+	}
+	defer rows.Close()
+	var r Arrived
+	var hs heads
+	for rows.Next() {
+		h := hs.row()
+		var user, last, fence *int64
+		if err := rows.Scan(append([]any{&r.Inserted, &r.Baselines, &r.Woken, &user, &last, &fence}, h.fields()...)...); err != nil {
+			return Arrived{}, err
+		}
+		if user == nil {
+			continue // nobody claimed: the counts alone
+		}
+		h.user, h.last = *user, *last
+		if hs.add(h) {
+			hs.out[len(hs.out)-1].At.Fence, hs.out[len(hs.out)-1].At.Leased = *fence, true
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return Arrived{}, err
+	}
+	r.claims = hs.out
 	return r, nil
 }
 
@@ -189,47 +235,79 @@ type claim struct {
 // the claim by set.
 func scanHeads[X any](rows pgx.Rows, set func(*claim, X)) ([]claim, error) {
 	defer rows.Close()
-	var out []claim
-	now := time.Now()
+	var hs heads
 	for rows.Next() {
-		var (
-			user, last int64
-			extra      X
-			seq        *int64
-			h          head
-			age        float64
-			event      string
-		)
-		if err := rows.Scan(&user, &last, &extra, &seq, &h.Status, &h.Attempts, &age, &h.MsgID, &event, &h.Text, &h.Traceparent); err != nil {
+		var extra X
+		r := hs.row()
+		if err := rows.Scan(append([]any{&r.user, &r.last, &extra}, r.fields()...)...); err != nil {
 			return nil, err
 		}
-		if len(out) == 0 || out[len(out)-1].UserID != user {
-			out = append(out, claim{UserID: user, Heads: []head{{UserID: user, Seq: last + 1, ReadAt: now}}, At: Position{LastSeq: last}})
-			set(&out[len(out)-1], extra)
+		if hs.add(r) {
+			set(&hs.out[len(hs.out)-1], extra)
 		}
-		c := &out[len(out)-1]
-		prev := c.Heads[len(c.Heads)-1]
-		switch {
-		case seq == nil:
-			continue // no row at all: the missing head stays
-		case prev.Status == "" && *seq == prev.Seq:
-			// the first row is the head itself
-		case prev.Status != "" && *seq == prev.Seq+1:
-			c.Heads = append(c.Heads, head{})
-		default:
-			continue // a gap: the run ends before it
-		}
-		h.UserID, h.Seq, h.ReadAt = user, *seq, now
-		h.Age = time.Duration(age * float64(time.Second))
-		if event != "" {
-			h.Event = []byte(event)
-		}
-		c.Heads[len(c.Heads)-1] = h
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	return out, nil
+	return hs.out, nil
+}
+
+// heads gathers the rows of a statement that reads users' next SMS (claim, record, arrive)
+// into one claim per user.
+type heads struct {
+	out []claim
+	now time.Time
+}
+
+// headRow is one row's user, the seq before its next, and head columns.
+type headRow struct {
+	user, last int64
+	seq        *int64
+	h          head
+	age        float64
+	event      string
+}
+
+func (hs *heads) row() *headRow {
+	if hs.now.IsZero() {
+		hs.now = time.Now()
+	}
+	return &headRow{}
+}
+
+// fields are the scan targets of the head columns, in the order the statements give them.
+func (r *headRow) fields() []any {
+	return []any{&r.seq, &r.h.Status, &r.h.Attempts, &r.age, &r.h.MsgID, &r.event, &r.h.Text, &r.h.Traceparent}
+}
+
+// add adds a row to its user's claim (rows come in user, then seq, order), and reports
+// whether it began a new claim. A user's heads start at its next seq and end at the first
+// gap.
+func (hs *heads) add(r *headRow) bool {
+	begun := len(hs.out) == 0 || hs.out[len(hs.out)-1].UserID != r.user
+	if begun {
+		hs.out = append(hs.out, claim{UserID: r.user, Heads: []head{{UserID: r.user, Seq: r.last + 1, ReadAt: hs.now}}, At: Position{LastSeq: r.last}})
+	}
+	c := &hs.out[len(hs.out)-1]
+	prev := c.Heads[len(c.Heads)-1]
+	switch {
+	case r.seq == nil:
+		return begun // no row at all: the missing head stays
+	case prev.Status == "" && *r.seq == prev.Seq:
+		// the first row is the head itself
+	case prev.Status != "" && *r.seq == prev.Seq+1:
+		c.Heads = append(c.Heads, head{})
+	default:
+		return begun // a gap: the run ends before it
+	}
+	h := r.h
+	h.UserID, h.Seq, h.ReadAt = r.user, *r.seq, hs.now
+	h.Age = time.Duration(r.age * float64(time.Second))
+	if r.event != "" {
+		h.Event = []byte(r.event)
+	}
+	c.Heads[len(c.Heads)-1] = h
+	return begun
 }
 
 // claimUsers leases up to n users whose lane is due (due_at has come, or an inbox write woke

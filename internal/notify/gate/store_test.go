@@ -26,9 +26,9 @@ func TestArriveIsIdempotentAndStartsFromABaseline(t *testing.T) {
 	pool, _ := testdb.New(t)
 	s := NewStore(pool)
 	r := receive(t, s, true, inbound(t, 1, 5, 100), inbound(t, 1, 6, 100), inbound(t, 1, 5, 100), inbound(t, 2, 1, 100))
-	require.Equal(t, Arrived{Inserted: 3, Ignored: 1, Baselines: 1}, r)
+	require.Equal(t, Arrived{Inserted: 3, Ignored: 1, Baselines: 1, Woken: 2}, r)
 	r = receive(t, s, true, inbound(t, 1, 3, 100), inbound(t, 1, 7, 100))
-	require.Equal(t, Arrived{Inserted: 1, Ignored: 1}, r, "seq 3 is before user 1's baseline")
+	require.Equal(t, Arrived{Inserted: 1, Ignored: 1, Woken: 1}, r, "seq 3 is before user 1's baseline")
 	v, err := s.View(context.Background(), 10, time.Minute)
 	require.NoError(t, err)
 	require.Len(t, v.Baselines, 1)
@@ -187,7 +187,7 @@ func TestAnInboxWriteNeverWaitsForALane(t *testing.T) {
 	// The deadline only turns a hang into a failure; the write does not wait at all.
 	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	r, err := s.Arrive(wctx, s.db, []Arrival{inbound(t, 1, 2, 200), inbound(t, 2, 1, 300)}, false)
+	r, err := s.Arrive(wctx, s.db, []Arrival{inbound(t, 1, 2, 200), inbound(t, 2, 1, 300)}, false, nil)
 	require.NoError(t, err, "the inbox write waited for the lane's record")
 	require.Equal(t, 2, r.Inserted)
 	require.NoError(t, tx.Commit(ctx))
@@ -212,7 +212,7 @@ func TestAnInboxWriteDuringARecordIsNeverLost(t *testing.T) {
 	require.NoError(t, err)
 	written := make(chan error, 1)
 	go func() {
-		_, err := s.Arrive(ctx, s.db, []Arrival{next}, false)
+		_, err := s.Arrive(ctx, s.db, []Arrival{next}, false, nil)
 		written <- err
 	}()
 	wait.Until(t, 10*time.Second, "the inbox write to be under way", func() bool {
@@ -232,6 +232,125 @@ func TestAnInboxWriteDuringARecordIsNeverLost(t *testing.T) {
 	require.Equal(t, int64(1), c[0].UserID)
 	require.Equal(t, int64(2), c[0].Heads[0].Seq)
 	require.Equal(t, StatusPending, c[0].Heads[0].Status)
+}
+
+// TestAnInboxWriteClaimsTheIdleUsersItBringsTheNextSMSOf: with workers reserved, a write
+// claims (a new fence, leased, due at the lease's end, no wake row) each user whose lane is
+// free and idle and whose next SMS it brings, new users too, up to the workers reserved, and
+// hands each over with its new SMS from its next seq on. It wakes the others: a leased user,
+// one whose next SMS is still missing, one another transaction holds (without waiting for
+// it), and those past the reserved workers. What it claimed records under its fence.
+func TestAnInboxWriteClaimsTheIdleUsersItBringsTheNextSMSOf(t *testing.T) {
+	t.Parallel()
+	pool, _ := testdb.New(t)
+	s := NewStore(pool)
+	ctx := context.Background()
+	_, err := pool.Exec(ctx, `INSERT INTO notify.progress (user_id, last_seq, fence, lane_owner, lane_until, due_at) VALUES
+		(2, 1, 4, NULL, NULL, NULL),                                                -- idle, next is 2
+		(3, 0, 1, 'other', now() + interval '1 minute', now() + interval '1 minute'), -- leased
+		(4, 0, 0, NULL, NULL, NULL),                                                -- idle, next (1) missing
+		(5, 0, 0, NULL, NULL, NULL)                                                 -- held by another transaction`)
+	require.NoError(t, err)
+	holder, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer holder.Rollback(ctx) //nolint:errcheck // ends the test's hold
+	_, err = holder.Exec(ctx, `SELECT 1 FROM notify.progress WHERE user_id = 5 FOR UPDATE`)
+	require.NoError(t, err)
+
+	// Three workers: user 2 (known), then new users in user order, 1 before 6.
+	ticket := &Ticket{n: 3, owner: "lane-a", lease: time.Minute, run: 10}
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	a, err := s.Arrive(wctx, s.db, []Arrival{
+		inbound(t, 1, 1, 100), inbound(t, 1, 2, 100), inbound(t, 2, 2, 100), inbound(t, 3, 1, 100),
+		inbound(t, 4, 2, 100), inbound(t, 5, 1, 100), inbound(t, 6, 1, 100), inbound(t, 7, 1, 100),
+	}, false, ticket)
+	require.NoError(t, err, "the write waited for user 5's holder")
+	require.Equal(t, 8, a.Inserted)
+	require.Equal(t, 4, a.Woken, "users 3, 4, 5 and 7 are woken")
+	got := map[int64]claim{}
+	for _, c := range a.claims {
+		got[c.UserID] = c
+	}
+	require.Len(t, got, 3)
+	seqs := func(c claim) (out []int64) {
+		for _, h := range c.Heads {
+			require.Equal(t, StatusPending, h.Status)
+			require.NotEmpty(t, h.Event)
+			require.NotEmpty(t, h.Text)
+			out = append(out, h.Seq)
+		}
+		return out
+	}
+	require.Equal(t, Position{LastSeq: 0, Fence: 1, Leased: true}, got[1].At)
+	require.Equal(t, []int64{1, 2}, seqs(got[1]))
+	require.Equal(t, Position{LastSeq: 1, Fence: 5, Leased: true}, got[2].At)
+	require.Equal(t, []int64{2}, seqs(got[2]))
+	require.Equal(t, Position{LastSeq: 0, Fence: 1, Leased: true}, got[6].At)
+	require.Equal(t, []int64{1}, seqs(got[6]))
+	require.Equal(t, 3, count(t, pool, `SELECT count(*) FROM notify.progress WHERE user_id IN (1, 2, 6)
+		AND lane_owner = 'lane-a' AND lane_until > now() AND due_at > now()`), "claimed: leased, and due when the lease ends")
+	var woken []int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT array_agg(DISTINCT user_id ORDER BY user_id) FROM notify.wakes`).Scan(&woken))
+	require.Equal(t, []int64{3, 4, 5, 7}, woken)
+	require.NoError(t, holder.Rollback(ctx))
+
+	r, err := s.record(ctx, time.Minute, 10, []outcome{
+		{UserID: 1, Seq: 1, Verdict: Sent, Attempts: 1, Fence: 1}, {UserID: 2, Seq: 2, Verdict: Sent, Attempts: 1, Fence: 5},
+	})
+	require.NoError(t, err)
+	require.True(t, r[1].Held)
+	require.True(t, r[2].Held)
+	require.Equal(t, int64(2), r[1].Heads[0].Seq)
+
+	// Without workers reserved, a write claims nobody.
+	a, err = s.Arrive(ctx, s.db, []Arrival{inbound(t, 8, 1, 100)}, false, nil)
+	require.NoError(t, err)
+	require.Equal(t, 1, a.Woken)
+	require.Zero(t, a.Claimed())
+}
+
+// TestAWriteDuringARecordWithWorkersReservedIsNeverLost: as
+// TestAnInboxWriteDuringARecordIsNeverLost, with the write claiming for reserved workers.
+// The write's statement began while the lane held the user, so it sees the user leased
+// even once the record gave it back idle: it wakes the user rather than claim it, and the
+// next claim takes it with the SMS.
+func TestAWriteDuringARecordWithWorkersReservedIsNeverLost(t *testing.T) {
+	t.Parallel()
+	pool, s := userOneClaimed(t)
+	ctx := context.Background()
+	next := inbound(t, 1, 2, 200)
+	blocker, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer blocker.Rollback(ctx) //nolint:errcheck // a no-op once rolled back
+	_, err = blocker.Exec(ctx, `INSERT INTO notify.notifications (user_id, seq, status) VALUES (1, 2, 'pending')`)
+	require.NoError(t, err)
+	type result struct {
+		a   Arrived
+		err error
+	}
+	written := make(chan result, 1)
+	go func() {
+		a, err := s.Arrive(ctx, s.db, []Arrival{next}, false, &Ticket{n: 1, owner: "b", lease: time.Minute, run: 1})
+		written <- result{a, err}
+	}()
+	wait.Until(t, 10*time.Second, "the inbox write to be under way", func() bool {
+		return count(t, pool, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) == 1
+	})
+	r, err := s.record(ctx, time.Minute, 1, []outcome{{UserID: 1, Seq: 1, Verdict: Sent, Attempts: 1, Fence: 1}})
+	require.NoError(t, err)
+	require.True(t, r[1].Released, "the record cannot see seq 2 yet: it gives the user back as idle")
+	require.NoError(t, blocker.Rollback(ctx))
+	w := <-written
+	require.NoError(t, w.err)
+	require.Zero(t, w.a.Claimed())
+	require.Equal(t, 1, w.a.Woken)
+
+	c, err := s.claimUsers(ctx, "c", 1, time.Minute, 1)
+	require.NoError(t, err)
+	require.Len(t, c, 1, "the user was stranded idle with seq 2 in the inbox")
+	require.Equal(t, Position{LastSeq: 1, Fence: 2, Leased: true}, c[0].At)
+	require.Equal(t, int64(2), c[0].Heads[0].Seq)
 }
 
 // TestInboxWritesAndRecordsNeverDeadlock: consumers write batches touching many users while
@@ -266,10 +385,17 @@ func TestInboxWritesAndRecordsNeverDeadlock(t *testing.T) {
 	var wg sync.WaitGroup
 	for c := range consumers {
 		wg.Go(func() {
-			for _, b := range batches[c] {
-				// A batch the database refuses comes again, as the consumer does it.
+			for i, b := range batches[c] {
+				// A batch the database refuses comes again, as the consumer does it. Half
+				// the batches claim the idle users whose next SMS they bring, as the
+				// notifier's inbox does; the others wake them.
 				for attempt := 0; ; attempt++ {
-					_, err := s.Arrive(ctx, s.db, b, false)
+					var err error
+					if i%2 == 0 {
+						_, err = arriveFor(ctx, s, lanes, b...)
+					} else if _, err = s.Arrive(ctx, s.db, b, false, nil); err == nil {
+						lanes.Wake()
+					}
 					if err == nil {
 						break
 					}
@@ -278,7 +404,6 @@ func TestInboxWritesAndRecordsNeverDeadlock(t *testing.T) {
 						return
 					}
 				}
-				lanes.Wake()
 			}
 		})
 	}

@@ -132,6 +132,9 @@ type Received struct {
 	Bad        int // undecodable messages recorded for the DLQ
 	Baselines  int // users first seen past seq 1 that start there (CONSUME_FROM=last)
 	Duplicates int // bad messages seen before
+	// Woken counts the users with new rows left to the lanes' claims; the others the write
+	// claimed itself, for the lanes it hands them to (HandTo).
+	Woken int
 }
 
 // Inbox is the orderly consumer's handler: it records each batch of wallet events, in one
@@ -144,6 +147,7 @@ type Received struct {
 type Inbox struct {
 	store    *Store
 	gate     *gate.Store
+	lanes    *gate.Lanes // nil: no lanes here, every user with news is woken
 	fromLast bool
 	received func(Received) // what to wake: the lanes, the DLQ publisher
 	log      *slog.Logger
@@ -182,6 +186,11 @@ func NewInbox(store *Store, g *gate.Store, fromLast bool, received func(Received
 	in.writer = groupcommit.New(groupcommit.Config{Linger: writeLinger, MaxRows: writeMaxRows, Writers: 2}, in.writeGroup)
 	return in
 }
+
+// HandTo makes the inbox's writes claim, for l, the idle users whose next SMS they bring
+// (as many as l has workers free), and hand them to l's workers once committed: such a user
+// costs no wake row and no claim statement. Call it before Start.
+func (in *Inbox) HandTo(l *gate.Lanes) { in.lanes = l }
 
 // Start starts the writer.
 func (in *Inbox) Start(ctx context.Context) error { return in.writer.Start(ctx) }
@@ -310,12 +319,16 @@ func (in *Inbox) write(ctx context.Context, msgs []Decoded) (Received, error) {
 		}
 	}
 	var r Received
+	// Workers for the users the write may claim; handed over (or freed) once it ends.
+	ticket := in.lanes.Reserve(len(good))
+	var arrived gate.Arrived
 	arrive := func(q pg.Querier) error {
 		if len(good) == 0 {
 			return nil
 		}
-		a, err := in.gate.Arrive(ctx, q, good, in.fromLast)
-		r.Inserted, r.Ignored, r.Baselines = a.Inserted, a.Ignored, a.Baselines
+		a, err := in.gate.Arrive(ctx, q, good, in.fromLast, ticket)
+		r.Inserted, r.Ignored, r.Baselines, r.Woken = a.Inserted, a.Ignored, a.Baselines, a.Woken
+		arrived = a
 		return err
 	}
 	// One transaction even with no bad message: Arrive reads positions before it writes,
@@ -332,8 +345,12 @@ func (in *Inbox) write(ctx context.Context, msgs []Decoded) (Received, error) {
 		return err
 	})
 	if err != nil {
+		// Whatever the write claimed did not commit, or is not known to have: such a user
+		// comes back to the lanes when its lease ends.
+		ticket.Take(gate.Arrived{})
 		return Received{}, err
 	}
+	ticket.Take(arrived)
 	return r, nil
 }
 

@@ -152,7 +152,7 @@ func TestBadMessagesAreRecordedOnceWithTheirIntent(t *testing.T) {
 	bad := inbox.Message{MsgID: "bad-1", Queue: "broker-a/2", Offset: 7, Body: []byte(`{"v":1}`)}
 	require.NotEmpty(t, inbox.Decode(bad).Bad)
 	require.NoError(t, in.Handle(ctx, []inbox.Message{bad, bad, event(t, 3, 1)}))
-	require.Equal(t, []inbox.Received{{Inserted: 1, Bad: 1, Duplicates: 1}}, got)
+	require.Equal(t, []inbox.Received{{Inserted: 1, Bad: 1, Duplicates: 1, Woken: 1}}, got)
 	require.Equal(t, inbox.Stats{Received: 1, Bad: 1, Writes: 1}, in.Stats())
 
 	intents, err := store.BadIntents(ctx, 10)
