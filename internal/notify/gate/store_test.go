@@ -310,6 +310,32 @@ func TestAnInboxWriteClaimsTheIdleUsersItBringsTheNextSMSOf(t *testing.T) {
 	require.Zero(t, a.Claimed())
 }
 
+// TestAUserAWriteClaimedForADeadLaneComesBack: a write claims a user for workers that never
+// start (the process died after the commit). The user is due when the claim's lease ends,
+// as a claim's user is, and another lane's claim then takes it, under a new fence, with the
+// SMS.
+func TestAUserAWriteClaimedForADeadLaneComesBack(t *testing.T) {
+	t.Parallel()
+	pool, _ := testdb.New(t)
+	s := NewStore(pool)
+	ctx := context.Background()
+	a, err := s.Arrive(ctx, s.db, []Arrival{inbound(t, 1, 1, 100)}, false, &Ticket{n: 1, owner: "dead", lease: 300 * time.Millisecond, run: 1})
+	require.NoError(t, err)
+	require.Equal(t, 1, a.Claimed())
+	require.Zero(t, count(t, pool, `SELECT count(*) FROM notify.wakes`))
+	c, err := s.claimUsers(ctx, "b", 1, time.Minute, 1)
+	require.NoError(t, err)
+	require.Empty(t, c, "claimed while the dead lane's lease runs")
+	wait.Until(t, 10*time.Second, "the lease to end and a claim to take the user", func() bool {
+		c, err = s.claimUsers(ctx, "b", 1, time.Minute, 1)
+		require.NoError(t, err)
+		return len(c) == 1
+	})
+	require.Equal(t, Position{LastSeq: 0, Fence: 2, Leased: true}, c[0].At)
+	require.Equal(t, int64(1), c[0].Heads[0].Seq)
+	require.Equal(t, StatusPending, c[0].Heads[0].Status)
+}
+
 // TestAWriteDuringARecordWithWorkersReservedIsNeverLost: as
 // TestAnInboxWriteDuringARecordIsNeverLost, with the write claiming for reserved workers.
 // The write's statement began while the lane held the user, so it sees the user leased
