@@ -1,6 +1,6 @@
 // Package pg opens the PostgreSQL pool both binaries use and holds what every store shares:
-// the one transaction helper (WithTx) and the SQLSTATE checks the stores translate driver
-// errors with.
+// the transaction helpers (WithTx, and TwoTrips for a transaction in two round trips) and
+// the SQLSTATE checks the stores translate driver errors with.
 package pg
 
 import (
@@ -106,6 +106,9 @@ type Durability struct {
 
 //go:embed sql/read_durability.sql
 var readDurabilitySQL string
+
+//go:embed sql/bounds.sql
+var boundsSQL string
 
 // ReadDurability asks the server behind q (SHOW, as seen by this session).
 func ReadDurability(ctx context.Context, q interface {
@@ -249,6 +252,71 @@ func withTx(ctx context.Context, db Beginner, opts pgx.TxOptions, fn func(pgx.Tx
 		return fmt.Errorf("commit: %w", err)
 	}
 	return nil
+}
+
+// TwoTrips runs a transaction on one of db's connections in two round trips, where
+// WithBoundedTx spends one on BEGIN and one on COMMIT besides its statements': BEGIN, and
+// the SET LOCALs of b, go with the statements first queues; then, once their results are
+// read (by their queued callbacks, in order), the statements second queues go with
+// COMMIT. first is for what second depends on (rows to lock and read); second may queue
+// nothing, and may return an error, which rolls back. Any error rolls the transaction back
+// on a context of its own, as WithTx does; a connection left inside a transaction (a
+// rollback that failed) is closed, not reused.
+func TwoTrips(ctx context.Context, db *pgxpool.Pool, b Bounds, first func(*pgx.Batch), second func(*pgx.Batch) error) error {
+	conn, err := db.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("begin transaction: %w", err)
+	}
+	// Release closes a connection still inside a transaction.
+	defer conn.Release()
+	fail := func(err error) error {
+		if conn.Conn().PgConn().TxStatus() != 'I' && !conn.Conn().IsClosed() {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+			defer cancel()
+			_, _ = conn.Exec(rctx, "rollback")
+		}
+		return err
+	}
+	b1 := &pgx.Batch{}
+	b1.Queue("begin")
+	if q, args := b.setLocal(); q != "" {
+		b1.Queue(q, args...)
+	}
+	first(b1)
+	if err := conn.SendBatch(ctx, b1).Close(); err != nil {
+		return fail(err)
+	}
+	b2 := &pgx.Batch{}
+	if err := second(b2); err != nil {
+		return fail(err)
+	}
+	b2.Queue("commit").Exec(func(tag pgconn.CommandTag) error {
+		if tag.String() == "ROLLBACK" {
+			return pgx.ErrTxCommitRollback
+		}
+		return nil
+	})
+	if err := conn.SendBatch(ctx, b2).Close(); err != nil {
+		return fail(fmt.Errorf("commit: %w", err))
+	}
+	return nil
+}
+
+// setLocal returns the statement that sets b's bounds for the transaction (sql/bounds.sql)
+// and its arguments; "" when b sets none. Unlike beginQuery it is one command, as a batch
+// sends it (extended protocol), with the values as parameters, so its text, which the
+// connection prepares once, does not change with them.
+func (b Bounds) setLocal() (string, []any) {
+	if b == (Bounds{}) {
+		return "", nil
+	}
+	ms := func(d time.Duration) any {
+		if d <= 0 {
+			return nil // the session's own setting
+		}
+		return strconv.FormatInt(max(d.Milliseconds(), 1), 10) // at least 1 ms: 0 is "no limit"
+	}
+	return boundsSQL, []any{Args{"lock_ms": ms(b.Lock), "statement_ms": ms(b.Statement), "idle_in_tx_ms": ms(b.IdleInTx)}}
 }
 
 // Code returns the SQLSTATE of err if it is (or wraps) a Postgres error, else "". Compare it

@@ -313,6 +313,105 @@ func TestBoundsAreSetOnTheTransactionOnly(t *testing.T) {
 	require.Equal(t, pg.Bounds{}, pg.UntilDeadline(ctx))
 }
 
+// TwoTrips: the first batch's statements run in the transaction, and what they read is in
+// hand when the second batch is queued; both batches' writes commit together, under the
+// row lock the first took.
+func TestTwoTripsCommitsWhatBothBatchesDid(t *testing.T) {
+	t.Parallel()
+	pool, other := onePool(t)
+	ctx := context.Background()
+	pid := backendPID(t, pool)
+	var id int
+	var inTx bool
+	require.NoError(t, pg.TwoTrips(ctx, pool, pg.Bounds{}, func(b *pgx.Batch) {
+		b.Queue(`SELECT id, now() = statement_timestamp() FROM locks WHERE id = 1 FOR UPDATE`).QueryRow(func(r pgx.Row) error {
+			var single bool
+			err := r.Scan(&id, &single)
+			inTx = !single // in a transaction begun before this statement
+			return err
+		})
+		b.Queue(`UPDATE locks SET note = 'first' WHERE id = 1`)
+	}, func(b *pgx.Batch) error {
+		require.Equal(t, 1, id, "the first batch's rows are read before the second is queued")
+		b.Queue(`UPDATE locks SET note = note || ', second' WHERE id = $1`, id)
+		return nil
+	}))
+	require.True(t, inTx, "the first batch ran inside the transaction")
+	var note string
+	require.NoError(t, other.QueryRow(ctx, `SELECT note FROM locks WHERE id = 1`).Scan(&note))
+	require.Equal(t, "first, second", note)
+	requireClean(t, pool, other, pid)
+}
+
+// TwoTrips rolls back what the first batch wrote when the second batch fails on the server,
+// when second refuses, and when the first batch fails; each time the connection goes back
+// to the pool clean, rolled back rather than closed.
+func TestTwoTripsRollsBackOnAnyError(t *testing.T) {
+	t.Parallel()
+	pool, other := onePool(t)
+	ctx := context.Background()
+	pid := backendPID(t, pool)
+	write := func(b *pgx.Batch) {
+		b.Queue(`SELECT id FROM locks WHERE id = 1 FOR UPDATE`)
+		b.Queue(`UPDATE locks SET note = 'rolled back' WHERE id = 1`)
+	}
+	refused := errors.New("refused")
+	for name, run := range map[string]func() error{
+		"the second batch fails": func() error {
+			return pg.TwoTrips(ctx, pool, pg.Bounds{}, write, func(b *pgx.Batch) error {
+				b.Queue(`SELECT 1 / 0`)
+				return nil
+			})
+		},
+		"second refuses": func() error {
+			return pg.TwoTrips(ctx, pool, pg.Bounds{}, write, func(*pgx.Batch) error { return refused })
+		},
+		"the first batch fails": func() error {
+			return pg.TwoTrips(ctx, pool, pg.Bounds{}, func(b *pgx.Batch) {
+				write(b)
+				b.Queue(`SELECT 1 / 0`)
+			}, func(*pgx.Batch) error { t.Error("second ran after the first batch failed"); return nil })
+		},
+	} {
+		err := run()
+		require.Error(t, err, name)
+		if name == "second refuses" {
+			require.ErrorIs(t, err, refused)
+		} else {
+			require.Equal(t, "22012", pg.Code(err), name)
+		}
+		var note string
+		require.NoError(t, other.QueryRow(ctx, `SELECT note FROM locks WHERE id = 1`).Scan(&note))
+		require.Empty(t, note, "%s: nothing was committed", name)
+		requireClean(t, pool, other, pid)
+	}
+}
+
+// TwoTrips sets its bounds on the transaction, as WithBoundedTx does, and on it only.
+func TestTwoTripsSetsItsBoundsOnTheTransactionOnly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, dbURL := testdb.New(t)
+	pool, err := pg.Open(ctx, dbURL, pg.Options{MaxConns: 1})
+	require.NoError(t, err)
+	defer pool.Close()
+	var got []string
+	read := func(b *pgx.Batch) {
+		b.Queue(`SELECT current_setting('lock_timeout'), current_setting('statement_timeout'),
+			current_setting('idle_in_transaction_session_timeout')`).QueryRow(func(r pgx.Row) error {
+			var lock, stmt, idle string
+			err := r.Scan(&lock, &stmt, &idle)
+			got = []string{lock, stmt, idle}
+			return err
+		})
+	}
+	none := func(*pgx.Batch) error { return nil }
+	require.NoError(t, pg.TwoTrips(ctx, pool, pg.Bounds{Lock: 250 * time.Millisecond, Statement: 2 * time.Second}, read, none))
+	require.Equal(t, []string{"250ms", "2s", "0"}, got)
+	require.NoError(t, pg.TwoTrips(ctx, pool, pg.Bounds{}, read, none))
+	require.Equal(t, []string{"0", "0", "0"}, got, "the pool's next user sees the session's own settings")
+}
+
 // A pool opened with IndexedReads reads through an index where the planner, costing a table
 // by its few live rows, would scan all of its pages; one opened without still scans.
 func TestIndexedReadsKeepThePlannerOnTheIndex(t *testing.T) {

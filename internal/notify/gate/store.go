@@ -94,8 +94,35 @@ func (a Arrived) Claimed() int { return len(a.claims) }
 // lanes' claims. It locks no row another statement holds, so a queue never waits for a
 // lane. fromLast makes a user the gate has never seen start at the lowest seq of its first
 // batch, recorded as its baseline; otherwise it starts at 1. The caller hands the answer
-// to t.Take once the write has committed (or an empty one if it did not).
+// to t.Take once the write has committed (or an empty one if it did not). PlanArrive and
+// ArrivalWrite.Queue do the same in two steps, for a caller that sends the write in a
+// batch with statements of its own.
 func (s *Store) Arrive(ctx context.Context, q pg.Querier, batch []Arrival, fromLast bool, t *Ticket) (Arrived, error) {
+	w, err := s.PlanArrive(ctx, q, batch, fromLast, t)
+	if err != nil {
+		return Arrived{}, err
+	}
+	rows, err := q.Query(ctx, arriveSQL, w.args)
+	if err != nil {
+		return Arrived{}, w.failed(err)
+	}
+	if err := w.scan(rows); err != nil {
+		return Arrived{}, w.failed(err)
+	}
+	return w.Arrived(), nil
+}
+
+// ArrivalWrite is an Arrive whose users' positions are read and whose arrivals the gate
+// has admitted: the statement left to send.
+type ArrivalWrite struct {
+	args pg.Args
+	n    int // the arrivals, admitted or not
+	r    Arrived
+}
+
+// PlanArrive reads, on q, where the batch's users stand, and returns the write of the
+// arrivals the gate admits (see Arrive), to queue in a batch.
+func (s *Store) PlanArrive(ctx context.Context, q pg.Querier, batch []Arrival, fromLast bool, t *Ticket) (*ArrivalWrite, error) {
 	first := map[int64]int64{}
 	for _, a := range batch {
 		if f, ok := first[a.UserID]; !ok || a.Seq < f {
@@ -104,7 +131,7 @@ func (s *Store) Arrive(ctx context.Context, q pg.Querier, batch []Arrival, fromL
 	}
 	at, err := positions(ctx, q, positionsSQL, keys(first))
 	if err != nil {
-		return Arrived{}, fmt.Errorf("inbox: record %d messages: %w", len(batch), err)
+		return nil, fmt.Errorf("inbox: record %d messages: %w", len(batch), err)
 	}
 	var startUsers, startLast, startBaselines []int64
 	for u, f := range first {
@@ -133,20 +160,28 @@ func (s *Store) Arrive(ctx context.Context, q pg.Querier, batch []Arrival, fromL
 	if t != nil {
 		args["slots"], args["owner"], args["lease_us"], args["run"] = t.n, t.owner, t.lease.Microseconds(), max(t.run, 1)
 	}
-	r, err := arrive(ctx, q, args)
-	if err != nil {
-		return Arrived{}, fmt.Errorf("inbox: record %d messages: %w", len(batch), err)
-	}
-	r.Ignored = len(batch) - r.Inserted
-	return r, nil
+	return &ArrivalWrite{args: args, n: len(batch)}, nil
 }
 
-// arrive runs arrive.sql and reads its counts and the users it claimed.
-func arrive(ctx context.Context, q pg.Querier, args pg.Args) (Arrived, error) {
-	rows, err := q.Query(ctx, arriveSQL, args)
-	if err != nil {
-		return Arrived{}, err
-	}
+// Queue queues the write in b; once b's results are read, Arrived holds what it did.
+func (w *ArrivalWrite) Queue(b *pgx.Batch) {
+	b.Queue(arriveSQL, w.args).Query(func(rows pgx.Rows) error {
+		if err := w.scan(rows); err != nil {
+			return w.failed(err)
+		}
+		return nil
+	})
+}
+
+// Arrived is what the write did, once it was sent and committed.
+func (w *ArrivalWrite) Arrived() Arrived { return w.r }
+
+func (w *ArrivalWrite) failed(err error) error {
+	return fmt.Errorf("inbox: record %d messages: %w", w.n, err)
+}
+
+// scan reads arrive.sql's counts and the users it claimed.
+func (w *ArrivalWrite) scan(rows pgx.Rows) error {
 	defer rows.Close()
 	var r Arrived
 	var hs heads
@@ -154,7 +189,7 @@ func arrive(ctx context.Context, q pg.Querier, args pg.Args) (Arrived, error) {
 		h := hs.row()
 		var user, last, fence *int64
 		if err := rows.Scan(append([]any{&r.Inserted, &r.Baselines, &r.Woken, &user, &last, &fence}, h.fields()...)...); err != nil {
-			return Arrived{}, err
+			return err
 		}
 		if user == nil {
 			continue // nobody claimed: the counts alone
@@ -165,10 +200,12 @@ func arrive(ctx context.Context, q pg.Querier, args pg.Args) (Arrived, error) {
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return Arrived{}, err
+		return err
 	}
 	r.claims = hs.out
-	return r, nil
+	r.Ignored = w.n - r.Inserted
+	w.r = r
+	return nil
 }
 
 // positions reads where users stand with sql (positions.sql, or lock.sql in a transaction).
@@ -177,8 +214,13 @@ func positions(ctx context.Context, q pg.Querier, sql string, users []int64) (ma
 	if err != nil {
 		return nil, err
 	}
+	return scanPositions(rows, len(users))
+}
+
+// scanPositions reads the rows of positions.sql or lock.sql.
+func scanPositions(rows pgx.Rows, n int) (map[int64]Position, error) {
 	defer rows.Close()
-	at := make(map[int64]Position, len(users))
+	at := make(map[int64]Position, n)
 	for rows.Next() {
 		var u int64
 		var p Position
@@ -379,14 +421,18 @@ func (s *Store) record(ctx context.Context, lease time.Duration, run int, batch 
 	for _, o := range batch {
 		byUser[o.UserID] = append(byUser[o.UserID], o)
 	}
+	users := keys(byUser)
+	var at map[int64]Position
 	var out map[int64]recorded
-	// Bounded on the server too: a record the lanes gave up on must not hold its users'
-	// rows (locked by lockSQL) while it waits for some other lock (see pg.Bounds).
-	err := pg.WithBoundedTx(ctx, s.db, pg.UntilDeadline(ctx), func(tx pgx.Tx) error {
-		at, err := positions(ctx, tx, lockSQL, keys(byUser))
-		if err != nil {
+	// Two round trips: BEGIN with the lock, then the record with COMMIT. Bounded on the
+	// server too: a record the lanes gave up on must not hold its users' rows (locked by
+	// lockSQL) while it waits for some other lock (see pg.Bounds).
+	err := pg.TwoTrips(ctx, s.db, pg.UntilDeadline(ctx), func(b *pgx.Batch) {
+		b.Queue(lockSQL, pg.Args{"users": users}).Query(func(rows pgx.Rows) (err error) {
+			at, err = scanPositions(rows, len(users))
 			return err
-		}
+		})
+	}, func(b *pgx.Batch) error {
 		var a recordArgs
 		last := map[int64]Verdict{}
 		for user, outs := range byUser {
@@ -407,21 +453,20 @@ func (s *Store) record(ctx context.Context, lease time.Duration, run int, batch 
 		if len(a.uUsers) == 0 {
 			return nil
 		}
-		rows, err := tx.Query(ctx, recordSQL, a.named(lease, run))
-		if err != nil {
-			return err
-		}
-		idle := map[int64]bool{}
-		got, err := scanHeads(rows, func(c *claim, released bool) { idle[c.UserID] = released })
-		if err != nil {
-			return err
-		}
-		for _, c := range got {
-			// A retry, a postponed send and an idle user end the lease.
-			p := at[c.UserID]
-			p.LastSeq, p.Leased = c.At.LastSeq, !idle[c.UserID] && last[c.UserID] != Retry && last[c.UserID] != Postponed
-			out[c.UserID] = recorded{Held: true, Released: idle[c.UserID], At: p, Heads: c.Heads}
-		}
+		b.Queue(recordSQL, a.named(lease, run)).Query(func(rows pgx.Rows) error {
+			idle := map[int64]bool{}
+			got, err := scanHeads(rows, func(c *claim, released bool) { idle[c.UserID] = released })
+			if err != nil {
+				return err
+			}
+			for _, c := range got {
+				// A retry, a postponed send and an idle user end the lease.
+				p := at[c.UserID]
+				p.LastSeq, p.Leased = c.At.LastSeq, !idle[c.UserID] && last[c.UserID] != Retry && last[c.UserID] != Postponed
+				out[c.UserID] = recorded{Held: true, Released: idle[c.UserID], At: p, Heads: c.Heads}
+			}
+			return nil
+		})
 		return nil
 	})
 	if err != nil {
@@ -474,12 +519,11 @@ func (s *Store) release(ctx context.Context, user, fence int64, requeue bool) er
 	// The position is locked first, so that the release's own statement, which decides
 	// whether the user is idle, reads the inbox in a snapshot taken after every claim that
 	// deleted the user's wake rows before has committed (see claim.sql).
-	err := pg.WithBoundedTx(ctx, s.db, pg.UntilDeadline(ctx), func(tx pgx.Tx) error {
-		if _, err := positions(ctx, tx, lockSQL, []int64{user}); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, releaseSQL, pg.Args{"user": user, "fence": fence, "requeue": requeue})
-		return err
+	err := pg.TwoTrips(ctx, s.db, pg.UntilDeadline(ctx), func(b *pgx.Batch) {
+		b.Queue(lockSQL, pg.Args{"users": []int64{user}})
+	}, func(b *pgx.Batch) error {
+		b.Queue(releaseSQL, pg.Args{"user": user, "fence": fence, "requeue": requeue})
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("lanes: release user %d: %w", user, err)

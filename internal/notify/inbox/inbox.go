@@ -321,29 +321,7 @@ func (in *Inbox) write(ctx context.Context, msgs []Decoded) (Received, error) {
 	var r Received
 	// Workers for the users the write may claim; handed over (or freed) once it ends.
 	ticket := in.lanes.Reserve(len(good))
-	var arrived gate.Arrived
-	arrive := func(q pg.Querier) error {
-		if len(good) == 0 {
-			return nil
-		}
-		a, err := in.gate.Arrive(ctx, q, good, in.fromLast, ticket)
-		r.Inserted, r.Ignored, r.Baselines, r.Woken = a.Inserted, a.Ignored, a.Baselines, a.Woken
-		arrived = a
-		return err
-	}
-	// One transaction even with no bad message: Arrive reads positions before it writes,
-	// and each statement on the pool would be a commit of its own.
-	err := pg.WithTx(ctx, in.store.db, func(tx pgx.Tx) error {
-		if err := arrive(tx); err != nil {
-			return err
-		}
-		if len(bad) == 0 {
-			return nil
-		}
-		n, err := in.store.recordBad(ctx, tx, bad, false)
-		r.Bad, r.Duplicates = n, len(bad)-n
-		return err
-	})
+	arrived, err := in.send(ctx, good, bad, ticket, &r)
 	if err != nil {
 		// Whatever the write claimed did not commit, or is not known to have: such a user
 		// comes back to the lanes when its lease ends.
@@ -352,6 +330,33 @@ func (in *Inbox) write(ctx context.Context, msgs []Decoded) (Received, error) {
 	}
 	ticket.Take(arrived)
 	return r, nil
+}
+
+// send writes good through the gate and bad here, in one batch that is one (implicit)
+// transaction: a round trip to read the users' positions, one for the write and its commit.
+func (in *Inbox) send(ctx context.Context, good []gate.Arrival, bad []Decoded, ticket *gate.Ticket, r *Received) (gate.Arrived, error) {
+	b := &pgx.Batch{}
+	var w *gate.ArrivalWrite
+	if len(good) > 0 {
+		var err error
+		if w, err = in.gate.PlanArrive(ctx, in.store.db, good, in.fromLast, ticket); err != nil {
+			return gate.Arrived{}, err
+		}
+		w.Queue(b)
+	}
+	if len(bad) > 0 {
+		queueBad(b, bad, false, &r.Bad)
+	}
+	if err := in.store.db.SendBatch(ctx, b).Close(); err != nil {
+		return gate.Arrived{}, err
+	}
+	r.Duplicates = len(bad) - r.Bad
+	if w == nil {
+		return gate.Arrived{}, nil
+	}
+	a := w.Arrived()
+	r.Inserted, r.Ignored, r.Baselines, r.Woken = a.Inserted, a.Ignored, a.Baselines, a.Woken
+	return a, nil
 }
 
 func (in *Inbox) oneByOne(ctx context.Context, msgs []Decoded) error {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/walletsaga/walletsaga/internal/pg"
@@ -44,6 +45,23 @@ func NewStore(db *pgxpool.Pool) *Store { return &Store{db: db} }
 // dead-letter intent unless published. It returns how many it stored (the others were
 // stored before).
 func (s *Store) recordBad(ctx context.Context, q pg.Querier, bad []Decoded, published bool) (int, error) {
+	tag, err := q.Exec(ctx, recordBadSQL, badArgs(bad, published))
+	if err != nil {
+		return 0, fmt.Errorf("inbox: record %d bad messages: %w", len(bad), err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// queueBad queues recordBad's statement in b; once b's results are read, *stored is how
+// many it stored.
+func queueBad(b *pgx.Batch, bad []Decoded, published bool, stored *int) {
+	b.Queue(recordBadSQL, badArgs(bad, published)).Exec(func(tag pgconn.CommandTag) error {
+		*stored = int(tag.RowsAffected())
+		return nil
+	})
+}
+
+func badArgs(bad []Decoded, published bool) pg.Args {
 	n := len(bad)
 	ids, queues, reasons, offsets, bodies := make([]string, n), make([]string, n), make([]string, n), make([]int64, n), make([][]byte, n)
 	for i, m := range bad {
@@ -52,13 +70,7 @@ func (s *Store) recordBad(ctx context.Context, q pg.Querier, bad []Decoded, publ
 			bodies[i] = []byte{}
 		}
 	}
-	tag, err := q.Exec(ctx, recordBadSQL, pg.Args{
-		"msg_ids": ids, "queues": queues, "offsets": offsets, "bodies": bodies, "reasons": reasons, "published": published,
-	})
-	if err != nil {
-		return 0, fmt.Errorf("inbox: record %d bad messages: %w", n, err)
-	}
-	return int(tag.RowsAffected()), nil
+	return pg.Args{"msg_ids": ids, "queues": queues, "offsets": offsets, "bodies": bodies, "reasons": reasons, "published": published}
 }
 
 // RecordFoundBad stores a message found in the DLQ topic that does not decode, once per
