@@ -35,7 +35,21 @@ func TestLanesDeliverEachUserInOrderOnce(t *testing.T) {
 			pool, _ := testdb.New(t)
 			s := NewStore(pool)
 			p := newProvider(t, pool)
-			lanes, _ := startLanes(t, s, LaneConfig{Workers: 8, Sender: p.sender, RunMax: 5})
+			cfg := LaneConfig{Workers: 8, Sender: p.sender, RunMax: 5}
+			if claimedByWrites {
+				// The dispatcher claims only when woken: a poll's claim reserves every free
+				// worker while it runs, and a write meanwhile claims nobody.
+				cfg.Poll = time.Hour
+			}
+			lanes, _ := startLanes(t, s, cfg)
+			if claimedByWrites {
+				// Until the lanes run they hand out no workers, and every write wakes.
+				wait.Until(t, 10*time.Second, "the lanes to hand out workers", func() bool {
+					ticket := lanes.Reserve(1)
+					ticket.Take(Arrived{})
+					return ticket != nil
+				})
+			}
 			const users, perUser = 30, 12
 			var all []Arrival
 			for u := int64(1); u <= users; u++ {
