@@ -6,6 +6,7 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -94,15 +95,15 @@ func (a Arrived) Claimed() int { return len(a.claims) }
 // lanes' claims. It locks no row another statement holds, so a queue never waits for a
 // lane. fromLast makes a user the gate has never seen start at the lowest seq of its first
 // batch, recorded as its baseline; otherwise it starts at 1. The caller hands the answer
-// to t.Take once the write has committed (or an empty one if it did not). PlanArrive and
-// ArrivalWrite.Queue do the same in two steps, for a caller that sends the write in a
-// batch with statements of its own.
+// to t.Take once the write has committed (or an empty one if it did not). An ArrivalWrite
+// does the same in batches, for a caller that sends them with statements of its own.
 func (s *Store) Arrive(ctx context.Context, q pg.Querier, batch []Arrival, fromLast bool, t *Ticket) (Arrived, error) {
-	w, err := s.PlanArrive(ctx, q, batch, fromLast, t)
-	if err != nil {
-		return Arrived{}, err
+	w := s.NewArrival(batch, fromLast, t)
+	var err error
+	if w.at, err = positions(ctx, q, positionsSQL, w.users); err != nil {
+		return Arrived{}, w.failed(err)
 	}
-	rows, err := q.Query(ctx, arriveSQL, w.args)
+	rows, err := q.Query(ctx, arriveSQL, w.plan())
 	if err != nil {
 		return Arrived{}, w.failed(err)
 	}
@@ -112,38 +113,69 @@ func (s *Store) Arrive(ctx context.Context, q pg.Querier, batch []Arrival, fromL
 	return w.Arrived(), nil
 }
 
-// ArrivalWrite is an Arrive whose users' positions are read and whose arrivals the gate
-// has admitted: the statement left to send.
+// ArrivalWrite is an Arrive to send in two batches of one transaction: QueueRead reads
+// where the users stand; QueueWrite, queued once that is read, writes what the gate admits.
 type ArrivalWrite struct {
-	args pg.Args
-	n    int // the arrivals, admitted or not
-	r    Arrived
+	batch    []Arrival
+	fromLast bool
+	t        *Ticket
+	first    map[int64]int64 // each user's lowest seq in the batch
+	users    []int64
+	at       map[int64]Position
+	r        Arrived
 }
 
-// PlanArrive reads, on q, where the batch's users stand, and returns the write of the
-// arrivals the gate admits (see Arrive), to queue in a batch.
-func (s *Store) PlanArrive(ctx context.Context, q pg.Querier, batch []Arrival, fromLast bool, t *Ticket) (*ArrivalWrite, error) {
-	first := map[int64]int64{}
+// NewArrival returns the write of batch (see Arrive).
+func (s *Store) NewArrival(batch []Arrival, fromLast bool, t *Ticket) *ArrivalWrite {
+	w := &ArrivalWrite{batch: batch, fromLast: fromLast, t: t, first: map[int64]int64{}}
 	for _, a := range batch {
-		if f, ok := first[a.UserID]; !ok || a.Seq < f {
-			first[a.UserID] = a.Seq
+		if f, ok := w.first[a.UserID]; !ok || a.Seq < f {
+			w.first[a.UserID] = a.Seq
 		}
 	}
-	at, err := positions(ctx, q, positionsSQL, keys(first))
-	if err != nil {
-		return nil, fmt.Errorf("inbox: record %d messages: %w", len(batch), err)
+	w.users = keys(w.first)
+	return w
+}
+
+// QueueRead queues the read of where the users stand (a plain read: it locks nothing).
+func (w *ArrivalWrite) QueueRead(b *pgx.Batch) {
+	b.Queue(positionsSQL, pg.Args{"users": w.users}).Query(func(rows pgx.Rows) (err error) {
+		if w.at, err = scanPositions(rows, len(w.users)); err != nil {
+			return w.failed(err)
+		}
+		return nil
+	})
+}
+
+// QueueWrite queues the write of the arrivals the gate admits, given what QueueRead read;
+// once b's results are read, Arrived holds what it did.
+func (w *ArrivalWrite) QueueWrite(b *pgx.Batch) {
+	b.Queue(arriveSQL, w.plan()).Query(func(rows pgx.Rows) error {
+		if err := w.scan(rows); err != nil {
+			return w.failed(err)
+		}
+		return nil
+	})
+}
+
+// plan lets the gate decide, on where the users stand, which arrivals to write, and where a
+// user seen for the first time starts; it returns arrive.sql's arguments.
+func (w *ArrivalWrite) plan() pg.Args {
+	at := maps.Clone(w.at)
+	if at == nil {
+		at = map[int64]Position{}
 	}
 	var startUsers, startLast, startBaselines []int64
-	for u, f := range first {
+	for u, f := range w.first {
 		if _, ok := at[u]; !ok {
-			p, baseline := start(f, fromLast)
+			p, baseline := start(f, w.fromLast)
 			at[u] = p
 			startUsers, startLast, startBaselines = append(startUsers, u), append(startLast, p.LastSeq), append(startBaselines, baseline)
 		}
 	}
 	var users, seqs []int64
 	var msgIDs, events, kinds, texts, queues, traceparents []string
-	for _, a := range batch {
+	for _, a := range w.batch {
 		if Admit(at[a.UserID], a.Seq, 0) == Finished {
 			continue
 		}
@@ -157,27 +189,17 @@ func (s *Store) PlanArrive(ctx context.Context, q pg.Querier, batch []Arrival, f
 		"start_users":  startUsers, "start_last_seqs": startLast, "start_baselines": startBaselines,
 		"slots": 0, "owner": "", "lease_us": int64(0), "run": 1,
 	}
-	if t != nil {
+	if t := w.t; t != nil {
 		args["slots"], args["owner"], args["lease_us"], args["run"] = t.n, t.owner, t.lease.Microseconds(), max(t.run, 1)
 	}
-	return &ArrivalWrite{args: args, n: len(batch)}, nil
-}
-
-// Queue queues the write in b; once b's results are read, Arrived holds what it did.
-func (w *ArrivalWrite) Queue(b *pgx.Batch) {
-	b.Queue(arriveSQL, w.args).Query(func(rows pgx.Rows) error {
-		if err := w.scan(rows); err != nil {
-			return w.failed(err)
-		}
-		return nil
-	})
+	return args
 }
 
 // Arrived is what the write did, once it was sent and committed.
 func (w *ArrivalWrite) Arrived() Arrived { return w.r }
 
 func (w *ArrivalWrite) failed(err error) error {
-	return fmt.Errorf("inbox: record %d messages: %w", w.n, err)
+	return fmt.Errorf("inbox: record %d messages: %w", len(w.batch), err)
 }
 
 // scan reads arrive.sql's counts and the users it claimed.
@@ -203,7 +225,7 @@ func (w *ArrivalWrite) scan(rows pgx.Rows) error {
 		return err
 	}
 	r.claims = hs.out
-	r.Ignored = w.n - r.Inserted
+	r.Ignored = len(w.batch) - r.Inserted
 	w.r = r
 	return nil
 }

@@ -332,22 +332,28 @@ func (in *Inbox) write(ctx context.Context, msgs []Decoded) (Received, error) {
 	return r, nil
 }
 
-// send writes good through the gate and bad here, in one batch that is one (implicit)
-// transaction: a round trip to read the users' positions, one for the write and its commit.
+// send writes good through the gate and bad here, in one transaction of two round trips
+// (pg.TwoTrips): BEGIN with the read of the users' positions, then the write, the bad
+// messages' rows and COMMIT.
 func (in *Inbox) send(ctx context.Context, good []gate.Arrival, bad []Decoded, ticket *gate.Ticket, r *Received) (gate.Arrived, error) {
-	b := &pgx.Batch{}
 	var w *gate.ArrivalWrite
 	if len(good) > 0 {
-		var err error
-		if w, err = in.gate.PlanArrive(ctx, in.store.db, good, in.fromLast, ticket); err != nil {
-			return gate.Arrived{}, err
+		w = in.gate.NewArrival(good, in.fromLast, ticket)
+	}
+	err := pg.TwoTrips(ctx, in.store.db, pg.Bounds{}, func(b *pgx.Batch) {
+		if w != nil {
+			w.QueueRead(b)
 		}
-		w.Queue(b)
-	}
-	if len(bad) > 0 {
-		queueBad(b, bad, false, &r.Bad)
-	}
-	if err := in.store.db.SendBatch(ctx, b).Close(); err != nil {
+	}, func(b *pgx.Batch) error {
+		if w != nil {
+			w.QueueWrite(b)
+		}
+		if len(bad) > 0 {
+			queueBad(b, bad, false, &r.Bad)
+		}
+		return nil
+	})
+	if err != nil {
 		return gate.Arrived{}, err
 	}
 	r.Duplicates = len(bad) - r.Bad
