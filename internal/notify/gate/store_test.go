@@ -196,42 +196,56 @@ func TestAnInboxWriteNeverWaitsForALane(t *testing.T) {
 // TestAnInboxWriteDuringARecordIsNeverLost: the consumer's write of a user's next SMS commits
 // after a lane's record of the previous one read the inbox (the record does not see it) and
 // gave the user back as idle. The user must not be stranded idle with the SMS in the inbox:
-// the next claim takes it with that SMS.
+// the next claim takes it with that SMS. With workers reserved, the write does not claim the
+// user either: its statement began while the lane held the user, so it sees it leased even
+// once the record gave it back, and wakes it.
 func TestAnInboxWriteDuringARecordIsNeverLost(t *testing.T) {
 	t.Parallel()
-	pool, s := userOneClaimed(t)
-	ctx := context.Background()
+	for name, ticket := range map[string]*Ticket{"woken": nil, "workers reserved": {n: 1, owner: "w", lease: time.Minute, run: 1}} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			pool, s := userOneClaimed(t)
+			ctx := context.Background()
 
-	// Hold the consumer's write of seq 2 back: an uncommitted row with the same key makes
-	// its insert wait until that row is rolled back.
-	next := inbound(t, 1, 2, 200)
-	blocker, err := pool.Begin(ctx)
-	require.NoError(t, err)
-	defer blocker.Rollback(ctx) //nolint:errcheck // a no-op once rolled back
-	_, err = blocker.Exec(ctx, `INSERT INTO notify.notifications (user_id, seq, status) VALUES (1, 2, 'pending')`)
-	require.NoError(t, err)
-	written := make(chan error, 1)
-	go func() {
-		_, err := s.Arrive(ctx, s.db, []Arrival{next}, false, nil)
-		written <- err
-	}()
-	wait.Until(t, 10*time.Second, "the inbox write to be under way", func() bool {
-		return count(t, pool, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) == 1
-	})
+			// Hold the consumer's write of seq 2 back: an uncommitted row with the same key
+			// makes its insert wait until that row is rolled back.
+			next := inbound(t, 1, 2, 200)
+			blocker, err := pool.Begin(ctx)
+			require.NoError(t, err)
+			defer blocker.Rollback(ctx) //nolint:errcheck // a no-op once rolled back
+			_, err = blocker.Exec(ctx, `INSERT INTO notify.notifications (user_id, seq, status) VALUES (1, 2, 'pending')`)
+			require.NoError(t, err)
+			type result struct {
+				a   Arrived
+				err error
+			}
+			written := make(chan result, 1)
+			go func() {
+				a, err := s.Arrive(ctx, s.db, []Arrival{next}, false, ticket)
+				written <- result{a, err}
+			}()
+			wait.Until(t, 10*time.Second, "the inbox write to be under way", func() bool {
+				return count(t, pool, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) == 1
+			})
 
-	r, err := s.record(ctx, time.Minute, 1, []outcome{{UserID: 1, Seq: 1, Verdict: Sent, Attempts: 1, Fence: 1}})
-	require.NoError(t, err)
-	require.True(t, r[1].Held)
-	require.True(t, r[1].Released, "the record cannot see seq 2 yet: it gives the user back as idle")
-	require.NoError(t, blocker.Rollback(ctx))
-	require.NoError(t, <-written)
+			r, err := s.record(ctx, time.Minute, 1, []outcome{{UserID: 1, Seq: 1, Verdict: Sent, Attempts: 1, Fence: 1}})
+			require.NoError(t, err)
+			require.True(t, r[1].Held)
+			require.True(t, r[1].Released, "the record cannot see seq 2 yet: it gives the user back as idle")
+			require.NoError(t, blocker.Rollback(ctx))
+			w := <-written
+			require.NoError(t, w.err)
+			require.Zero(t, w.a.Claimed())
+			require.Equal(t, 1, w.a.Woken)
 
-	c, err := s.claimUsers(ctx, "b", 1, time.Minute, 1)
-	require.NoError(t, err)
-	require.Len(t, c, 1, "the user was stranded idle with seq 2 in the inbox")
-	require.Equal(t, int64(1), c[0].UserID)
-	require.Equal(t, int64(2), c[0].Heads[0].Seq)
-	require.Equal(t, StatusPending, c[0].Heads[0].Status)
+			c, err := s.claimUsers(ctx, "b", 1, time.Minute, 1)
+			require.NoError(t, err)
+			require.Len(t, c, 1, "the user was stranded idle with seq 2 in the inbox")
+			require.Equal(t, Position{LastSeq: 1, Fence: 2, Leased: true}, c[0].At)
+			require.Equal(t, int64(2), c[0].Heads[0].Seq)
+			require.Equal(t, StatusPending, c[0].Heads[0].Status)
+		})
+	}
 }
 
 // TestAnInboxWriteClaimsTheIdleUsersItBringsTheNextSMSOf: with workers reserved, a write
@@ -334,49 +348,6 @@ func TestAUserAWriteClaimedForADeadLaneComesBack(t *testing.T) {
 	require.Equal(t, Position{LastSeq: 0, Fence: 2, Leased: true}, c[0].At)
 	require.Equal(t, int64(1), c[0].Heads[0].Seq)
 	require.Equal(t, StatusPending, c[0].Heads[0].Status)
-}
-
-// TestAWriteDuringARecordWithWorkersReservedIsNeverLost: as
-// TestAnInboxWriteDuringARecordIsNeverLost, with the write claiming for reserved workers.
-// The write's statement began while the lane held the user, so it sees the user leased
-// even once the record gave it back idle: it wakes the user rather than claim it, and the
-// next claim takes it with the SMS.
-func TestAWriteDuringARecordWithWorkersReservedIsNeverLost(t *testing.T) {
-	t.Parallel()
-	pool, s := userOneClaimed(t)
-	ctx := context.Background()
-	next := inbound(t, 1, 2, 200)
-	blocker, err := pool.Begin(ctx)
-	require.NoError(t, err)
-	defer blocker.Rollback(ctx) //nolint:errcheck // a no-op once rolled back
-	_, err = blocker.Exec(ctx, `INSERT INTO notify.notifications (user_id, seq, status) VALUES (1, 2, 'pending')`)
-	require.NoError(t, err)
-	type result struct {
-		a   Arrived
-		err error
-	}
-	written := make(chan result, 1)
-	go func() {
-		a, err := s.Arrive(ctx, s.db, []Arrival{next}, false, &Ticket{n: 1, owner: "b", lease: time.Minute, run: 1})
-		written <- result{a, err}
-	}()
-	wait.Until(t, 10*time.Second, "the inbox write to be under way", func() bool {
-		return count(t, pool, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) == 1
-	})
-	r, err := s.record(ctx, time.Minute, 1, []outcome{{UserID: 1, Seq: 1, Verdict: Sent, Attempts: 1, Fence: 1}})
-	require.NoError(t, err)
-	require.True(t, r[1].Released, "the record cannot see seq 2 yet: it gives the user back as idle")
-	require.NoError(t, blocker.Rollback(ctx))
-	w := <-written
-	require.NoError(t, w.err)
-	require.Zero(t, w.a.Claimed())
-	require.Equal(t, 1, w.a.Woken)
-
-	c, err := s.claimUsers(ctx, "c", 1, time.Minute, 1)
-	require.NoError(t, err)
-	require.Len(t, c, 1, "the user was stranded idle with seq 2 in the inbox")
-	require.Equal(t, Position{LastSeq: 1, Fence: 2, Leased: true}, c[0].At)
-	require.Equal(t, int64(2), c[0].Heads[0].Seq)
 }
 
 // TestInboxWritesAndRecordsNeverDeadlock: consumers write batches touching many users while
