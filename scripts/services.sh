@@ -88,6 +88,22 @@ port_pid() {
 }
 port_busy() { [ -n "$(ss -Hltn "sport = :$1" 2>/dev/null)" ]; }
 
+# wait_port_free PORT waits (up to 30 s) while a connection, not a listener, holds PORT as
+# its local port: the dev ports lie inside Linux's ephemeral range (32768-60999), from which
+# the kernel picks the local ports of outgoing connections, and a server cannot listen on a
+# port such a connection holds ("Address already in use"). One did, once, when make chaos
+# started its Postgres on 55442 right after another stack stopped.
+wait_port_free() {
+	local i held
+	for i in $(seq 1 60); do
+		held=$(ss -Htn state connected exclude time-wait "sport = :$1" 2>/dev/null)
+		[ -z "$held" ] && return 0
+		[ "$i" = 1 ] && say "port $1 is the local port of a connection; waiting for it to close: $held"
+		sleep 0.5
+	done
+	die "port $1 is still the local port of a connection after 30 s: $held"
+}
+
 pid_alive() { [ -n "${1:-}" ] && kill -0 "$1" 2>/dev/null; }
 read_pid() { [ -f "$1" ] && cat "$1" || true; }
 
@@ -196,6 +212,7 @@ pg_up() {
 			EOF
 		fi
 		pg_preload
+		wait_port_free "$PG_PORT"
 		say "starting postgres on 127.0.0.1:$PG_PORT"
 		local t0=$SECONDS
 		pg_as "$PG_BIN/pg_ctl" -D "$PG_DATA" -l "$PG_LOG" -w -t "$START_TIMEOUT" start >/dev/null ||
