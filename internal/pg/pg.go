@@ -296,8 +296,9 @@ func TwoTrips(ctx context.Context, db *pgxpool.Pool, b Bounds, first func(*pgx.B
 		}
 		return nil
 	})
+	// Not wrapped as the commit's: the error may be any statement's of the second batch.
 	if err := conn.SendBatch(ctx, b2).Close(); err != nil {
-		return fail(fmt.Errorf("commit: %w", err))
+		return fail(err)
 	}
 	return nil
 }
