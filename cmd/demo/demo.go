@@ -300,7 +300,8 @@ func newTraceID() string {
 }
 
 // printTrace prints the trace of A's first top-up as the demo's OTLP receiver has it, once
-// the SMS's send span has arrived; with no receiver of the demo's, just its id.
+// the SMS's send span and the inbox's arrival span have arrived; with no receiver of the
+// demo's, just its id.
 func (c *client) printTrace(ctx context.Context, out io.Writer, tracesURL, traceID string) {
 	if tracesURL == "" {
 		fmt.Fprintf(out, "A's first top-up is trace %s: find it in your OTLP back end, if the services export there (OTEL_EXPORTER_OTLP_ENDPOINT).\n\n", traceID)
@@ -318,7 +319,9 @@ func (c *client) printTrace(ctx context.Context, out io.Writer, tracesURL, trace
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			tree = string(b)
-			if resp.StatusCode == http.StatusOK && strings.Contains(tree, "sms.send") {
+			// The send span can end before the inbox write's (the write hands its user to a
+			// worker before its span ends): wait for both.
+			if resp.StatusCode == http.StatusOK && strings.Contains(tree, "sms.send") && strings.Contains(tree, "inbox.arrive") {
 				break
 			}
 		}

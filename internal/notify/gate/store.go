@@ -6,7 +6,6 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
-	"maps"
 	"sync"
 	"time"
 
@@ -85,7 +84,7 @@ type Arrived struct {
 // Claimed returns how many users the write claimed for the ticket's lanes.
 func (a Arrived) Claimed() int { return len(a.claims) }
 
-// Arrive records a batch of arrivals on q (the pool, or the caller's transaction): it reads
+// Arrive records a batch of arrivals in one transaction on db, of two round trips: it reads
 // where their users stand, keeps each arrival the gate does not say is Finished (Admit),
 // and writes those in ONE statement: each becomes a pending inbox row unless its (user,
 // seq) is there already (a user seen for the first time also gets its progress row). A user
@@ -95,20 +94,16 @@ func (a Arrived) Claimed() int { return len(a.claims) }
 // lanes' claims. It locks no row another statement holds, so a queue never waits for a
 // lane. fromLast makes a user the gate has never seen start at the lowest seq of its first
 // batch, recorded as its baseline; otherwise it starts at 1. The caller hands the answer
-// to t.Take once the write has committed (or an empty one if it did not). An ArrivalWrite
-// does the same in batches, for a caller that sends them with statements of its own.
-func (s *Store) Arrive(ctx context.Context, q pg.Querier, batch []Arrival, fromLast bool, t *Ticket) (Arrived, error) {
+// to t.Take once the write has committed (or an empty one if it did not). It sends an
+// ArrivalWrite, which a caller with statements of its own queues in its own batches.
+func (s *Store) Arrive(ctx context.Context, db *pgxpool.Pool, batch []Arrival, fromLast bool, t *Ticket) (Arrived, error) {
 	w := s.NewArrival(batch, fromLast, t)
-	var err error
-	if w.at, err = positions(ctx, q, positionsSQL, w.users); err != nil {
-		return Arrived{}, w.failed(err)
-	}
-	rows, err := q.Query(ctx, arriveSQL, w.plan())
+	err := pg.TwoTrips(ctx, db, pg.Bounds{}, w.QueueRead, func(b *pgx.Batch) error {
+		w.QueueWrite(b)
+		return nil
+	})
 	if err != nil {
-		return Arrived{}, w.failed(err)
-	}
-	if err := w.scan(rows); err != nil {
-		return Arrived{}, w.failed(err)
+		return Arrived{}, err
 	}
 	return w.Arrived(), nil
 }
@@ -161,10 +156,10 @@ func (w *ArrivalWrite) QueueWrite(b *pgx.Batch) {
 // plan lets the gate decide, on where the users stand, which arrivals to write, and where a
 // user seen for the first time starts; it returns arrive.sql's arguments.
 func (w *ArrivalWrite) plan() pg.Args {
-	at := maps.Clone(w.at)
-	if at == nil {
-		at = map[int64]Position{}
+	if w.at == nil {
+		w.at = map[int64]Position{}
 	}
+	at := w.at
 	var startUsers, startLast, startBaselines []int64
 	for u, f := range w.first {
 		if _, ok := at[u]; !ok {
