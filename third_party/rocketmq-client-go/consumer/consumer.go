@@ -279,6 +279,11 @@ type defaultConsumer struct {
 	// while its broker locks are renewed and the others released (lockAll), so a renewal
 	// cannot lock a queue a rebalance just gave up, nor a release unlock one just taken.
 	lockTableMu sync.Mutex
+	// walletsaga patch 15: read-held by every lock request while it is sent, write-held by
+	// closeLocks at shutdown, so no lock request is in flight or sent after the shutdown's
+	// unlock. locksClosed is set once closeLocks ran.
+	lockGate    sync.RWMutex
+	locksClosed bool
 }
 
 func (dc *defaultConsumer) start() error {
@@ -617,6 +622,19 @@ func (dc *defaultConsumer) lockAll() {
 	}
 }
 
+// closeLocks waits for the lock requests in flight to be answered (each within its 1 s
+// timeout) and refuses every later one, whether from a renewal (lockAll), a rebalance or a
+// queue whose lock ran out (tryLockLaterAndReconsume). walletsaga patch 15: the whole
+// function. Shutdown calls it before unlockAll: a lock request the broker handled after the
+// shutdown's unlock (the renewal that follows the start by a second, say, racing a consumer
+// stopped just then) left the queues locked for the gone client ID until the lock expired at
+// the broker, 60 s, and the group's next consumer could take none of them meanwhile.
+func (dc *defaultConsumer) closeLocks() {
+	dc.lockGate.Lock()
+	defer dc.lockGate.Unlock()
+	dc.locksClosed = true
+}
+
 func (dc *defaultConsumer) unlockAll(oneway bool) {
 	mqMapSet := dc.buildProcessQueueTableByBrokerName()
 	for broker, mqs := range mqMapSet {
@@ -649,6 +667,12 @@ func (dc *defaultConsumer) unlockAll(oneway bool) {
 }
 
 func (dc *defaultConsumer) doLock(addr string, body *lockBatchRequestBody) []primitive.MessageQueue {
+	// walletsaga patch 15: no lock request once the consumer is shutting down; see closeLocks.
+	dc.lockGate.RLock()
+	defer dc.lockGate.RUnlock()
+	if dc.locksClosed {
+		return nil
+	}
 	data, _ := jsoniter.Marshal(body)
 	request := remote.NewRemotingCommand(internal.ReqLockBatchMQ, nil, data)
 	response, err := dc.client.InvokeSync(context.Background(), addr, request, 1*time.Second)

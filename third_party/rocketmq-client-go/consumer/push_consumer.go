@@ -210,7 +210,12 @@ func (pc *pushConsumer) Start() error {
 				return
 			}
 
-			time.Sleep(1000 * time.Millisecond)
+			// walletsaga patch 15: a consumer shut down within its first second does not renew.
+			select {
+			case <-time.After(1000 * time.Millisecond):
+			case <-pc.done:
+				return
+			}
 			pc.lockAll()
 
 			lockTicker := time.NewTicker(pc.option.RebalanceLockInterval)
@@ -284,6 +289,7 @@ func (pc *pushConsumer) Shutdown() error {
 		}
 		close(pc.done)
 		if pc.consumeOrderly && pc.model == Clustering {
+			pc.closeLocks() // walletsaga patch 15: no lock request in flight or after the unlock
 			pc.unlockAll(false)
 		}
 		pc.client.UnregisterConsumer(pc.consumerGroup)

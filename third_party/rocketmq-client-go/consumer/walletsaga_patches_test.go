@@ -381,3 +381,74 @@ func TestARefusedMaxOffsetIsAnErrorThatSaysWhy(t *testing.T) {
 	held, all = dc.Assignment(patchTopic)
 	require.Equal(t, []int{1, 2}, []int{held, all})
 }
+
+// Patch 15: a shutdown unlocks its queues only once the lock request in flight (here a
+// renewal's) is answered, and no lock request is sent after it. Without the patch the
+// shutdown's unlock went out while the renewal's lock was still on its way, and the broker,
+// handling the lock last, kept the queue locked for a client that had gone.
+func TestAShutdownUnlocksAfterTheLockInFlightAndLocksNoMore(t *testing.T) {
+	ctrl := gomock.NewController(t)
+	defer ctrl.Finish()
+	dc, client := newOrderlyConsumer(ctrl)
+	dc.stat = NewStatsManager()
+	mq := patchQueue(0)
+	dc.processQueueTable.Store(mq, newProcessQueue(true))
+	pc := &pushConsumer{defaultConsumer: dc, done: make(chan struct{})}
+
+	var (
+		mu     sync.Mutex
+		events []string
+	)
+	record := func(e string) {
+		mu.Lock()
+		defer mu.Unlock()
+		events = append(events, e)
+	}
+	locking, release, unlocked := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	client.EXPECT().InvokeSync(gomock.Any(), patchBrokerAddr, gomock.Any(), gomock.Any()).DoAndReturn(
+		func(_ context.Context, _ string, cmd *remote.RemotingCommand, _ time.Duration) (*remote.RemotingCommand, error) {
+			require.Equal(t, []primitive.MessageQueue{mq}, requestedQueues(t, cmd))
+			switch cmd.Code {
+			case internal.ReqLockBatchMQ:
+				close(locking) // a second lock request would panic here
+				<-release
+				record("locked")
+				return lockAnswer(t, mq), nil
+			case internal.ReqUnlockBatchMQ:
+				record("unlocked")
+				close(unlocked)
+				return &remote.RemotingCommand{Code: internal.ResSuccess}, nil
+			}
+			return nil, fmt.Errorf("unexpected request code %d", cmd.Code)
+		}).Times(2)
+	client.EXPECT().UnregisterConsumer(dc.consumerGroup)
+	client.EXPECT().Shutdown()
+
+	renewed := make(chan struct{})
+	go func() {
+		defer close(renewed)
+		dc.lockAll()
+	}()
+	<-locking
+	shut := make(chan struct{})
+	go func() {
+		defer close(shut)
+		require.NoError(t, pc.Shutdown())
+	}()
+
+	// The renewal's lock request is in flight: the shutdown must not unlock meanwhile.
+	select {
+	case <-unlocked:
+		t.Error("the shutdown unlocked the queue while a renewal was locking it")
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(release)
+	<-renewed
+	<-shut
+	// After the shutdown no lock request goes out, from a renewal or a single queue's.
+	dc.lockAll()
+	require.False(t, dc.lock(&mq))
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []string{"locked", "unlocked"}, events)
+}
