@@ -347,3 +347,82 @@ func TestWithdrawalsMigrationReverses(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT destination FROM wallet_operations WHERE saga_id = 2`).Scan(&destination))
 	require.Equal(t, "bank", destination, "the refused Down changed nothing")
 }
+
+// TestTheRulesOfTheOperationsTablesAreOnTheirColumnsDomains: 00027 moves the CHECKs of the
+// tables every operation writes to domains, one per column. None of those tables keeps a
+// CHECK (Postgres rebuilds a table's CHECKs for every statement that writes it: the cost the
+// migration removes), every rule refuses, under its own name, a value it refused before,
+// and the migration goes down (the CHECKs back, under the same names) and up again.
+func TestTheRulesOfTheOperationsTablesAreOnTheirColumnsDomains(t *testing.T) {
+	t.Parallel()
+	pool, _ := testdb.New(t)
+	ctx := context.Background()
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close() //nolint:errcheck // a view of pool
+	p, err := migrations.Wallet.Provider(db)
+	require.NoError(t, err)
+	var user int64
+	require.NoError(t, pool.QueryRow(ctx, `WITH u AS (INSERT INTO users (name, phone) VALUES ('Ruled', '+8613800138000') RETURNING id),
+		w AS (INSERT INTO wallets (user_id, balance, event_seq) SELECT id, 100, 1 FROM u RETURNING user_id),
+		s AS (INSERT INTO sagas (id, kind, state) VALUES (1, 'deposit', 'completed') RETURNING id),
+		o AS (INSERT INTO wallet_operations (saga_id, kind, user_id, amount, currency) SELECT 1, 'deposit', user_id, 100, 'CNY' FROM w),
+		k AS (INSERT INTO idempotency_keys (user_id, key, request_hash, saga_id) SELECT user_id, 'k-1', '\x00', 1 FROM w),
+		l AS (INSERT INTO ledger_entries (user_id, saga_id, step, amount, balance_after) SELECT user_id, 1, 'credit', 100, 100 FROM w)
+		INSERT INTO wallet_events (user_id, seq, kind, amount, currency, balance_after, saga_id, phone, locale)
+		SELECT user_id, 1, 'deposit', 100, 'CNY', 100, 1, '+8613800138000', 'en' FROM w RETURNING user_id`).Scan(&user))
+
+	// Each rule, and a write of a value it refuses.
+	rules := []struct{ name, write string }{
+		{"sagas_state_check", `UPDATE sagas SET state = 'lost'`},
+		{"sagas_phase_check", `UPDATE sagas SET phase = 'sideways'`},
+		{"sagas_step_check", `UPDATE sagas SET step = -1`},
+		{"sagas_attempts_check", `UPDATE sagas SET attempts = -1`},
+		{"sagas_fence_held", `UPDATE sagas SET fence = CASE WHEN fence = 7 THEN fence ELSE -1 END`},
+		{"wallets_currency_check", `UPDATE wallets SET currency = 'cny'`},
+		{"wallets_balance_check", `UPDATE wallets SET balance = balance - 101`},
+		{"wallets_event_seq_check", `UPDATE wallets SET event_seq = -1`},
+		{"ledger_entries_amount_check", `UPDATE ledger_entries SET amount = 0`},
+		{"ledger_entries_balance_after_check", `UPDATE ledger_entries SET balance_after = -1`},
+		{"wallet_events_seq_check", `UPDATE wallet_events SET seq = 0`},
+		{"wallet_events_kind_check", `UPDATE wallet_events SET kind = 'gift'`},
+		{"wallet_events_amount_check", `UPDATE wallet_events SET amount = 0`},
+		{"wallet_events_balance_after_check", `UPDATE wallet_events SET balance_after = -1`},
+		{"wallet_operations_kind_check", `UPDATE wallet_operations SET kind = 'gift'`},
+		{"wallet_operations_amount_check", `UPDATE wallet_operations SET amount = 0`},
+		{"idempotency_keys_key_check", `UPDATE idempotency_keys SET key = ''`},
+	}
+	refused := func(t *testing.T, name, write string) {
+		t.Helper()
+		_, err := pool.Exec(ctx, write)
+		var pgErr *pgconn.PgError
+		require.ErrorAs(t, err, &pgErr, "%s was taken", write)
+		require.Equal(t, pgerrcode.CheckViolation, pgErr.Code, "%s: %v", write, err)
+		require.Equal(t, name, pgErr.ConstraintName, "%s: %v", write, err)
+	}
+	tables := []string{"sagas", "wallets", "ledger_entries", "wallet_events", "wallet_operations", "idempotency_keys"}
+	tableChecks := func() int {
+		var n int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_constraint
+			WHERE contype = 'c' AND conrelid = ANY(SELECT unnest($1::text[])::regclass)`, tables).Scan(&n))
+		return n
+	}
+
+	require.Zero(t, tableChecks(), "a table every operation writes still has a CHECK")
+	for _, r := range rules {
+		refused(t, r.name, r.write)
+	}
+
+	_, err = p.DownTo(ctx, 26)
+	require.NoError(t, err)
+	require.Equal(t, len(rules), tableChecks(), "the Down puts every CHECK back on its table")
+	for _, r := range rules {
+		refused(t, r.name, r.write)
+	}
+	_, err = p.Up(ctx)
+	require.NoError(t, err)
+	requireNewest(t, p)
+	require.Zero(t, tableChecks())
+	var balance int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT balance FROM wallets WHERE user_id = $1`, user).Scan(&balance))
+	require.EqualValues(t, 100, balance, "the rows went down and up unchanged")
+}

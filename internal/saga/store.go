@@ -49,8 +49,8 @@ var (
 	oldestFinishedSQL string
 )
 
-// constraintFenceHeld is the CHECK constraint a fenced update violates when the runner no
-// longer holds the saga (see queueUpdate).
+// constraintFenceHeld is the rule (of sagas.fence's domain) a fenced update violates when the
+// runner no longer holds the saga (see queueUpdate).
 const constraintFenceHeld = "sagas_fence_held"
 
 // isFenceLost reports whether err is a fenced update that found another runner's fence.
@@ -133,7 +133,7 @@ func queueInsert(b *pgx.Batch, w sagaWrite, history []StepRecord, traceparent st
 // queueUpdate queues a runner's update of its saga, with the saga's history as the commit
 // leaves it. It is fenced: when the saga's fence is no longer the one the runner holds (a
 // recovery runner claimed it after the lease expired), the update sets the fence to -1,
-// which the CHECK constraint sagas_fence_held refuses, and the whole commit fails
+// which the rule sagas_fence_held of the column's domain refuses, and the whole commit fails
 // (isFenceLost) before any of its other statements.
 func queueUpdate(b *pgx.Batch, w sagaWrite, history []StepRecord, out *written) {
 	set, code, msg := w.errCols()

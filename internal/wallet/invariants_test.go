@@ -57,7 +57,8 @@ func (e *env) startDirect(t *testing.T, kind string, input any) saga.Snapshot {
 	return s
 }
 
-// Invariant 2: the CHECK constraint refuses a negative balance even to raw SQL.
+// Invariant 2: the balance column's rule (wallets_balance_check, on its domain) refuses a
+// negative balance even to raw SQL.
 func TestBalanceNeverNegativeConstraint(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{noRunner: true})

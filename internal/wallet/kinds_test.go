@@ -18,13 +18,16 @@ import (
 // checkValue is one quoted value in a CHECK constraint's definition ('deposit'::text).
 var checkValue = regexp.MustCompile(`'([^']*)'::text`)
 
-// checkValues returns the values constraint (a CHECK (column IN (…)) on table) allows, as
-// Postgres states the constraint in its catalogue, after every migration.
-func checkValues(t *testing.T, pool *pgxpool.Pool, table, constraint string) []string {
+// checkValues returns the values constraint allows, a CHECK (VALUE IN (…)) of the domain
+// that is table.column's type, as Postgres states the constraint in its catalogue, after
+// every migration.
+func checkValues(t *testing.T, pool *pgxpool.Pool, table, column, constraint string) []string {
 	t.Helper()
 	var def string
-	require.NoError(t, pool.QueryRow(context.Background(), `SELECT pg_get_constraintdef(oid) FROM pg_constraint
-		WHERE conrelid = $1::regclass AND conname = $2 AND contype = 'c'`, table, constraint).Scan(&def), "%s on %s", constraint, table)
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT pg_get_constraintdef(c.oid) FROM pg_constraint c
+		JOIN pg_attribute a ON a.atttypid = c.contypid
+		WHERE a.attrelid = $1::regclass AND a.attname = $2 AND c.conname = $3 AND c.contype = 'c'`,
+		table, column, constraint).Scan(&def), "%s on %s.%s's type", constraint, table, column)
 	var out []string
 	for _, m := range checkValue.FindAllStringSubmatch(def, -1) {
 		out = append(out, m[1])
@@ -44,8 +47,8 @@ func TestTheDatabaseChecksAllowExactlyTheKinds(t *testing.T) {
 	for _, k := range walletevent.Kinds() {
 		events = append(events, string(k))
 	}
-	require.ElementsMatch(t, events, checkValues(t, pool, "wallet_events", "wallet_events_kind_check"))
-	require.ElementsMatch(t, wallet.Kinds(), checkValues(t, pool, "wallet_operations", "wallet_operations_kind_check"))
+	require.ElementsMatch(t, events, checkValues(t, pool, "wallet_events", "kind", "wallet_events_kind_check"))
+	require.ElementsMatch(t, wallet.Kinds(), checkValues(t, pool, "wallet_operations", "kind", "wallet_operations_kind_check"))
 }
 
 // Every kind of balance change is emitted by exactly one saga kind, and every saga kind emits

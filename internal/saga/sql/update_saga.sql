@@ -7,7 +7,7 @@
 --
 -- It is fenced: when the saga's fence is no longer @fence, the one the runner holds (a
 -- recovery runner claimed it after the lease expired), the update sets the fence to -1,
--- which the CHECK constraint sagas_fence_held refuses, and the whole commit fails
+-- which the rule sagas_fence_held of the column's domain refuses, and the whole commit fails
 -- (isFenceLost) before any of its other statements.
 --
 -- Locks: the sagas row @id.
