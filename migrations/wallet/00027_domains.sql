@@ -19,6 +19,12 @@
 -- table's writes while it ran: the CHECK being replaced, in the same transaction, has held
 -- every one of them to the same rule. New values are checked from here on.
 --
+-- A replica of the previous version still running while this runs fails, once, each
+-- statement it had prepared that returns one of these columns ("cached plan must not change
+-- result type": the column's type changed); pgx then prepares it again. A claim so failed is made
+-- again at the next poll, a saga commit so failed rolls back and is recovered, with the
+-- same idempotency keys, once its lease expires: stop the old replicas first to avoid both.
+--
 -- The tables are locked first, in one statement, at the level ALTER TABLE takes anyway:
 -- taking the locks table by table could deadlock with a saga's commit in between.
 LOCK TABLE sagas, wallets, ledger_entries, wallet_events, wallet_operations, idempotency_keys IN ACCESS EXCLUSIVE MODE;
