@@ -6,18 +6,12 @@
 package walletevent
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"reflect"
 	"slices"
 	"strconv"
 	"time"
-	"unicode/utf8"
-
-	"github.com/walletsaga/walletsaga/internal/jsonkeys"
 )
 
 // Version is the body version this code writes and reads.
@@ -150,46 +144,4 @@ func Encode(e Event) ([]byte, error) {
 		return nil, err
 	}
 	return json.Marshal(e)
-}
-
-// Decode parses and validates a message body: exactly one JSON object, in UTF-8, whose keys
-// are Event's field names, each at most once. Unknown fields are rejected so that a producer
-// and consumer out of step fail loudly instead of dropping data. encoding/json alone is more
-// lenient in ways that matter here, because the notifier keeps the body as it came, in a
-// Postgres jsonb column, and decodes it again later: it replaces invalid UTF-8 (which
-// Postgres refuses) instead of failing, takes "SEQ" for "seq" and keeps the last of repeated
-// keys (jsonb keeps another one), and its More does not notice a stray ']' or '}' after
-// the object.
-func Decode(body []byte) (Event, error) {
-	if !utf8.Valid(body) {
-		return Event{}, errors.New("walletevent: body is not valid UTF-8")
-	}
-	var e Event
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&e); err != nil {
-		return Event{}, fmt.Errorf("walletevent: decode: %w", err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return Event{}, errors.New("walletevent: trailing data after the event")
-	}
-	if err := checkKeys(body); err != nil {
-		return Event{}, err
-	}
-	if err := e.Validate(); err != nil {
-		return Event{}, err
-	}
-	return e, nil
-}
-
-// fieldNames are the JSON keys of Event.
-var fieldNames = jsonkeys.FieldNames(reflect.TypeFor[Event]())
-
-// checkKeys requires the keys of the object body (already decoded once) to be field names,
-// spelled exactly, each at most once.
-func checkKeys(body []byte) error {
-	if err := jsonkeys.Check(body, fieldNames); err != nil {
-		return fmt.Errorf("walletevent: %w", err)
-	}
-	return nil
 }

@@ -273,3 +273,31 @@ func requireSame(t *testing.T, want, got walletevent.Event) {
 	want.OccurredAt, got.OccurredAt = time.Time{}, time.Time{}
 	require.Equal(t, want, got)
 }
+
+// TestDecodeNamesTheFieldItRefuses: a bad message's recorded reason says which key was
+// unknown, given twice or in another case, as the request decoder says it.
+func TestDecodeNamesTheFieldItRefuses(t *testing.T) {
+	t.Parallel()
+	valid := encode(t, event(walletevent.Deposit))
+	for body, want := range map[string]string{
+		string(with(t, "extra", 1)):                                         `walletevent: unknown field "extra"`,
+		string(bytes.Replace(valid, []byte(`"seq":`), []byte(`"SEQ":`), 1)): `walletevent: unknown field "SEQ"`,
+		string(bytes.Replace(valid, []byte(`{`), []byte(`{"seq":1,`), 1)):   `walletevent: field "seq" appears twice`,
+		"{\"v\":1,\"phone\":\"+86\xff\"}":                                   "walletevent: body is not valid UTF-8",
+	} {
+		_, err := walletevent.Decode([]byte(body))
+		require.EqualError(t, err, want, "%q", body)
+	}
+}
+
+// BenchmarkDecode: the notifier decodes every message twice (on arrival, and from its
+// inbox before the send).
+func BenchmarkDecode(b *testing.B) {
+	body := encode(b, event(walletevent.Deposit))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := walletevent.Decode(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
