@@ -24,13 +24,9 @@ import (
 // take it again; and the migration goes down and up again.
 func TestWakeLogMigrationKeepsUsersWithNewsDue(t *testing.T) {
 	t.Parallel()
-	pool, _ := testdb.New(t)
+	pool, p := migrated(t, migrations.Notify)
 	ctx := context.Background()
-	db := stdlib.OpenDBFromPool(pool)
-	defer db.Close() //nolint:errcheck // a view of pool
-	p, err := migrations.Notify.Provider(db)
-	require.NoError(t, err)
-	_, err = p.DownTo(ctx, 8)
+	_, err := p.DownTo(ctx, 8)
 	require.NoError(t, err)
 
 	_, err = pool.Exec(ctx, `
@@ -63,12 +59,8 @@ func TestWakeLogMigrationKeepsUsersWithNewsDue(t *testing.T) {
 // drops their tables, and its Down brings them back as they were.
 func TestSimulatorTablesAreDropped(t *testing.T) {
 	t.Parallel()
-	pool, _ := testdb.New(t)
+	pool, p := migrated(t, migrations.Wallet)
 	ctx := context.Background()
-	db := stdlib.OpenDBFromPool(pool)
-	defer db.Close() //nolint:errcheck // a view of pool
-	p, err := migrations.Wallet.Provider(db)
-	require.NoError(t, err)
 	tables := func() []string {
 		var names []string
 		require.NoError(t, pool.QueryRow(ctx, `SELECT COALESCE(array_agg(relname ORDER BY relname), '{}') FROM pg_class
@@ -76,7 +68,7 @@ func TestSimulatorTablesAreDropped(t *testing.T) {
 		return names
 	}
 	require.Empty(t, tables())
-	_, err = p.DownTo(ctx, 9)
+	_, err := p.DownTo(ctx, 9)
 	require.NoError(t, err)
 	require.Equal(t, []string{"sim_charges", "sim_orders", "sim_outages"}, tables())
 	_, err = pool.Exec(ctx, `INSERT INTO sim_outages (target, mode, until) VALUES ('gateway', 'fail', now())`)
@@ -91,13 +83,9 @@ func TestSimulatorTablesAreDropped(t *testing.T) {
 // transaction id; new events get both from the table; and it goes down and up again.
 func TestOutboxQueuesMigrationBackfillsAndReverses(t *testing.T) {
 	t.Parallel()
-	pool, _ := testdb.New(t)
+	pool, p := migrated(t, migrations.Wallet)
 	ctx := context.Background()
-	db := stdlib.OpenDBFromPool(pool)
-	defer db.Close() //nolint:errcheck // a view of pool
-	p, err := migrations.Wallet.Provider(db)
-	require.NoError(t, err)
-	_, err = p.DownTo(ctx, 9)
+	_, err := p.DownTo(ctx, 9)
 	require.NoError(t, err)
 
 	const insertEvent = `INSERT INTO wallet_events (user_id, seq, kind, amount, currency, balance_after, saga_id, phone, locale)
@@ -152,13 +140,9 @@ func requireNewest(t *testing.T, p *goose.Provider) {
 // join. Down removes both and keeps the users; up again creates a new deployment id.
 func TestFenceMigrationFencesEveryUserAndCreatesOneDeployment(t *testing.T) {
 	t.Parallel()
-	pool, _ := testdb.New(t)
+	pool, p := migrated(t, migrations.Notify)
 	ctx := context.Background()
-	db := stdlib.OpenDBFromPool(pool)
-	defer db.Close() //nolint:errcheck // a view of pool
-	p, err := migrations.Notify.Provider(db)
-	require.NoError(t, err)
-	_, err = p.DownTo(ctx, 10)
+	_, err := p.DownTo(ctx, 10)
 	require.NoError(t, err)
 	var exists bool
 	require.NoError(t, pool.QueryRow(ctx, `SELECT to_regclass('notify.deployment') IS NOT NULL
@@ -280,6 +264,18 @@ func TestADatabaseOfTheCombinedSequenceIsAdopted(t *testing.T) {
 	require.NoError(t, err, "the wallet's sequence ignores the notifier's versions in its table")
 }
 
+// migrated returns a new database, migrated to the newest version of both sequences, and a
+// goose provider of seq on it.
+func migrated(t *testing.T, seq migrations.Sequence) (*pgxpool.Pool, *goose.Provider) {
+	t.Helper()
+	pool, _ := testdb.New(t)
+	db := stdlib.OpenDBFromPool(pool)
+	t.Cleanup(func() { _ = db.Close() }) // a view of pool
+	p, err := seq.Provider(db)
+	require.NoError(t, err)
+	return pool, p
+}
+
 func versions(t *testing.T, seq migrations.Sequence) []int64 {
 	t.Helper()
 	db := stdlib.OpenDB(pgx.ConnConfig{})
@@ -305,12 +301,8 @@ func newest(t *testing.T, seq migrations.Sequence) int64 {
 // old CHECKs refuse) and changes nothing.
 func TestWithdrawalsMigrationReverses(t *testing.T) {
 	t.Parallel()
-	pool, _ := testdb.New(t)
+	pool, p := migrated(t, migrations.Wallet)
 	ctx := context.Background()
-	db := stdlib.OpenDBFromPool(pool)
-	defer db.Close() //nolint:errcheck // a view of pool
-	p, err := migrations.Wallet.Provider(db)
-	require.NoError(t, err)
 	var user int64
 	require.NoError(t, pool.QueryRow(ctx, `WITH u AS (INSERT INTO users (name, phone) VALUES ('Withdrawer', '+8613800138000') RETURNING id)
 		INSERT INTO wallets (user_id) SELECT id FROM u RETURNING user_id`).Scan(&user))
@@ -324,7 +316,7 @@ func TestWithdrawalsMigrationReverses(t *testing.T) {
 		return err
 	}
 
-	_, err = p.DownTo(ctx, 12)
+	_, err := p.DownTo(ctx, 12)
 	require.NoError(t, err, "no withdrawal yet")
 	_, err = pool.Exec(ctx, `INSERT INTO wallet_events (user_id, seq, kind, amount, currency, balance_after, saga_id, phone, locale)
 		VALUES ($1, 1, 'withdrawal', -100, 'CNY', 0, 1, '+8613800138000', 'en')`, user)
@@ -355,12 +347,8 @@ func TestWithdrawalsMigrationReverses(t *testing.T) {
 // and the migration goes down (the CHECKs back, under the same names) and up again.
 func TestTheRulesOfTheOperationsTablesAreOnTheirColumnsDomains(t *testing.T) {
 	t.Parallel()
-	pool, _ := testdb.New(t)
+	pool, p := migrated(t, migrations.Wallet)
 	ctx := context.Background()
-	db := stdlib.OpenDBFromPool(pool)
-	defer db.Close() //nolint:errcheck // a view of pool
-	p, err := migrations.Wallet.Provider(db)
-	require.NoError(t, err)
 	var user int64
 	require.NoError(t, pool.QueryRow(ctx, `WITH u AS (INSERT INTO users (name, phone) VALUES ('Ruled', '+8613800138000') RETURNING id),
 		w AS (INSERT INTO wallets (user_id, balance, event_seq) SELECT id, 100, 1 FROM u RETURNING user_id),
@@ -412,7 +400,7 @@ func TestTheRulesOfTheOperationsTablesAreOnTheirColumnsDomains(t *testing.T) {
 		refused(t, r.name, r.write)
 	}
 
-	_, err = p.DownTo(ctx, 26)
+	_, err := p.DownTo(ctx, 26)
 	require.NoError(t, err)
 	require.Equal(t, len(rules), tableChecks(), "the Down puts every CHECK back on its table")
 	for _, r := range rules {

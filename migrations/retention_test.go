@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/stretchr/testify/require"
 
 	"github.com/walletsaga/walletsaga/internal/testutil/testdb"
@@ -76,13 +75,9 @@ func retentionRules(t *testing.T) map[string]retentionRule {
 // and up again.
 func TestOperationsMigrationMarksTheRowsOfPrunedSagas(t *testing.T) {
 	t.Parallel()
-	pool, _ := testdb.New(t)
+	pool, p := migrated(t, migrations.Wallet)
 	ctx := context.Background()
-	db := stdlib.OpenDBFromPool(pool)
-	defer db.Close() //nolint:errcheck // a view of pool
-	p, err := migrations.Wallet.Provider(db)
-	require.NoError(t, err)
-	_, err = p.DownTo(ctx, 18)
+	_, err := p.DownTo(ctx, 18)
 	require.NoError(t, err)
 
 	var user int64
