@@ -1,7 +1,8 @@
 // Package jsonkeys checks what encoding/json lets through at the top level of an object: a
 // key matched to a field only when case is ignored ("SEQ" for "seq", even "ſeq"), and a key
-// given twice (encoding/json keeps the last, Postgres's jsonb another one). Both the request
-// decoder (httpx) and the event decoder (walletevent) hold their input to it.
+// given twice (encoding/json keeps the last, Postgres's jsonb another one). The request
+// decoder (httpx) holds its input to it, and so does the event decoder (walletevent) when
+// built before go1.27, whose encoding/json/v2 refuses both by itself.
 package jsonkeys
 
 import (
