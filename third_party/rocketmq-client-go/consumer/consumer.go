@@ -637,6 +637,7 @@ func (dc *defaultConsumer) closeLocks() {
 
 func (dc *defaultConsumer) unlockAll(oneway bool) {
 	mqMapSet := dc.buildProcessQueueTableByBrokerName()
+	dc.addSubscribedQueues(mqMapSet) // walletsaga patch 15: and the queues a rebalance is adding
 	for broker, mqs := range mqMapSet {
 		if len(mqs) == 0 {
 			continue
@@ -664,6 +665,33 @@ func (dc *defaultConsumer) unlockAll(oneway bool) {
 			}
 		}
 	}
+}
+
+// addSubscribedQueues adds to byBroker every queue of the subscribed topics' routes that is
+// not in it yet. walletsaga patch 15: the whole function. The shutdown's unlock covers them
+// all, not only the queues in the process queue table: a rebalance locks a queue it is given
+// before it reads the queue's start offset from the broker and only then puts the queue in
+// the table, so a shutdown in between found the queue locked but not in the table, left its
+// lock to expire at the broker (60 s), and the group's next consumer could not take it
+// meanwhile. The broker unlocks only the queues this client ID holds, so naming the others
+// does no harm.
+func (dc *defaultConsumer) addSubscribedQueues(byBroker map[string][]*primitive.MessageQueue) {
+	listed := make(map[primitive.MessageQueue]bool)
+	for _, mqs := range byBroker {
+		for _, mq := range mqs {
+			listed[*mq] = true
+		}
+	}
+	dc.topicSubscribeInfoTable.Range(func(_, value interface{}) bool {
+		mqs, _ := value.([]*primitive.MessageQueue)
+		for _, mq := range mqs {
+			if !listed[*mq] {
+				listed[*mq] = true
+				byBroker[mq.BrokerName] = append(byBroker[mq.BrokerName], mq)
+			}
+		}
+		return true
+	})
 }
 
 func (dc *defaultConsumer) doLock(addr string, body *lockBatchRequestBody) []primitive.MessageQueue {

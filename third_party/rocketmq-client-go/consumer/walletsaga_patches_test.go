@@ -452,3 +452,55 @@ func TestAShutdownUnlocksAfterTheLockInFlightAndLocksNoMore(t *testing.T) {
 	defer mu.Unlock()
 	require.Equal(t, []string{"locked", "unlocked"}, events)
 }
+
+// Patch 15: a rebalance locks a queue it is given, then reads the queue's start offset, and
+// only then puts it in the process queue table. A shutdown in between must still unlock the
+// queue: without the patch the shutdown unlocked only the table's queues, and the queue
+// stayed locked at the broker for the gone client until the lock expired.
+func TestAShutdownUnlocksAQueueARebalanceIsStillAdding(t *testing.T) {
+	ctrl := gomock.NewController(t)
+	defer ctrl.Finish()
+	dc, client := newOrderlyConsumer(ctrl)
+	dc.stat = NewStatsManager()
+	mq := patchQueue(0)
+	dc.topicSubscribeInfoTable.Store(patchTopic, []*primitive.MessageQueue{&mq})
+	pc := &pushConsumer{defaultConsumer: dc, done: make(chan struct{})}
+
+	unlocked := make(chan []primitive.MessageQueue, 1)
+	client.EXPECT().InvokeSync(gomock.Any(), patchBrokerAddr, gomock.Any(), gomock.Any()).DoAndReturn(
+		func(_ context.Context, _ string, cmd *remote.RemotingCommand, _ time.Duration) (*remote.RemotingCommand, error) {
+			switch cmd.Code {
+			case internal.ReqLockBatchMQ:
+				return lockAnswer(t, requestedQueues(t, cmd)...), nil
+			case internal.ReqUnlockBatchMQ:
+				unlocked <- requestedQueues(t, cmd)
+				return &remote.RemotingCommand{Code: internal.ResSuccess}, nil
+			}
+			return nil, fmt.Errorf("unexpected request code %d", cmd.Code)
+		}).Times(2)
+	reading, release := make(chan struct{}), make(chan struct{})
+	dc.storage.(*MockOffsetStore).EXPECT().readWithException(gomock.Any(), _ReadFromStore).DoAndReturn(
+		func(*primitive.MessageQueue, readType) (int64, error) {
+			close(reading)
+			<-release
+			return 5, nil
+		})
+	client.EXPECT().UnregisterConsumer(dc.consumerGroup)
+	client.EXPECT().Shutdown()
+
+	rebalanced := make(chan struct{})
+	go func() {
+		defer close(rebalanced)
+		dc.updateProcessQueueTable(patchTopic, []*primitive.MessageQueue{&mq})
+	}()
+	<-reading // the queue is locked at the broker, and not in the table yet
+	require.NoError(t, pc.Shutdown())
+	select {
+	case got := <-unlocked:
+		require.Equal(t, []primitive.MessageQueue{mq}, got)
+	default:
+		t.Error("the shutdown did not unlock the queue the rebalance had locked")
+	}
+	close(release)
+	<-rebalanced
+}
