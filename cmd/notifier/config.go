@@ -32,6 +32,7 @@ type config struct {
 	ConsumeFrom     string // first | last
 	ConsumeBatch    int
 	ConsumeBuffer   int
+	ConsumePullWait time.Duration
 	GapAlertAfter   time.Duration
 	SuspendDelay    time.Duration
 	HandlerTimeout  time.Duration
@@ -98,6 +99,7 @@ func parseConfig(sub string, args []string, getenv func(string) string, stderr i
 	f.String(&c.ConsumeFrom, "CONSUME_FROM", "first", "where a NEW consumer group starts: first (every message the topic still holds) or last (only what is published from now; a user first seen at seq n > 1 starts at n, recorded as a baseline in GET /v1/gate)")
 	f.Int(&c.ConsumeBatch, "CONSUME_BATCH", 32, "messages of one queue written to the inbox in one transaction, at most")
 	f.Int(&c.ConsumeBuffer, "CONSUME_BUFFER", 2048, "messages the consumer pulls ahead, across its queues (bounds memory while draining a backlog)")
+	f.Duration(&c.ConsumePullWait, "CONSUME_PULL_WAIT", 20*time.Millisecond, "how long a queue waits, after a pull that brought all it held, before it pulls again, so that at moderate rates several messages share a pull (a backlog is pulled without waiting, and a message arriving on an idle queue comes at once); 0 pulls again at once")
 	f.Duration(&c.GapAlertAfter, "GAP_ALERT_AFTER", 2*time.Minute, "a user whose next SMS has not arrived while later ones wait is listed as an alert in GET /v1/gate and /metrics after this long")
 	f.Duration(&c.SuspendDelay, "QUEUE_SUSPEND", time.Second, "pause of a queue whose batch the database could not take")
 	f.Duration(&c.HandlerTimeout, "HANDLER_TIMEOUT", 30*time.Second, "bound on writing one batch to the inbox")
@@ -188,6 +190,9 @@ func (c config) validate(p *cli.Problems, serving bool) {
 	}
 	if c.ConsumeBuffer < c.ConsumeBatch || c.ConsumeBuffer > 1000000 {
 		p.Addf("CONSUME_BUFFER", "must be between CONSUME_BATCH (%d) and 1000000, got %d", c.ConsumeBatch, c.ConsumeBuffer)
+	}
+	if c.ConsumePullWait < 0 || c.ConsumePullWait > time.Second {
+		p.Addf("CONSUME_PULL_WAIT", "must be 0–1s, got %s", c.ConsumePullWait)
 	}
 	if c.GapAlertAfter <= 0 {
 		p.Addf("GAP_ALERT_AFTER", "must be positive, got %s", c.GapAlertAfter)

@@ -52,7 +52,7 @@ func TestDefaultsMatchTheDevStack(t *testing.T) {
 	for env, field := range map[string]string{
 		"READ_TOKEN": "short", "ADMIN_TOKEN": "short",
 		"SMS_RETRY_MAX": "1ms", "SMS_WORKERS": "0", "CONSUME_FROM": "middle", "LANE_LEASE": "2s",
-		"SMS_BREAKER_OPEN_MAX": "10ms", "SMS_DEAD_LETTER_AFTER": "-1s", "CONSUME_BUFFER": "1",
+		"SMS_BREAKER_OPEN_MAX": "10ms", "SMS_DEAD_LETTER_AFTER": "-1s", "CONSUME_BUFFER": "1", "CONSUME_PULL_WAIT": "2s",
 		"ROCKETMQ_SECRET_KEY_FILE": "/nonexistent/secret",
 	} {
 		_, err := binarytest.Config(parseConfig, "run", binarytest.DevEnv(map[string]string{env: field}))

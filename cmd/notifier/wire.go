@@ -94,7 +94,7 @@ func build(ctx context.Context, cfg config, log *slog.Logger, pool *pgxpool.Pool
 	in.HandTo(lanes)
 	consumer, err := ordering.NewOrderlyConsumer(ordering.ConsumerConfig{
 		Namesrv: namesrv, Group: cfg.Group, Topic: cfg.Topic,
-		BatchSize: cfg.ConsumeBatch, Buffer: cfg.ConsumeBuffer,
+		BatchSize: cfg.ConsumeBatch, Buffer: cfg.ConsumeBuffer, PullWait: cfg.ConsumePullWait,
 		HandlerTimeout: cfg.HandlerTimeout, SuspendDelay: cfg.SuspendDelay,
 		FromFirstOffset: cfg.ConsumeFrom == "first", Instance: cfg.Instance, Credentials: creds, Logger: log,
 	}, consume(in.Handle))

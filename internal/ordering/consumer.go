@@ -63,6 +63,13 @@ type ConsumerConfig struct {
 	// FromFirstOffset starts a group that has no committed offset at the queue's start
 	// (default: at its end, the client's default).
 	FromFirstOffset bool
+	// PullWait is how long a queue waits, after a pull that brought what the queue held,
+	// before it pulls again: at moderate rates a few messages then gather per pull instead of
+	// one (each pull costs a request at the broker and here, whatever it brings). A pull that
+	// left messages behind pulls again at once, so a backlog drains at full speed, and a
+	// queue whose pull waits at the broker (nothing new) gets the next message as soon as it
+	// is stored. Default 0: pull again at once (the client's default). At most 1 s.
+	PullWait time.Duration
 	// RoutePoll is how often the consumer re-reads the topic's route from the name server;
 	// a changed route (queues added, a broker gone or back) makes it rebalance at once.
 	// Default 1s (the client's own is 30 s, plus a 20 s rebalance timer).
@@ -126,6 +133,8 @@ func NewOrderlyConsumer(cfg ConsumerConfig, h Handler) (*OrderlyConsumer, error)
 		return nil, errors.New("ordering: consumer needs a topic")
 	case h == nil:
 		return nil, errors.New("ordering: consumer needs a handler")
+	case cfg.PullWait < 0 || cfg.PullWait > time.Second:
+		return nil, fmt.Errorf("ordering: consumer pull wait must be 0–1s, got %s", cfg.PullWait)
 	}
 	if cfg.Tags == "" {
 		cfg.Tags = "*"
@@ -173,6 +182,7 @@ func NewOrderlyConsumer(cfg ConsumerConfig, h Handler) (*OrderlyConsumer, error)
 		consumer.WithSuspendCurrentQueueTimeMillis(cfg.SuspendDelay),
 		consumer.WithRebalanceLockInterval(cfg.LockInterval),
 		consumer.WithRoutePollInterval(cfg.RoutePoll),
+		consumer.WithPullInterval(cfg.PullWait), // after a pull that left nothing behind only
 	}
 	if !cfg.Credentials.IsZero() {
 		opts = append(opts, consumer.WithCredentials(cfg.Credentials.primitive()))

@@ -440,6 +440,69 @@ func TestAnAddedQueueIsTakenAtOnce(t *testing.T) {
 		b.BrokerAddr, sent.Round(time.Millisecond), q, time.Since(grown).Round(time.Millisecond))
 }
 
+// TestABacklogIsPulledWithoutThePullWait: a consumer with a pull wait waits it only after a
+// pull that brought everything its queue held; while messages are left behind it pulls
+// again at once. A backlog of five batches on one queue is consumed within less than twice
+// the wait: waiting after each pull, as the client did, takes at least four waits.
+func TestABacklogIsPulledWithoutThePullWait(t *testing.T) {
+	t.Parallel()
+	b := rmqtest.Require(t)
+	const batch, batches, pullWait = 4, 5, time.Second
+	topic, group := rmqtest.Unique("it-backlog"), rmqtest.Unique("it-backlog-group")
+	b.CreateTopic(t, topic, 1)
+	p, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: []string{b.Namesrv}, Credentials: b.Credentials, Group: rmqtest.Unique("it-backlog-producer")})
+	require.NoError(t, err)
+	defer p.Shutdown() //nolint:errcheck // the test's own client; a failed shutdown changes nothing it checks
+	for i := range batch * batches {
+		_, err := p.SendOrderly(context.Background(), ordering.Message{Topic: topic, ShardingKey: "user", Body: []byte(strconv.Itoa(i))})
+		require.NoError(t, err)
+	}
+
+	var (
+		mu          sync.Mutex
+		got         []string
+		first, last time.Time
+		stored      wait.Signal
+	)
+	c, err := ordering.NewOrderlyConsumer(ordering.ConsumerConfig{
+		Namesrv: []string{b.Namesrv}, Credentials: b.Credentials, Group: group, Topic: topic, FromFirstOffset: true,
+		BatchSize: batch, PullWait: pullWait,
+	}, func(_ context.Context, ds []ordering.Delivery) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if first.IsZero() {
+			first = time.Now()
+		}
+		last = time.Now()
+		for _, d := range ds {
+			got = append(got, string(d.Body))
+		}
+		stored.Raise()
+		return nil
+	})
+	require.NoError(t, err)
+	require.NoError(t, c.Start(t.Context()))
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, c.Stop(ctx))
+	}()
+	wait.On(t, 60*time.Second, "the backlog", stored.Next, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got) >= batch*batches
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	want := make([]string, 0, batch*batches)
+	for i := range batch * batches {
+		want = append(want, strconv.Itoa(i))
+	}
+	require.Equal(t, want, got, "the backlog, in order and once")
+	require.Less(t, last.Sub(first), 2*pullWait, "the backlog's %d batches came over %s: it waited between pulls", batches, last.Sub(first))
+	t.Logf("%d messages in batches of %d, pull wait %s: consumed over %s", len(got), batch, pullWait, last.Sub(first).Round(time.Millisecond))
+}
+
 // TestAGroupThatStartsAtTheEndTakesEveryQueue: a consumer group that already has offsets on
 // some of a topic's queues, consumed by a notifier that starts at the end of the topic
 // (CONSUME_FROM=last) and signs as a user with the notifier's rights. For a queue the group

@@ -504,3 +504,23 @@ func TestAShutdownUnlocksAQueueARebalanceIsStillAdding(t *testing.T) {
 	close(release)
 	<-rebalanced
 }
+
+// Patch 16: after a pull that found messages, a queue waits the pull interval only when the
+// pull reached the end of the queue; a backlog is pulled again at once.
+func TestAPullThatLeftABacklogPullsAgainAtOnce(t *testing.T) {
+	const interval = 20 * time.Millisecond
+	for _, c := range []struct {
+		name            string
+		next, maxOffset int64
+		want            time.Duration
+	}{
+		{"the pull reached the end of the queue", 40, 40, interval},
+		{"more messages are stored behind the ones brought", 32, 40, 0},
+		{"a message arrived while the answer was on its way", 40, 41, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := waitAfterFound(interval, &primitive.PullResult{Status: primitive.PullFound, NextBeginOffset: c.next, MaxOffset: c.maxOffset})
+			require.Equal(t, c.want, got)
+		})
+	}
+}
