@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 )
@@ -21,12 +22,28 @@ type Run func(ctx context.Context, args []string, getenv func(string) string, st
 // Main runs run with the process's arguments, environment and output until SIGINT or
 // SIGTERM, and exits with status 1, naming program, when it fails.
 func Main(program string, run Run) {
+	tuneGC(Getenv)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], Getenv, os.Stdout, os.Stderr)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, program+":", err)
 		os.Exit(1)
+	}
+}
+
+// GCPercent is the garbage collector's target the binaries run with unless GOGC is set:
+// the heap may grow to three times what is live before a collection, not two (Go's 100).
+// The services keep little live (tens of MiB), and at 8 clients the collector took 5–8% of
+// walletsvc's CPU and more of the notifier's; at 200, `make bench`'s product x 8 phases
+// used 4% less walletsvc CPU and 10% less notifier CPU per saga.
+const GCPercent = 200
+
+// tuneGC sets the collector's target to GCPercent when GOGC is not set (getenv), so that an
+// operator's GOGC (and GOMEMLIMIT, which the runtime reads itself) still decides.
+func tuneGC(getenv func(string) string) {
+	if getenv("GOGC") == "" {
+		debug.SetGCPercent(GCPercent)
 	}
 }
 
