@@ -67,3 +67,20 @@ func TestGroupCommitSetsAndResetsTheClustersDurability(t *testing.T) {
 		`ALTER SYSTEM RESET commit_delay`, `ALTER SYSTEM RESET commit_siblings`, `SELECT pg_reload_conf()`}, on.statements(false))
 	require.Equal(t, "durable_commit_delay_500us_siblings_5", ratioSuffix(on.name()))
 }
+
+// TestTheLanesRunAtTheHalfLoad: the lane runs' rate is the half load's, and without one,
+// half the best deposit rate of the default closed-loop phases; a faster deposit phase of
+// another setting (the retention part's, pruning off) does not raise it.
+func TestTheLanesRunAtTheHalfLoad(t *testing.T) {
+	phases := []Phase{
+		{Kind: "deposit", Clients: 128, SagasPerS: 1400},
+		{Kind: "purchase", Clients: 128, SagasPerS: 1600},
+		{Kind: "deposit", Clients: 128, SagasPerS: 1700, Setting: "pruning off"},
+	}
+	b := &bench{cfg: config{LaneRate: 100}, res: &Results{Phases: phases}}
+	require.InDelta(t, 700, b.laneRate(), 0.001, "half the best default deposit phase")
+	b.res.HalfLoad = &Phase{Kind: "deposit", OpenRate: 690, SagasPerS: 689}
+	require.InDelta(t, 690, b.laneRate(), 0.001, "the half load's own rate")
+	b.res = &Results{}
+	require.InDelta(t, 100, b.laneRate(), 0.001, "no product phase: the configured rate")
+}
