@@ -22,6 +22,10 @@ func Decode(body []byte) (Event, error) {
 	if !utf8.Valid(body) {
 		return Event{}, errors.New("walletevent: body is not valid UTF-8")
 	}
+	// The keys first, so that an unknown or repeated one is named as decode.go names it.
+	if err := checkKeys(body); err != nil {
+		return Event{}, err
+	}
 	var e Event
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -30,9 +34,6 @@ func Decode(body []byte) (Event, error) {
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return Event{}, errors.New("walletevent: trailing data after the event")
-	}
-	if err := checkKeys(body); err != nil {
-		return Event{}, err
 	}
 	if err := e.Validate(); err != nil {
 		return Event{}, err
@@ -43,8 +44,8 @@ func Decode(body []byte) (Event, error) {
 // fieldNames are the JSON keys of Event.
 var fieldNames = jsonkeys.FieldNames(reflect.TypeFor[Event]())
 
-// checkKeys requires the keys of the object body (already decoded once) to be field names,
-// spelled exactly, each at most once.
+// checkKeys requires body to be a JSON object whose keys are field names, spelled exactly,
+// each at most once.
 func checkKeys(body []byte) error {
 	if err := jsonkeys.Check(body, fieldNames); err != nil {
 		return fmt.Errorf("walletevent: %w", err)
