@@ -37,6 +37,24 @@ const (
 	numProducers = 10
 )
 
+// startConsumer creates an orderly consumer of cfg that hands its batches to h, and starts it.
+func startConsumer(t *testing.T, cfg ordering.ConsumerConfig, h ordering.Handler) *ordering.OrderlyConsumer {
+	t.Helper()
+	c, err := ordering.NewOrderlyConsumer(cfg, h)
+	require.NoError(t, err)
+	require.NoError(t, c.Start(t.Context()))
+	return c
+}
+
+// stopConsumer stops c, waiting up to 10 s for its handler and shutdown, and requires a clean
+// stop.
+func stopConsumer(t *testing.T, c *ordering.OrderlyConsumer) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, c.Stop(ctx))
+}
+
 // tally counts, per key, what a consumer saw against what was produced 1..msgsPerKey.
 type tally struct {
 	mu    sync.Mutex
@@ -191,9 +209,7 @@ func TestOrderedRoundTrip(t *testing.T) {
 	require.NoError(t, c.Start(t.Context()))
 	wait.On(t, 90*time.Second, "every message", got.added.Next, func() bool { return got.distinct() == numKeys*msgsPerKey })
 	recvDur := time.Since(start)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	require.NoError(t, c.Stop(ctx))
+	stopConsumer(t, c)
 
 	lost, dup, ooo, _ := got.counts()
 	queues := map[int]int{}
@@ -269,7 +285,7 @@ func TestAFailedBatchComesAgainAndIsNeverDeadLettered(t *testing.T) {
 		panicked bool
 		handled  wait.Signal // raised after each call of the handler
 	)
-	c, err := ordering.NewOrderlyConsumer(ordering.ConsumerConfig{
+	c := startConsumer(t, ordering.ConsumerConfig{
 		Namesrv: []string{b.Namesrv}, Credentials: b.Credentials, Group: group, Topic: topic, FromFirstOffset: true, SuspendDelay: suspend,
 	}, func(_ context.Context, batch []ordering.Delivery) error {
 		defer handled.Raise()
@@ -290,13 +306,7 @@ func TestAFailedBatchComesAgainAndIsNeverDeadLettered(t *testing.T) {
 		}
 		return nil
 	})
-	require.NoError(t, err)
-	require.NoError(t, c.Start(t.Context()))
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(t, c.Stop(ctx))
-	}()
+	defer stopConsumer(t, c)
 	p, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: []string{b.Namesrv}, Credentials: b.Credentials, Group: rmqtest.Unique("it-retry-producer")})
 	require.NoError(t, err)
 	defer p.Shutdown() //nolint:errcheck // the test's own client; a failed shutdown changes nothing it checks
@@ -391,7 +401,7 @@ func TestAnAddedQueueIsTakenAtOnce(t *testing.T) {
 	b.CreateTopic(t, topic, 2)
 	got := sync.Map{}
 	var stored wait.Signal // raised after each batch the handler stored
-	c, err := ordering.NewOrderlyConsumer(ordering.ConsumerConfig{
+	c := startConsumer(t, ordering.ConsumerConfig{
 		Namesrv: []string{b.Namesrv}, Credentials: b.Credentials, Group: group, Topic: topic, FromFirstOffset: true, RoutePoll: 200 * time.Millisecond,
 	}, func(_ context.Context, batch []ordering.Delivery) error {
 		for _, d := range batch {
@@ -400,13 +410,7 @@ func TestAnAddedQueueIsTakenAtOnce(t *testing.T) {
 		stored.Raise()
 		return nil
 	})
-	require.NoError(t, err)
-	require.NoError(t, c.Start(t.Context()))
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(t, c.Stop(ctx))
-	}()
+	defer stopConsumer(t, c)
 	p, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: []string{b.Namesrv}, Credentials: b.Credentials, Group: rmqtest.Unique("it-grow-producer"), RoutePoll: 200 * time.Millisecond})
 	require.NoError(t, err)
 	defer p.Shutdown() //nolint:errcheck // the test's own client; a failed shutdown changes nothing it checks
@@ -464,7 +468,7 @@ func TestABacklogIsPulledWithoutThePullWait(t *testing.T) {
 		first, last time.Time
 		stored      wait.Signal
 	)
-	c, err := ordering.NewOrderlyConsumer(ordering.ConsumerConfig{
+	c := startConsumer(t, ordering.ConsumerConfig{
 		Namesrv: []string{b.Namesrv}, Credentials: b.Credentials, Group: group, Topic: topic, FromFirstOffset: true,
 		BatchSize: batch, PullWait: pullWait,
 	}, func(_ context.Context, ds []ordering.Delivery) error {
@@ -480,13 +484,7 @@ func TestABacklogIsPulledWithoutThePullWait(t *testing.T) {
 		stored.Raise()
 		return nil
 	})
-	require.NoError(t, err)
-	require.NoError(t, c.Start(t.Context()))
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(t, c.Stop(ctx))
-	}()
+	defer stopConsumer(t, c)
 	wait.On(t, 60*time.Second, "the backlog", stored.Next, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
@@ -543,7 +541,7 @@ func TestAGroupThatStartsAtTheEndTakesEveryQueue(t *testing.T) {
 	}
 	// consume stores what it takes in got, and raises stored after each batch.
 	consume := func(fromFirst bool, got *sync.Map, stored *wait.Signal) *ordering.OrderlyConsumer {
-		c, err := ordering.NewOrderlyConsumer(ordering.ConsumerConfig{
+		return startConsumer(t, ordering.ConsumerConfig{
 			Namesrv: []string{b.Namesrv}, Credentials: creds, Group: group, Topic: topic, FromFirstOffset: fromFirst, RoutePoll: 200 * time.Millisecond,
 		}, func(_ context.Context, batch []ordering.Delivery) error {
 			for _, d := range batch {
@@ -552,14 +550,6 @@ func TestAGroupThatStartsAtTheEndTakesEveryQueue(t *testing.T) {
 			stored.Raise()
 			return nil
 		})
-		require.NoError(t, err)
-		require.NoError(t, c.Start(t.Context()))
-		return c
-	}
-	stop := func(c *ordering.OrderlyConsumer) {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(t, c.Stop(ctx))
 	}
 
 	// The group's offsets: a first consumer takes a message on queues 0 and 1, and commits
@@ -576,12 +566,12 @@ func TestAGroupThatStartsAtTheEndTakesEveryQueue(t *testing.T) {
 		}
 		return true
 	})
-	stop(c1)
+	stopConsumer(t, c1)
 
 	var got sync.Map
 	var gotStored wait.Signal
 	c2 := consume(false, &got, &gotStored)
-	defer stop(c2)
+	defer stopConsumer(t, c2)
 	wait.Until(t, 60*time.Second, "the consumer that starts at the end to hold every queue", func() bool {
 		held, all := c2.Assignment()
 		return held == queues && all == queues
