@@ -41,7 +41,7 @@ type config struct {
 	SlowUsers, SlowQueues        int
 	SlowDelay, SlowWindow        time.Duration
 	LaneUsers                    int
-	LaneRate                     float64
+	LaneRate, HalfRate           float64
 	Outage                       time.Duration
 	BacklogSize                  int
 	RetentionWindow              time.Duration
@@ -86,6 +86,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&c.SlowWindow, "slow-window", 10*time.Second, "measured window of the slow-provider run")
 	fs.IntVar(&c.LaneUsers, "lane-users", 200, "users of the failing-user and provider-outage runs")
 	fs.Float64Var(&c.LaneRate, "lane-rate", 200, "deposits/s of the failing-user and outage runs when the product phases did not run (else half the best deposit rate)")
+	fs.Float64Var(&c.HalfRate, "half-rate", 0, "deposits/s of the half-load phase (0: half the best deposit rate of the closed-loop phases); to measure one rate again, not for the Targets table")
 	fs.DurationVar(&c.Outage, "outage", 30*time.Second, "how long the provider is down in the outage run (the load lasts 10 s longer)")
 	fs.DurationVar(&c.RetentionWindow, "retention-window", 5*time.Second, "every retention window of the retention part's pruning-on run (the pruning-off run keeps everything)")
 	fs.IntVar(&c.BacklogSize, "backlog", 100000, "messages of the backlog the notifier drains in the backlog run")
@@ -111,6 +112,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	}
 	if c.CommitDelays, err = parseCommitDelays(*delays); err != nil {
 		return c, fmt.Errorf("-durable-commit-delays: %w", err)
+	}
+	if c.HalfRate < 0 {
+		return c, fmt.Errorf("-half-rate: %v is below 0", c.HalfRate)
 	}
 	if c.CommitSiblings < 0 || c.CommitSiblings > 1000 {
 		return c, fmt.Errorf("-commit-siblings: %d is not in 0…1000", c.CommitSiblings)
@@ -162,7 +166,7 @@ func settingsOf(c config) map[string]any {
 		"saga_workers": c.SagaWorkers, "raw_accounts": c.RawAccounts, "pgbench_scale": c.PgbenchScale, "pgbench_clients": c.PgbenchClients,
 		"mq_users": c.MQUsers, "mq_senders": c.MQSenders, "mq_send_s": c.MQSend.Seconds(), "notify_window_s": c.NotifyWindow.Seconds(),
 		"slow_users": c.SlowUsers, "slow_queues": c.SlowQueues, "slow_delay_ms": c.SlowDelay.Milliseconds(), "slow_window_s": c.SlowWindow.Seconds(),
-		"lane_users": c.LaneUsers, "lane_rate": c.LaneRate, "outage_s": c.Outage.Seconds(), "backlog": c.BacklogSize,
+		"lane_users": c.LaneUsers, "lane_rate": c.LaneRate, "half_rate": c.HalfRate, "outage_s": c.Outage.Seconds(), "backlog": c.BacklogSize,
 		"sim_latency_ms": c.SimLatency.Milliseconds(), "sim_latency_clients": c.LatencyClients, "durable": c.Durable,
 		"durable_commit_delays": durationsText(c.CommitDelays), "commit_siblings": c.CommitSiblings,
 	}

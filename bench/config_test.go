@@ -32,6 +32,12 @@ func TestParseConfigSelectsPartsAndRefusesUnknownOnes(t *testing.T) {
 
 	_, err = parseConfig([]string{"-clients", "8,0"}, none, io.Discard)
 	require.ErrorContains(t, err, "-clients")
+
+	c, err = parseConfig([]string{"-half-rate", "450"}, none, io.Discard)
+	require.NoError(t, err)
+	require.InDelta(t, 450, c.HalfRate, 0.001)
+	_, err = parseConfig([]string{"-half-rate", "-1"}, none, io.Discard)
+	require.ErrorContains(t, err, "-half-rate")
 }
 
 func TestParseConfigReadsTheDurablePhasesGroupCommit(t *testing.T) {
