@@ -83,7 +83,7 @@ test-unit: ## only the unit tests, no services needed: under -short every test n
 demo: ## play the ordered-SMS story end to end (DEMO_EXIT=1 to exit when done)
 	@scripts/demo.sh
 
-bench: services build ## load-test the stack beside its Postgres and RocketMQ ceilings (~12 min); results in bench/results/
+bench: services build ## load-test the stack beside its Postgres and RocketMQ ceilings (~21 min); results in bench/results/
 	$(GO) run $(GOFLAGS) ./bench -bin bin -out bench/results $(BENCH_ARGS)
 
 chaos: build ## kill, freeze, restart and reshard a stack of its own under load, then audit it (~8 min, ~10 with -brokers 2; CHAOS_ARGS="-seed N")
