@@ -85,7 +85,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&c.SlowDelay, "slow-delay", 50*time.Millisecond, "the slow provider's time per SMS")
 	fs.DurationVar(&c.SlowWindow, "slow-window", 10*time.Second, "measured window of the slow-provider run")
 	fs.IntVar(&c.LaneUsers, "lane-users", 200, "users of the failing-user and provider-outage runs")
-	fs.Float64Var(&c.LaneRate, "lane-rate", 200, "deposits/s of the failing-user and outage runs when the product phases did not run (else half the best deposit rate)")
+	fs.Float64Var(&c.LaneRate, "lane-rate", 200, "deposits/s of the failing-user and outage runs when the product phases did not run (else the half load's rate)")
 	fs.Float64Var(&c.HalfRate, "half-rate", 0, "deposits/s of the half-load phase (0: half the best deposit rate of the closed-loop phases); to measure one rate again, not for the Targets table")
 	fs.DurationVar(&c.Outage, "outage", 30*time.Second, "how long the provider is down in the outage run (the load lasts 10 s longer)")
 	fs.DurationVar(&c.RetentionWindow, "retention-window", 5*time.Second, "every retention window of the retention part's pruning-on run (the pruning-off run keeps everything)")
