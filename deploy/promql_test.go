@@ -94,6 +94,7 @@ var served = sync.OnceValue(func() map[string]series {
 	metrics.NewOutbox(d, func(context.Context) (wallet.Backlog, error) { return wallet.Backlog{}, noErr })
 	metrics.NewRelay(d, func() ordering.RelayStats { return ordering.RelayStats{} })
 	metrics.NewBroker(d, func() bool { return true })
+	metrics.NewWalletEpoch(d)
 	metrics.NewNotifier(d, metrics.Notifier{})
 	metrics.NewSMS(d)
 	metrics.NewCommitToSMS(d)

@@ -98,8 +98,8 @@ func TestTheTopicHoldsWhatTheAsyncAPIDocumentSays(t *testing.T) {
 			var seq int64
 			require.NoError(t, s.pool.QueryRow(ctx, `
 WITH w AS (UPDATE wallets SET event_seq = event_seq + 1, balance = balance + $2 WHERE user_id = $1 RETURNING event_seq, balance)
-INSERT INTO wallet_events (user_id, seq, kind, amount, currency, balance_after, saga_id, phone, locale, traceparent)
-SELECT $1, w.event_seq, $3, $2, 'CNY', w.balance, 100 + $1, '+8613800138000', $4, NULLIF($5, '') FROM w
+INSERT INTO wallet_events (user_id, seq, kind, amount, currency, balance_after, saga_id, phone, locale, traceparent, epoch, epoch_since)
+SELECT $1, w.event_seq, $3, $2, 'CNY', w.balance, 100 + $1, '+8613800138000', $4, NULLIF($5, ''), (SELECT max(epoch) FROM wallet_epochs), 1 FROM w
 RETURNING id, seq`, u, r.Amount, string(r.Kind), r.Locale, r.Traceparent).Scan(&r.ID, &seq))
 			rows[fmt.Sprintf("%d:%d", u, seq)] = r
 		}
@@ -129,6 +129,8 @@ RETURNING id, seq`, u, r.Amount, string(r.Kind), r.Locale, r.Traceparent).Scan(&
 		r, ok := rows[key]
 		require.True(t, ok, "an event the test wrote: %s", d.Body)
 		require.Equal(t, walletevent.Version, ev.V)
+		require.Positive(t, ev.Epoch)
+		require.EqualValues(t, 1, ev.EpochSince)
 		require.Equal(t, r.ID, ev.EventID)
 		require.Equal(t, r.Kind, ev.Kind)
 		require.Equal(t, r.Amount, ev.Amount)

@@ -17,7 +17,12 @@ type config struct {
 	SagaRetryWindow time.Duration
 	RelayBatch      int
 	RelayLockKey    int
-	QueueHash       string
+	// EpochCheckInterval is how often a running service checks that its database's history
+	// did not rewind under it (a failover).
+	EpochCheckInterval time.Duration
+	// EpochReason is new-epoch's reason, recorded with the epoch.
+	EpochReason string
+	QueueHash   string
 	// ServiceToken is the bearer token of a backend trusted to act for every user (a
 	// backend-for-frontend), or, under ServiceTokenScope create-user, only to create users.
 	ServiceToken string
@@ -85,6 +90,7 @@ var spec = cli.ServiceSpec{
 	Commands: [][2]string{
 		{"serve", "serve the wallet API, run the sagas and relay the outbox (the default)"},
 		{"migrate", "apply the database migrations and exit"},
+		{"new-epoch", "begin a new epoch of balance events (after putting back a history the epoch check cannot see rewound) and exit"},
 	},
 	DatabaseEnv: "DATABASE_URL", DatabaseUsage: "PostgreSQL URL",
 	GroupEnv: "PRODUCER_GROUP", GroupDefault: "wallet-relay", GroupUsage: "RocketMQ producer group of the outbox relay",
@@ -106,6 +112,8 @@ func parseConfig(sub string, args []string, getenv func(string) string, stderr i
 	f.Duration(&c.SagaRetryWindow, "SAGA_RETRY_WINDOW", 10*time.Minute, "how long a saga step with an uncertain outcome is retried (same key) before it is compensated, and a compensation before an operator is needed")
 	f.Int(&c.RelayBatch, "RELAY_BATCH", 256, "outbox rows the relay reads at a time for one broker queue")
 	f.Int(&c.RelayLockKey, "RELAY_LOCK_KEY", 7421, "advisory lock that keeps one relay active per database")
+	f.String(&c.EpochReason, "EPOCH_REASON", "", "new-epoch: why the wallet's history begins anew, in words (required there; recorded with the epoch)")
+	f.Duration(&c.EpochCheckInterval, "EPOCH_CHECK_INTERVAL", 5*time.Second, "how often the service checks that its database was not restored or failed over under it (it checks at start too); one that was begins a new epoch of balance events")
 	f.DevString(&c.GatewayURL, "PAYMENT_GATEWAY_URL", DevProviderURL, "base URL of the payment gateway (the provider contract)")
 	f.Secret(&c.GatewayToken, "PAYMENT_GATEWAY_TOKEN", DevProviderToken, "bearer token sent to the payment gateway")
 	f.DevString(&c.MerchantURL, "MERCHANT_URL", DevProviderURL, "base URL of the merchant (the provider contract)")
@@ -151,6 +159,9 @@ func (c config) validate(p *cli.Problems, serving bool) {
 	}
 	if c.RelayBatch < 1 || c.RelayBatch > 10000 {
 		p.Addf("RELAY_BATCH", "must be 1–10000, got %d", c.RelayBatch)
+	}
+	if c.EpochCheckInterval < 100*time.Millisecond || c.EpochCheckInterval > 5*time.Minute {
+		p.Addf("EPOCH_CHECK_INTERVAL", "must be 100ms–5m, got %s", c.EpochCheckInterval)
 	}
 	if c.QueueHash != "java" && c.QueueHash != "fnv" {
 		p.Addf("QUEUE_HASH", "must be java or fnv, got %q", c.QueueHash)

@@ -11,6 +11,7 @@ import (
 	"github.com/walletsaga/walletsaga/internal/cli"
 	"github.com/walletsaga/walletsaga/internal/groupcommit"
 	"github.com/walletsaga/walletsaga/internal/httpx"
+	"github.com/walletsaga/walletsaga/internal/lifecycle"
 	"github.com/walletsaga/walletsaga/internal/metrics"
 	"github.com/walletsaga/walletsaga/internal/ordering"
 	"github.com/walletsaga/walletsaga/internal/provider"
@@ -23,6 +24,7 @@ import (
 // walletsvc is the service's parts, built and not started yet.
 type walletsvc struct {
 	broker  *ordering.BrokerWatch
+	epochs  *lifecycle.Runner
 	relay   *ordering.Relay
 	engine  *saga.Engine
 	pruner  *retention.Pruner
@@ -33,9 +35,9 @@ type walletsvc struct {
 // close closes the clients build opened, in reverse.
 func (w *walletsvc) close() { w.closers.Close() }
 
-// build wires the service's parts over pool. The caller closes what it returns, also when it
-// returns an error.
-func build(cfg config, log *slog.Logger, pool *pgxpool.Pool) (*walletsvc, error) {
+// build wires the service's parts over pool; checked is the epoch check made before it. The
+// caller closes what it returns, also when it returns an error.
+func build(cfg config, log *slog.Logger, pool *pgxpool.Pool, epochs *wallet.Epochs, checked wallet.EpochCheck) (*walletsvc, error) {
 	w := &walletsvc{}
 	namesrv, creds, broker := cfg.Broker(&w.closers)
 	producer, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: namesrv, Group: cfg.Group, Credentials: creds, Hash: ordering.KeyHash(cfg.QueueHash), Logger: log})
@@ -47,6 +49,9 @@ func build(cfg config, log *slog.Logger, pool *pgxpool.Pool) (*walletsvc, error)
 
 	reg := metrics.NewRegistry()
 	metrics.NewBroker(reg, broker.Reachable)
+	observeEpoch := metrics.NewWalletEpoch(reg)
+	observeEpoch(checked)
+	w.epochs = lifecycle.NewRunner((&wallet.EpochWatch{Epochs: epochs, Interval: cfg.EpochCheckInterval, Log: log, OnCheck: observeEpoch}).Run)
 	// The engine observes into the saga metrics, which count through the engine.
 	var engine *saga.Engine
 	var relay *ordering.Relay

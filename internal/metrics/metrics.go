@@ -413,6 +413,25 @@ func NewBroker(reg prometheus.Registerer, reachable func() bool) {
 	}))
 }
 
+// NewWalletEpoch registers walletsaga_wallet_history_rewound_timestamp_seconds: when the
+// wallet's current epoch began, if it began because the database's history rewound (a
+// restore, a copy, a failover, an operator's word), 0 while it is the database's first. It
+// returns the function that sets it from the epoch checks.
+func NewWalletEpoch(reg prometheus.Registerer) func(wallet.EpochCheck) {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "walletsaga_wallet_history_rewound_timestamp_seconds",
+		Help: "When the wallet's current epoch began, as a Unix time, if it began because the database's history rewound (restored, copied, failed over); 0 while the first epoch lasts.",
+	})
+	reg.MustRegister(g)
+	return func(c wallet.EpochCheck) {
+		if c.Current.Rewound() {
+			g.Set(float64(c.Current.MintedAt.UnixNano()) / 1e9)
+		} else {
+			g.Set(0)
+		}
+	}
+}
+
 // NewConsumer registers walletsaga_notify_consumer_running: 1 once the notifier's orderly
 // consumer has started, 0 while it keeps trying (the broker unreachable at start).
 //

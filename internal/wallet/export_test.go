@@ -7,3 +7,6 @@ import "context"
 func (s *Service) ListUserSagasInChunks(ctx context.Context, f SagaFilter, chunk int) (SagaPage, error) {
 	return s.listUserSagas(ctx, f, chunk)
 }
+
+// SameDatabase is sameDatabase, for its table test.
+var SameDatabase = sameDatabase

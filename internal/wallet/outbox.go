@@ -199,11 +199,12 @@ func (s *OutboxStore) Pending(ctx context.Context, q QueueSlice, after int64, ho
 	for rows.Next() {
 		var (
 			id, userID, seq, amount, balanceAfter, sagaID, pred *int64
+			epoch, since                                        *int64
 			kind, currency, phone, locale, traceparent          *string
 			occurredAt                                          *time.Time
 		)
 		if err := rows.Scan(&xmin, &page.Last, &id, &userID, &seq, &kind, &amount, &currency, &balanceAfter, &sagaID,
-			&phone, &locale, &occurredAt, &pred, &traceparent); err != nil {
+			&phone, &locale, &occurredAt, &pred, &traceparent, &epoch, &since); err != nil {
 			return OutboxPage{}, fmt.Errorf("wallet: outbox pending: %w", err)
 		}
 		if id == nil {
@@ -215,7 +216,7 @@ func (s *OutboxStore) Pending(ctx context.Context, q QueueSlice, after int64, ho
 		}
 		ev, err := pendingEvent(walletevent.Event{EventID: *id, UserID: *userID, Seq: *seq, Kind: walletevent.Kind(*kind), Amount: *amount,
 			Currency: *currency, BalanceAfter: *balanceAfter, SagaID: *sagaID, Phone: *phone, Locale: *locale,
-			OccurredAt: *occurredAt}, tp)
+			OccurredAt: *occurredAt, Epoch: *epoch, EpochSince: *since}, tp)
 		if err != nil {
 			return OutboxPage{}, fmt.Errorf("wallet: outbox pending: %w", err)
 		}

@@ -198,11 +198,12 @@ func QueueChange(b *pgx.Batch, c Change, got *Applied) {
 		q.QueryRow(func(row pgx.Row) error {
 			var (
 				id, seq, after, pred *int64
+				epoch, since         *int64
 				currency, phone, loc *string
 				at                   *time.Time
 				predPublished        *bool
 			)
-			if err := row.Scan(&id, &seq, &after, &currency, &phone, &loc, &at, &pred, &predPublished, &got.found); err != nil {
+			if err := row.Scan(&id, &seq, &after, &currency, &phone, &loc, &at, &epoch, &since, &pred, &predPublished, &got.found); err != nil {
 				return err
 			}
 			if id == nil {
@@ -211,7 +212,7 @@ func QueueChange(b *pgx.Batch, c Change, got *Applied) {
 			got.Applied, got.EventID, got.Seq, got.BalanceAfter = true, *id, *seq, Money(*after)
 			ev, err := pendingEvent(walletevent.Event{EventID: *id, UserID: c.UserID, Seq: *seq, Kind: c.Kind,
 				Amount: int64(c.Amount), Currency: *currency, BalanceAfter: *after, SagaID: c.SagaID,
-				Phone: *phone, Locale: *loc, OccurredAt: *at}, c.Traceparent)
+				Phone: *phone, Locale: *loc, OccurredAt: *at, Epoch: *epoch, EpochSince: *since}, c.Traceparent)
 			if err != nil {
 				// Not an error of the change, which is made: the relay reads the row instead.
 				got.Event = PendingEvent{ID: *id, UserID: c.UserID, Seq: *seq}

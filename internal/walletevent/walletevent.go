@@ -14,8 +14,15 @@ import (
 	"time"
 )
 
-// Version is the body version this code writes and reads.
-const Version = 1
+// Version is the body version this code writes. It reads it and the one before (1), whose
+// bodies have no epoch: they decode with Epoch and EpochSince 0, "not said", which the
+// notifier reads as the user's current epoch (a producer of the previous release, during an
+// upgrade).
+const Version = 2
+
+// MaxEpoch is the largest epoch: 2^53−1, so that JSON readers that hold numbers as doubles
+// (JavaScript) read it exactly.
+const MaxEpoch = 1<<53 - 1
 
 // Kind is what changed the balance.
 type Kind string
@@ -60,6 +67,14 @@ type Event struct {
 	Phone        string    `json:"phone"`
 	Locale       string    `json:"locale"`
 	OccurredAt   time.Time `json:"occurred_at"`
+	// Epoch names the unbroken history of the wallet's database the event was written in:
+	// a new one begins when that history rewinds (a restore, a point-in-time recovery, a
+	// copy, a failover that lost commits), and a later epoch is a larger number. (Epoch,
+	// UserID, Seq) never repeats, where (UserID, Seq) alone may after a rewind.
+	Epoch int64 `json:"epoch,omitzero"`
+	// EpochSince is the user's first seq in Epoch: the seqs before it are the user's history
+	// from earlier epochs, those from it on belong to this one.
+	EpochSince int64 `json:"epoch_since,omitzero"`
 }
 
 // ShardingKey is the key that keeps one user's events on one queue, in order.
@@ -76,8 +91,14 @@ func (e Event) SeqKey() string { return fmt.Sprintf("%d:%d", e.UserID, e.Seq) }
 // put in an SMS.
 func (e Event) Validate() error {
 	switch {
-	case e.V != Version:
+	case e.V != Version && e.V != 1:
 		return fmt.Errorf("walletevent: unsupported version %d", e.V)
+	case e.V == 1 && (e.Epoch != 0 || e.EpochSince != 0):
+		return errors.New("walletevent: a version 1 body has no epoch")
+	case e.V == Version && (e.Epoch <= 0 || e.Epoch > MaxEpoch):
+		return fmt.Errorf("walletevent: epoch must be 1 to %d, got %d", int64(MaxEpoch), e.Epoch)
+	case e.V == Version && (e.EpochSince <= 0 || e.EpochSince > e.Seq):
+		return fmt.Errorf("walletevent: epoch_since must be 1 to seq (%d), got %d", e.Seq, e.EpochSince)
 	case e.UserID <= 0:
 		return errors.New("walletevent: user_id must be positive")
 	case e.Seq <= 0:
@@ -137,9 +158,13 @@ func validLocale(l string) bool {
 	return true
 }
 
-// Encode returns the message body of e (setting the version).
+// Encode returns the message body of e (setting the version: 1 for an event without an epoch).
 func Encode(e Event) ([]byte, error) {
 	e.V = Version
+	if e.Epoch == 0 {
+		// An outbox row written before the wallet had epochs: the body of the version before.
+		e.V, e.EpochSince = 1, 0
+	}
 	if err := e.Validate(); err != nil {
 		return nil, err
 	}

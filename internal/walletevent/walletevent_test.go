@@ -30,7 +30,7 @@ func event(k walletevent.Kind) walletevent.Event {
 	return walletevent.Event{
 		V: walletevent.Version, EventID: 41, UserID: 7, Seq: 3, Kind: k, Amount: amount, Currency: "CNY",
 		BalanceAfter: 15000, SagaID: 12, Phone: "+8613800001234", Locale: "zh-CN",
-		OccurredAt: time.Date(2026, 1, 2, 3, 4, 5, 123456000, time.UTC),
+		OccurredAt: time.Date(2026, 1, 2, 3, 4, 5, 123456000, time.UTC), Epoch: 1767225600000000, EpochSince: 1,
 	}
 }
 
@@ -81,7 +81,8 @@ func malformed(t testing.TB) map[string][]byte {
 		"trailing brace":       append(append([]byte{}, valid...), '}'),
 		"trailing bracket":     append(append([]byte{}, valid...), ']'),
 		"trailing junk":        append(append([]byte{}, valid...), " x"...),
-		"version 2":            with(t, "v", 2),
+		"version 3":            with(t, "v", 3),
+		"version 1 with epoch": with(t, "v", 1),
 		"version 0":            with(t, "v", 0),
 		"version missing":      with(t, "v", deleted),
 		"version null":         with(t, "v", nil),
@@ -120,6 +121,11 @@ func malformed(t testing.TB) map[string][]byte {
 		"locale NUL":           with(t, "locale", "en\x00"),
 		"locale junk":          with(t, "locale", "<script>"),
 		"locale long":          with(t, "locale", strings.Repeat("a", 100)),
+		"epoch zero":           with(t, "epoch", 0),
+		"epoch missing":        with(t, "epoch", deleted),
+		"epoch beyond 2^53":    with(t, "epoch", json.Number("9007199254740992")),
+		"epoch_since zero":     with(t, "epoch_since", 0),
+		"epoch_since past seq": with(t, "epoch_since", 4),
 		"occurred_at number":   with(t, "occurred_at", 1767322445),
 		"occurred_at not RFC":  with(t, "occurred_at", "2026-01-02 03:04:05"),
 		"unknown field":        with(t, "extra", 1),
@@ -241,7 +247,7 @@ func FuzzDecode(f *testing.F) {
 		seen := map[string]bool{}
 		for _, k := range objectKeys(t, body) {
 			require.Contains(t, []string{"v", "event_id", "user_id", "seq", "kind", "amount", "currency", "balance_after",
-				"saga_id", "phone", "locale", "occurred_at"}, k, "accepted an unknown key in %q", body)
+				"saga_id", "phone", "locale", "occurred_at", "epoch", "epoch_since"}, k, "accepted an unknown key in %q", body)
 			require.False(t, seen[k], "accepted the key %q twice in %q", k, body)
 			seen[k] = true
 		}
@@ -300,4 +306,35 @@ func BenchmarkDecode(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// TestAnEventWithoutAnEpochIsVersion1: an outbox row from before the wallet had epochs is
+// encoded as the previous version's body, without the epoch fields, which a notifier of the
+// previous release reads; this one reads it back with epoch 0 ("not said"). A version 1 body
+// with an epoch is refused.
+func TestAnEventWithoutAnEpochIsVersion1(t *testing.T) {
+	t.Parallel()
+	e := event(walletevent.Deposit)
+	e.Epoch, e.EpochSince = 0, 0
+	body := encode(t, e)
+	require.NotContains(t, string(body), "epoch")
+	got, err := walletevent.Decode(body)
+	require.NoError(t, err)
+	require.Equal(t, 1, got.V)
+	require.Zero(t, got.Epoch)
+	require.Zero(t, got.EpochSince)
+
+	m := fields(t, e)
+	m["epoch"] = 1767225600000000
+	withEpoch, err := json.Marshal(m)
+	require.NoError(t, err)
+	_, err = walletevent.Decode(withEpoch)
+	require.ErrorContains(t, err, "version 1 body has no epoch")
+
+	e = event(walletevent.Deposit)
+	got, err = walletevent.Decode(encode(t, e))
+	require.NoError(t, err)
+	require.Equal(t, walletevent.Version, got.V)
+	require.Equal(t, e.Epoch, got.Epoch)
+	require.Equal(t, e.EpochSince, got.EpochSince)
 }

@@ -32,8 +32,12 @@ func Event(user, seq int64, kind walletevent.Kind, amount int64) walletevent.Eve
 		V: walletevent.Version, EventID: user*1000 + seq, UserID: user, Seq: seq, Kind: kind,
 		Amount: amount, Currency: "CNY", BalanceAfter: 10000 + amount, SagaID: seq,
 		Phone: "+8613800001234", Locale: "en", OccurredAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
+		Epoch: Epoch, EpochSince: 1,
 	}
 }
+
+// Epoch is the wallet epoch of Event's events: one unbroken history, from each user's seq 1.
+const Epoch = 1767225600000000
 
 // Seed inserts rows into notify.notifications, failing the test on error.
 func Seed(t testing.TB, pool *pgxpool.Pool, rows ...Row) {

@@ -1,0 +1,3 @@
+-- Record fingerprint: the first check of epoch @epoch records what the database looks like.
+-- Locks: that row.
+UPDATE wallet_epochs SET fingerprint = @fingerprint WHERE epoch = @epoch
