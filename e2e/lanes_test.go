@@ -154,7 +154,9 @@ func TestAnAcceptedSMSWhoseAnswerWasLostIsRecordedSent(t *testing.T) {
 	user := a.createUser("lost answer", okPhone(1))
 	var dep string
 	require.NoError(t, s.pool.QueryRow(context.Background(), `SELECT id::text FROM notify.deployment`).Scan(&dep))
-	lost := notify.ProviderKey(dep, user, 1)
+	var epoch int64
+	require.NoError(t, s.pool.QueryRow(context.Background(), `SELECT max(epoch) FROM wallet_epochs`).Scan(&epoch))
+	lost := notify.ProviderKey(dep, user, 1, epoch)
 	var once sync.Once
 	p.SetFault(func(c smsprovider.Call) smsprovider.Fault {
 		f := smsprovider.Fault{}

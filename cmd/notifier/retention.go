@@ -12,8 +12,9 @@ import (
 )
 
 // newPruner is the notifier's pruner: finished inbox rows, the SMS log and wake rows (the
-// gate's), bad messages once in the DLQ topic (the inbox's) and the operators' audit trail
-// (the dead letters'), each by its owner's statement. notify.progress is never pruned.
+// gate's), bad messages once in the DLQ topic (the inbox's), the operators' audit trail
+// (the dead letters') and what was set aside of rewound histories (the gate's, on the
+// audit's window), each by its owner's statement. notify.progress is never pruned.
 func newPruner(cfg config, log *slog.Logger, reg prometheus.Registerer, gates *gate.Store, bad *inbox.Store, operator *deadletters.Operator) (*retention.Pruner, error) {
 	return cfg.NewPruner(log, reg,
 		retention.Table{Name: "notify.notifications", Window: cfg.RetentionInbox, Prune: gates.PruneInbox, Oldest: gates.OldestInbox},
@@ -21,5 +22,6 @@ func newPruner(cfg config, log *slog.Logger, reg prometheus.Registerer, gates *g
 		retention.Table{Name: "notify.wakes", Window: cfg.RetentionWakes, Prune: gates.PruneWakes, Oldest: gates.OldestWake},
 		retention.Table{Name: "notify.bad_messages", Window: cfg.RetentionBadMessages, Prune: bad.PruneBad, Oldest: bad.OldestBad},
 		retention.Table{Name: "notify.audit", Window: cfg.RetentionAudit, Prune: operator.PruneAudit, Oldest: operator.OldestAudit},
+		retention.Table{Name: "notify.rewound", Window: cfg.RetentionAudit, Prune: gates.PruneRewound, Oldest: gates.OldestRewound},
 	)
 }

@@ -297,14 +297,18 @@ func NewNotifier(reg prometheus.Registerer, n Notifier) {
 	} {
 		counter("walletsaga_notify_deliveries_total", deliveries, prometheus.Labels{"outcome": outcome}, func() int64 { return get(n.Lanes()) })
 	}
-	const inboxMessages = "Messages this process's orderly consumer wrote to the inbox, by result (ignored: a redelivery of what the inbox has; bad: undecodable, recorded and dead-lettered)."
+	const inboxMessages = "Messages this process's orderly consumer wrote to the inbox, by result (ignored: a redelivery of what the inbox has; bad: undecodable, recorded and dead-lettered; superseded: of a history the wallet rewound, set aside and never sent)."
 	for result, get := range map[string]func(inbox.Stats) int64{
 		"received": func(s inbox.Stats) int64 { return s.Received },
 		"ignored":  func(s inbox.Stats) int64 { return s.Ignored },
 		"bad":      func(s inbox.Stats) int64 { return s.Bad },
+		// superseded: of a history the wallet rewound (a restore), set aside, never sent.
+		"superseded": func(s inbox.Stats) int64 { return s.Superseded },
 	} {
 		counter("walletsaga_notify_inbox_messages_total", inboxMessages, prometheus.Labels{"result": result}, func() int64 { return get(n.Inbox()) })
 	}
+	counter("walletsaga_notify_history_rewinds_total", "Users whose history the wallet rewound (a restore, a copy, a failover that lost commits) and of whom this process set aside what the gate held from the new epoch's first seq on.",
+		nil, func() int64 { return n.Inbox().Rewound })
 	counter("walletsaga_notify_baselines_total", "Users this process started past seq 1 because the group started at the end of the topic (CONSUME_FROM=last).",
 		nil, func() int64 { return n.Inbox().Baselines })
 	counter("walletsaga_notify_inbox_writes_total", "Inbox write transactions this process ran: fewer than the batches received when the queues' batches share commits.",

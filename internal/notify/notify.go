@@ -26,8 +26,11 @@ type SMS struct {
 	Kind   string // walletevent.Kind
 	Amount int64  // signed minor units of the event (for the failure switch)
 	Text   string
-	// IdempotencyKey is the SMS's ProviderKey, "<deployment>:<user>:<seq>": a provider that
-	// sees it twice sends once.
+	// Epoch is the wallet epoch of the event (0: not said): a seq the wallet handed out again
+	// after a restore is another SMS, under another key.
+	Epoch int64
+	// IdempotencyKey is the SMS's ProviderKey, "<deployment>:<user>:<seq>[:<epoch>]": a
+	// provider that sees it twice sends once.
 	IdempotencyKey string
 	// Late marks an operator replay of an SMS that was dead-lettered.
 	Late bool
@@ -36,13 +39,19 @@ type SMS struct {
 	OccurredAt time.Time
 }
 
-// ProviderKey is the idempotency key of (user, seq)'s SMS at the provider:
-// "<deployment>:<user>:<seq>", where deployment is the id the notifier's tables were created
-// with (notify.deployment, a random UUID). It names one balance event across every
-// deployment that shares a provider, and stays the same for every send of the SMS: a lane's
-// retries, another lane's after a lease passed, an operator's replay.
-func ProviderKey(deployment string, userID, seq int64) string {
-	return fmt.Sprintf("%s:%d:%d", deployment, userID, seq)
+// ProviderKey is the idempotency key of (user, seq)'s SMS of the wallet's epoch at the
+// provider: "<deployment>:<user>:<seq>:<epoch>", where deployment is the id the notifier's
+// tables were created with (notify.deployment, a random UUID), and epoch the wallet's (see
+// walletevent.Event.Epoch; an event that says none, from before epochs, has the key
+// "<deployment>:<user>:<seq>" it always had). It names one balance event across every
+// deployment that shares a provider and every history of the wallet's database (a seq
+// handed out again after a restore is another SMS), and stays the same for every send of
+// the SMS: a lane's retries, another lane's after a lease passed, an operator's replay.
+func ProviderKey(deployment string, userID, seq, epoch int64) string {
+	if epoch == 0 {
+		return fmt.Sprintf("%s:%d:%d", deployment, userID, seq)
+	}
+	return fmt.Sprintf("%s:%d:%d:%d", deployment, userID, seq, epoch)
 }
 
 // ErrPermanent marks a send failure that retrying cannot fix (a provider's 4xx): the SMS is

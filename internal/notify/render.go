@@ -90,6 +90,7 @@ func Compose(e walletevent.Event, text string) SMS {
 		Amount:     e.Amount,
 		Text:       text,
 		OccurredAt: e.OccurredAt,
+		Epoch:      e.Epoch,
 	}
 }
 

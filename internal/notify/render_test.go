@@ -1,6 +1,7 @@
 package notify_test
 
 import (
+	"fmt"
 	"math"
 	"testing"
 
@@ -104,10 +105,10 @@ func TestMarkLate(t *testing.T) {
 		e.Locale = tc.locale
 		m, err := notify.Render(e)
 		require.NoError(t, err)
-		m.IdempotencyKey = notify.ProviderKey("d", 5, 9)
+		m.IdempotencyKey = notify.ProviderKey("d", 5, 9, m.Epoch)
 		late := notify.MarkLate(m)
 		require.True(t, late.Late)
-		require.Equal(t, "d:5:9", late.IdempotencyKey, "a replay keeps the SMS's key, so a provider that has it already says so")
+		require.Equal(t, fmt.Sprintf("d:5:9:%d", notifytest.Epoch), late.IdempotencyKey, "a replay keeps the SMS's key, so a provider that has it already says so")
 		require.Equal(t, tc.text, late.Text)
 	}
 }
@@ -123,4 +124,14 @@ func TestFormatMoney(t *testing.T) {
 	} {
 		require.Equal(t, tc.want, notify.FormatMoney(tc.minor, "CNY"), "minor %d", tc.minor)
 	}
+}
+
+// TestAProviderKeyNamesTheEpoch: an SMS's key names its wallet epoch, so that a seq the
+// wallet handed out again after a restore is another SMS at the provider; an event from
+// before epochs keeps the key it always had.
+func TestAProviderKeyNamesTheEpoch(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "d:5:9:1767225600000000", notify.ProviderKey("d", 5, 9, 1767225600000000))
+	require.Equal(t, "d:5:9", notify.ProviderKey("d", 5, 9, 0))
+	require.NotEqual(t, notify.ProviderKey("d", 5, 9, 1767225600000000), notify.ProviderKey("d", 5, 9, 1767225600000001))
 }

@@ -129,7 +129,7 @@ func (o *Operator) Replay(ctx context.Context, actor string, userID, seq int64, 
 	if err != nil {
 		return ReplayResult{}, err
 	}
-	m.IdempotencyKey = notify.ProviderKey(dep, userID, seq)
+	m.IdempotencyKey = notify.ProviderKey(dep, userID, seq, m.Epoch)
 	m = notify.MarkLate(m)
 	res = ReplayResult{UserID: userID, Seq: seq, Replay: fence + 1, IdempotencyKey: m.IdempotencyKey, Text: m.Text}
 	journal := notify.IsJournaled(o.sender)

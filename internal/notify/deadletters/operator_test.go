@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -74,7 +75,7 @@ func TestReplay(t *testing.T) {
 	require.Equal(t, 1, res.Replay)
 	var dep string
 	require.NoError(t, pool.QueryRow(ctx, `SELECT id::text FROM notify.deployment`).Scan(&dep))
-	require.Equal(t, dep+":1:2", res.IdempotencyKey, "the SMS's own key")
+	require.Equal(t, fmt.Sprintf("%s:1:2:%d", dep, notifytest.Epoch), res.IdempotencyKey, "the SMS's own key")
 	require.False(t, res.AlreadyDelivered)
 	require.Equal(t, "(Delayed) You paid 4.04 CNY for a purchase. Balance: 95.96 CNY.", res.Text)
 	require.Contains(t, out.String(), "late=true")
@@ -82,7 +83,7 @@ func TestReplay(t *testing.T) {
 	// A second replay under the same key delivers nothing twice.
 	res2, err := operator(pool, log).Replay(ctx, "admin", 1, 2, "")
 	require.NoError(t, err)
-	require.Equal(t, dep+":1:2", res2.IdempotencyKey)
+	require.Equal(t, fmt.Sprintf("%s:1:2:%d", dep, notifytest.Epoch), res2.IdempotencyKey)
 	require.Equal(t, 2, res2.Replay)
 	require.True(t, res2.AlreadyDelivered)
 	require.Equal(t, 1, strings.Count(out.String(), "late=true"))
@@ -135,7 +136,7 @@ func TestReplayErrors(t *testing.T) {
 	// A provider that had the SMS already (a 409) makes the replay a recorded no-op.
 	res, err := operator(pool, failingSender{errors.Join(errors.New("409"), notify.ErrAlreadyDelivered)}).Replay(ctx, "admin", 1, 2, "")
 	require.NoError(t, err)
-	require.Equal(t, notify.ProviderKey(deployment(t, pool), 1, 2), res.IdempotencyKey)
+	require.Equal(t, notify.ProviderKey(deployment(t, pool), 1, 2, notifytest.Epoch), res.IdempotencyKey)
 	require.True(t, res.AlreadyDelivered)
 }
 

@@ -71,14 +71,20 @@ func (s *Store) UnpublishedDeadLetters(ctx context.Context) (int64, error) {
 // FoundDeadLetter makes sure a (user, seq) found in the DLQ topic is recorded: the
 // reconciler's half of "dead letters, consistent both ways". A row the inbox has already
 // (pending or finished) is left alone — the lane decides a pending one; a missing one is
-// recorded dead-lettered and published, and its user woken so a lane moves past it. It
-// reports whether it recorded anything.
+// recorded dead-lettered and published, and its user woken so a lane moves past it; one of
+// another history than the user's (History) is left alone. It reports whether it recorded
+// anything.
 func (s *Store) FoundDeadLetter(ctx context.Context, a Arrival, reason string) (bool, error) {
 	at, err := positions(ctx, s.db, positionsSQL, []int64{a.UserID})
 	if err != nil {
 		return false, fmt.Errorf("record dead letter %d:%d found in the DLQ: %w", a.UserID, a.Seq, err)
 	}
 	if Admit(at[a.UserID], a.Seq, 0) == Finished {
+		return false, nil
+	}
+	if _, known := at[a.UserID]; known && Place(at[a.UserID], a.Epoch, a.Seq) != Same {
+		// Of a history the wallet rewound, or of an epoch the gate has not taken yet (whose
+		// events rewind the user when they arrive): not a gap of the user's current history.
 		return false, nil
 	}
 	var recorded bool

@@ -39,6 +39,9 @@ type Position struct {
 	Fence int64
 	// Leased is set while a lane holds the user under Fence.
 	Leased bool
+	// Epoch is the wallet epoch of the newest events the user took (0: none said), and
+	// EpochSince the user's first seq in it: what History decides on.
+	Epoch, EpochSince int64
 }
 
 // Admission is what the gate says of one seq of a user.
@@ -112,4 +115,62 @@ func start(first int64, fromLast bool) (p Position, baseline int64) {
 		baseline = first
 	}
 	return Position{LastSeq: first - 1}, baseline
+}
+
+// History is what an event's epoch says of the user's history at the gate. The wallet's
+// database hands out a user's seqs; a restore, a point-in-time recovery, a copy or a
+// failover that lost commits rewinds it, and the same seqs are handed out again, in a new
+// epoch (a larger number), which each event carries with its user's first seq in it. So a
+// seq alone does not say whether an event is one the gate has finished: the epoch does.
+type History int
+
+// The histories.
+const (
+	// Same: the event is of the user's current history (its epoch, an earlier one before the
+	// current epoch's first seq, or none said): the gate rule decides.
+	Same History = iota + 1
+	// Rewinds: the event is of a later epoch: the user's history from the event's first seq
+	// in that epoch on was rewound. What the gate holds of it from there is set aside (never
+	// sent), the user stands just before that seq in the new epoch (Rewind), and then the
+	// gate rule decides.
+	Rewinds
+	// Superseded: the event is of an earlier epoch, from the current epoch's first seq on: of
+	// a history the wallet rewound. It is set aside, never sent.
+	Superseded
+)
+
+// String names the history, for logs.
+func (h History) String() string {
+	switch h {
+	case Same:
+		return "same"
+	case Rewinds:
+		return "rewinds"
+	case Superseded:
+		return "superseded"
+	}
+	return "unknown"
+}
+
+// Place says what an event of epoch (0: not said) with seq is to a user standing at p.
+func Place(p Position, epoch, seq int64) History {
+	switch {
+	case epoch == 0 || epoch == p.Epoch:
+		return Same
+	case epoch > p.Epoch:
+		return Rewinds
+	case seq < p.EpochSince:
+		return Same
+	}
+	return Superseded
+}
+
+// Rewind returns where a user standing at p stands once the wallet began epoch at the
+// user's seq since: in that epoch, and just before since at the latest (the seqs from since
+// on that the user finished were of the rewound history; the new ones are texted). The
+// fence is the store's to move.
+func Rewind(p Position, epoch, since int64) Position {
+	p.Epoch, p.EpochSince = epoch, since
+	p.LastSeq = min(p.LastSeq, since-1)
+	return p
 }

@@ -79,3 +79,36 @@ func TestWhereANewUserStarts(t *testing.T) {
 	_, baseline = start(1, true)
 	require.Zero(t, baseline, "a user first seen at seq 1 has no baseline")
 }
+
+// TestWhatAnEpochSays: Place and Rewind, case by case. The user stands at seq 6 of epoch 20,
+// which began at its seq 4.
+func TestWhatAnEpochSays(t *testing.T) {
+	t.Parallel()
+	at := Position{LastSeq: 6, Fence: 3, Epoch: 20, EpochSince: 4}
+	for _, tc := range []struct {
+		name       string
+		epoch, seq int64
+		want       History
+	}{
+		{"the current epoch", 20, 7, Same},
+		{"the current epoch, a finished seq", 20, 5, Same},
+		{"no epoch said (a body of the version before)", 0, 7, Same},
+		{"an earlier epoch, before the current one began", 10, 3, Same},
+		{"an earlier epoch, where the current one began", 10, 4, Superseded},
+		{"an earlier epoch, past where the current one began", 10, 9, Superseded},
+		{"a later epoch", 30, 5, Rewinds},
+		{"a later epoch, past the user's position", 30, 9, Rewinds},
+	} {
+		require.Equal(t, tc.want, Place(at, tc.epoch, tc.seq), tc.name)
+	}
+
+	// A later epoch that began at seq 5: the user had finished seq 5 and 6 of the history
+	// that was rewound; it stands before 5 in the new epoch.
+	require.Equal(t, Position{LastSeq: 4, Fence: 3, Epoch: 30, EpochSince: 5}, Rewind(at, 30, 5))
+	// One that began past the user's position (its seqs 7 and 8 are still to come, of the
+	// history before it): the user stays where it is.
+	require.Equal(t, Position{LastSeq: 6, Fence: 3, Epoch: 30, EpochSince: 9}, Rewind(at, 30, 9))
+	// After a rewind, the events of the earlier epoch from its first seq on are superseded.
+	require.Equal(t, Superseded, Place(Rewind(at, 30, 5), 20, 5))
+	require.Equal(t, Same, Place(Rewind(at, 30, 5), 20, 4))
+}

@@ -110,7 +110,7 @@ func firstKey(t *testing.T, pool *pgxpool.Pool, user int64) string {
 	t.Helper()
 	var dep string
 	require.NoError(t, pool.QueryRow(context.Background(), `SELECT id::text FROM notify.deployment`).Scan(&dep))
-	return notify.ProviderKey(dep, user, 1)
+	return notify.ProviderKey(dep, user, 1, notifytest.Epoch)
 }
 
 // callsOf returns the provider's calls for key, in order.

@@ -639,7 +639,7 @@ func (l *Lanes) giveBack(ctx context.Context, c claim, requeue bool) {
 // deliver sends one SMS through the breaker, under its provider key and within the send
 // timeout, and decides, with the retry policy, what becomes of it.
 func (l *Lanes) deliver(ctx context.Context, h head, m notify.SMS) outcome {
-	m.IdempotencyKey = notify.ProviderKey(l.deployment, h.UserID, h.Seq)
+	m.IdempotencyKey = notify.ProviderKey(l.deployment, h.UserID, h.Seq, m.Epoch)
 	o := outcome{UserID: h.UserID, Seq: h.Seq, Text: m.Text, Phone: m.Phone, Journal: l.journal}
 	o.OccurredAt = m.OccurredAt
 	done, counted, hold, err := l.cfg.Breaker.Allow(h.UserID)

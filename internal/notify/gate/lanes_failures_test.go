@@ -17,6 +17,7 @@ import (
 
 	"github.com/walletsaga/walletsaga/internal/notify"
 	"github.com/walletsaga/walletsaga/internal/notify/senders"
+	"github.com/walletsaga/walletsaga/internal/testutil/notifytest"
 	"github.com/walletsaga/walletsaga/internal/testutil/smsprovider"
 	"github.com/walletsaga/walletsaga/internal/testutil/testdb"
 	"github.com/walletsaga/walletsaga/internal/testutil/wait"
@@ -225,7 +226,7 @@ func TestABrokenProviderReplyNeverWedgesTheLanes(t *testing.T) {
 	}
 	require.Len(t, keys, users*perUser, "one key per SMS, the same for each attempt")
 	for k, sms := range keys {
-		require.Equal(t, notify.ProviderKey(dep, sms[0], sms[1]), k)
+		require.Equal(t, notify.ProviderKey(dep, sms[0], sms[1], notifytest.Epoch), k)
 	}
 }
 

@@ -30,7 +30,22 @@ var (
 	oldestWakeSQL string
 	//go:embed sql/finished.sql
 	finishedSQL string
+	//go:embed sql/prune_rewound.sql
+	pruneRewoundSQL string
+	//go:embed sql/oldest_rewound.sql
+	oldestRewoundSQL string
 )
+
+// PruneRewound deletes up to limit rows set aside from rewound histories (notify.rewound)
+// that were set aside more than window ago, oldest first.
+func (s *Store) PruneRewound(ctx context.Context, window time.Duration, limit int) (int64, error) {
+	return s.prune(ctx, "rewound", pruneRewoundSQL, window, limit)
+}
+
+// OldestRewound returns the age of the oldest row set aside from a rewound history.
+func (s *Store) OldestRewound(ctx context.Context) (time.Duration, error) {
+	return s.oldest(ctx, "rewound", oldestRewoundSQL)
+}
 
 // PruneInbox deletes up to limit inbox rows that finished more than window ago (sent,
 // skipped, or dead-lettered with the dead letter published), oldest first, and returns how

@@ -43,6 +43,10 @@ var (
 	releaseAllSQL string
 	//go:embed sql/deployment.sql
 	deploymentSQL string
+	//go:embed sql/rewind.sql
+	rewindSQL string
+	//go:embed sql/superseded.sql
+	supersededSQL string
 )
 
 // Store holds the gate's statements on a pool. It is safe for concurrent use.
@@ -67,6 +71,9 @@ type Arrival struct {
 	// Traceparent is the W3C traceparent of the span that recorded the arrival ("" untraced):
 	// the lane's send span is its child.
 	Traceparent string
+	// Epoch is the wallet epoch the event was written in (0: not said), EpochSince its
+	// user's first seq in it (see History).
+	Epoch, EpochSince int64
 }
 
 // Arrived is what one Arrive did.
@@ -74,6 +81,10 @@ type Arrived struct {
 	Inserted  int // new (user, seq) rows in the inbox
 	Ignored   int // redeliveries of what the inbox holds or finished already
 	Baselines int // users first seen past seq 1 that start there (fromLast)
+	// Rewound counts the users whose history the write found rewound (an event of a later
+	// wallet epoch) and who had something of the rewound history set aside; Superseded the
+	// arrivals of a rewound history it set aside instead of writing to the inbox.
+	Rewound, Superseded int
 	// Woken counts the users with new rows left to a claim (a wake row each): the others
 	// the write claimed itself, for the ticket's lanes.
 	Woken int
@@ -114,18 +125,31 @@ type ArrivalWrite struct {
 	batch    []Arrival
 	fromLast bool
 	t        *Ticket
-	first    map[int64]int64 // each user's lowest seq in the batch
+	first    map[int64]int64   // each user's lowest seq in the batch
+	newest   map[int64]Arrival // each user's arrival of the latest epoch in the batch
 	users    []int64
 	at       map[int64]Position
 	r        Arrived
+	// rewinds are the users whose history plan found rewound, superseded the arrivals of a
+	// rewound history: QueueWrite sets both aside before it writes the inbox.
+	rewinds    []rewind
+	superseded []Arrival
+}
+
+// rewind is a user whose history the wallet rewound: it began epoch at the user's seq since.
+type rewind struct {
+	user, epoch, since int64
 }
 
 // NewArrival returns the write of batch (see Arrive).
 func (s *Store) NewArrival(batch []Arrival, fromLast bool, t *Ticket) *ArrivalWrite {
-	w := &ArrivalWrite{batch: batch, fromLast: fromLast, t: t, first: map[int64]int64{}}
+	w := &ArrivalWrite{batch: batch, fromLast: fromLast, t: t, first: map[int64]int64{}, newest: map[int64]Arrival{}}
 	for _, a := range batch {
 		if f, ok := w.first[a.UserID]; !ok || a.Seq < f {
 			w.first[a.UserID] = a.Seq
+		}
+		if n, ok := w.newest[a.UserID]; !ok || a.Epoch > n.Epoch {
+			w.newest[a.UserID] = a
 		}
 	}
 	w.users = keys(w.first)
@@ -143,9 +167,27 @@ func (w *ArrivalWrite) QueueRead(b *pgx.Batch) {
 }
 
 // QueueWrite queues the write of the arrivals the gate admits, given what QueueRead read;
-// once b's results are read, Arrived holds what it did.
+// once b's results are read, Arrived holds what it did. Before it, in the same transaction,
+// the rewinds and the superseded arrivals plan found (a restored wallet: rare).
 func (w *ArrivalWrite) QueueWrite(b *pgx.Batch) {
-	b.Queue(arriveSQL, w.plan()).Query(func(rows pgx.Rows) error {
+	args := w.plan()
+	for _, r := range w.rewinds {
+		b.Queue(rewindSQL, pg.Args{"user": r.user, "epoch": r.epoch, "since": r.since}).QueryRow(func(row pgx.Row) error {
+			var moved, kept int
+			if err := row.Scan(&moved, &kept); err != nil {
+				return w.failed(fmt.Errorf("rewind user %d to epoch %d at seq %d: %w", r.user, r.epoch, r.since, err))
+			}
+			if moved > 0 || kept > 0 {
+				w.r.Rewound++
+			}
+			return nil
+		})
+	}
+	if len(w.superseded) > 0 {
+		b.Queue(supersededSQL, supersededArgs(w.superseded, w.at))
+		w.r.Superseded = len(w.superseded)
+	}
+	b.Queue(arriveSQL, args).Query(func(rows pgx.Rows) error {
 		if err := w.scan(rows); err != nil {
 			return w.failed(err)
 		}
@@ -160,17 +202,30 @@ func (w *ArrivalWrite) plan() pg.Args {
 		w.at = map[int64]Position{}
 	}
 	at := w.at
-	var startUsers, startLast, startBaselines []int64
+	var startUsers, startLast, startBaselines, startEpochs, startSinces []int64
 	for u, f := range w.first {
-		if _, ok := at[u]; !ok {
-			p, baseline := start(f, w.fromLast)
-			at[u] = p
+		n := w.newest[u]
+		p, ok := at[u]
+		switch {
+		case !ok:
+			var baseline int64
+			p, baseline = start(f, w.fromLast)
+			p.Epoch, p.EpochSince = n.Epoch, max(n.EpochSince, 1)
 			startUsers, startLast, startBaselines = append(startUsers, u), append(startLast, p.LastSeq), append(startBaselines, baseline)
+			startEpochs, startSinces = append(startEpochs, p.Epoch), append(startSinces, p.EpochSince)
+		case Place(p, n.Epoch, n.Seq) == Rewinds:
+			p = Rewind(p, n.Epoch, n.EpochSince)
+			w.rewinds = append(w.rewinds, rewind{user: u, epoch: n.Epoch, since: n.EpochSince})
 		}
+		at[u] = p
 	}
 	var users, seqs []int64
 	var msgIDs, events, kinds, texts, queues, traceparents []string
 	for _, a := range w.batch {
+		if Place(at[a.UserID], a.Epoch, a.Seq) == Superseded {
+			w.superseded = append(w.superseded, a)
+			continue
+		}
 		if Admit(at[a.UserID], a.Seq, 0) == Finished {
 			continue
 		}
@@ -182,6 +237,7 @@ func (w *ArrivalWrite) plan() pg.Args {
 		"users": users, "seqs": seqs, "msg_ids": msgIDs, "events": events, "kinds": kinds, "texts": texts, "queues": queues,
 		"traceparents": traceparents,
 		"start_users":  startUsers, "start_last_seqs": startLast, "start_baselines": startBaselines,
+		"start_epochs": startEpochs, "start_epoch_sinces": startSinces,
 		"slots": 0, "owner": "", "lease_us": int64(0), "run": 1,
 	}
 	if t := w.t; t != nil {
@@ -220,7 +276,8 @@ func (w *ArrivalWrite) scan(rows pgx.Rows) error {
 		return err
 	}
 	r.claims = hs.out
-	r.Ignored = len(w.batch) - r.Inserted
+	r.Ignored = len(w.batch) - r.Inserted - w.r.Superseded
+	r.Rewound, r.Superseded = w.r.Rewound, w.r.Superseded
 	w.r = r
 	return nil
 }
@@ -241,7 +298,7 @@ func scanPositions(rows pgx.Rows, n int) (map[int64]Position, error) {
 	for rows.Next() {
 		var u int64
 		var p Position
-		if err := rows.Scan(&u, &p.LastSeq, &p.Fence, &p.Leased); err != nil {
+		if err := rows.Scan(&u, &p.LastSeq, &p.Fence, &p.Leased, &p.Epoch, &p.EpochSince); err != nil {
 			return nil, err
 		}
 		at[u] = p
@@ -580,3 +637,16 @@ func (s *Store) DeploymentID(ctx context.Context) (string, error) {
 
 // maxReason is how many characters of a failure reason the notifier's tables keep.
 const maxReason = 1000
+
+// supersededArgs are superseded.sql's arguments for arrivals of a rewound history, each
+// set aside under its user's current epoch (at).
+func supersededArgs(batch []Arrival, at map[int64]Position) pg.Args {
+	n := len(batch)
+	users, seqs, epochs, by := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+	msgIDs, events, texts := make([]string, n), make([]string, n), make([]string, n)
+	for i, a := range batch {
+		users[i], seqs[i], epochs[i], by[i] = a.UserID, a.Seq, a.Epoch, at[a.UserID].Epoch
+		msgIDs[i], events[i], texts[i] = a.MsgID, string(a.Event), a.Text
+	}
+	return pg.Args{"users": users, "seqs": seqs, "epochs": epochs, "by_epochs": by, "msg_ids": msgIDs, "events": events, "texts": texts}
+}

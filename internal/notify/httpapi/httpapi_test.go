@@ -254,7 +254,7 @@ func TestReplayEndpoint(t *testing.T) {
 	require.Equal(t, http.StatusOK, st, "%v", v)
 	var dep string
 	require.NoError(t, e.pool.QueryRow(context.Background(), `SELECT id::text FROM notify.deployment`).Scan(&dep))
-	require.Equal(t, notify.ProviderKey(dep, 1, 2), v["idempotency_key"], "a replay keeps the SMS's key")
+	require.Equal(t, notify.ProviderKey(dep, 1, 2, notifytest.Epoch), v["idempotency_key"], "a replay keeps the SMS's key")
 	require.Equal(t, false, v["already_delivered"])
 	require.Equal(t, "(Delayed) You paid 4.04 CNY for a purchase. Balance: 95.96 CNY.", v["text"])
 	require.Contains(t, e.out.String(), "late=true")

@@ -111,6 +111,7 @@ func Decode(m Message) Decoded {
 		return d
 	}
 	d.UserID, d.Seq, d.Kind, d.Text = ev.UserID, ev.Seq, string(ev.Kind), sms.Text
+	d.Epoch, d.EpochSince = ev.Epoch, ev.EpochSince
 	return d
 }
 
@@ -120,6 +121,10 @@ type Stats struct {
 	Ignored   int64 `json:"ignored"`   // redeliveries of SMS the inbox holds or finished already
 	Bad       int64 `json:"bad"`       // undecodable messages recorded and dead-lettered
 	Baselines int64 `json:"baselines"` // users that started past seq 1 (CONSUME_FROM=last)
+	// Rewound counts the users whose history the wallet rewound (a restore) with something
+	// of it set aside; Superseded the arrivals of a rewound history set aside, never sent.
+	Rewound    int64 `json:"rewound"`
+	Superseded int64 `json:"superseded"`
 	// Writes counts the write transactions run: fewer than the batches received when the
 	// queues' batches share commits.
 	Writes int64 `json:"writes"`
@@ -132,6 +137,8 @@ type Received struct {
 	Bad        int // undecodable messages recorded for the DLQ
 	Baselines  int // users first seen past seq 1 that start there (CONSUME_FROM=last)
 	Duplicates int // bad messages seen before
+	Rewound    int // users whose rewound history was set aside (see gate.History)
+	Superseded int // arrivals of a rewound history set aside, never sent
 	// Woken counts the users with new rows left to the lanes' claims; the others the write
 	// claimed itself, for the lanes it hands them to (HandTo).
 	Woken int
@@ -154,6 +161,7 @@ type Inbox struct {
 	writer   *groupcommit.Committer[writeReq]
 
 	recv, ignored, bad, baselines, writes atomic.Int64
+	rewound, superseded                   atomic.Int64
 }
 
 // writeReq is one queue's batch waiting for the writer, and where to answer.
@@ -202,6 +210,7 @@ func (in *Inbox) Stop(ctx context.Context) error { return in.writer.Stop(ctx) }
 // Stats returns the counters.
 func (in *Inbox) Stats() Stats {
 	return Stats{Received: in.recv.Load(), Ignored: in.ignored.Load(), Bad: in.bad.Load(), Baselines: in.baselines.Load(),
+		Rewound: in.rewound.Load(), Superseded: in.superseded.Load(),
 		Writes: in.writes.Load()}
 }
 
@@ -362,6 +371,7 @@ func (in *Inbox) send(ctx context.Context, good []gate.Arrival, bad []Decoded, t
 	}
 	a := w.Arrived()
 	r.Inserted, r.Ignored, r.Baselines, r.Woken = a.Inserted, a.Ignored, a.Baselines, a.Woken
+	r.Rewound, r.Superseded = a.Rewound, a.Superseded
 	return a, nil
 }
 
@@ -389,6 +399,12 @@ func (in *Inbox) count(r Received) {
 	in.ignored.Add(int64(r.Ignored))
 	in.bad.Add(int64(r.Bad))
 	in.baselines.Add(int64(r.Baselines))
+	in.rewound.Add(int64(r.Rewound))
+	in.superseded.Add(int64(r.Superseded))
+	if r.Rewound > 0 || r.Superseded > 0 {
+		in.log.Warn("the wallet's history was rewound (a restore, a copy or a failover): what the gate held of it is set aside, never sent; see the audit trail (history_rewound)",
+			"users_rewound", r.Rewound, "arrivals_set_aside", r.Superseded)
+	}
 	if r.Baselines > 0 {
 		in.log.Warn("users first seen past seq 1 start there (CONSUME_FROM=last); see GET /v1/gate", "users", r.Baselines)
 	}

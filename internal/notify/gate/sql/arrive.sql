@@ -1,6 +1,7 @@
 -- Arrive: the arrivals the gate admitted (none of them finished), in ONE statement. Each
 -- becomes a pending inbox row unless its (user, seq) is there already. A user the gate had
--- not seen gets its progress row at the start given (@start_*). A user with a new row
+-- not seen gets its progress row at the start given (@start_*: its position, baseline, and
+-- the wallet epoch it starts in). A user with a new row
 -- whose lane is free and idle (due_at NULL), and whose next SMS is one of the new rows, is
 -- claimed here for @owner, as claim.sql would (a new fence, leased and due at the lease's
 -- end), up to @slots users (the workers this process has free): its SMS go to a worker
@@ -37,20 +38,21 @@ WITH ev AS (
 	WHERE p.user_id = ANY(ARRAY(SELECT user_id FROM idle))
 	RETURNING p.user_id, p.last_seq, p.fence
 ), start AS (
-	SELECT s.user_id, s.last_seq, s.baseline_seq,
+	SELECT s.user_id, s.last_seq, s.baseline_seq, s.epoch, s.epoch_since,
 	       -- claimed at once when its first SMS is one of the new rows, while workers are left
 	       row_number() OVER (ORDER BY s.user_id) <= @slots - (SELECT count(*) FROM idle)
 	         AND EXISTS (SELECT 1 FROM ins WHERE ins.user_id = s.user_id AND ins.seq = s.last_seq + 1) AS take
-	FROM unnest(@start_users::bigint[], @start_last_seqs::bigint[], @start_baselines::bigint[]) AS s(user_id, last_seq, baseline_seq)
+	FROM unnest(@start_users::bigint[], @start_last_seqs::bigint[], @start_baselines::bigint[], @start_epochs::bigint[],
+			@start_epoch_sinces::bigint[]) AS s(user_id, last_seq, baseline_seq, epoch, epoch_since)
 	WHERE s.user_id IN (SELECT user_id FROM ins)
 ), fresh AS (
-	INSERT INTO notify.progress (user_id, last_seq, due_at, baseline_seq, baseline_at, lane_owner, lane_until, fence)
+	INSERT INTO notify.progress (user_id, last_seq, due_at, baseline_seq, baseline_at, lane_owner, lane_until, fence, epoch, epoch_since)
 	SELECT s.user_id, s.last_seq,
 		CASE WHEN s.take THEN now() + @lease_us::bigint * interval '1 microsecond' END,
 		NULLIF(s.baseline_seq, 0), CASE WHEN s.baseline_seq > 0 THEN now() END,
 		CASE WHEN s.take THEN @owner::text END,
 		CASE WHEN s.take THEN now() + @lease_us::bigint * interval '1 microsecond' END,
-		CASE WHEN s.take THEN 1 ELSE 0 END
+		CASE WHEN s.take THEN 1 ELSE 0 END, s.epoch, s.epoch_since
 	FROM start s
 	ORDER BY s.user_id
 	ON CONFLICT (user_id) DO NOTHING

@@ -1,0 +1,141 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/walletsaga/walletsaga/internal/testutil/smsprovider"
+	"github.com/walletsaga/walletsaga/internal/testutil/wait"
+)
+
+// pgTool returns the path of a PostgreSQL client program (pg_dump, pg_restore): on PATH, or
+// in the newest /usr/lib/postgresql/*/bin, where Debian's server packages put it.
+func pgTool(t *testing.T, name string) string {
+	t.Helper()
+	if p, err := exec.LookPath(name); err == nil {
+		return p
+	}
+	m, _ := filepath.Glob("/usr/lib/postgresql/*/bin/" + name)
+	require.NotEmpty(t, m, "%s: not on PATH nor under /usr/lib/postgresql/*/bin (Debian's postgresql-client)", name)
+	slices.Sort(m)
+	return m[len(m)-1]
+}
+
+// pgDump takes a backup of the wallet's schema (public) of the database at dbURL, in pg_dump's
+// custom format, and returns its file.
+func pgDump(t *testing.T, dbURL string) string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "wallet.dump")
+	out, err := exec.Command(pgTool(t, "pg_dump"), "--format=custom", "--schema=public", "--file="+file, "--dbname="+dbURL).CombinedOutput()
+	require.NoError(t, err, "pg_dump: %s", out)
+	return file
+}
+
+// pgRestore restores file over the database at dbURL, as an operator restores a backup into
+// the database it came from: what is there is dropped and made again from the backup.
+func pgRestore(t *testing.T, dbURL, file string) {
+	t.Helper()
+	out, err := exec.Command(pgTool(t, "pg_restore"), "--clean", "--if-exists", "--single-transaction", "--exit-on-error",
+		"--dbname="+dbURL, file).CombinedOutput()
+	require.NoError(t, err, "pg_restore: %s", out)
+}
+
+// TestARestoredWalletDatabaseSwallowsNoSMS: the wallet's database is restored from a backup
+// under a notifier that keeps a database of its own. A user had seqs 1 and 2 when the
+// backup was taken, then 3 and 4 (texted), then 5, which waits at the notifier behind an SMS
+// provider outage when the restore happens. After the restore the wallet hands out seqs 3
+// and 4 again, for other balances: both are texted, in order, under keys the provider has
+// not seen, and seq 5 of the rewound history, a balance that no longer exists, is never
+// sent. The notifier sets aside what it held of the rewound history and says so in its
+// audit trail; walletsvc says the history rewound in its metrics.
+func TestARestoredWalletDatabaseSwallowsNoSMS(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStackApart(t)
+	p := newProvider(t)
+	w := s.start("walletsvc", nil)
+	// No SMS is dead-lettered in this test: the outage must hold seq 5 pending.
+	s.start("notifier", webhookEnv(p, "1h"))
+	a := api{t: t, base: func() string { return w.url }}
+	user := a.createUser("rewound", okPhone(1))
+	accepted := func() []smsprovider.Call {
+		return p.Calls(func(c smsprovider.Call) bool { return c.Status == 200 && c.UserID == user })
+	}
+	waitAccepted := func(k int) {
+		t.Helper()
+		wait.Until(t, 60*time.Second, fmt.Sprintf("%d SMS accepted", k), func() bool { return len(accepted()) >= k })
+	}
+
+	a.depositWait(user, 10000, "before-1") // balance 100.00
+	a.depositWait(user, 20000, "before-2") // 300.00
+	waitAccepted(2)
+	backup := pgDump(t, s.dbURL)
+	a.depositWait(user, 30000, "lost-3") // 600.00
+	a.depositWait(user, 40000, "lost-4") // 1000.00
+	waitAccepted(4)
+	var before int64
+	require.NoError(t, s.pool.QueryRow(ctx, `SELECT max(epoch) FROM wallet_epochs`).Scan(&before))
+
+	p.SetOutage(true)
+	a.depositWait(user, 50000, "lost-5") // 1500.00: pending at the notifier when the restore comes
+	wait.Until(t, 60*time.Second, "seq 5 in the notifier's inbox", func() bool {
+		var k int
+		require.NoError(t, s.notify.QueryRow(ctx, `SELECT count(*) FROM notify.notifications WHERE user_id = $1 AND seq = 5 AND status = 'pending'`, user).Scan(&k))
+		return k == 1
+	})
+
+	w.stop(t)
+	pgRestore(t, s.dbURL, backup)
+	w = s.start("walletsvc", nil)
+	var after int64
+	require.NoError(t, s.pool.QueryRow(ctx, `SELECT max(epoch) FROM wallet_epochs`).Scan(&after))
+	require.Greater(t, after, before, "walletsvc began a new epoch on the restored database")
+
+	a.depositWait(user, 1000, "after-3") // seq 3 again: 310.00
+	wait.Until(t, 60*time.Second, "the notifier to take the new epoch", func() bool {
+		var epoch int64
+		require.NoError(t, s.notify.QueryRow(ctx, `SELECT epoch FROM notify.progress WHERE user_id = $1`, user).Scan(&epoch))
+		return epoch == after
+	})
+	p.SetOutage(false)
+	a.depositWait(user, 2000, "after-4") // seq 4 again: 330.00
+	waitAccepted(6)
+	wait.Until(t, 60*time.Second, "every SMS", s.smsDone)
+
+	var texts []string
+	var keys []string
+	for _, c := range accepted() {
+		texts = append(texts, fmt.Sprintf("%d %s", c.Seq, c.Text))
+		keys = append(keys, c.Key)
+	}
+	require.Equal(t, []string{
+		"1 You topped up 100.00 CNY. Balance: 100.00 CNY.",
+		"2 You topped up 200.00 CNY. Balance: 300.00 CNY.",
+		"3 You topped up 300.00 CNY. Balance: 600.00 CNY.",
+		"4 You topped up 400.00 CNY. Balance: 1000.00 CNY.",
+		"3 You topped up 10.00 CNY. Balance: 310.00 CNY.",
+		"4 You topped up 20.00 CNY. Balance: 330.00 CNY.",
+	}, texts, "every balance texted in order, the rewound seq 5 never")
+	require.Len(t, slices.Compact(slices.Sorted(slices.Values(keys))), 6, "each SMS under a key of its own")
+	require.True(t, strings.HasSuffix(keys[4], fmt.Sprintf(":%d:3:%d", user, after)), "the new seq 3's key names the new epoch: %s", keys[4])
+
+	set := func(sql string) int {
+		var k int
+		require.NoError(t, s.notify.QueryRow(ctx, sql, user).Scan(&k))
+		return k
+	}
+	require.Equal(t, 3, set(`SELECT count(*) FROM notify.rewound WHERE user_id = $1 AND what = 'inbox' AND seq IN (3, 4, 5)`),
+		"the inbox rows of seqs 3–5 of the rewound history are set aside")
+	require.Equal(t, 1, set(`SELECT count(*) FROM notify.audit WHERE action = 'history_rewound' AND user_id = $1 AND seq = 3`))
+	s.audit() // the money and the outbox (the SMS went through the provider above, not the SMS log)
+	require.Contains(t, metricsText(t, &proc{url: w.url}), "walletsaga_wallet_history_rewound_timestamp_seconds")
+	require.NotContains(t, metricsText(t, &proc{url: w.url}), "walletsaga_wallet_history_rewound_timestamp_seconds 0\n")
+}
