@@ -67,13 +67,17 @@ type Arrival struct {
 	// Traceparent is the W3C traceparent of the span that recorded the arrival ("" untraced):
 	// the lane's send span is its child.
 	Traceparent string
+	// MayBaseline lets a user the gate has never seen start at this arrival's seq (see
+	// start): set only on the first batch of a queue that the group's very first start
+	// began at its end (CONSUME_FROM=last), whose earlier messages it never reads.
+	MayBaseline bool
 }
 
 // Arrived is what one Arrive did.
 type Arrived struct {
 	Inserted  int // new (user, seq) rows in the inbox
 	Ignored   int // redeliveries of what the inbox holds or finished already
-	Baselines int // users first seen past seq 1 that start there (fromLast)
+	Baselines int // users first seen past seq 1 that start there (MayBaseline)
 	// Woken counts the users with new rows left to a claim (a wake row each): the others
 	// the write claimed itself, for the ticket's lanes.
 	Woken int
@@ -92,12 +96,12 @@ func (a Arrived) Claimed() int { return len(a.claims) }
 // by the write itself for t's lanes (up to the workers t reserved; none with a nil t),
 // under a new fence, as a claim would; every other user with a new row is woken for the
 // lanes' claims. It locks no row another statement holds, so a queue never waits for a
-// lane. fromLast makes a user the gate has never seen start at the lowest seq of its first
-// batch, recorded as its baseline; otherwise it starts at 1. The caller hands the answer
+// lane. A user the gate has never seen starts at 1, or, when its lowest seq in the batch
+// arrived with MayBaseline, at that seq, recorded as its baseline. The caller hands the answer
 // to t.Take once the write has committed (or an empty one if it did not). It sends an
 // ArrivalWrite, which a caller with statements of its own queues in its own batches.
-func (s *Store) Arrive(ctx context.Context, db *pgxpool.Pool, batch []Arrival, fromLast bool, t *Ticket) (Arrived, error) {
-	w := s.NewArrival(batch, fromLast, t)
+func (s *Store) Arrive(ctx context.Context, db *pgxpool.Pool, batch []Arrival, t *Ticket) (Arrived, error) {
+	w := s.NewArrival(batch, t)
 	err := pg.TwoTrips(ctx, db, pg.Bounds{}, w.QueueRead, func(b *pgx.Batch) error {
 		w.QueueWrite(b)
 		return nil
@@ -111,21 +115,24 @@ func (s *Store) Arrive(ctx context.Context, db *pgxpool.Pool, batch []Arrival, f
 // ArrivalWrite is an Arrive to send in two batches of one transaction: QueueRead reads
 // where the users stand; QueueWrite, queued once that is read, writes what the gate admits.
 type ArrivalWrite struct {
-	batch    []Arrival
-	fromLast bool
-	t        *Ticket
-	first    map[int64]int64 // each user's lowest seq in the batch
-	users    []int64
-	at       map[int64]Position
-	r        Arrived
+	batch       []Arrival
+	t           *Ticket
+	first       map[int64]int64 // each user's lowest seq in the batch
+	mayBaseline map[int64]bool  // whether every arrival of that seq came with MayBaseline
+	users       []int64
+	at          map[int64]Position
+	r           Arrived
 }
 
 // NewArrival returns the write of batch (see Arrive).
-func (s *Store) NewArrival(batch []Arrival, fromLast bool, t *Ticket) *ArrivalWrite {
-	w := &ArrivalWrite{batch: batch, fromLast: fromLast, t: t, first: map[int64]int64{}}
+func (s *Store) NewArrival(batch []Arrival, t *Ticket) *ArrivalWrite {
+	w := &ArrivalWrite{batch: batch, t: t, first: map[int64]int64{}, mayBaseline: map[int64]bool{}}
 	for _, a := range batch {
-		if f, ok := w.first[a.UserID]; !ok || a.Seq < f {
-			w.first[a.UserID] = a.Seq
+		switch f, ok := w.first[a.UserID]; {
+		case !ok || a.Seq < f:
+			w.first[a.UserID], w.mayBaseline[a.UserID] = a.Seq, a.MayBaseline
+		case a.Seq == f:
+			w.mayBaseline[a.UserID] = w.mayBaseline[a.UserID] && a.MayBaseline
 		}
 	}
 	w.users = keys(w.first)
@@ -163,7 +170,7 @@ func (w *ArrivalWrite) plan() pg.Args {
 	var startUsers, startLast, startBaselines []int64
 	for u, f := range w.first {
 		if _, ok := at[u]; !ok {
-			p, baseline := start(f, w.fromLast)
+			p, baseline := start(f, w.mayBaseline[u])
 			at[u] = p
 			startUsers, startLast, startBaselines = append(startUsers, u), append(startLast, p.LastSeq), append(startBaselines, baseline)
 		}
