@@ -37,9 +37,10 @@ func TestASecondStartOfALastGroupDeliversWhatCameWhileItWasDown(t *testing.T) {
 	const queues = 4
 	b, topic, group := ownTopic(t, "again", queues)
 	pool, dbURL := testdb.New(t)
-	userA := userOn(t, queues, func(q int) bool { return true })
-	userN := userOn(t, queues, func(q int) bool { return q == queueOf(t, userA, queues) }, userA)
-	userB := userOn(t, queues, func(q int) bool { return q != queueOf(t, userA, queues) }, userA, userN)
+	queueA := func(u int64) bool { return queueOf(t, u, queues) == queueOf(t, 1000, queues) }
+	userA := userWith(t, queueA)
+	userN := userWith(t, queueA, userA)
+	userB := userWith(t, func(u int64) bool { return !queueA(u) })
 	p := producerTo(t, b, topic)
 	send := p.send
 	send(userA, 1, -1)
@@ -93,8 +94,9 @@ func TestQueuesAddedWhileTheNotifierRunsAreConsumedFromTheirFirstMessage(t *test
 	b, topic, group := ownTopic(t, "grown", before)
 	pool, dbURL := testdb.New(t)
 	added := func(q int) bool { return q >= before }
-	userM := userOn(t, after, added)
-	userF := userOn(t, after, added, userM)
+	onAdded := func(u int64) bool { return added(queueOf(t, u, after)) }
+	userM := userWith(t, onAdded)
+	userF := userWith(t, onAdded, userM)
 
 	namesrv := newDoor(t, b.Namesrv)
 	namesrv.open()
@@ -136,16 +138,15 @@ func queueOf(t *testing.T, user int64, queues int) int {
 	return hash.Slot(strconv.FormatInt(user, 10), queues)
 }
 
-// userOn returns the first user id from 1000 on, other than not, whose events go to a queue
-// that want accepts, on a topic of queues queues.
-func userOn(t *testing.T, queues int, want func(queue int) bool, not ...int64) int64 {
+// userWith returns the first user id from 1000 on, other than not, that want accepts.
+func userWith(t *testing.T, want func(user int64) bool, not ...int64) int64 {
 	t.Helper()
 	for u := int64(1000); u < 100_000; u++ {
-		if !slices.Contains(not, u) && want(queueOf(t, u, queues)) {
+		if !slices.Contains(not, u) && want(u) {
 			return u
 		}
 	}
-	t.Fatal("no user id goes to the queues wanted")
+	t.Fatal("no user id is as wanted")
 	return 0
 }
 
