@@ -14,8 +14,8 @@
 // a crash) leaves no record, and the next start is still the group's first. Several replicas
 // starting at once take it atomically: one wins, the others place every queue without an
 // offset at its first message. A queue the first start places at its end has that start
-// committed to the broker at once (the client's patch 17), so it never again lacks an offset:
-// a later start resumes it there rather than replaying what came before the group.
+// committed to the broker at once (the client's patch 17), so a later start finds an offset
+// there and resumes it, rather than replaying what came before the group.
 package groupstart
 
 import (

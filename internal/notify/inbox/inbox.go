@@ -392,7 +392,7 @@ func (in *Inbox) count(r Received) {
 	in.bad.Add(int64(r.Bad))
 	in.baselines.Add(int64(r.Baselines))
 	if r.Baselines > 0 {
-		in.log.Warn("users first seen past seq 1 in a queue's first batch after the group's first start at its end start there (CONSUME_FROM=last); see GET /v1/gate", "users", r.Baselines)
+		in.log.Warn("users first seen past seq 1, in a queue's first batch after the group's first start began it at its end (CONSUME_FROM=last), start there; see GET /v1/gate", "users", r.Baselines)
 	}
 	in.received(r)
 }
