@@ -15,6 +15,7 @@ func message(d ordering.Delivery) inbox.Message {
 	return inbox.Message{
 		MsgID: d.MsgID, Topic: d.Topic, Queue: d.QueueLabel(), Offset: d.QueueOffset, ShardingKey: d.ShardingKey, Body: d.Body,
 		DeadLetterReason: d.Properties[ordering.PropertyDeadLetterReason], Traceparent: d.Properties[ordering.PropertyTraceparent],
+		MayBaseline: d.FirstAtEnd,
 	}
 }
 

@@ -30,7 +30,7 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 	g, bad := gate.NewStore(pool), inbox.NewStore(pool)
 	lanes, err := gate.NewLanes(g, gate.LaneConfig{Owner: "openapi-test", Policy: gate.DefaultRetryPolicy, Sender: senders.NewLogSender(nil), Logger: log})
 	require.NoError(t, err)
-	view := &httpapi.Gate{Store: g, Lanes: lanes, Inbox: inbox.NewInbox(bad, g, false, nil, log),
+	view := &httpapi.Gate{Store: g, Lanes: lanes, Inbox: inbox.NewInbox(bad, g, nil, log),
 		DLQBacklog: deadletters.NewPublisher(g, bad, nil, 0, log).Backlog, GapAlertAfter: time.Minute}
 	e := newServer(config{}, log, pool, view, deadletters.NewOperator(pool, g, senders.NewLogSender(nil)), metrics.NewRegistry())
 

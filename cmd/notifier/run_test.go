@@ -201,7 +201,7 @@ func TestStartsWithoutTheBrokerAndConsumesOnceItIsBack(t *testing.T) {
 
 	// What an earlier run consumed and did not deliver yet: user 7's first SMS.
 	ctx := context.Background()
-	_, err := gate.NewStore(pool).Arrive(ctx, pool, []gate.Arrival{decoded(t, notifytest.Event(7, 1, walletevent.Deposit, 1000))}, false, nil)
+	_, err := gate.NewStore(pool).Arrive(ctx, pool, []gate.Arrival{decoded(t, notifytest.Event(7, 1, walletevent.Deposit, 1000))}, nil)
 	require.NoError(t, err)
 
 	namesrv := newDoor(t, b.Namesrv) // closed: every connection is refused until it opens
@@ -339,6 +339,18 @@ func newDoor(t *testing.T, target string) *door {
 }
 
 func (g *door) open() { g.isOpen.Store(true) }
+
+// shut refuses every connection again, and cuts the ones open: the name server cannot be
+// reached any more.
+func (g *door) shut() {
+	g.isOpen.Store(false)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, c := range g.conns {
+		_ = c.Close()
+	}
+	g.conns = nil
+}
 
 func (g *door) forward(c net.Conn) {
 	defer c.Close() //nolint:errcheck // a test forwarder: nothing to do about a failed close

@@ -14,6 +14,7 @@ import (
 	"github.com/walletsaga/walletsaga/internal/metrics"
 	"github.com/walletsaga/walletsaga/internal/notify/deadletters"
 	"github.com/walletsaga/walletsaga/internal/notify/gate"
+	"github.com/walletsaga/walletsaga/internal/notify/groupstart"
 	"github.com/walletsaga/walletsaga/internal/notify/httpapi"
 	"github.com/walletsaga/walletsaga/internal/notify/inbox"
 	"github.com/walletsaga/walletsaga/internal/notify/instance"
@@ -83,7 +84,7 @@ func build(ctx context.Context, cfg config, log *slog.Logger, pool *pgxpool.Pool
 	if err != nil {
 		return n, err
 	}
-	in := inbox.NewInbox(bad, gates, cfg.ConsumeFrom == "last", func(r inbox.Received) {
+	in := inbox.NewInbox(bad, gates, func(r inbox.Received) {
 		if r.Woken > 0 {
 			lanes.Wake()
 		}
@@ -92,11 +93,15 @@ func build(ctx context.Context, cfg config, log *slog.Logger, pool *pgxpool.Pool
 		}
 	}, log)
 	in.HandTo(lanes)
+	// CONSUME_FROM=last is a one-shot: the group's first start, recorded in its database,
+	// starts the queues it found at their end; anything else starts a queue without an
+	// offset at its first message.
+	starts := groupstart.NewPlan(groupstart.NewStore(pool), cfg.Group, cfg.Topic, cfg.ConsumeFrom, cfg.Instance, log)
 	consumer, err := ordering.NewOrderlyConsumer(ordering.ConsumerConfig{
 		Namesrv: namesrv, Group: cfg.Group, Topic: cfg.Topic,
 		BatchSize: cfg.ConsumeBatch, Buffer: cfg.ConsumeBuffer, PullWait: cfg.ConsumePullWait,
 		HandlerTimeout: cfg.HandlerTimeout, SuspendDelay: cfg.SuspendDelay,
-		FromFirstOffset: cfg.ConsumeFrom == "first", Instance: cfg.Instance, Credentials: creds, Logger: log,
+		FromFirstOffset: cfg.ConsumeFrom == "first", StartAtEnd: starts.AtEnd, Instance: cfg.Instance, Credentials: creds, Logger: log,
 	}, consume(in.Handle))
 	if err != nil {
 		return n, err

@@ -69,7 +69,7 @@ func TestADepositIsOneTraceFromRequestToSMS(t *testing.T) {
 	lanes, err := gate.NewLanes(gates, gate.LaneConfig{Workers: 4, Owner: "trace-test", Poll: 50 * time.Millisecond,
 		Policy: gate.DefaultRetryPolicy, Sender: sender, Logger: log})
 	require.NoError(t, err)
-	in := inbox.NewInbox(inbox.NewStore(pool), gates, false, func(inbox.Received) { lanes.Wake() }, log)
+	in := inbox.NewInbox(inbox.NewStore(pool), gates, func(inbox.Received) { lanes.Wake() }, log)
 	in.HandTo(lanes)
 	require.NoError(t, in.Start(context.Background()))
 	t.Cleanup(func() { require.NoError(t, in.Stop(context.Background())) })

@@ -33,6 +33,10 @@ type Delivery struct {
 	BornAt         time.Time
 	Body           []byte
 	Properties     map[string]string
+	// FirstAtEnd is set on the messages of the first batch this consumer delivers from a
+	// queue that StartAtEnd started at its end (again on each delivery of that batch, until
+	// it is acknowledged): the first messages of a queue whose earlier ones were never read.
+	FirstAtEnd bool
 }
 
 // Handler handles a batch of messages of one queue, in queue order; it is never called
@@ -61,8 +65,18 @@ type ConsumerConfig struct {
 	// The client's own default retries at once.
 	SuspendDelay time.Duration
 	// FromFirstOffset starts a group that has no committed offset at the queue's start
-	// (default: at its end, the client's default).
+	// (default: at its end, the client's default). StartAtEnd, when set, decides instead.
 	FromFirstOffset bool
+	// StartAtEnd, when set, decides where each queue of the topic starts that the group has
+	// no committed offset on: at its end (only what is stored from then on) when it answers
+	// true, else at its first message. It is given the queue ("<broker>/<id>") and the
+	// topic's queues as the consumer read them from the name server when it started (each
+	// start attempt reads them again), and is asked whenever the consumer takes such a queue;
+	// an error leaves the queue untaken until the next rebalance. A queue it starts at its
+	// end has that start committed as the group's offset at once (client patch 17: a restart
+	// resumes it there), and the messages of the first batch then delivered from it carry
+	// FirstAtEnd. The group's retry topic always starts at its first message.
+	StartAtEnd func(queue string, atStart []string) (bool, error)
 	// PullWait is how long a queue waits, after a pull that brought what the queue held,
 	// before it pulls again: at moderate rates a few messages then gather per pull instead of
 	// one (each pull costs a request at the broker and here, whatever it brings). A pull that
@@ -120,6 +134,13 @@ type OrderlyConsumer struct {
 	inflight sync.WaitGroup
 	panics   atomic.Int64
 	running  atomic.Bool
+
+	// For StartAtEnd: the topic's queues read by the start attempt, the queues this process
+	// started at their end, and those of them whose first batch is not acknowledged yet.
+	startMu      sync.Mutex
+	atStart      []string
+	startedAtEnd map[string]bool
+	firstPending map[string]bool
 }
 
 // NewOrderlyConsumer creates a consumer; Start begins consumption.
@@ -194,10 +215,58 @@ func NewOrderlyConsumer(cfg ConsumerConfig, h Handler) (*OrderlyConsumer, error)
 	if cfg.StartRetryMax < cfg.StartRetry {
 		cfg.StartRetryMax = max(cfg.StartRetry, 30*time.Second)
 	}
-	c := &OrderlyConsumer{cfg: cfg, handler: h, opts: opts, log: cfg.Logger.With("group", cfg.Group, "topic", cfg.Topic),
-		lastErr: errors.New("not started"), stopped: make(chan struct{})}
+	c := &OrderlyConsumer{cfg: cfg, handler: h, log: cfg.Logger.With("group", cfg.Group, "topic", cfg.Topic),
+		lastErr: errors.New("not started"), stopped: make(chan struct{}),
+		startedAtEnd: map[string]bool{}, firstPending: map[string]bool{}}
+	if cfg.StartAtEnd != nil {
+		opts = append(opts, consumer.WithQueueStart(c.queueStart))
+	}
+	c.opts = opts
 	c.connect = lifecycle.NewRunner(c.connectLoop)
 	return c, nil
+}
+
+// queueStart is the client's QueueStart (client patch 17): where a queue without a committed
+// offset starts, as StartAtEnd says for the topic's queues.
+func (c *OrderlyConsumer) queueStart(mq primitive.MessageQueue) (consumer.ConsumeFromWhere, error) {
+	if mq.Topic != c.cfg.Topic {
+		return consumer.ConsumeFromFirstOffset, nil // the group's retry topic
+	}
+	q := Queue{Broker: mq.BrokerName, ID: mq.QueueId}.String()
+	c.startMu.Lock()
+	atStart := c.atStart
+	c.startMu.Unlock()
+	end, err := c.cfg.StartAtEnd(q, atStart)
+	if err != nil {
+		c.log.Warn("cannot tell where a queue without an offset starts; it is taken at a later rebalance", "queue", q, "err", err)
+		return 0, fmt.Errorf("ordering: where queue %s starts: %w", q, err)
+	}
+	if !end {
+		return consumer.ConsumeFromFirstOffset, nil
+	}
+	c.startMu.Lock()
+	defer c.startMu.Unlock()
+	// The client asks again before the queue's first pull, unless the broker has the start
+	// committed by then: still the same start, and the same first batch.
+	if !c.startedAtEnd[q] {
+		c.startedAtEnd[q], c.firstPending[q] = true, true
+	}
+	return consumer.ConsumeFromLastOffset, nil
+}
+
+// firstAtEnd reports whether a batch of queue q is the first one since StartAtEnd started q
+// at its end; acknowledged says that batch is done with.
+func (c *OrderlyConsumer) firstAtEnd(q string, acknowledged bool) bool {
+	if c.cfg.StartAtEnd == nil {
+		return false
+	}
+	c.startMu.Lock()
+	defer c.startMu.Unlock()
+	first := c.firstPending[q]
+	if acknowledged {
+		delete(c.firstPending, q)
+	}
+	return first
 }
 
 // Start begins consuming in the background: it returns at once, and connects (creating the
@@ -247,6 +316,15 @@ func (c *OrderlyConsumer) connectLoop(ctx context.Context) error {
 // shut down and not reused). It holds no lock while it talks to the name server (a start
 // can take seconds to fail), so Err answers meanwhile.
 func (c *OrderlyConsumer) tryStart() error {
+	if c.cfg.StartAtEnd != nil {
+		queues, err := c.readQueues()
+		if err != nil {
+			return err
+		}
+		c.startMu.Lock()
+		c.atStart = queues
+		c.startMu.Unlock()
+	}
 	pc, err := rocketmq.NewPushConsumer(c.opts...)
 	if err != nil {
 		return fmt.Errorf("ordering: new consumer: %w", err)
@@ -263,6 +341,26 @@ func (c *OrderlyConsumer) tryStart() error {
 	defer c.mu.Unlock()
 	c.pc = pc
 	return nil
+}
+
+// readQueues reads the topic's queues from the name server, for StartAtEnd.
+func (c *OrderlyConsumer) readQueues() ([]string, error) {
+	adm, err := NewAdmin(c.cfg.Namesrv, c.cfg.Credentials)
+	if err != nil {
+		return nil, err
+	}
+	defer adm.Close() //nolint:errcheck // a client of this read only; a failed close loses nothing
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	mqs, err := adm.FetchPublishMessageQueues(ctx, c.cfg.Topic)
+	if err != nil {
+		return nil, fmt.Errorf("ordering: queues of %s: %w", c.cfg.Topic, err)
+	}
+	queues := make([]string, len(mqs))
+	for i, mq := range mqs {
+		queues[i] = Queue{Broker: mq.BrokerName, ID: mq.QueueId}.String()
+	}
+	return queues, nil
 }
 
 // Running reports whether the consumer has started (it is then consuming whatever queues
@@ -350,12 +448,17 @@ func (c *OrderlyConsumer) consume(ctx context.Context, msgs ...*primitive.Messag
 	for i, m := range msgs {
 		batch[i] = toDelivery(m)
 	}
+	first := c.firstAtEnd(batch[0].QueueLabel(), false)
+	for i := range batch {
+		batch[i].FirstAtEnd = first
+	}
 	if err := c.handle(batch); err != nil {
 		c.log.Warn("batch not taken; the queue pauses and it comes again", "queue", batch[0].QueueLabel(),
 			"offset", batch[0].QueueOffset, "messages", len(batch), "in", c.cfg.SuspendDelay, "err", err)
 		setSuspend(octx, c.cfg.SuspendDelay)
 		return consumer.SuspendCurrentQueueAMoment, nil
 	}
+	c.firstAtEnd(batch[0].QueueLabel(), true)
 	return consumer.ConsumeSuccess, nil
 }
 

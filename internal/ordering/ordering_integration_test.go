@@ -590,3 +590,119 @@ func TestAGroupThatStartsAtTheEndTakesEveryQueue(t *testing.T) {
 		require.False(t, again, "%s was consumed before the group's offset", body)
 	}
 }
+
+// TestStartAtEndPlacesEachQueueWithoutAnOffset: StartAtEnd decides, queue by queue, where a
+// queue the group has no offset on starts (client patch 17), given the queues the consumer
+// read at its start. Of a topic's three queues, each holding a message from before the group,
+// the two it starts at their end deliver only what comes after (a queue's first batch marked
+// FirstAtEnd, the next not), the other its first message on. A start at the end is
+// committed at once: a second consumer of the group, started once the first stopped, resumes
+// at its start the queue the first placed at its end and consumed nothing from, instead of
+// asking again (and starting it at an end that moved past what came meanwhile).
+func TestStartAtEndPlacesEachQueueWithoutAnOffset(t *testing.T) {
+	t.Parallel()
+	b := rmqtest.Require(t)
+	const queues = 3
+	topic, group := rmqtest.Unique("it-start"), rmqtest.Unique("it-start-group")
+	b.CreateTopic(t, topic, queues)
+	p, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: []string{b.Namesrv}, Credentials: b.Credentials, Group: rmqtest.Unique("it-start-producer")})
+	require.NoError(t, err)
+	defer p.Shutdown() //nolint:errcheck // the test's own client; a failed shutdown changes nothing it checks
+	hash, err := ordering.ParseKeyHash("")
+	require.NoError(t, err)
+	keyOn := map[int]string{}
+	for i := 0; len(keyOn) < queues; i++ {
+		k := "k-" + strconv.Itoa(i)
+		if _, ok := keyOn[hash.Slot(k, queues)]; !ok {
+			keyOn[hash.Slot(k, queues)] = k
+		}
+	}
+	var broker string
+	send := func(queue int, body string) {
+		res, err := p.SendOrderly(context.Background(), ordering.Message{Topic: topic, ShardingKey: keyOn[queue], Body: []byte(body)})
+		require.NoError(t, err)
+		require.Equal(t, queue, res.QueueID)
+		broker = res.Broker
+	}
+	send(0, "end-before")
+	send(1, "first-before")
+	send(2, "quiet-before")
+	q := func(id int) string { return broker + "/" + strconv.Itoa(id) }
+	all := []string{q(0), q(1), q(2)}
+
+	type got struct {
+		body  string
+		first bool
+	}
+	var (
+		mu      sync.Mutex
+		bodies  []got
+		asked   []string
+		seen    [][]string
+		stored  wait.Signal
+		started wait.Signal
+	)
+	consume := func() *ordering.OrderlyConsumer {
+		return startConsumer(t, ordering.ConsumerConfig{
+			Namesrv: []string{b.Namesrv}, Credentials: b.Credentials, Group: group, Topic: topic,
+			StartAtEnd: func(queue string, atStart []string) (bool, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				asked, seen = append(asked, queue), append(seen, atStart)
+				started.Raise()
+				return queue != q(1), nil
+			},
+		}, func(_ context.Context, batch []ordering.Delivery) error {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, d := range batch {
+				bodies = append(bodies, got{string(d.Body), d.FirstAtEnd})
+			}
+			stored.Raise()
+			return nil
+		})
+	}
+	has := func(body string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.ContainsFunc(bodies, func(g got) bool { return g.body == body })
+	}
+	c1 := consume()
+	wait.On(t, 60*time.Second, "every queue placed", started.Next, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(asked) >= queues
+	})
+	wait.On(t, 30*time.Second, "the message from before the group on the queue started at its first message", stored.Next,
+		func() bool { return has("first-before") })
+	wait.Until(t, 30*time.Second, "the consumer to hold every queue", func() bool { held, _ := c1.Assignment(); return held == queues })
+	send(0, "end-1")
+	wait.On(t, 30*time.Second, "the first message after the start at the end", stored.Next, func() bool { return has("end-1") })
+	send(0, "end-2")
+	wait.On(t, 30*time.Second, "the next one", stored.Next, func() bool { return has("end-2") })
+	stopConsumer(t, c1)
+
+	// Queue 2 was placed at its end and nothing came since: only the start's commit gave it
+	// an offset.
+	send(2, "quiet-1")
+	mu.Lock()
+	askedByFirst := slices.Clone(asked)
+	mu.Unlock()
+	c2 := consume()
+	defer stopConsumer(t, c2)
+	wait.On(t, 60*time.Second, "the second consumer to resume where the first placed the quiet queue", stored.Next, func() bool { return has("quiet-1") })
+
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []got{{"first-before", false}, {"end-1", true}, {"end-2", false}, {"quiet-1", false}}, bodies,
+		"nothing from before a start at the end; a queue's first batch after it marked, and only that one")
+	// The client asks again before a queue's first pull unless the broker has its offset by
+	// then: a queue started at its first message, or one whose commit was still on its way.
+	placed := slices.Clone(askedByFirst)
+	slices.Sort(placed)
+	require.Equal(t, all, slices.Compact(placed), "the first consumer placed every queue")
+	require.Equal(t, askedByFirst, asked, "the second found an offset on every queue")
+	for _, s := range seen {
+		require.ElementsMatch(t, all, s, "the queues read at the start")
+	}
+}

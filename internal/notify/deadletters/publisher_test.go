@@ -76,7 +76,7 @@ func TestDeadLettersReachTheDLQFromTheirRecordedIntent(t *testing.T) {
 	notifytest.Seed(t, pool,
 		notifytest.Row{Event: notifytest.Event(1, 1, walletevent.Deposit, 404), Status: gate.StatusDeadLettered, Attempts: 3, FinishedAt: time.Now()},
 		notifytest.Row{Event: notifytest.Event(2, 1, walletevent.Deposit, 404), Status: gate.StatusDeadLettered, Attempts: 3, FinishedAt: time.Now()})
-	in := inbox.NewInbox(bad, g, false, nil, quiet)
+	in := inbox.NewInbox(bad, g, nil, quiet)
 	require.NoError(t, in.Start(ctx))
 	defer func() { require.NoError(t, in.Stop(context.Background())) }()
 	require.NoError(t, in.Handle(ctx, []inbox.Message{{MsgID: "bad-9", Queue: "broker-a/0", Body: []byte("garbage")}}))

@@ -105,10 +105,12 @@ func Advance(p Position, seq int64, v Verdict) Position {
 }
 
 // start is where a user the gate has never seen starts, given the lowest seq of its first
-// arrivals: at seq 1, or, for a group that starts at the end of the topic (fromLast), at
-// first, recorded as the user's baseline (0: none).
-func start(first int64, fromLast bool) (p Position, baseline int64) {
-	if !fromLast {
+// arrivals: at seq 1, so that an earlier seq arriving late is waited for and sent; or, when
+// that arrival may set a baseline (Arrival.MayBaseline: the first batch of a queue the
+// group's first start began at its end, before which nothing was read), at first, recorded
+// as the user's baseline (0: none).
+func start(first int64, mayBaseline bool) (p Position, baseline int64) {
+	if !mayBaseline {
 		return Position{}, 0
 	}
 	if first > 1 {

@@ -63,21 +63,35 @@ func TestAdvance(t *testing.T) {
 	require.Equal(t, at, Advance(at, 4, Sent), "finished already")
 }
 
-// A user the gate has never seen starts at seq 1, or, when the group started at the end of
-// the topic, at its first seq, recorded as a baseline: seqs before it count as finished.
+// A user the gate has never seen starts at seq 1, so that an earlier seq arriving late is
+// waited for and sent; only when its first arrival may set a baseline (the first batch of a
+// queue the group's first start began at its end) does it start there, recorded as a
+// baseline: the seqs before it count as finished and are never sent.
 func TestWhereANewUserStarts(t *testing.T) {
 	t.Parallel()
-	p, baseline := start(5, false)
-	require.Equal(t, Position{}, p)
-	require.Zero(t, baseline)
-	require.Equal(t, Waiting, Admit(p, 5, 0), "from seq 1, seq 5 waits for 1..4")
-	p, baseline = start(5, true)
-	require.Equal(t, Position{LastSeq: 4}, p)
-	require.EqualValues(t, 5, baseline)
-	require.Equal(t, Next, Admit(p, 5, 0))
-	require.Equal(t, Finished, Admit(p, 3, 0), "before the baseline: never sent")
-	_, baseline = start(1, true)
-	require.Zero(t, baseline, "a user first seen at seq 1 has no baseline")
+	for _, c := range []struct {
+		name        string
+		first       int64 // the lowest seq of its first arrivals
+		mayBaseline bool
+		want        Position
+		baseline    int64
+		atFirst     Admission // Admit of seq first
+		atOne       Admission // Admit of seq 1
+	}{
+		{"first seen at seq 1", 1, false, Position{}, 0, Next, Next},
+		{"first seen at seq 5: seq 1 is waited for", 5, false, Position{}, 0, Waiting, Next},
+		{"first seen at seq 5 where it may set a baseline", 5, true, Position{LastSeq: 4}, 5, Next, Finished},
+		{"first seen at seq 1 where it may set a baseline: none", 1, true, Position{}, 0, Next, Next},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			p, baseline := start(c.first, c.mayBaseline)
+			require.Equal(t, c.want, p)
+			require.Equal(t, c.baseline, baseline)
+			require.Equal(t, c.atFirst, Admit(p, c.first, 0))
+			require.Equal(t, c.atOne, Admit(p, 1, 0))
+		})
+	}
 }
 
 // TestWhatAnEpochSays: Place and Rewind, case by case. The user stands at seq 6 of epoch 20,

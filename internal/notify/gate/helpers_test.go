@@ -38,9 +38,13 @@ func inbound(t testing.TB, user, seq, amount int64) Arrival {
 	return Arrival{MsgID: fmt.Sprintf("m-%d-%d", user, seq), Event: b, UserID: user, Seq: seq, Kind: string(ev.Kind), Text: m.Text}
 }
 
-func receive(t testing.TB, s *Store, fromLast bool, ms ...Arrival) Arrived {
+// receive writes ms through the gate, each with MayBaseline when mayBaseline is set.
+func receive(t testing.TB, s *Store, mayBaseline bool, ms ...Arrival) Arrived {
 	t.Helper()
-	r, err := s.Arrive(context.Background(), s.db, ms, fromLast, nil)
+	for i := range ms {
+		ms[i].MayBaseline = ms[i].MayBaseline || mayBaseline
+	}
+	r, err := s.Arrive(context.Background(), s.db, ms, nil)
 	require.NoError(t, err)
 	return r
 }
@@ -50,7 +54,7 @@ func receive(t testing.TB, s *Store, fromLast bool, ms ...Arrival) Arrived {
 // for the others.
 func arriveFor(ctx context.Context, s *Store, l *Lanes, ms ...Arrival) (Arrived, error) {
 	ticket := l.Reserve(len(ms))
-	a, err := s.Arrive(ctx, s.db, ms, false, ticket)
+	a, err := s.Arrive(ctx, s.db, ms, ticket)
 	if err != nil {
 		ticket.Take(Arrived{})
 		return a, err

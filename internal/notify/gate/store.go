@@ -74,13 +74,17 @@ type Arrival struct {
 	// Epoch is the wallet epoch the event was written in (0: not said), EpochSince its
 	// user's first seq in it (see History).
 	Epoch, EpochSince int64
+	// MayBaseline lets a user the gate has never seen start at this arrival's seq (see
+	// start): set only on the first batch of a queue that the group's very first start
+	// began at its end (CONSUME_FROM=last), whose earlier messages it never reads.
+	MayBaseline bool
 }
 
 // Arrived is what one Arrive did.
 type Arrived struct {
 	Inserted  int // new (user, seq) rows in the inbox
 	Ignored   int // redeliveries of what the inbox holds or finished already
-	Baselines int // users first seen past seq 1 that start there (fromLast)
+	Baselines int // users first seen past seq 1 that start there (MayBaseline)
 	// Rewound counts the users whose history the write found rewound (an event of a later
 	// wallet epoch) and who had something of the rewound history set aside; Superseded the
 	// arrivals of a rewound history it set aside instead of writing to the inbox.
@@ -103,12 +107,12 @@ func (a Arrived) Claimed() int { return len(a.claims) }
 // by the write itself for t's lanes (up to the workers t reserved; none with a nil t),
 // under a new fence, as a claim would; every other user with a new row is woken for the
 // lanes' claims. It locks no row another statement holds, so a queue never waits for a
-// lane. fromLast makes a user the gate has never seen start at the lowest seq of its first
-// batch, recorded as its baseline; otherwise it starts at 1. The caller hands the answer
+// lane. A user the gate has never seen starts at 1, or, when its lowest seq in the batch
+// arrived with MayBaseline, at that seq, recorded as its baseline. The caller hands the answer
 // to t.Take once the write has committed (or an empty one if it did not). It sends an
 // ArrivalWrite, which a caller with statements of its own queues in its own batches.
-func (s *Store) Arrive(ctx context.Context, db *pgxpool.Pool, batch []Arrival, fromLast bool, t *Ticket) (Arrived, error) {
-	w := s.NewArrival(batch, fromLast, t)
+func (s *Store) Arrive(ctx context.Context, db *pgxpool.Pool, batch []Arrival, t *Ticket) (Arrived, error) {
+	w := s.NewArrival(batch, t)
 	err := pg.TwoTrips(ctx, db, pg.Bounds{}, w.QueueRead, func(b *pgx.Batch) error {
 		w.QueueWrite(b)
 		return nil
@@ -122,14 +126,14 @@ func (s *Store) Arrive(ctx context.Context, db *pgxpool.Pool, batch []Arrival, f
 // ArrivalWrite is an Arrive to send in two batches of one transaction: QueueRead reads
 // where the users stand; QueueWrite, queued once that is read, writes what the gate admits.
 type ArrivalWrite struct {
-	batch    []Arrival
-	fromLast bool
-	t        *Ticket
-	first    map[int64]int64   // each user's lowest seq in the batch
-	newest   map[int64]Arrival // each user's arrival of the latest epoch in the batch
-	users    []int64
-	at       map[int64]Position
-	r        Arrived
+	batch       []Arrival
+	t           *Ticket
+	first       map[int64]int64   // each user's lowest seq in the batch
+	mayBaseline map[int64]bool    // whether every arrival of that seq came with MayBaseline
+	newest      map[int64]Arrival // each user's arrival of the latest epoch in the batch
+	users       []int64
+	at          map[int64]Position
+	r           Arrived
 	// rewinds are the users whose history plan found rewound, superseded the arrivals of a
 	// rewound history: QueueWrite sets both aside before it writes the inbox.
 	rewinds    []rewind
@@ -142,11 +146,14 @@ type rewind struct {
 }
 
 // NewArrival returns the write of batch (see Arrive).
-func (s *Store) NewArrival(batch []Arrival, fromLast bool, t *Ticket) *ArrivalWrite {
-	w := &ArrivalWrite{batch: batch, fromLast: fromLast, t: t, first: map[int64]int64{}, newest: map[int64]Arrival{}}
+func (s *Store) NewArrival(batch []Arrival, t *Ticket) *ArrivalWrite {
+	w := &ArrivalWrite{batch: batch, t: t, first: map[int64]int64{}, mayBaseline: map[int64]bool{}, newest: map[int64]Arrival{}}
 	for _, a := range batch {
-		if f, ok := w.first[a.UserID]; !ok || a.Seq < f {
-			w.first[a.UserID] = a.Seq
+		switch f, ok := w.first[a.UserID]; {
+		case !ok || a.Seq < f:
+			w.first[a.UserID], w.mayBaseline[a.UserID] = a.Seq, a.MayBaseline
+		case a.Seq == f:
+			w.mayBaseline[a.UserID] = w.mayBaseline[a.UserID] && a.MayBaseline
 		}
 		if n, ok := w.newest[a.UserID]; !ok || a.Epoch > n.Epoch {
 			w.newest[a.UserID] = a
@@ -209,7 +216,7 @@ func (w *ArrivalWrite) plan() pg.Args {
 		switch {
 		case !ok:
 			var baseline int64
-			p, baseline = start(f, w.fromLast)
+			p, baseline = start(f, w.mayBaseline[u])
 			p.Epoch, p.EpochSince = n.Epoch, max(n.EpochSince, 1)
 			startUsers, startLast, startBaselines = append(startUsers, u), append(startLast, p.LastSeq), append(startBaselines, baseline)
 			startEpochs, startSinces = append(startEpochs, p.Epoch), append(startSinces, p.EpochSince)

@@ -18,9 +18,9 @@ import (
 )
 
 // TestArriveIsIdempotentAndStartsFromABaseline: the inbox keeps one row per (user, seq);
-// redeliveries and seqs a user finished already are ignored; with fromLast a user first seen
-// at seq n > 1 starts at n, recorded as a baseline, and earlier seqs arriving later are not
-// sent.
+// redeliveries and seqs a user finished already are ignored; a user first seen at seq n > 1
+// in arrivals that may set a baseline starts at n, recorded as a baseline, and earlier seqs
+// arriving later are not sent.
 func TestArriveIsIdempotentAndStartsFromABaseline(t *testing.T) {
 	t.Parallel()
 	pool, _ := testdb.New(t)
@@ -36,6 +36,40 @@ func TestArriveIsIdempotentAndStartsFromABaseline(t *testing.T) {
 	require.Equal(t, int64(5), v.Baselines[0].Seq)
 	require.EqualValues(t, 4, v.Pending)
 	require.EqualValues(t, 2, v.Due)
+}
+
+// TestOnlyAnArrivalThatMaySetABaselineStartsANewUserPastSeqOne: a user the gate has never
+// seen starts at seq 1 unless the arrival of its lowest seq came with MayBaseline (and, for
+// that seq arriving twice in one write, both did); one that starts at 1 keeps its later seqs
+// until the earlier ones arrive, and then all of them are pending, none ignored.
+func TestOnlyAnArrivalThatMaySetABaselineStartsANewUserPastSeqOne(t *testing.T) {
+	t.Parallel()
+	pool, _ := testdb.New(t)
+	s := NewStore(pool)
+	ctx := context.Background()
+	flagged := func(a Arrival) Arrival { a.MayBaseline = true; return a }
+	r := receive(t, s, false,
+		inbound(t, 1, 5, 100),                                 // user 1: no baseline, from seq 1
+		flagged(inbound(t, 2, 5, 100)), inbound(t, 2, 3, 100), // user 2: its lowest seq may not
+		flagged(inbound(t, 3, 5, 100)), inbound(t, 3, 5, 100), // user 3: seq 5 once with, once without
+		flagged(inbound(t, 4, 5, 100)), inbound(t, 4, 7, 100), // user 4: its lowest seq may
+	)
+	require.Equal(t, 1, r.Baselines, "user 4 alone")
+	rows, err := pool.Query(ctx, `SELECT user_id, last_seq, COALESCE(baseline_seq, 0) FROM notify.progress ORDER BY user_id`)
+	require.NoError(t, err)
+	var got [][3]int64
+	for rows.Next() {
+		var u [3]int64
+		require.NoError(t, rows.Scan(&u[0], &u[1], &u[2]))
+		got = append(got, u)
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, [][3]int64{{1, 0, 0}, {2, 0, 0}, {3, 0, 0}, {4, 4, 5}}, got, "user, last seq, baseline")
+
+	r = receive(t, s, false, inbound(t, 1, 1, 100), inbound(t, 1, 2, 100), inbound(t, 1, 3, 100), inbound(t, 1, 4, 100),
+		flagged(inbound(t, 4, 3, 100)))
+	require.Equal(t, 4, r.Inserted, "user 1's late seqs are kept; user 4's seq 3 is before its baseline")
+	require.Equal(t, 1, r.Ignored)
 }
 
 // TestTheInboxRecordsWhichQueueHeldEachMessage: each inbox row names the broker queue its
@@ -187,7 +221,7 @@ func TestAnInboxWriteNeverWaitsForALane(t *testing.T) {
 	// The deadline only turns a hang into a failure; the write does not wait at all.
 	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	r, err := s.Arrive(wctx, s.db, []Arrival{inbound(t, 1, 2, 200), inbound(t, 2, 1, 300)}, false, nil)
+	r, err := s.Arrive(wctx, s.db, []Arrival{inbound(t, 1, 2, 200), inbound(t, 2, 1, 300)}, nil)
 	require.NoError(t, err, "the inbox write waited for the lane's record")
 	require.Equal(t, 2, r.Inserted)
 	require.NoError(t, tx.Commit(ctx))
@@ -221,7 +255,7 @@ func TestAnInboxWriteDuringARecordIsNeverLost(t *testing.T) {
 			}
 			written := make(chan result, 1)
 			go func() {
-				a, err := s.Arrive(ctx, s.db, []Arrival{next}, false, ticket)
+				a, err := s.Arrive(ctx, s.db, []Arrival{next}, ticket)
 				written <- result{a, err}
 			}()
 			wait.Until(t, 10*time.Second, "the inbox write to be under way", func() bool {
@@ -278,7 +312,7 @@ func TestAnInboxWriteClaimsTheIdleUsersItBringsTheNextSMSOf(t *testing.T) {
 	a, err := s.Arrive(wctx, s.db, []Arrival{
 		inbound(t, 1, 1, 100), inbound(t, 1, 2, 100), inbound(t, 2, 2, 100), inbound(t, 3, 1, 100),
 		inbound(t, 4, 2, 100), inbound(t, 5, 1, 100), inbound(t, 6, 1, 100), inbound(t, 7, 1, 100),
-	}, false, ticket)
+	}, ticket)
 	require.NoError(t, err, "the write waited for user 5's holder")
 	require.Equal(t, 8, a.Inserted)
 	require.Equal(t, 4, a.Woken, "users 3, 4, 5 and 7 are woken")
@@ -318,7 +352,7 @@ func TestAnInboxWriteClaimsTheIdleUsersItBringsTheNextSMSOf(t *testing.T) {
 	require.Equal(t, int64(2), r[1].Heads[0].Seq)
 
 	// Without workers reserved, a write claims nobody.
-	a, err = s.Arrive(ctx, s.db, []Arrival{inbound(t, 8, 1, 100)}, false, nil)
+	a, err = s.Arrive(ctx, s.db, []Arrival{inbound(t, 8, 1, 100)}, nil)
 	require.NoError(t, err)
 	require.Equal(t, 1, a.Woken)
 	require.Zero(t, a.Claimed())
@@ -333,7 +367,7 @@ func TestAUserAWriteClaimedForADeadLaneComesBack(t *testing.T) {
 	pool, _ := testdb.New(t)
 	s := NewStore(pool)
 	ctx := context.Background()
-	a, err := s.Arrive(ctx, s.db, []Arrival{inbound(t, 1, 1, 100)}, false, &Ticket{n: 1, owner: "dead", lease: 300 * time.Millisecond, run: 1})
+	a, err := s.Arrive(ctx, s.db, []Arrival{inbound(t, 1, 1, 100)}, &Ticket{n: 1, owner: "dead", lease: 300 * time.Millisecond, run: 1})
 	require.NoError(t, err)
 	require.Equal(t, 1, a.Claimed())
 	require.Zero(t, count(t, pool, `SELECT count(*) FROM notify.wakes`))
@@ -390,7 +424,7 @@ func TestInboxWritesAndRecordsNeverDeadlock(t *testing.T) {
 					var err error
 					if i%2 == 0 {
 						_, err = arriveFor(ctx, s, lanes, b...)
-					} else if _, err = s.Arrive(ctx, s.db, b, false, nil); err == nil {
+					} else if _, err = s.Arrive(ctx, s.db, b, nil); err == nil {
 						lanes.Wake()
 					}
 					if err == nil {

@@ -74,7 +74,7 @@ func newEnv(t *testing.T, wrap func(echo.HandlerFunc) echo.HandlerFunc) *env {
 	sender := senders.NewLogSender(out)
 	lanes, err := gate.NewLanes(g, gate.LaneConfig{Owner: "httpapi-test", Policy: gate.DefaultRetryPolicy, Sender: sender, Logger: log})
 	require.NoError(t, err)
-	view := &httpapi.Gate{Store: g, Lanes: lanes, Inbox: inbox.NewInbox(bad, g, false, nil, log),
+	view := &httpapi.Gate{Store: g, Lanes: lanes, Inbox: inbox.NewInbox(bad, g, nil, log),
 		DLQBacklog: deadletters.NewPublisher(g, bad, nil, 0, log).Backlog, GapAlertAfter: 5 * time.Minute}
 	httpapi.Register(e, httpapi.Deps{Log: smslog.NewStore(pool), Operator: deadletters.NewOperator(pool, g, sender), Gate: view,
 		AdminToken: adminToken, ReadToken: readToken, Logger: log})

@@ -48,6 +48,10 @@ type Message struct {
 	// Traceparent is the W3C traceparent the message carried (the relay's send span), ""
 	// when none: the inbox span that records it is its child.
 	Traceparent string
+	// MayBaseline says the message is of the first batch of a queue that the group's very
+	// first start began at its end (CONSUME_FROM=last): a user the gate has never seen may
+	// start at its seq (gate.Arrival.MayBaseline). Everywhere else a new user starts at 1.
+	MayBaseline bool
 }
 
 // Decoded is a message as the notifier takes it: a wallet event arriving at the gate, or,
@@ -99,7 +103,7 @@ func clipBody(b []byte) []byte {
 // (nothing needs it rendered again at send time: the locale is the event's, and the provider
 // deduplicates on the key, not the text).
 func Decode(m Message) Decoded {
-	d := Decoded{Arrival: gate.Arrival{MsgID: m.MsgID, Queue: m.Queue, Event: m.Body}, Offset: m.Offset}
+	d := Decoded{Arrival: gate.Arrival{MsgID: m.MsgID, Queue: m.Queue, Event: m.Body, MayBaseline: m.MayBaseline}, Offset: m.Offset}
 	ev, err := walletevent.Decode(m.Body)
 	if err != nil {
 		d.markBad(err.Error())
@@ -120,7 +124,7 @@ type Stats struct {
 	Received  int64 `json:"received"`  // new SMS written to the inbox
 	Ignored   int64 `json:"ignored"`   // redeliveries of SMS the inbox holds or finished already
 	Bad       int64 `json:"bad"`       // undecodable messages recorded and dead-lettered
-	Baselines int64 `json:"baselines"` // users that started past seq 1 (CONSUME_FROM=last)
+	Baselines int64 `json:"baselines"` // users that started past seq 1 (CONSUME_FROM=last's first batches)
 	// Rewound counts the users whose history the wallet rewound (a restore) with something
 	// of it set aside; Superseded the arrivals of a rewound history set aside, never sent.
 	Rewound    int64 `json:"rewound"`
@@ -135,7 +139,7 @@ type Received struct {
 	Inserted   int // new (user, seq) rows in the inbox
 	Ignored    int // redeliveries of what the inbox holds or finished already
 	Bad        int // undecodable messages recorded for the DLQ
-	Baselines  int // users first seen past seq 1 that start there (CONSUME_FROM=last)
+	Baselines  int // users first seen past seq 1 that start there (Message.MayBaseline)
 	Duplicates int // bad messages seen before
 	Rewound    int // users whose rewound history was set aside (see gate.History)
 	Superseded int // arrivals of a rewound history set aside, never sent
@@ -154,8 +158,7 @@ type Received struct {
 type Inbox struct {
 	store    *Store
 	gate     *gate.Store
-	lanes    *gate.Lanes // nil: no lanes here, every user with news is woken
-	fromLast bool
+	lanes    *gate.Lanes    // nil: no lanes here, every user with news is woken
 	received func(Received) // what to wake: the lanes, the DLQ publisher
 	log      *slog.Logger
 	writer   *groupcommit.Committer[writeReq]
@@ -180,17 +183,16 @@ const (
 )
 
 // NewInbox returns the handler, which writes good messages through g and bad ones to store.
-// fromLast: a user the gate has never seen starts at the first seq it receives (a group
-// that starts at the end of the topic); otherwise at seq 1. received is called after each
-// batch is recorded.
-func NewInbox(store *Store, g *gate.Store, fromLast bool, received func(Received), log *slog.Logger) *Inbox {
+// A user the gate has never seen starts at seq 1, or at the first seq it receives in a
+// message with MayBaseline. received is called after each batch is recorded.
+func NewInbox(store *Store, g *gate.Store, received func(Received), log *slog.Logger) *Inbox {
 	if log == nil {
 		log = slog.Default()
 	}
 	if received == nil {
 		received = func(Received) {}
 	}
-	in := &Inbox{store: store, gate: g, fromLast: fromLast, received: received, log: log.With("component", "inbox")}
+	in := &Inbox{store: store, gate: g, received: received, log: log.With("component", "inbox")}
 	in.writer = groupcommit.New(groupcommit.Config{Linger: writeLinger, MaxRows: writeMaxRows, Writers: 2}, in.writeGroup)
 	return in
 }
@@ -347,7 +349,7 @@ func (in *Inbox) write(ctx context.Context, msgs []Decoded) (Received, error) {
 func (in *Inbox) send(ctx context.Context, good []gate.Arrival, bad []Decoded, ticket *gate.Ticket, r *Received) (gate.Arrived, error) {
 	var w *gate.ArrivalWrite
 	if len(good) > 0 {
-		w = in.gate.NewArrival(good, in.fromLast, ticket)
+		w = in.gate.NewArrival(good, ticket)
 	}
 	err := pg.TwoTrips(ctx, in.store.db, pg.Bounds{}, func(b *pgx.Batch) {
 		if w != nil {
@@ -406,7 +408,7 @@ func (in *Inbox) count(r Received) {
 			"users_rewound", r.Rewound, "arrivals_set_aside", r.Superseded)
 	}
 	if r.Baselines > 0 {
-		in.log.Warn("users first seen past seq 1 start there (CONSUME_FROM=last); see GET /v1/gate", "users", r.Baselines)
+		in.log.Warn("users first seen past seq 1, in a queue's first batch after the group's first start began it at its end (CONSUME_FROM=last), start there; see GET /v1/gate", "users", r.Baselines)
 	}
 	in.received(r)
 }

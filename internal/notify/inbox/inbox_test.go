@@ -77,7 +77,7 @@ func FuzzInbox(f *testing.F) {
 		f.Add(s.body, s.key)
 	}
 	pool, _ := testdb.New(f)
-	in := inbox.NewInbox(inbox.NewStore(pool), gate.NewStore(pool), false, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	in := inbox.NewInbox(inbox.NewStore(pool), gate.NewStore(pool), nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	started(f, in)
 	var n atomic.Int64
 	f.Fuzz(func(t *testing.T, body []byte, shardingKey string) {
@@ -137,6 +137,29 @@ func event(t *testing.T, user, seq int64) inbox.Message {
 	return inbox.Message{MsgID: fmt.Sprintf("m-%d-%d", user, seq), Queue: "broker-a/1", Body: b}
 }
 
+// TestOnlyAMessageThatMaySetABaselineStartsAUserPastSeqOne: the inbox hands each message's
+// MayBaseline to the gate: a user first seen at seq 3 in a message without it starts at seq 1
+// and waits for it (a late seq 1 is then sent); one first seen at seq 3 in a message with it
+// (a queue's first batch after the group's first start at its end) starts at 3, a baseline.
+func TestOnlyAMessageThatMaySetABaselineStartsAUserPastSeqOne(t *testing.T) {
+	t.Parallel()
+	pool, _ := testdb.New(t)
+	var got []inbox.Received
+	in := inbox.NewInbox(inbox.NewStore(pool), gate.NewStore(pool), func(r inbox.Received) { got = append(got, r) }, nil)
+	started(t, in)
+	ctx := context.Background()
+	first := event(t, 6, 3)
+	first.MayBaseline = true
+	require.NoError(t, in.Handle(ctx, []inbox.Message{event(t, 5, 3), first}))
+	require.Equal(t, []inbox.Received{{Inserted: 2, Baselines: 1, Woken: 2}}, got)
+	require.NoError(t, in.Handle(ctx, []inbox.Message{event(t, 5, 1), event(t, 6, 1)}))
+	require.Equal(t, inbox.Received{Inserted: 1, Ignored: 1, Woken: 1}, got[1], "user 5's seq 1 is kept, user 6's is before its baseline")
+	var last5, last6 int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT (SELECT last_seq FROM notify.progress WHERE user_id = 5),
+		(SELECT last_seq FROM notify.progress WHERE user_id = 6)`).Scan(&last5, &last6))
+	require.Equal(t, []int64{0, 2}, []int64{last5, last6})
+}
+
 // TestBadMessagesAreRecordedOnceWithTheirIntent: a batch mixing good and bad messages is
 // written in one go: the good ones reach the gate, each bad one is recorded once (a
 // redelivery is a duplicate) with its dead-letter intent, and the lanes and the publisher
@@ -146,7 +169,7 @@ func TestBadMessagesAreRecordedOnceWithTheirIntent(t *testing.T) {
 	pool, _ := testdb.New(t)
 	store := inbox.NewStore(pool)
 	var got []inbox.Received
-	in := inbox.NewInbox(store, gate.NewStore(pool), false, func(r inbox.Received) { got = append(got, r) }, nil)
+	in := inbox.NewInbox(store, gate.NewStore(pool), func(r inbox.Received) { got = append(got, r) }, nil)
 	started(t, in)
 	ctx := context.Background()
 	bad := inbox.Message{MsgID: "bad-1", Queue: "broker-a/2", Offset: 7, Body: []byte(`{"v":1}`)}
@@ -191,7 +214,7 @@ func TestBadMessagesAreKeptBounded(t *testing.T) {
 		defer mu.Unlock()
 		return logs.Write(p)
 	}), nil))
-	in := inbox.NewInbox(inbox.NewStore(pool), gate.NewStore(pool), false, nil, log)
+	in := inbox.NewInbox(inbox.NewStore(pool), gate.NewStore(pool), nil, log)
 	started(t, in)
 	ctx := context.Background()
 	field := strings.Repeat("f", 5000)
@@ -259,7 +282,7 @@ func poisoned(t *testing.T, user, seq int64) inbox.Message {
 func TestQueuesShareInboxCommits(t *testing.T) {
 	t.Parallel()
 	pool, _ := testdb.New(t)
-	in := inbox.NewInbox(inbox.NewStore(pool), gate.NewStore(pool), false, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	in := inbox.NewInbox(inbox.NewStore(pool), gate.NewStore(pool), nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	started(t, in)
 	ctx := context.Background()
 	const queues, rounds, perBatch = 8, 10, 3

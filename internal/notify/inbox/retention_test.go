@@ -29,7 +29,7 @@ func TestARedeliveryOfAPrunedSeqIsIgnored(t *testing.T) {
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	gates := gate.NewStore(pool)
-	in := inbox.NewInbox(inbox.NewStore(pool), gates, false, nil, log)
+	in := inbox.NewInbox(inbox.NewStore(pool), gates, nil, log)
 	started(t, in)
 	prov := smsprovider.Start()
 	t.Cleanup(prov.Close)

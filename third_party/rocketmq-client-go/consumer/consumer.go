@@ -297,8 +297,9 @@ func (dc *defaultConsumer) start() error {
 		dc.option.ChangeInstanceNameToPID()
 		dc.storage = NewRemoteOffsetStore(dc.consumerGroup, dc.client, dc.client.GetNameSrv())
 		// walletsaga patch 4: a new group that starts from the last offset (or a timestamp)
-		// must not be told "offset 0" by the broker while the queue is young.
-		if rs, ok := dc.storage.(*remoteBrokerOffsetStore); ok && dc.option.FromWhere != ConsumeFromFirstOffset {
+		// must not be told "offset 0" by the broker while the queue is young. walletsaga
+		// patch 17: nor may one whose QueueStart can answer so.
+		if rs, ok := dc.storage.(*remoteBrokerOffsetStore); ok && (dc.option.FromWhere != ConsumeFromFirstOffset || dc.option.QueueStart != nil) {
 			rs.notFoundIsNotZero = true
 		}
 	} else {
@@ -903,7 +904,15 @@ func (dc *defaultConsumer) computePullFromWhereWithException(mq *primitive.Messa
 	if lastOffset >= 0 {
 		result = lastOffset
 	} else {
-		switch dc.option.FromWhere {
+		// walletsaga patch 17: the caller's QueueStart, when set, decides where this queue
+		// starts.
+		from := dc.option.FromWhere
+		if dc.option.QueueStart != nil {
+			if from, err = dc.option.QueueStart(*mq); err != nil {
+				return -1, err
+			}
+		}
+		switch from {
 		case ConsumeFromLastOffset:
 			if lastOffset == -1 {
 				if strings.HasPrefix(mq.Topic, internal.RetryGroupTopicPrefix) {
@@ -912,6 +921,7 @@ func (dc *defaultConsumer) computePullFromWhereWithException(mq *primitive.Messa
 					maxOffset, qerr := dc.queryMaxOffset(mq)
 					if qerr == nil {
 						result = maxOffset
+						dc.commitStart(mq, maxOffset) // walletsaga patch 17
 					} else {
 						rlog.Warning("query max offset error", map[string]interface{}{
 							rlog.LogKeyMessageQueue:  mq,
@@ -958,6 +968,36 @@ func (dc *defaultConsumer) computePullFromWhereWithException(mq *primitive.Messa
 		}
 	}
 	return result, err // walletsaga patch 13: was nil, hiding why no offset was found
+}
+
+// commitStart commits offset, where a queue without a committed offset starts at its end
+// because the caller's QueueStart said so, as the group's offset of mq: in the offset store
+// (which the periodic persist, a rebalance that gives mq up and the shutdown send to the
+// broker) and to the broker at once. Otherwise the start was committed only once a message
+// was consumed, or a pull found nothing new (after the broker's long poll, 20 s), plus the
+// next persist: a consumer stopped or killed before then left the queue without an offset,
+// and whatever took it next started it anew, at an end that had moved on (losing what came
+// between) or, as a caller that starts only its group's first queues at their end does
+// every other time, at its first message (replaying what came before the group).
+//
+// walletsaga patch 17: the whole function.
+func (dc *defaultConsumer) commitStart(mq *primitive.MessageQueue, offset int64) {
+	if dc.option.QueueStart == nil {
+		return
+	}
+	dc.storage.update(mq, offset, true)
+	rs, ok := dc.storage.(*remoteBrokerOffsetStore)
+	if !ok {
+		return
+	}
+	if err := rs.updateConsumeOffsetToBroker(dc.consumerGroup, *mq, offset); err != nil {
+		rlog.Warning("commit the start offset to the broker failed; the next persist sends it", map[string]interface{}{
+			rlog.LogKeyConsumerGroup: dc.consumerGroup,
+			rlog.LogKeyMessageQueue:  mq.String(),
+			rlog.LogKeyUnderlayError: err.Error(),
+			"offset":                 offset,
+		})
+	}
 }
 
 func (dc *defaultConsumer) pullInner(ctx context.Context, queue *primitive.MessageQueue, data *internal.SubscriptionData,

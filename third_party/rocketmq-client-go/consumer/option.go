@@ -104,6 +104,9 @@ type consumerOptions struct {
 	Strategy       AllocateStrategy
 	ConsumeOrderly bool
 	FromWhere      ConsumeFromWhere
+	// QueueStart, when set, decides where each queue without a committed offset starts, in
+	// place of FromWhere. walletsaga patch 17: see WithQueueStart.
+	QueueStart QueueStart
 
 	Interceptors []primitive.Interceptor
 	// TODO traceDispatcher
@@ -163,6 +166,30 @@ func WithConsumerModel(m MessageModel) Option {
 func WithConsumeFromWhere(w ConsumeFromWhere) Option {
 	return func(options *consumerOptions) {
 		options.FromWhere = w
+	}
+}
+
+// QueueStart decides where a queue starts that the consumer group has no committed offset on:
+// ConsumeFromLastOffset (its end), ConsumeFromFirstOffset or ConsumeFromTimestamp (the
+// consumer's ConsumeTimestamp). An error leaves the queue untaken until the next rebalance,
+// as a broker that cannot answer does.
+//
+// walletsaga patch 17: the type.
+type QueueStart func(mq primitive.MessageQueue) (ConsumeFromWhere, error)
+
+// WithQueueStart makes f decide, queue by queue, where a queue without a committed offset
+// starts, in place of WithConsumeFromWhere's one answer for every queue: the caller can start
+// at their end only the queues it knows were there when its group was new, and every queue
+// added later at its first message. The consumer asks f whenever it takes such a queue (on
+// a rebalance, and again before the queue's first pull, as it reads its offset each time). A
+// queue f starts at its end has that start committed as the group's offset at once, in the
+// offset store and to the broker, so that a restart, or another consumer of the group that
+// takes the queue, resumes it there instead of asking again.
+//
+// walletsaga patch 17: the option.
+func WithQueueStart(f QueueStart) Option {
+	return func(options *consumerOptions) {
+		options.QueueStart = f
 	}
 }
 

@@ -524,3 +524,83 @@ func TestAPullThatLeftABacklogPullsAgainAtOnce(t *testing.T) {
 		})
 	}
 }
+
+// Patch 17: a QueueStart decides, queue by queue, where a queue the group has no committed
+// offset on starts, whatever FromWhere says; a queue it starts at its end has that start
+// committed to the broker at once; a queue with an offset resumes there without asking; and
+// the QueueStart's error is the start offset's, so the queue is not taken.
+func TestTheCallerDecidesWhereEachQueueWithoutAnOffsetStarts(t *testing.T) {
+	ctrl := gomock.NewController(t)
+	defer ctrl.Finish()
+	const maxOffset, committed = 42, 7
+	atEnd, atFirst, resumed, refused := patchQueue(0), patchQueue(1), patchQueue(2), patchQueue(3)
+	namesrv := internal.NewMockNamesrvs(ctrl)
+	namesrv.EXPECT().FindBrokerAddrByName(patchBroker).Return(patchBrokerAddr).AnyTimes()
+	client := internal.NewMockRMQClient(ctrl)
+	client.SetNameSrv(namesrv)
+	client.EXPECT().Start()
+	client.EXPECT().InvokeSync(gomock.Any(), patchBrokerAddr, gomock.Any(), gomock.Any()).DoAndReturn(
+		func(_ context.Context, _ string, cmd *remote.RemotingCommand, _ time.Duration) (*remote.RemotingCommand, error) {
+			offset := func(o int64) (*remote.RemotingCommand, error) {
+				return &remote.RemotingCommand{Code: internal.ResSuccess, ExtFields: map[string]string{"offset": fmt.Sprint(o)}}, nil
+			}
+			switch cmd.Code {
+			case internal.ReqQueryConsumerOffset:
+				if cmd.ExtFields["queueId"] == fmt.Sprint(resumed.QueueId) {
+					return offset(committed)
+				}
+				// A broker asked with setZeroIfNotFound (the default) answers 0 for a
+				// young queue: the consumer could not tell "no offset" from "offset 0".
+				if cmd.ExtFields["setZeroIfNotFound"] != "false" {
+					return offset(0)
+				}
+				return &remote.RemotingCommand{Code: internal.ResQueryNotFound}, nil
+			case internal.ReqGetMaxOffset:
+				return offset(maxOffset)
+			}
+			return nil, fmt.Errorf("unexpected request code %d", cmd.Code)
+		}).AnyTimes()
+	var commits []string
+	client.EXPECT().InvokeOneWay(gomock.Any(), patchBrokerAddr, gomock.Any(), gomock.Any()).DoAndReturn(
+		func(_ context.Context, _ string, cmd *remote.RemotingCommand, _ time.Duration) error {
+			require.Equal(t, internal.ReqUpdateConsumerOffset, cmd.Code)
+			commits = append(commits, cmd.ExtFields["queueId"]+"@"+cmd.ExtFields["commitOffset"])
+			return nil
+		}).AnyTimes()
+
+	var asked []int
+	dc := &defaultConsumer{consumerGroup: "patch-group", model: Clustering, client: client, state: atomic.NewInt32(0)}
+	dc.option.FromWhere = ConsumeFromFirstOffset // what the consumer would do without the QueueStart
+	dc.option.QueueStart = func(mq primitive.MessageQueue) (ConsumeFromWhere, error) {
+		asked = append(asked, mq.QueueId)
+		switch mq {
+		case atEnd:
+			return ConsumeFromLastOffset, nil
+		case refused:
+			return 0, errors.New("the database is away")
+		}
+		return ConsumeFromFirstOffset, nil
+	}
+	require.NoError(t, dc.start())
+	defer dc.stat.ShutDownStat()
+
+	got, err := dc.computePullFromWhereWithException(&atEnd)
+	require.NoError(t, err)
+	require.Equal(t, int64(maxOffset), got, "started at its end")
+	require.Equal(t, []string{"0@42"}, commits, "the start at the end is committed to the broker at once")
+	require.Equal(t, int64(maxOffset), dc.storage.read(&atEnd, _ReadFromMemory), "and kept for the next persist")
+
+	got, err = dc.computePullFromWhereWithException(&atFirst)
+	require.NoError(t, err)
+	require.Equal(t, int64(0), got, "started at its first message")
+
+	got, err = dc.computePullFromWhereWithException(&resumed)
+	require.NoError(t, err)
+	require.Equal(t, int64(committed), got, "a queue with an offset resumes there")
+
+	_, err = dc.computePullFromWhereWithException(&refused)
+	require.EqualError(t, err, "the database is away")
+
+	require.Equal(t, []int{atEnd.QueueId, atFirst.QueueId, refused.QueueId}, asked, "asked only for the queues without an offset")
+	require.Equal(t, []string{"0@42"}, commits, "a start at the first message is not committed")
+}
