@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -166,9 +167,9 @@ func TestServeVerifiesUserTokens(t *testing.T) {
 	call := func(method, path, body, token string) (int, map[string]any) {
 		return binarytest.Call(t, method, p.URL+path, token, body)
 	}
-	tokenFor := func(user any) string {
+	tokenFor := func(user int64) string {
 		s, err := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{
-			"iss": "https://id.example", "aud": "walletsvc", "sub": fmt.Sprint(user), "exp": time.Now().Add(time.Minute).Unix(),
+			"iss": "https://id.example", "aud": "walletsvc", "sub": strconv.FormatInt(user, 10), "exp": time.Now().Add(time.Minute).Unix(),
 		}).SignedString(key)
 		require.NoError(t, err)
 		return s
@@ -177,11 +178,13 @@ func TestServeVerifiesUserTokens(t *testing.T) {
 	require.Equal(t, http.StatusCreated, status, "%v", ann)
 	status, bob := call(http.MethodPost, "/v1/users", `{"name":"Bob","phone":"+8613800138001"}`, DevServiceToken)
 	require.Equal(t, http.StatusCreated, status, "%v", bob)
-	annWallet := fmt.Sprintf("/v1/users/%v/wallet", ann["id"])
+	// A user id is an integer up to 2^53 - 1: %v of the float64 JSON gives would print 1.2e+14.
+	annID, bobID := int64(ann["id"].(float64)), int64(bob["id"].(float64))
+	annWallet := fmt.Sprintf("/v1/users/%d/wallet", annID)
 
-	status, body := call(http.MethodGet, annWallet, "", tokenFor(ann["id"]))
+	status, body := call(http.MethodGet, annWallet, "", tokenFor(annID))
 	require.Equal(t, http.StatusOK, status, "%v", body)
-	status, body = call(http.MethodGet, annWallet, "", tokenFor(bob["id"]))
+	status, body = call(http.MethodGet, annWallet, "", tokenFor(bobID))
 	require.Equal(t, http.StatusForbidden, status, "%v", body)
 	status, body = call(http.MethodGet, annWallet, "", DevServiceToken)
 	require.Equal(t, http.StatusForbidden, status, "%v", body)

@@ -210,7 +210,8 @@ func TestServeMigratesAnswersProbesAndStopsGracefully(t *testing.T) {
 		return out
 	}
 	user := call("/v1/users", `{"name":"Ann","phone":"+8613800138000"}`)
-	deposits := fmt.Sprintf("/v1/users/%v/deposits?wait=true", user["id"])
+	// A user id is an integer up to 2^53 - 1: %v of the float64 JSON gives would print 1.2e+14.
+	deposits := fmt.Sprintf("/v1/users/%d/deposits?wait=true", int64(user["id"].(float64)))
 	require.Equal(t, "completed", call(deposits, `{"amount":500}`)["state"])
 	require.Equal(t, "failed", call(deposits, `{"amount":500,"source":"`+providersim.DeclinedSource+`"}`)["state"])
 	require.Equal(t, 1, prov.ChargesIn(t, providersim.ChargeCharged))

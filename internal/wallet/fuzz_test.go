@@ -169,6 +169,10 @@ func FuzzOperationRequest(f *testing.F) {
 	f.Add(int64(7), int64(8), int64(MaxAmount), "Café «Zürich» 咖啡", "x'); DROP TABLE sagas;--", "Robert');DROP-TABLE--")
 	f.Add(int64(7), int64(8), int64(MaxAmount+1), "m", "\u202egnp.exe", strings.Repeat("k", 256))
 	f.Add(int64(7), int64(8), int64(-5), strings.Repeat("m", 101), "\xed\xa0\x80", "ключ") // U+D800 as raw bytes: not UTF-8
+	// User ids as the clock mints them (migrations/wallet/00028_user_ids.sql): one of late
+	// 2026 beside a user from before them, and the largest, 2^53 - 1, beside 2^53.
+	f.Add(int64(119709696000007), int64(3), int64(100), "card", "order-2", "key-2")
+	f.Add(int64(1<<53-1), int64(1<<53), int64(1), "shop", "r", "")
 	f.Fuzz(func(t *testing.T, user, other, amount int64, text1, text2, key string) {
 		accepted := func(ids []int64, m Money, k string) {
 			t.Helper()

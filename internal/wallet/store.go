@@ -70,16 +70,35 @@ type querier interface {
 
 func userNotFound(id int64) error { return apperr.New(apperr.NotFound, "user %d not found", id) }
 
+// constraintUserID is the users table's primary key, which refuses a new user's id when
+// another user has it. The id is minted from the clock and random bits, drawn again when
+// taken (migrations/wallet/00028_user_ids.sql); but two sign-ups in one millisecond may draw
+// the same bits, and neither sees the other's row before it commits.
+const constraintUserID = "users_pkey"
+
+// userIDAttempts bounds insertUser's tries. Each draws a new id; a collision is 1 in 4,096
+// for two sign-ups in the same millisecond, so a third in a row means something else is
+// wrong (an insert that names its ids, a clock stuck on one millisecond).
+const userIDAttempts = 3
+
+// insertUser creates u and its wallet in one statement, which it sends again, for a new id,
+// when the id drawn was taken. q must not be a transaction: the refused statement would
+// abort it.
 func insertUser(ctx context.Context, q querier, u NewUser) (User, Wallet, error) {
-	var user User
-	var w Wallet
-	err := q.QueryRow(ctx, insertUserSQL, pg.Args{"name": u.Name, "phone": u.Phone, "locale": u.Locale, "currency": u.Currency}).Scan(
-		&user.ID, &user.Name, &user.Phone, &user.Locale, &user.CreatedAt, &w.Balance, &w.Currency, &w.LastSeq)
-	if err != nil {
-		return User{}, Wallet{}, fmt.Errorf("wallet: insert user: %w", err)
+	for attempt := 1; ; attempt++ {
+		var user User
+		var w Wallet
+		err := q.QueryRow(ctx, insertUserSQL, pg.Args{"name": u.Name, "phone": u.Phone, "locale": u.Locale, "currency": u.Currency}).Scan(
+			&user.ID, &user.Name, &user.Phone, &user.Locale, &user.CreatedAt, &w.Balance, &w.Currency, &w.LastSeq)
+		switch {
+		case pg.IsViolation(err, pgerrcode.UniqueViolation, constraintUserID) && attempt < userIDAttempts:
+			continue
+		case err != nil:
+			return User{}, Wallet{}, fmt.Errorf("wallet: insert user (attempt %d): %w", attempt, err)
+		}
+		w.UserID = user.ID
+		return user, w, nil
 	}
-	w.UserID = user.ID
-	return user, w, nil
 }
 
 func getUser(ctx context.Context, q querier, id int64) (User, error) {

@@ -1,7 +1,8 @@
 // Package testdb gives each integration test a database of its own on the real Postgres:
 // a copy (CREATE DATABASE … TEMPLATE) of a template database migrated once with the
 // repository's migrations, dropped when the test ends. Tests can commit freely and run in
-// parallel without seeing each other's rows.
+// parallel without seeing each other's rows. Copy, and Dump with Restore, take a backup of a
+// test's database and restore it, for tests of what a restore does.
 package testdb
 
 import (
@@ -15,8 +16,10 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -57,6 +60,67 @@ func Copy(t testing.TB, dbURL string) (*pgxpool.Pool, string) {
 	return createFrom(t, func(context.Context, *pgx.Conn, string) (string, error) {
 		return strings.TrimPrefix(u.Path, "/"), nil
 	})
+}
+
+// Dump backs the database at dbURL up as an operator does, with pg_dump (its custom
+// format), while it is in use, and returns the archive's path, in the test's temporary
+// directory. Restore takes it back.
+func Dump(t testing.TB, dbURL string) string {
+	t.Helper()
+	archive := filepath.Join(t.TempDir(), "backup.dump")
+	pgTool(t, "pg_dump", dbURL, "--format=custom", "--file="+archive)
+	return archive
+}
+
+// Restore restores archive (see Dump) as an operator does, with pg_restore into a new
+// database, and returns a pool on it and its URL. The database is dropped at the end of the
+// test.
+func Restore(t testing.TB, archive string) (*pgxpool.Pool, string) {
+	t.Helper()
+	pool, dbURL := create(t, false)
+	pgTool(t, "pg_restore", dbURL, "--exit-on-error", "--no-owner", archive)
+	return pool, dbURL
+}
+
+// pgTool runs one of PostgreSQL's client programs (pg_dump, pg_restore) on the database at
+// dbURL, with args. The program is the one on PATH, else the newest of Debian's
+// /usr/lib/postgresql/<major>/bin (where scripts/services.sh finds the server's); the
+// password goes in its environment, not its command line.
+func pgTool(t testing.TB, name, dbURL string, args ...string) {
+	t.Helper()
+	testenv.SkipIfShort(t, "PostgreSQL")
+	bin, err := exec.LookPath(name)
+	if err != nil {
+		found, _ := filepath.Glob(filepath.Join("/usr/lib/postgresql", "*", "bin", name))
+		slices.SortFunc(found, func(a, b string) int { return majorOf(b) - majorOf(a) })
+		if len(found) == 0 {
+			testenv.Unavailable(t, "PostgreSQL's "+name, "PATH and /usr/lib/postgresql/*/bin", err)
+			return
+		}
+		bin = found[0]
+	}
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatalf("testdb: %s: %v", name, err)
+	}
+	env := os.Environ()
+	if pw, ok := u.User.Password(); ok {
+		env = append(env, "PGPASSWORD="+pw)
+		u.User = url.User(u.User.Username())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, append([]string{"--dbname=" + u.String()}, args...)...) //nolint:gosec // G204: PostgreSQL's own program, with the test's database and arguments
+	cmd.Env = env
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("testdb: %s: %v\n%s", name, err, out)
+	}
+}
+
+// majorOf is the major version in a path /usr/lib/postgresql/<major>/bin/…, 0 if none.
+func majorOf(path string) int {
+	n, _ := strconv.Atoi(filepath.Base(filepath.Dir(filepath.Dir(path))))
+	return n
 }
 
 func create(t testing.TB, migrated bool) (*pgxpool.Pool, string) {

@@ -52,6 +52,12 @@ func newServer(t *testing.T, runSagas bool) *server {
 func newServerWith(t *testing.T, runSagas bool, opts httpapi.Options) *server {
 	t.Helper()
 	pool, _ := testdb.New(t)
+	return newServerOn(t, pool, runSagas, opts)
+}
+
+// newServerOn is newServerWith on a database the caller already has.
+func newServerOn(t *testing.T, pool *pgxpool.Pool, runSagas bool, opts httpapi.Options) *server {
+	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	eng := saga.New(pool, saga.Options{PollInterval: 200 * time.Millisecond, Logger: log})
 	prov := simtest.Start(t, nil, providersim.Options{})

@@ -1,5 +1,7 @@
 -- Insert user: a new user (@name, @phone, @locale) and its wallet in @currency, empty, in one
--- statement; returns both. Locks: the new users and wallets rows.
+-- statement; returns both. The id is the column's default, new_user_id(): the clock and
+-- random bits, so an id already taken fails users_pkey, and the statement is sent again.
+-- Locks: the new users and wallets rows.
 WITH u AS (
     INSERT INTO users (name, phone, locale) VALUES (@name, @phone, @locale)
     RETURNING id, name, phone, locale, created_at
