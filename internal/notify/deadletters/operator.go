@@ -39,6 +39,8 @@ var (
 const (
 	ActionReplay = "replay_dead_letter" // a dead letter re-sent late
 	ActionSkip   = "skip_missing_seq"   // a user's lost seq skipped at the gate
+	// ActionSkipThrough: a user's lost seqs, from its next through one, skipped in one step.
+	ActionSkipThrough = "skip_missing_seqs"
 )
 
 // Operator performs the operators' actions on dead letters and on the gate, each recorded
@@ -206,6 +208,30 @@ func (o *Operator) Skip(ctx context.Context, actor string, userID, seq int64, re
 		return 0, err
 	}
 	return last, nil
+}
+
+// SkipThrough records every seq of a held user from its next through through that never
+// arrived as skipped_by_operator and moves the user past them (gate.Store.SkipThrough), in one
+// transaction with the audit row (its seq is through; its detail the range and how many were
+// skipped). It returns what the gate did, or gate.ErrNotHeld or gate.ErrSkipRangeTooLong.
+func (o *Operator) SkipThrough(ctx context.Context, actor string, userID, through int64, reason string) (gate.SkippedRange, error) {
+	var r gate.SkippedRange
+	err := pg.WithTx(ctx, o.db, func(tx pgx.Tx) error {
+		var err error
+		if r, err = o.gate.SkipThrough(ctx, tx, userID, through, reason); err != nil {
+			return err
+		}
+		detail, err := json.Marshal(map[string]any{"from_seq": r.From, "through_seq": r.Through, "skipped": r.Skipped})
+		if err != nil {
+			return err
+		}
+		_, err = audit(ctx, tx, actor, ActionSkipThrough, userID, through, reason, detail)
+		return err
+	})
+	if err != nil {
+		return gate.SkippedRange{}, err
+	}
+	return r, nil
 }
 
 // audit records an operator's action in tx and returns when.

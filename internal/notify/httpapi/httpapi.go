@@ -95,7 +95,8 @@ func Register(e *echo.Echo, d Deps) {
 	if d.Gate != nil {
 		routes = append(routes,
 			route{http.MethodGet, "/v1/gate", gateState(d.Gate), []echo.MiddlewareFunc{read}},
-			route{http.MethodPost, "/v1/gate/:user_id/skip", skip(d), nil})
+			route{http.MethodPost, "/v1/gate/:user_id/skip", skip(d), nil},
+			route{http.MethodPost, "/v1/gate/:user_id/skip-through", skipThrough(d), nil})
 	}
 	for _, r := range routes {
 		e.Add(r.method, r.path, r.handler, r.mw...)
@@ -233,6 +234,47 @@ func skip(d Deps) echo.HandlerFunc {
 		d.Logger.WarnContext(ctx, "missing seq skipped", "user_id", userID, "seq", req.Seq, "last_seq", last, "actor", actor, "reason", req.Reason)
 		d.Gate.Lanes.Wake()
 		return c.JSON(http.StatusOK, map[string]any{"user_id": userID, "skipped_seq": req.Seq, "last_seq": last})
+	}
+}
+
+type skipThroughRequest struct {
+	Through int64  `json:"through"`
+	Reason  string `json:"reason"`
+}
+
+// skipThrough serves POST /v1/gate/{user_id}/skip-through: the operator states the last seq
+// of a range the broker no longer has (from the user's next seq on) and why; the gate records
+// every seq of it that never arrived skipped_by_operator and advances the user, in one
+// transaction with one audit row. For a restore of the notifier's database, or a group's
+// first start, where one skip per seq would take thousands of calls.
+func skipThrough(d Deps) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		var req skipThroughRequest
+		actor, err := httpx.OperatorRequest(c, d.AdminToken, &req, &req.Reason)
+		if err != nil {
+			return err
+		}
+		userID, err := positiveInt(c.Param("user_id"), "user id")
+		if err != nil {
+			return err
+		}
+		if req.Through <= 0 {
+			return apperr.New(apperr.Invalid, "through must be the positive last seq to skip, got %d", req.Through)
+		}
+		ctx := c.Request().Context()
+		r, err := d.Operator.SkipThrough(ctx, actor, userID, req.Through, req.Reason)
+		switch {
+		case errors.Is(err, gate.ErrNotHeld):
+			return apperr.Wrap(err, apperr.Conflict, "user %d is not held by seqs up to %d: its next seq is past it, or no SMS after it waits (see the gaps in GET /v1/gate)", userID, req.Through)
+		case errors.Is(err, gate.ErrSkipRangeTooLong):
+			return apperr.Wrap(err, apperr.Invalid, "skip at most %d seqs at once: through must be below the user's next seq + %d", gate.MaxSkipRange, gate.MaxSkipRange)
+		case err != nil:
+			return err
+		}
+		d.Logger.WarnContext(ctx, "missing seqs skipped", "user_id", userID, "from_seq", r.From, "through_seq", r.Through, "skipped", r.Skipped,
+			"last_seq", r.LastSeq, "actor", actor, "reason", req.Reason)
+		d.Gate.Lanes.Wake()
+		return c.JSON(http.StatusOK, map[string]any{"user_id": userID, "from_seq": r.From, "through_seq": r.Through, "skipped": r.Skipped, "last_seq": r.LastSeq})
 	}
 }
 

@@ -2,11 +2,13 @@ package httpapi_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/walletsaga/walletsaga/internal/notify/gate"
@@ -102,8 +104,65 @@ func TestThePageListsTheOperatorActions(t *testing.T) {
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
-	for _, want := range []string{"/v1/dead-letters/{user_id}/{seq}/replay", "/v1/gate/{user_id}/skip",
+	for _, want := range []string{"/v1/dead-letters/{user_id}/{seq}/replay", "/v1/gate/{user_id}/skip", "/v1/gate/{user_id}/skip-through",
 		"/v1/sagas/{id}/retry", "/v1/sagas/{id}/resolve", "X-Operator", "/v1/audit"} {
 		require.Contains(t, string(b), want)
 	}
+}
+
+// TestSkipThroughMovesAUserPastARangeInOneAuditedStep: user 7 got seqs 1 and 2; 3–5 and 7
+// never arrived (older than the broker keeps), 6 and 8 wait. Skipping through 7 records the
+// four lost seqs skipped and advances the user to 5, before 6, which is sent; one audit row
+// says who, why and the range. Refused, changing nothing: a range before the user's next
+// seq, one behind which nothing waits, one with nothing lost, one too long.
+func TestSkipThroughMovesAUserPastARangeInOneAuditedStep(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	_, err := e.pool.Exec(ctx, `
+		INSERT INTO notify.progress (user_id, last_seq, gap_since) VALUES (7, 2, now());
+		INSERT INTO notify.notifications (user_id, seq, status, attempts) VALUES
+			(7, 1, 'sent', 1), (7, 2, 'sent', 1), (7, 6, 'pending', 0), (7, 8, 'pending', 0)`)
+	require.NoError(t, err)
+	auth := "Bearer " + adminToken
+	skip := func(body string) (int, map[string]any) {
+		return e.do(t, http.MethodPost, "/v1/gate/7/skip-through", auth, body)
+	}
+
+	st, _ := e.do(t, http.MethodPost, "/v1/gate/7/skip-through", "", `{"through":7,"reason":"x"}`)
+	require.Equal(t, http.StatusUnauthorized, st)
+	st, v := skip(`{"reason":"x"}`)
+	require.Equal(t, http.StatusBadRequest, st, "through is required: %v", v)
+	st, v = skip(`{"through":2,"reason":"x"}`)
+	require.Equal(t, http.StatusConflict, st, "2 is finished: %v", v)
+	st, v = skip(`{"through":8,"reason":"x"}`)
+	require.Equal(t, http.StatusConflict, st, "nothing waits after 8: %v", v)
+	st, v = skip(`{"through":100003,"reason":"x"}`)
+	require.Equal(t, http.StatusBadRequest, st, "too long a range: %v", v)
+
+	st, v = skip(`{"through":7,"reason":"older than the broker's retention after the notifier's restore, INC-31"}`)
+	require.Equal(t, http.StatusOK, st, "%v", v)
+	require.Equal(t, map[string]any{"user_id": 7.0, "from_seq": 3.0, "through_seq": 7.0, "skipped": 4.0, "last_seq": 5.0}, v)
+	rows, err := e.pool.Query(ctx, `SELECT seq || ' ' || status FROM notify.notifications WHERE user_id = 7 ORDER BY seq`)
+	require.NoError(t, err)
+	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, []string{"1 sent", "2 sent", "3 skipped_by_operator", "4 skipped_by_operator", "5 skipped_by_operator",
+		"6 pending", "7 skipped_by_operator", "8 pending"}, got)
+
+	st, v = skip(`{"through":7,"reason":"again"}`)
+	require.Equal(t, http.StatusConflict, st, "nothing of 6–7 is lost any more: %v", v)
+
+	st, v = e.do(t, http.MethodGet, "/v1/audit", "", "")
+	require.Equal(t, http.StatusOK, st, "%v", v)
+	items := v["items"].([]any)
+	require.Len(t, items, 1, "one audit row; refusals leave none")
+	a := items[0].(map[string]any)
+	require.Equal(t, "skip_missing_seqs", a["action"])
+	require.Equal(t, 7.0, a["seq"])
+	var detail map[string]int64
+	var raw []byte
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT detail FROM notify.audit WHERE action = 'skip_missing_seqs'`).Scan(&raw))
+	require.NoError(t, json.Unmarshal(raw, &detail))
+	require.Equal(t, map[string]int64{"from_seq": 3, "through_seq": 7, "skipped": 4}, detail)
 }
