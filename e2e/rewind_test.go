@@ -33,8 +33,15 @@ func pgTool(t *testing.T, name string) string {
 // custom format, and returns its file.
 func pgDump(t *testing.T, dbURL string) string {
 	t.Helper()
-	file := filepath.Join(t.TempDir(), "wallet.dump")
-	out, err := exec.Command(pgTool(t, "pg_dump"), "--format=custom", "--schema=public", "--file="+file, "--dbname="+dbURL).CombinedOutput()
+	return pgDumpSchema(t, dbURL, "public")
+}
+
+// pgDumpSchema takes a backup of schema of the database at dbURL, in pg_dump's custom format,
+// and returns its file.
+func pgDumpSchema(t *testing.T, dbURL, schema string) string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), schema+".dump")
+	out, err := exec.Command(pgTool(t, "pg_dump"), "--format=custom", "--schema="+schema, "--file="+file, "--dbname="+dbURL).CombinedOutput()
 	require.NoError(t, err, "pg_dump: %s", out)
 	return file
 }
@@ -138,4 +145,60 @@ func TestARestoredWalletDatabaseSwallowsNoSMS(t *testing.T) {
 	s.audit() // the money and the outbox (the SMS went through the provider above, not the SMS log)
 	require.Contains(t, metricsText(t, &proc{url: w.url}), "walletsaga_wallet_history_rewound_timestamp_seconds")
 	require.NotContains(t, metricsText(t, &proc{url: w.url}), "walletsaga_wallet_history_rewound_timestamp_seconds 0\n")
+}
+
+// TestARestoredNotifierDatabaseMissesNoSMS: the notifier's database is restored from a backup
+// while the wallet's is not, and the broker's offsets of the group are past the backup. After
+// the documented procedure — stop the notifiers, restore, move the group back to the backup's
+// time (scripts/services.sh reset-offsets: mqadmin resetOffsetByTime), start them — every
+// balance change is texted once, in order: those the backup had not yet seen are delivered
+// again, and the provider, which had those it accepted after the backup under the same keys,
+// answers 409 to them instead of sending them twice; the one made while the notifier was down
+// and the one after it go out.
+func TestARestoredNotifierDatabaseMissesNoSMS(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStackApart(t)
+	p := newProvider(t)
+	w := s.start("walletsvc", nil)
+	n := s.start("notifier", webhookEnv(p, "1h"))
+	a := api{t: t, base: func() string { return w.url }}
+	user := a.createUser("restored notifier", okPhone(2))
+	delivered := func(k int) func() bool {
+		return func() bool { return len(p.Delivered()[user]) >= k }
+	}
+
+	a.depositWait(user, 10000, "n-1")
+	a.depositWait(user, 20000, "n-2")
+	wait.Until(t, 60*time.Second, "SMS 1 and 2", delivered(2))
+	wait.Until(t, 60*time.Second, "the notifier to record 1 and 2", func() bool {
+		var last int64
+		require.NoError(t, s.notify.QueryRow(ctx, `SELECT last_seq FROM notify.progress WHERE user_id = $1`, user).Scan(&last))
+		return last == 2
+	})
+	// The backup's time, a little before it: what was stored from then on is delivered again.
+	backupAt := time.Now().Add(-2 * time.Second)
+	backup := pgDumpSchema(t, s.env["NOTIFY_DATABASE_URL"], "notify")
+	a.depositWait(user, 30000, "n-3")
+	a.depositWait(user, 40000, "n-4")
+	wait.Until(t, 60*time.Second, "SMS 3 and 4", delivered(4))
+
+	n.stop(t)
+	a.depositWait(user, 50000, "n-5") // while no notifier runs
+	wait.Until(t, 60*time.Second, "seq 5 published", func() bool {
+		return s.count(`SELECT count(*) FROM wallet_events WHERE published_at IS NULL`) == 0
+	})
+	pgRestore(t, s.env["NOTIFY_DATABASE_URL"], backup)
+	s.broker.ResetOffsets(t, s.group, s.topic, backupAt)
+	s.start("notifier", webhookEnv(p, "1h"))
+	a.depositWait(user, 60000, "n-6")
+	wait.Until(t, 90*time.Second, "SMS 1–6", delivered(6))
+	wait.Until(t, 60*time.Second, "every SMS recorded", s.smsDone)
+
+	require.Equal(t, []int64{1, 2, 3, 4, 5, 6}, p.Delivered()[user], "each SMS delivered once, in order")
+	conflicts := len(p.Calls(func(c smsprovider.Call) bool { return c.UserID == user && c.Status == 409 }))
+	require.Equal(t, 2, conflicts, "seqs 3 and 4, delivered again after the restore, were answered 409: the provider had them")
+	var last int64
+	require.NoError(t, s.notify.QueryRow(ctx, `SELECT last_seq FROM notify.progress WHERE user_id = $1`, user).Scan(&last))
+	require.EqualValues(t, 6, last)
 }

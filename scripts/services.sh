@@ -15,6 +15,10 @@
 #   scripts/services.sh start-broker BROKER      start one broker (a stopped one, or one joining)
 #   scripts/services.sh freeze-broker BROKER     SIGSTOP a broker: it hangs, its ports stay open
 #   scripts/services.sh thaw-broker BROKER       SIGCONT a frozen broker
+#   scripts/services.sh reset-offsets GROUP TOPIC TIME  move consumer group GROUP back on TOPIC to the
+#                                first message each queue stored at or after TIME (Unix ms), with
+#                                mqadmin resetOffsetByTime: docs/OPERATIONS.md's step after a
+#                                restore of the notifier's database (checked)
 #   scripts/services.sh restart-pg [immediate]   restart Postgres (fast: sessions are cut;
 #                                immediate: no shutdown checkpoint, as after a crash)
 #
@@ -712,6 +716,18 @@ start-broker)
 	rmq_jars
 	broker_up "$1"
 	;;
+reset-offsets)
+	[ $# -eq 3 ] || die "usage: services.sh reset-offsets GROUP TOPIC TIME_MS"
+	java_check
+	rmq_jars
+	# -f true: also when the group's consumers run (they are told); a group without running
+	# consumers has its offsets set on the brokers, where its consumers read them at start.
+	out="$(mqadmin resetOffsetByTime -n "$NAMESRV_ADDR" -g "$1" -t "$2" -s "$3" -f true 2>&1 || true)"
+	printf '%s\n' "$out" | grep -Ev '^\s*$' >&2
+	printf '%s\n' "$out" | grep -Eiq 'exception|error|failed|not exist' && die "resetOffsetByTime $1 on $2 failed"
+	printf '%s\n' "$out" | grep -Eq '^[#[:space:]]*(broker|brokerName)' || die "resetOffsetByTime $1 on $2 printed no offsets"
+	say "group $1 on $2 moved back to $3"
+	;;
 restart-pg)
 	PG_BIN="$(pg_bindir)" || die "no PostgreSQL binaries"
 	mode="${1:-fast}"
@@ -730,5 +746,5 @@ restart-pg)
 	fi
 	say "postgres restarted in $((SECONDS - t0))s"
 	;;
-*) die "unknown command $cmd (up|down|status|clean|topic|restart-broker|kill-broker|start-broker|restart-pg)" ;;
+*) die "unknown command $cmd (up|down|status|clean|topic|reset-offsets|restart-broker|kill-broker|start-broker|restart-pg)" ;;
 esac

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -206,4 +207,23 @@ func (b Broker) NotifierUser(t testing.TB, topic, group string) ordering.Credent
 		t.Fatalf("rmqtest: services.sh notifier-user: %v\n%s", err, out)
 	}
 	return creds
+}
+
+// ResetOffsets moves consumer group back on topic to the first message each queue stored at
+// or after at (scripts/services.sh reset-offsets: mqadmin resetOffsetByTime, the step
+// docs/OPERATIONS.md gives after a restore of the notifier's database).
+func (b Broker) ResetOffsets(t testing.TB, group, topic string, at time.Time) {
+	t.Helper()
+	adminMu.Lock()
+	defer adminMu.Unlock()
+	_, file, _, _ := runtime.Caller(0)
+	script := filepath.Join(filepath.Dir(file), "..", "..", "..", "scripts", "services.sh")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ms := strconv.FormatInt(at.UnixMilli(), 10)
+	out, err := exec.CommandContext(ctx, "bash", script, "reset-offsets", group, topic, ms).CombinedOutput() //nolint:gosec // G204: the repository's own script, with names of the test's own
+	if err != nil {
+		t.Fatalf("rmqtest: services.sh reset-offsets: %v\n%s", err, out)
+	}
+	t.Logf("reset-offsets %s %s %s:\n%s", group, topic, ms, out)
 }
