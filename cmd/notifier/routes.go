@@ -22,7 +22,7 @@ func newServer(cfg config, log *slog.Logger, pool *pgxpool.Pool, gate *httpapi.G
 ) *echo.Echo {
 	e := httpx.New(httpx.Options{Logger: log})
 	httpx.Probes(e, log, checks...)
-	httpx.Handler(e, "/metrics", metrics.Handler(reg, log))
+	httpx.Metrics(e, metrics.Handler(reg, log), cfg.MetricsToken)
 	httpapi.Register(e, httpapi.Deps{Log: smslog.NewStore(pool), Operator: operator, Gate: gate, AdminToken: cfg.AdminToken,
 		ReadToken: cfg.ReadToken, Logger: log})
 	return e

@@ -181,6 +181,7 @@ func TestProductionListsEveryProblemInOneMessage(t *testing.T) {
 		"SMS_WEBHOOK_TOKEN: must differ from READ_TOKEN",
 		"ALLOW_UNSIGNED_BROKER: is set, but ROCKETMQ_ACCESS_KEY signs the requests",
 		"ROCKETMQ_SECRET_KEY: is too predictable",
+		"METRICS_TOKEN: required",
 	}, []string{shared, "a-db-password-of-ours", "aaaaaaaaaaaaaaaaaaaa", "change-me-at-least-16"})
 }
 

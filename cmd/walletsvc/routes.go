@@ -18,7 +18,7 @@ import (
 func newServer(cfg config, log *slog.Logger, svc *wallet.Service, reg *prometheus.Registry, checks ...httpx.Check) *echo.Echo {
 	e := httpx.New(httpx.Options{Logger: log})
 	httpx.Probes(e, log, checks...)
-	httpx.Handler(e, "/metrics", metrics.Handler(reg, log))
+	httpx.Metrics(e, metrics.Handler(reg, log), cfg.MetricsToken)
 	opts := httpapi.Options{
 		ServiceToken: cfg.ServiceToken, ServiceTokenCreatesUsersOnly: cfg.ServiceTokenScope == ScopeCreateUser,
 		AdminToken: cfg.AdminToken, Logger: log,

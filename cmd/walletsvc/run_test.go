@@ -346,6 +346,7 @@ func TestProductionListsEveryProblemInOneMessage(t *testing.T) {
 		"ADMIN_TOKEN: is a secret the repository documents",
 		"MERCHANT_TOKEN: must differ from SERVICE_TOKEN",
 		"ROCKETMQ_ACCESS_KEY: required in production",
+		"METRICS_TOKEN: required",
 	}, []string{shared, "a-db-password-of-ours", "1234567890123456", "change-me-at-least-16"})
 }
 
@@ -371,6 +372,7 @@ func TestProductionRefusesADatabaseThatCanLoseCommits(t *testing.T) {
 		"PAYMENT_GATEWAY_TOKEN": "a-provider-token-of-our-own", "MERCHANT_TOKEN": "a-merchant-token-of-our-own",
 		"ALLOW_UNSIGNED_BROKER": "test name server on loopback, nothing listens behind it",
 		"HTTP_ADDR":             "127.0.0.1:0", "WALLET_EVENTS_TOPIC": rmqtest.Unique("run-events"), "PRODUCER_GROUP": rmqtest.Unique("run-relay"),
+		"METRICS_TOKEN": "a-metrics-token-of-our-own",
 	}
 	var out bytes.Buffer
 	err = run(context.Background(), nil, func(k string) string { return env[k] }, &out, &out)

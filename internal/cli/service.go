@@ -34,6 +34,9 @@ type Service struct {
 	// StatementTimeout and IdleInTxTimeout are set on every connection of the pool.
 	StatementTimeout time.Duration
 	IdleInTxTimeout  time.Duration
+	// MetricsToken is the bearer token /metrics requires (empty: open, which production
+	// refuses): the metrics show business volumes and the build, to Prometheus only.
+	MetricsToken string
 	// The pruner's pace (internal/retention); each service has its own windows.
 	RetentionBatch int
 	RetentionPause time.Duration
@@ -93,6 +96,7 @@ func (s *Service) BindLate(f *Flags, spec ServiceSpec) {
 	f.DevOptional(&s.RocketMQAccessKey, "ROCKETMQ_ACCESS_KEY", spec.DevRocketMQUser, "RocketMQ user this process signs its requests as (the broker's access control; required in production unless ALLOW_UNSIGNED_BROKER)")
 	f.Secret(&s.RocketMQSecretKey, "ROCKETMQ_SECRET_KEY", "", "secret key (password) of ROCKETMQ_ACCESS_KEY (in dev, for the dev user: its documented secret)")
 	f.String(&s.UnsignedBroker, UnsignedBrokerEnv, "", "the network boundary that keeps everyone else off a broker without access control, in words: production then starts without ROCKETMQ_ACCESS_KEY, and logs it (empty: production refuses to "+spec.Unsigned+" unsigned)")
+	f.Secret(&s.MetricsToken, "METRICS_TOKEN", "", "bearer token GET /metrics requires (Prometheus's authorization credentials); required in production, where the metrics are private (empty in dev: open)")
 	f.String(&s.UnsafeDurability, "ALLOW_UNSAFE_DURABILITY", "", "the reason to run on a Postgres whose commits can vanish in a crash (fsync off, synchronous_commit off or local); empty: production refuses such a server")
 	f.after = append(f.after, func() {
 		if f.mode == Dev && s.RocketMQAccessKey == spec.DevRocketMQUser && s.RocketMQSecretKey == "" {
@@ -118,7 +122,9 @@ func (s Service) CheckEarly(p *Problems, spec ServiceSpec) {
 // the service's own; each of them, the broker's secret and the database's password must
 // differ from the others.
 func (s Service) CheckLate(p *Problems, spec ServiceSpec, serving bool, secrets ...NamedSecret) {
+	p.CheckToken(s.Mode, "METRICS_TOKEN", s.MetricsToken, serving && s.Mode == Production)
 	p.CheckDistinct(s.Mode, append(secrets,
+		NamedSecret{Field: "METRICS_TOKEN", Value: s.MetricsToken},
 		NamedSecret{Field: "ROCKETMQ_SECRET_KEY", Value: s.RocketMQSecretKey},
 		NamedSecret{Field: spec.DatabaseEnv + "'s password", Value: URLPassword(s.DatabaseURL)},
 	)...)

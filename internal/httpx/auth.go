@@ -150,7 +150,17 @@ func Document(e *echo.Echo, path, contentType string, doc []byte) {
 	})
 }
 
-// Handler serves h (e.g. the Prometheus handler) at GET path.
-func Handler(e *echo.Echo, path string, h http.Handler) {
-	e.GET(path, echo.WrapHandler(h))
+// Handler serves h (e.g. the Prometheus handler) at GET path, behind mw.
+func Handler(e *echo.Echo, path string, h http.Handler, mw ...echo.MiddlewareFunc) {
+	e.GET(path, echo.WrapHandler(h), mw...)
+}
+
+// Metrics serves h, the Prometheus handler, at GET /metrics: behind token as a bearer token
+// when it is set (METRICS_TOKEN), open otherwise (dev).
+func Metrics(e *echo.Echo, h http.Handler, token string) {
+	if token == "" {
+		Handler(e, "/metrics", h)
+		return
+	}
+	Handler(e, "/metrics", h, RequireBearer("metrics", "", token))
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 	"go.opentelemetry.io/contrib/instrumentation/github.com/labstack/echo/otelecho"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/walletsaga/walletsaga/internal/apperr"
 	"github.com/walletsaga/walletsaga/internal/lifecycle"
@@ -225,11 +226,17 @@ const (
 	CheckDown = "down"
 )
 
+// ProbeFresh is how old, at most, the checks' results a probe answers from are: probes within
+// it of the last run of the checks share that run's results, however many there are.
+const ProbeFresh = time.Second
+
 // Probes registers GET /healthz (the process is up; informational checks' state is shown,
 // never failing it) and GET /readyz (every check within 2s; 503 naming the failing checks
 // when one without Degraded fails; 200 otherwise, listing what the process cannot do now).
-// Each check is reported as CheckOK or CheckDown; why a check fails is logged to log, once
-// each time its error changes, and its recovery likewise.
+// Both answer from a run of the checks at most ProbeFresh old, on a context of its own: one
+// run at a time, however many probes arrive or hang up, so probes cannot take the database's
+// connections from the requests. Each check is reported as CheckOK or CheckDown; why a check
+// fails is logged to log, once each time its error changes, and its recovery likewise.
 func Probes(e *echo.Echo, log *slog.Logger, checks ...Check) {
 	if log == nil {
 		log = slog.Default()
@@ -237,7 +244,7 @@ func Probes(e *echo.Echo, log *slog.Logger, checks ...Check) {
 	p := &probes{checks: checks, log: log, last: map[string]string{}}
 	e.GET("/healthz", func(c echo.Context) error {
 		body := map[string]any{"status": "ok"}
-		res, degraded, _ := p.run(c.Request().Context(), true)
+		res, degraded, _ := p.recent(true)
 		if len(res) > 0 {
 			body["checks"] = res
 		}
@@ -247,9 +254,7 @@ func Probes(e *echo.Echo, log *slog.Logger, checks ...Check) {
 		return c.JSON(http.StatusOK, body)
 	})
 	e.GET("/readyz", func(c echo.Context) error {
-		ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
-		defer cancel()
-		res, degraded, ok := p.run(ctx, false)
+		res, degraded, ok := p.recent(false)
 		body := map[string]any{"status": "ok", "checks": res}
 		if len(degraded) > 0 {
 			body["degraded"] = degraded
@@ -268,6 +273,49 @@ type probes struct {
 	log    *slog.Logger
 	mu     sync.Mutex
 	last   map[string]string // check name → the error last logged ("" once it passes)
+
+	runs   singleflight.Group
+	cached probeRun // guarded by mu
+}
+
+// probeRun is one run of every check.
+type probeRun struct {
+	at       time.Time
+	res      map[string]string
+	degraded []string
+	ok       bool
+}
+
+// recent returns the results of a run of the checks at most ProbeFresh old, running them
+// (once, for every caller waiting) when the last run is older; onlyInfo keeps the
+// informational checks' results only. The run is bounded by 2s and is no caller's.
+func (p *probes) recent(onlyInfo bool) (map[string]string, []string, bool) {
+	p.mu.Lock()
+	r := p.cached
+	p.mu.Unlock()
+	if r.at.IsZero() || time.Since(r.at) > ProbeFresh {
+		v, _, _ := p.runs.Do("checks", func() (any, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			res, degraded, ok := p.run(ctx, false)
+			r := probeRun{at: time.Now(), res: res, degraded: degraded, ok: ok}
+			p.mu.Lock()
+			p.cached = r
+			p.mu.Unlock()
+			return r, nil
+		})
+		r = v.(probeRun) //nolint:forcetypeassert // the function above returns a probeRun
+	}
+	if !onlyInfo {
+		return r.res, r.degraded, r.ok
+	}
+	info := map[string]string{}
+	for _, ch := range p.checks {
+		if ch.Degraded != "" {
+			info[ch.Name] = r.res[ch.Name]
+		}
+	}
+	return info, r.degraded, true
 }
 
 // run runs the checks (only the informational ones when onlyInfo) and reports each one's

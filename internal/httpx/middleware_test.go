@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -353,8 +354,9 @@ func TestProbesSayWhichDependencyIsDownAndLogWhy(t *testing.T) {
 	mu.Lock()
 	dbErr = nil
 	mu.Unlock()
-	st, body = get("/readyz")
-	require.Equal(t, http.StatusOK, st, body)
+	// The probes answer from a run at most ProbeFresh old: the recovery shows within it.
+	require.Eventually(t, func() bool { st, _ = get("/readyz"); return st == http.StatusOK }, 3*httpx.ProbeFresh, 20*time.Millisecond)
+	_, body = get("/readyz")
 	require.JSONEq(t, `{"status":"ok","checks":{"postgres":"ok","rocketmq":"down"},"degraded":["rocketmq: events wait in the outbox"]}`, body)
 	require.Contains(t, logs.String(), `"msg":"dependency check passes again","check":"postgres"`)
 }
@@ -388,4 +390,71 @@ func TestNothingMayBeFramed(t *testing.T) {
 			require.Contains(t, csp[0], "default-src 'self'")
 		}
 	}
+}
+
+// A flood of probes, each hanging up at once, runs the checks once: the probes answer from
+// one run at most ProbeFresh old, on a context of the probes' own, so they cannot take the
+// database's connections from the requests; a check that hung is not cut short by them.
+func TestAFloodOfProbesRunsTheChecksOnce(t *testing.T) {
+	t.Parallel()
+	var runs atomic.Int32
+	release := make(chan struct{})
+	e := httpx.New(httpx.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	httpx.Probes(e, nil, httpx.Check{Name: "postgres", Fn: func(ctx context.Context) error {
+		runs.Add(1)
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}})
+	srv := httptest.NewServer(e)
+	t.Cleanup(srv.Close)
+	var wg sync.WaitGroup
+	for range 100 {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			defer cancel()
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/readyz", nil)
+			require.NoError(t, err)
+			if resp, err := srv.Client().Do(req); err == nil {
+				_ = resp.Body.Close()
+			}
+		})
+	}
+	wg.Wait()
+	close(release)
+	require.Eventually(t, func() bool {
+		resp, err := http.Get(srv.URL + "/readyz")
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, 5*time.Second, 20*time.Millisecond)
+	require.EqualValues(t, 1, runs.Load(), "one run of the checks for the whole flood")
+}
+
+// /metrics is private when a token is set (production requires one): without the token, or
+// with another, a scraper gets nothing.
+func TestMetricsAreServedOnlyWithTheirToken(t *testing.T) {
+	t.Parallel()
+	e := httpx.New(httpx.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	httpx.Metrics(e, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "walletsaga_up 1\n") }),
+		"a-metrics-token-of-our-own")
+	srv := httptest.NewServer(e)
+	t.Cleanup(srv.Close)
+	get := func(auth string) int {
+		req, err := http.NewRequest(http.MethodGet, srv.URL+"/metrics", nil)
+		require.NoError(t, err)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := srv.Client().Do(req)
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+	require.Equal(t, http.StatusUnauthorized, get(""))
+	require.Equal(t, http.StatusForbidden, get("Bearer another-token-of-someone"))
+	require.Equal(t, http.StatusOK, get("Bearer a-metrics-token-of-our-own"))
 }

@@ -5,7 +5,7 @@
 //
 // Every metric name starts with walletsaga_. No metric has a per-user label.
 //
-// Fleet-wide gauges: the collectors that count rows of the shared database at scrape time
+// Fleet-wide gauges: the collectors that count rows of the shared database (newQueried)
 // (sagas by state, the outbox backlog, the notifier's inbox, gaps and dead letters) run in
 // every replica, so each replica reports the same fleet-wide value, and their Help says to
 // take max() across replicas, never sum(). None is gated on a lock: a gauge served only by
@@ -14,13 +14,17 @@
 // most, and would leave a gap at each hand-over; nothing holds a lock over the sagas or the
 // notifier's tables to gate those on. The price is one query per replica per scrape; all
 // but walletsaga_sagas read partial indexes of the rows they count, whereas that one counts
-// the whole sagas table (over its (kind, state) index), and grows with it.
+// the whole sagas table (over its (kind, state) index), and grows with it. That price is paid
+// at most once per RefreshEvery per replica, whatever scrapes the process (newQueried): a
+// scrape is served from memory, so a flood of scrapers, or ones that hang up, cost the
+// database nothing more.
 package metrics
 
 import (
 	"context"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -37,11 +41,19 @@ import (
 	"github.com/walletsaga/walletsaga/internal/wallet"
 )
 
-// fleetWide ends the Help of a gauge counted in the shared database at scrape time.
-const fleetWide = " Counted in Postgres at scrape time by every replica, which all report the same fleet-wide value: take max() across replicas, not sum()."
+// fleetWide ends the Help of a gauge counted in the shared database.
+const fleetWide = " Counted in Postgres by every replica (at most once per 10s, served from memory), which all report the same fleet-wide value: take max() across replicas, not sum()."
 
-// ScrapeTimeout bounds the database queries of one scrape.
+// ScrapeTimeout bounds the database queries of one refresh of the database-backed gauges.
 const ScrapeTimeout = 3 * time.Second
+
+// RefreshEvery is how often, at most, a replica queries the database for its gauges: a
+// scrape within that of the last query is served the values that query read.
+const RefreshEvery = 10 * time.Second
+
+// MaxScrapesInFlight bounds the /metrics requests served at once; one past it is answered
+// 503 at once.
+const MaxScrapesInFlight = 4
 
 // latencyBuckets cover 1ms to ~16s.
 var latencyBuckets = prometheus.ExponentialBuckets(0.001, 2, 15)
@@ -79,9 +91,10 @@ func Handler(reg *prometheus.Registry, log *slog.Logger) http.Handler {
 		log = slog.Default()
 	}
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{
-		ErrorLog:      promLogger{log},
-		ErrorHandling: promhttp.ContinueOnError,
-		Registry:      reg,
+		ErrorLog:            promLogger{log},
+		ErrorHandling:       promhttp.ContinueOnError,
+		Registry:            reg,
+		MaxRequestsInFlight: MaxScrapesInFlight,
 	})
 }
 
@@ -97,7 +110,86 @@ func result(err error) string {
 	return "ok"
 }
 
-// scrape is a collector whose values come from a query run at scrape time.
+// queried is a collector whose values come from a database query that runs at most once per
+// RefreshEvery, on a context of its own bounded by ScrapeTimeout, never on a scraper's: a
+// scrape is served the values of the last query, and starts the next one when those are
+// older than RefreshEvery (only the very first scrape waits for its query, at most
+// ScrapeTimeout). One query runs at a time, however many scrapes arrive. A failed query
+// leaves the metrics out of the scrapes until the next one succeeds (logged by the
+// handler), rather than serving stale values as fresh.
+type queried struct {
+	descs []*prometheus.Desc
+	query func(ctx context.Context, ch chan<- prometheus.Metric) error
+
+	mu      sync.Mutex
+	values  []prometheus.Metric
+	err     error
+	at      time.Time     // when the last query ended (zero: none yet)
+	running chan struct{} // closed when the running query ends; nil when none runs
+}
+
+// newQueried returns a queried collector of descs, whose values query sends.
+func newQueried(descs []*prometheus.Desc, query func(ctx context.Context, ch chan<- prometheus.Metric) error) *queried {
+	return &queried{descs: descs, query: query}
+}
+
+func (q *queried) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range q.descs {
+		ch <- d
+	}
+}
+
+func (q *queried) Collect(ch chan<- prometheus.Metric) {
+	q.mu.Lock()
+	if q.running == nil && time.Since(q.at) >= RefreshEvery {
+		q.running = make(chan struct{})
+		go q.refresh(q.running)
+	}
+	first, running := q.at.IsZero(), q.running
+	q.mu.Unlock()
+	if first && running != nil {
+		t := time.NewTimer(ScrapeTimeout)
+		select {
+		case <-running:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	q.mu.Lock()
+	values, err := q.values, q.err
+	q.mu.Unlock()
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(q.descs[0], err)
+		return
+	}
+	for _, m := range values {
+		ch <- m
+	}
+}
+
+// refresh runs the query and keeps what it sent, then closes done.
+func (q *queried) refresh(done chan struct{}) {
+	ctx, cancel := context.WithTimeout(context.Background(), ScrapeTimeout)
+	defer cancel()
+	out := make(chan prometheus.Metric)
+	var values []prometheus.Metric
+	collected := make(chan struct{})
+	go func() {
+		defer close(collected)
+		for m := range out {
+			values = append(values, m)
+		}
+	}()
+	err := q.query(ctx, out)
+	close(out)
+	<-collected
+	q.mu.Lock()
+	q.values, q.err, q.at, q.running = values, err, time.Now(), nil
+	q.mu.Unlock()
+	close(done)
+}
+
+// scrape is a collector whose values are read from the process's memory at scrape time.
 type scrape struct {
 	descs   []*prometheus.Desc
 	collect func(ctx context.Context, ch chan<- prometheus.Metric) error
@@ -117,7 +209,7 @@ func (s scrape) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// Saga is the saga engine's metrics: sagas by kind and state (counted at scrape time), and
+// Saga is the saga engine's metrics: sagas by kind and state (counted in Postgres), and
 // step attempts and durations (an engine Observer).
 type Saga struct {
 	attempts *prometheus.CounterVec
@@ -137,7 +229,7 @@ func NewSaga(reg prometheus.Registerer, counts func(context.Context) ([]saga.Kin
 		}, []string{"kind", "step", "phase"}),
 	}
 	desc := prometheus.NewDesc("walletsaga_sagas", "Sagas by kind and state."+fleetWide, []string{"kind", "state"}, nil)
-	reg.MustRegister(m.attempts, m.duration, scrape{descs: []*prometheus.Desc{desc}, collect: func(ctx context.Context, ch chan<- prometheus.Metric) error {
+	reg.MustRegister(m.attempts, m.duration, newQueried([]*prometheus.Desc{desc}, func(ctx context.Context, ch chan<- prometheus.Metric) error {
 		rows, err := counts(ctx)
 		if err != nil {
 			return err
@@ -156,7 +248,7 @@ func NewSaga(reg prometheus.Registerer, counts func(context.Context) ([]saga.Kin
 			}
 		}
 		return nil
-	}})
+	}))
 	return m
 }
 
@@ -166,12 +258,12 @@ func (m *Saga) ObserveStep(kind, step, phase string, outcome saga.OutcomeKind, t
 	m.duration.WithLabelValues(kind, step, phase).Observe(took.Seconds())
 }
 
-// NewOutbox registers the outbox backlog gauges (queried at scrape time); backlog is
+// NewOutbox registers the outbox backlog gauges (queried in Postgres); backlog is
 // OutboxStore.Backlog.
 func NewOutbox(reg prometheus.Registerer, backlog func(context.Context) (wallet.Backlog, error)) {
 	n := prometheus.NewDesc("walletsaga_outbox_unpublished", "Outbox events not yet published to RocketMQ."+fleetWide, nil, nil)
 	age := prometheus.NewDesc("walletsaga_outbox_oldest_unpublished_age_seconds", "Age of the oldest unpublished outbox event (0 when none)."+fleetWide, nil, nil)
-	reg.MustRegister(scrape{descs: []*prometheus.Desc{n, age}, collect: func(ctx context.Context, ch chan<- prometheus.Metric) error {
+	reg.MustRegister(newQueried([]*prometheus.Desc{n, age}, func(ctx context.Context, ch chan<- prometheus.Metric) error {
 		b, err := backlog(ctx)
 		if err != nil {
 			return err
@@ -179,7 +271,7 @@ func NewOutbox(reg prometheus.Registerer, backlog func(context.Context) (wallet.
 		ch <- prometheus.MustNewConstMetric(n, prometheus.GaugeValue, float64(b.Unpublished))
 		ch <- prometheus.MustNewConstMetric(age, prometheus.GaugeValue, b.OldestAge.Seconds())
 		return nil
-	}})
+	}))
 }
 
 // NewRelay registers the relay's send latency histogram, its counters and, per broker queue
@@ -335,7 +427,7 @@ func NewNotifier(reg prometheus.Registerer, n Notifier) {
 	alerts := prometheus.NewDesc("walletsaga_notify_gap_alerts", "Users whose next SMS has not arrived, while later ones wait, for longer than GAP_ALERT_AFTER."+fleetWide, nil, nil)
 	oldest := prometheus.NewDesc("walletsaga_notify_oldest_gap_seconds", "Age of the oldest gap: a user's next SMS missing while later ones wait (0 when none)."+fleetWide, nil, nil)
 	unpublished := prometheus.NewDesc("walletsaga_notify_dlq_unpublished", "Dead letters recorded but not yet published to the DLQ topic."+fleetWide, nil, nil)
-	reg.MustRegister(scrape{descs: []*prometheus.Desc{pending, due, alerts, oldest, unpublished}, collect: func(ctx context.Context, ch chan<- prometheus.Metric) error {
+	reg.MustRegister(newQueried([]*prometheus.Desc{pending, due, alerts, oldest, unpublished}, func(ctx context.Context, ch chan<- prometheus.Metric) error {
 		v, err := n.View(ctx)
 		if err != nil {
 			return err
@@ -350,7 +442,7 @@ func NewNotifier(reg prometheus.Registerer, n Notifier) {
 		}
 		ch <- prometheus.MustNewConstMetric(unpublished, prometheus.GaugeValue, float64(backlog))
 		return nil
-	}})
+	}))
 }
 
 // NewSMS registers the SMS send latency histogram; the returned function is
@@ -388,18 +480,18 @@ func NewCommitToSMS(reg prometheus.Registerer) func(time.Duration) {
 	}
 }
 
-// NewDLQ registers the DLQ depth gauge: dead letters not yet replayed, counted in Postgres at
-// scrape time; depth is smslog.Store.DLQDepth.
+// NewDLQ registers the DLQ depth gauge: dead letters not yet replayed, counted in Postgres
+// (newQueried); depth is smslog.Store.DLQDepth.
 func NewDLQ(reg prometheus.Registerer, depth func(context.Context) (int64, error)) {
 	d := prometheus.NewDesc("walletsaga_dlq_depth", "Dead-lettered SMS no operator has replayed yet."+fleetWide, nil, nil)
-	reg.MustRegister(scrape{descs: []*prometheus.Desc{d}, collect: func(ctx context.Context, ch chan<- prometheus.Metric) error {
+	reg.MustRegister(newQueried([]*prometheus.Desc{d}, func(ctx context.Context, ch chan<- prometheus.Metric) error {
 		n, err := depth(ctx)
 		if err != nil {
 			return err
 		}
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(n))
 		return nil
-	}})
+	}))
 }
 
 // NewBroker registers walletsaga_broker_reachable: 1 while the process reaches the broker

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -240,4 +242,80 @@ func TestBuildInfo(t *testing.T) {
 	i := buildinfo.Read()
 	out := scrape(t, metrics.Handler(metrics.NewRegistry(), nil))
 	require.Contains(t, out, fmt.Sprintf(`walletsaga_build_info{goversion=%q,revision=%q,version=%q} 1`, i.GoVersion, i.RevisionLabel(), i.Version))
+}
+
+// TestAFloodOfScrapesQueriesTheDatabaseOnce: a hundred scrapes at once, each hanging up at
+// once, and the query behind the database-backed gauges runs once; it is not cut short by
+// the scrapers that gave up, and a scrape after it is served from memory.
+func TestAFloodOfScrapesQueriesTheDatabaseOnce(t *testing.T) {
+	t.Parallel()
+	reg := metrics.NewRegistry()
+	var queries atomic.Int32
+	release := make(chan struct{})
+	var cut atomic.Bool
+	metrics.NewOutbox(reg, func(ctx context.Context) (wallet.Backlog, error) {
+		queries.Add(1)
+		<-release
+		cut.Store(ctx.Err() != nil)
+		return wallet.Backlog{Unpublished: 4}, nil
+	})
+	srv := httptest.NewServer(metrics.Handler(reg, nil))
+	defer srv.Close()
+
+	var wg sync.WaitGroup
+	for range 100 {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			defer cancel()
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+			require.NoError(t, err)
+			if resp, err := srv.Client().Do(req); err == nil {
+				_ = resp.Body.Close()
+			}
+		})
+	}
+	wg.Wait()
+	close(release)
+	require.Eventually(t, func() bool {
+		return strings.Contains(scrape(t, metrics.Handler(reg, nil)), "walletsaga_outbox_unpublished 4")
+	},
+		5*time.Second, 10*time.Millisecond)
+	require.EqualValues(t, 1, queries.Load(), "one query, however many scrapes")
+	require.False(t, cut.Load(), "the scrapers that hung up did not cancel the query")
+	scrape(t, metrics.Handler(reg, nil))
+	require.EqualValues(t, 1, queries.Load(), "a scrape within RefreshEvery is served from memory")
+}
+
+// TestScrapesPastTheBoundAreRefused: while MaxScrapesInFlight scrapes wait for the first query
+// (the database slow), one more is answered 503 at once rather than queued.
+func TestScrapesPastTheBoundAreRefused(t *testing.T) {
+	t.Parallel()
+	reg := metrics.NewRegistry()
+	release := make(chan struct{})
+	metrics.NewOutbox(reg, func(context.Context) (wallet.Backlog, error) {
+		<-release
+		return wallet.Backlog{}, nil
+	})
+	srv := httptest.NewServer(metrics.Handler(reg, nil))
+	defer srv.Close()
+	var wg sync.WaitGroup
+	for range metrics.MaxScrapesInFlight {
+		wg.Go(func() {
+			if resp, err := srv.Client().Get(srv.URL); err == nil {
+				_ = resp.Body.Close()
+			}
+		})
+	}
+	// A scrape let in waits for the query too: it hangs up, and the next is tried.
+	impatient := &http.Client{Timeout: 200 * time.Millisecond}
+	require.Eventually(t, func() bool {
+		resp, err := impatient.Get(srv.URL)
+		if err != nil {
+			return false
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusServiceUnavailable
+	}, 2*metrics.ScrapeTimeout, 20*time.Millisecond, "a scrape past the bound is refused")
+	close(release)
+	wg.Wait()
 }
