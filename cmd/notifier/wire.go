@@ -108,7 +108,8 @@ func build(ctx context.Context, cfg config, log *slog.Logger, pool *pgxpool.Pool
 	}
 	var watcher *ordering.DLQWatcher
 	if cfg.Reconcile {
-		reconciler := deadletters.NewReconciler(gates, bad, lanes.Wake, log)
+		reconciler := deadletters.NewReconciler(gates, bad, log)
+		metrics.NewDLQForeign(reg, reconciler.Foreign)
 		watcher, err = ordering.NewDLQWatcher(ordering.DLQWatcherConfig{Namesrv: namesrv, Group: cfg.Group, Instance: instance.Suffixed(cfg.Instance, "-dlq"), Credentials: creds, Logger: log}, reconcile(reconciler.Handle))
 		if err != nil {
 			return n, err

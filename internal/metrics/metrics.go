@@ -494,6 +494,16 @@ func NewDLQ(reg prometheus.Registerer, depth func(context.Context) (int64, error
 	}))
 }
 
+// NewDLQForeign registers walletsaga_notify_dlq_foreign_total: wallet events this process's
+// DLQ reconciler found in the DLQ topic that the deployment never dead-lettered, flagged as
+// bad messages and taken for nothing else; foreign is Reconciler.Foreign.
+func NewDLQForeign(reg prometheus.Registerer, foreign func() int64) {
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "walletsaga_notify_dlq_foreign_total",
+		Help: "Wallet events found in the DLQ topic that this deployment never dead-lettered: flagged as bad messages, never taken for a dead letter (whoever published them cannot move a user past an SMS).",
+	}, func() float64 { return float64(foreign()) }))
+}
+
 // NewBroker registers walletsaga_broker_reachable: 1 while the process reaches the broker
 // (the topic has writable queues), 0 otherwise. Neither binary leaves its load balancer for
 // it; this gauge, and /healthz, are where its state shows.

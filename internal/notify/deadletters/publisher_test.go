@@ -105,34 +105,44 @@ func TestDeadLettersReachTheDLQFromTheirRecordedIntent(t *testing.T) {
 		return backlog == 0 && pub.Published() == 3
 	})
 
-	// A dead letter in the DLQ that the inbox never saw: recorded, and user 3 moves past it.
+	// The DLQ is not an input: a wallet event in the DLQ that this deployment never
+	// dead-lettered (user 3's seq 1, while its seq 2 waits behind it) is flagged as a bad
+	// message, once, and moves user 3 past nothing; what the gate knows (user 1's dead letter
+	// of seq 1, published above) is left as it is.
 	b, err := walletevent.Encode(notifytest.Event(3, 2, walletevent.Deposit, 200))
 	require.NoError(t, err)
 	require.NoError(t, in.Handle(ctx, []inbox.Message{{MsgID: "m-3-2", Queue: "broker-a/1", Body: b}}))
-	woke := 0
-	rec := deadletters.NewReconciler(g, bad, func() { woke++ }, quiet)
+	rec := deadletters.NewReconciler(g, bad, quiet)
 	b, err = walletevent.Encode(notifytest.Event(3, 1, walletevent.Deposit, 100))
 	require.NoError(t, err)
 	require.NoError(t, rec.Handle(ctx, inbox.Message{Topic: "%DLQ%g", MsgID: "orig-3-1", Body: b, DeadLetterReason: "gave up"}))
 	require.NoError(t, rec.Handle(ctx, inbox.Message{Topic: "%DLQ%g", MsgID: "orig-3-1", Body: b}), "idempotent")
 	require.NoError(t, rec.Handle(ctx, inbox.Message{Topic: "%DLQ%g", MsgID: "bad-9", Body: []byte("garbage")}))
-	require.Equal(t, 1, woke, "the lanes are woken once, for what was recorded")
+	known, err := walletevent.Encode(notifytest.Event(1, 1, walletevent.Deposit, 404))
+	require.NoError(t, err)
+	require.NoError(t, rec.Handle(ctx, inbox.Message{Topic: "%DLQ%g", MsgID: "ours-1-1", Body: known}))
+	require.EqualValues(t, 2, rec.Foreign(), "the foreign event, counted each time it is read")
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM notify.notifications WHERE user_id = 3 AND seq = 1`).Scan(&n))
+	require.Zero(t, n, "nothing is recorded at the gate for a dead letter the deployment never made")
 	var reason string
-	require.NoError(t, pool.QueryRow(ctx, `SELECT last_error FROM notify.notifications
-		WHERE user_id = 3 AND seq = 1 AND status = 'dead_lettered' AND dlq_published_at IS NOT NULL`).Scan(&reason))
-	require.Equal(t, "found in %DLQ%g without a record: gave up", reason)
-	var sent wait.Signal // raised by the lanes after each SMS recorded sent
+	require.NoError(t, pool.QueryRow(ctx, `SELECT reason FROM notify.bad_messages WHERE msg_id = 'orig-3-1' AND dlq_published_at IS NOT NULL`).Scan(&reason))
+	require.Equal(t, "found in %DLQ%g but never dead-lettered here: not taken as a dead letter (an operator may skip the seq if it is lost); the DLQ says: gave up", reason)
 	l, err := gate.NewLanes(g, gate.LaneConfig{Owner: "dlq-test", Workers: 2, Poll: 20 * time.Millisecond, Policy: gate.DefaultRetryPolicy,
-		Sender: senders.NewLogSender(nil), Logger: quiet, ObserveSent: func(time.Duration) { sent.Raise() }})
+		Sender: senders.NewLogSender(nil), Logger: quiet})
 	require.NoError(t, err)
 	require.NoError(t, l.Start(ctx))
 	defer func() { require.NoError(t, l.Stop(context.Background())) }()
-	wait.On(t, 10*time.Second, "user 3's next SMS", sent.Next, func() bool {
-		var n int
-		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM notify.notifications WHERE user_id = 3 AND seq = 2 AND status = 'sent'`).Scan(&n))
-		return n == 1
+	// User 3 stays held by its gap: its seq 2 waits for an operator's skip, not for the DLQ.
+	wait.Until(t, 10*time.Second, "a lane to find user 3 held by its gap", func() bool {
+		var gap bool
+		require.NoError(t, pool.QueryRow(ctx, `SELECT gap_since IS NOT NULL FROM notify.progress WHERE user_id = 3`).Scan(&gap))
+		return gap
 	})
+	var held int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM notify.notifications WHERE user_id = 3 AND seq = 2 AND status = 'pending'`).Scan(&held))
+	require.Equal(t, 1, held, "user 3's seq 2 still waits behind the gap")
 	var badRows int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM notify.bad_messages`).Scan(&badRows))
-	require.Equal(t, 1, badRows)
+	require.Equal(t, 2, badRows, "the garbage and the foreign event")
 }

@@ -99,7 +99,7 @@ func TestReplayAndReconcileAreTraced(t *testing.T) {
 
 	// The reconciler: a wallet event the broker dead-lettered carries the relay's traceparent.
 	const relaySend = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
-	rec := deadletters.NewReconciler(gate.NewStore(pool), inbox.NewStore(pool), nil, quiet)
+	rec := deadletters.NewReconciler(gate.NewStore(pool), inbox.NewStore(pool), quiet)
 	b, err := walletevent.Encode(notifytest.Event(3, 1, walletevent.Deposit, 100))
 	require.NoError(t, err)
 	require.NoError(t, rec.Handle(ctx, inbox.Message{Topic: "%DLQ%g", MsgID: "orig-3-1", Body: b, Traceparent: relaySend}))
@@ -109,7 +109,7 @@ func TestReplayAndReconcileAreTraced(t *testing.T) {
 	require.Equal(t, trace.SpanKindConsumer, found[0].SpanKind)
 	require.Equal(t, relaySend, telemetry.Format(found[0].Parent), "a child of the span the message carries")
 	require.Equal(t, found[0].Parent.TraceID(), found[0].SpanContext.TraceID())
-	require.Contains(t, found[0].Attributes, attribute.Bool("dlq.recorded", true))
+	require.Contains(t, found[0].Attributes, attribute.Bool("dlq.foreign", true))
 	require.Contains(t, found[0].Attributes, attribute.Int64("sms.seq", 1))
 	require.Contains(t, found[0].Attributes, attribute.String("messaging.message.id", "orig-3-1"))
 	require.False(t, found[1].Parent.IsValid(), "a message without a traceparent is a root")

@@ -9,7 +9,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/walletsaga/walletsaga/internal/freetext"
 	"github.com/walletsaga/walletsaga/internal/pg"
 )
 
@@ -20,8 +19,8 @@ var (
 	markDeadLettersPublishedSQL string
 	//go:embed sql/unpublished_dead_letters.sql
 	unpublishedDeadLettersSQL string
-	//go:embed sql/found_dead_letter.sql
-	foundDeadLetterSQL string
+	//go:embed sql/known_dead_letter.sql
+	knownDeadLetterSQL string
 )
 
 // DeadLetter is a dead-lettered SMS to publish to the DLQ topic.
@@ -68,32 +67,23 @@ func (s *Store) UnpublishedDeadLetters(ctx context.Context) (int64, error) {
 	return n, nil
 }
 
-// FoundDeadLetter makes sure a (user, seq) found in the DLQ topic is recorded: the
-// reconciler's half of "dead letters, consistent both ways". A row the inbox has already
-// (pending or finished) is left alone — the lane decides a pending one; a missing one is
-// recorded dead-lettered and published, and its user woken so a lane moves past it; one of
-// another history than the user's (History) is left alone. It reports whether it recorded
-// anything.
-func (s *Store) FoundDeadLetter(ctx context.Context, a Arrival, reason string) (bool, error) {
+// KnowsDeadLetter reports whether the gate knows (user, seq), found in the DLQ topic: the inbox
+// has its row (this deployment dead-lettered it, or has it pending), its user is past it (a
+// row retention pruned since), or it is of another history than the user's (History). One
+// the gate does not know is no dead letter of this deployment's: the reconciler flags it and
+// records nothing at the gate (the DLQ is not an input: whoever can publish to it must not be
+// able to move a user past an SMS).
+func (s *Store) KnowsDeadLetter(ctx context.Context, a Arrival) (bool, error) {
 	at, err := positions(ctx, s.db, positionsSQL, []int64{a.UserID})
 	if err != nil {
-		return false, fmt.Errorf("record dead letter %d:%d found in the DLQ: %w", a.UserID, a.Seq, err)
+		return false, fmt.Errorf("look up dead letter %d:%d found in the DLQ: %w", a.UserID, a.Seq, err)
 	}
-	if Admit(at[a.UserID], a.Seq, 0) == Finished {
-		return false, nil
+	if p, ok := at[a.UserID]; ok && (Admit(p, a.Seq, 0) == Finished || Place(p, a.Epoch, a.Seq) != Same) {
+		return true, nil
 	}
-	if _, known := at[a.UserID]; known && Place(at[a.UserID], a.Epoch, a.Seq) != Same {
-		// Of a history the wallet rewound, or of an epoch the gate has not taken yet (whose
-		// events rewind the user when they arrive): not a gap of the user's current history.
-		return false, nil
+	var known bool
+	if err := s.db.QueryRow(ctx, knownDeadLetterSQL, pg.Args{"user": a.UserID, "seq": a.Seq}).Scan(&known); err != nil {
+		return false, fmt.Errorf("look up dead letter %d:%d found in the DLQ: %w", a.UserID, a.Seq, err)
 	}
-	var recorded bool
-	err = s.db.QueryRow(ctx, foundDeadLetterSQL, pg.Args{
-		"user": a.UserID, "seq": a.Seq, "msg_id": a.MsgID, "event": string(a.Event), "kind": a.Kind, "text": a.Text,
-		"reason": freetext.Clip(reason, maxReason),
-	}).Scan(&recorded)
-	if err != nil {
-		return false, fmt.Errorf("record dead letter %d:%d found in the DLQ: %w", a.UserID, a.Seq, err)
-	}
-	return recorded, nil
+	return known, nil
 }

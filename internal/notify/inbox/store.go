@@ -80,6 +80,15 @@ func (s *Store) RecordFoundBad(ctx context.Context, m Decoded) error {
 	return err
 }
 
+// RecordForeignDeadLetter stores a wallet event found in the DLQ topic that this deployment
+// never dead-lettered, as a bad message (published: it is in the DLQ already) with reason,
+// once per message id: flagged for an operator, never taken for a dead letter of the gate's.
+func (s *Store) RecordForeignDeadLetter(ctx context.Context, m Decoded, reason string) error {
+	m.markBad(reason)
+	_, err := s.recordBad(ctx, s.db, []Decoded{m}, true)
+	return err
+}
+
 // BadMessage is an undecodable message to publish to the DLQ topic.
 type BadMessage struct {
 	MsgID  string
