@@ -41,18 +41,17 @@ type Store struct {
 // NewStore returns a Store on db.
 func NewStore(db *pgxpool.Pool) *Store { return &Store{db: db} }
 
-// recordBad stores bad messages on q, once per message id, with their reasons; with a
-// dead-letter intent unless published. It returns how many it stored (the others were
-// stored before).
-func (s *Store) recordBad(ctx context.Context, q pg.Querier, bad []Decoded, published bool) (int, error) {
-	tag, err := q.Exec(ctx, recordBadSQL, badArgs(bad, published))
-	if err != nil {
-		return 0, fmt.Errorf("inbox: record %d bad messages: %w", len(bad), err)
+// recordFound stores a message found in the DLQ topic as a bad message, once per message id,
+// with its reason, as published (it is in the DLQ already: no dead-letter intent).
+func (s *Store) recordFound(ctx context.Context, m Decoded) error {
+	if _, err := s.db.Exec(ctx, recordBadSQL, badArgs([]Decoded{m}, true)); err != nil {
+		return fmt.Errorf("inbox: record a bad message found in the DLQ: %w", err)
 	}
-	return int(tag.RowsAffected()), nil
+	return nil
 }
 
-// queueBad queues recordBad's statement in b; once b's results are read, *stored is how
+// queueBad queues the statement that stores bad messages, once per message id, with their
+// reasons and a dead-letter intent unless published, in b; once b's results are read, *stored is how
 // many it stored.
 func queueBad(b *pgx.Batch, bad []Decoded, published bool, stored *int) {
 	b.Queue(recordBadSQL, badArgs(bad, published)).Exec(func(tag pgconn.CommandTag) error {
@@ -76,8 +75,7 @@ func badArgs(bad []Decoded, published bool) pg.Args {
 // RecordFoundBad stores a message found in the DLQ topic that does not decode, once per
 // message id, as published (it is in the DLQ already).
 func (s *Store) RecordFoundBad(ctx context.Context, m Decoded) error {
-	_, err := s.recordBad(ctx, s.db, []Decoded{m}, true)
-	return err
+	return s.recordFound(ctx, m)
 }
 
 // RecordForeignDeadLetter stores a wallet event found in the DLQ topic that this deployment
@@ -85,8 +83,7 @@ func (s *Store) RecordFoundBad(ctx context.Context, m Decoded) error {
 // once per message id: flagged for an operator, never taken for a dead letter of the gate's.
 func (s *Store) RecordForeignDeadLetter(ctx context.Context, m Decoded, reason string) error {
 	m.markBad(reason)
-	_, err := s.recordBad(ctx, s.db, []Decoded{m}, true)
-	return err
+	return s.recordFound(ctx, m)
 }
 
 // BadMessage is an undecodable message to publish to the DLQ topic.
