@@ -267,7 +267,8 @@ func skipThrough(d Deps) echo.HandlerFunc {
 		case errors.Is(err, gate.ErrNotHeld):
 			return apperr.Wrap(err, apperr.Conflict, "user %d is not held by seqs up to %d: its next seq is past it, or no SMS after it waits (see the gaps in GET /v1/gate)", userID, req.Through)
 		case errors.Is(err, gate.ErrSkipRangeTooLong):
-			return apperr.Wrap(err, apperr.Invalid, "skip at most %d seqs at once: through must be below the user's next seq + %d", gate.MaxSkipRange, gate.MaxSkipRange)
+			// 409, not 400: the request is well formed; where the user stands makes it too long.
+			return apperr.Wrap(err, apperr.Conflict, "skip at most %d seqs at once: through must be below user %d's next seq + %d", gate.MaxSkipRange, userID, gate.MaxSkipRange)
 		case err != nil:
 			return err
 		}

@@ -138,7 +138,7 @@ func TestSkipThroughMovesAUserPastARangeInOneAuditedStep(t *testing.T) {
 	st, v = skip(`{"through":8,"reason":"x"}`)
 	require.Equal(t, http.StatusConflict, st, "nothing waits after 8: %v", v)
 	st, v = skip(`{"through":100003,"reason":"x"}`)
-	require.Equal(t, http.StatusBadRequest, st, "too long a range: %v", v)
+	require.Equal(t, http.StatusConflict, st, "too long a range from where the user stands: %v", v)
 
 	st, v = skip(`{"through":7,"reason":"older than the broker's retention after the notifier's restore, INC-31"}`)
 	require.Equal(t, http.StatusOK, st, "%v", v)
