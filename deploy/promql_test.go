@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/stretchr/testify/require"
 
+	"github.com/walletsaga/walletsaga/internal/httpx"
 	"github.com/walletsaga/walletsaga/internal/metrics"
 	"github.com/walletsaga/walletsaga/internal/ordering"
 	"github.com/walletsaga/walletsaga/internal/saga"
@@ -99,6 +100,8 @@ var served = sync.OnceValue(func() map[string]series {
 	metrics.NewSMS(d)
 	metrics.NewCommitToSMS(d)
 	metrics.NewDLQ(d, func(context.Context) (int64, error) { return 0, noErr })
+	metrics.NewRefusals(d, &httpx.Refusals{})
+	metrics.NewDLQForeign(d, func() int64 { return 0 })
 	metrics.NewConsumer(d, func() bool { return true }, func() (int, int) { return 0, 0 })
 	metrics.NewRetention(d)
 	for _, s := range d.metrics {

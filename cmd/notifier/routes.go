@@ -23,7 +23,9 @@ func newServer(cfg config, log *slog.Logger, pool *pgxpool.Pool, gate *httpapi.G
 	e := httpx.New(httpx.Options{Logger: log})
 	httpx.Probes(e, log, checks...)
 	httpx.Metrics(e, metrics.Handler(reg, log), cfg.MetricsToken)
+	refusals := &httpx.Refusals{}
+	metrics.NewRefusals(reg, refusals)
 	httpapi.Register(e, httpapi.Deps{Log: smslog.NewStore(pool), Operator: operator, Gate: gate, AdminToken: cfg.AdminToken,
-		ReadToken: cfg.ReadToken, Logger: log})
+		ReadToken: cfg.ReadToken, Logger: log, RatePerSecond: float64(cfg.RatePerSecond), RateBurst: cfg.RateBurst, Refusals: refusals})
 	return e
 }

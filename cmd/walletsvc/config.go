@@ -20,6 +20,8 @@ type config struct {
 	// EpochCheckInterval is how often a running service checks that its database's history
 	// did not rewind under it (a failover).
 	EpochCheckInterval time.Duration
+	// MaxSagasInFlight bounds the requests that start a saga served at once (0: unbounded).
+	MaxSagasInFlight int
 	// EpochReason is new-epoch's reason, recorded with the epoch.
 	EpochReason string
 	QueueHash   string
@@ -108,6 +110,7 @@ func parseConfig(sub string, args []string, getenv func(string) string, stderr i
 		return c, nil, err
 	}
 	serving := sub == "serve"
+	f.Int(&c.MaxSagasInFlight, "MAX_SAGAS_IN_FLIGHT", 512, "requests that start a saga (deposits, purchases, withdrawals, transfers) this replica serves at once; one past it is answered 503 with Retry-After (0: unbounded)")
 	f.Int(&c.SagaWorkers, "SAGA_WORKERS", 16, "sagas recovered concurrently by this process (requests run their own sagas inline)")
 	f.Duration(&c.SagaRetryWindow, "SAGA_RETRY_WINDOW", 10*time.Minute, "how long a saga step with an uncertain outcome is retried (same key) before it is compensated, and a compensation before an operator is needed")
 	f.Int(&c.RelayBatch, "RELAY_BATCH", 256, "outbox rows the relay reads at a time for one broker queue")
@@ -151,6 +154,9 @@ func parseConfig(sub string, args []string, getenv func(string) string, stderr i
 // validate adds c's problems to p; the tokens matter only when serving.
 func (c config) validate(p *cli.Problems, serving bool) {
 	c.CheckEarly(p, spec)
+	if c.MaxSagasInFlight < 0 {
+		p.Addf("MAX_SAGAS_IN_FLIGHT", "must not be negative, got %d", c.MaxSagasInFlight)
+	}
 	if c.SagaWorkers < 1 || c.SagaWorkers > 1024 {
 		p.Addf("SAGA_WORKERS", "must be 1–1024, got %d", c.SagaWorkers)
 	}

@@ -19,9 +19,12 @@ func newServer(cfg config, log *slog.Logger, svc *wallet.Service, reg *prometheu
 	e := httpx.New(httpx.Options{Logger: log})
 	httpx.Probes(e, log, checks...)
 	httpx.Metrics(e, metrics.Handler(reg, log), cfg.MetricsToken)
+	refusals := &httpx.Refusals{}
+	metrics.NewRefusals(reg, refusals)
 	opts := httpapi.Options{
 		ServiceToken: cfg.ServiceToken, ServiceTokenCreatesUsersOnly: cfg.ServiceTokenScope == ScopeCreateUser,
 		AdminToken: cfg.AdminToken, Logger: log,
+		MaxSagasInFlight: cfg.MaxSagasInFlight, RatePerSecond: float64(cfg.RatePerSecond), RateBurst: cfg.RateBurst, Refusals: refusals,
 	}
 	if cfg.UserTokens != nil {
 		// Not a nil *Verifier in the interface: without user tokens the field stays nil.

@@ -27,6 +27,7 @@ const (
 	Unsupported       Code = "unsupported_media_type"
 	MethodNotAllowed  Code = "method_not_allowed" // the path exists, not with this method (the answer lists the others in Allow)
 	Unavailable       Code = "unavailable"
+	TooManyRequests   Code = "too_many_requests" // a client past its rate (Retry-After says when to come back)
 	Internal          Code = "internal"
 )
 
@@ -45,6 +46,7 @@ var statuses = map[Code]int{
 	Unsupported:       http.StatusUnsupportedMediaType,
 	MethodNotAllowed:  http.StatusMethodNotAllowed,
 	Unavailable:       http.StatusServiceUnavailable,
+	TooManyRequests:   http.StatusTooManyRequests,
 	Internal:          http.StatusInternalServerError,
 }
 

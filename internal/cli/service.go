@@ -34,6 +34,10 @@ type Service struct {
 	// StatementTimeout and IdleInTxTimeout are set on every connection of the pool.
 	StatementTimeout time.Duration
 	IdleInTxTimeout  time.Duration
+	// RatePerSecond and RateBurst limit each client of the API (its bearer token, else its
+	// address) to so many requests a second (0: unlimited).
+	RatePerSecond int
+	RateBurst     int
 	// MetricsToken is the bearer token /metrics requires (empty: open, which production
 	// refuses): the metrics show business volumes and the build, to Prometheus only.
 	MetricsToken string
@@ -80,6 +84,8 @@ func (s *Service) Flags(spec ServiceSpec, sub string, getenv func(string) string
 	f.String(&s.HTTPAddr, "HTTP_ADDR", map[Mode]string{Dev: spec.DevHTTPAddr, Production: spec.HTTPAddr}[mode], spec.HTTPUsage)
 	f.String(&s.AddrFile, "HTTP_ADDR_FILE", "", "file the address HTTP_ADDR bound is written to once it listens, for whoever started the process with port 0 (empty: none)")
 	f.Bool(&s.MigrateOnStart, "MIGRATE_ON_START", true, "apply database migrations at start")
+	f.Int(&s.RatePerSecond, "RATE_LIMIT", map[Mode]int{Dev: 0, Production: 100}[mode], "requests a second each client of the API may make (its bearer token, else its address), past which it is answered 429 with Retry-After (0: unlimited)")
+	f.Int(&s.RateBurst, "RATE_BURST", 200, "requests a client may make at once above RATE_LIMIT, before it is held to the rate")
 	// Text on a developer's terminal, JSON for a log collector.
 	f.String(&s.LogFormat, "LOG_FORMAT", map[Mode]string{Dev: "text", Production: "json"}[mode], "log format: text or json")
 	f.String(&s.LogLevel, "LOG_LEVEL", "info", "log level: debug, info, warn, error")
@@ -115,6 +121,12 @@ func (s Service) CheckEarly(p *Problems, spec ServiceSpec) {
 	p.CheckLog(s.LogFormat, s.LogLevel)
 	if s.ShutdownTimeout <= 0 {
 		p.Addf("SHUTDOWN_TIMEOUT", "must be positive, got %s", s.ShutdownTimeout)
+	}
+	if s.RatePerSecond < 0 {
+		p.Addf("RATE_LIMIT", "must not be negative, got %d", s.RatePerSecond)
+	}
+	if s.RateBurst < 1 {
+		p.Addf("RATE_BURST", "must be at least 1, got %d", s.RateBurst)
 	}
 }
 

@@ -25,6 +25,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,6 +34,7 @@ import (
 
 	"github.com/walletsaga/walletsaga/internal/buildinfo"
 	"github.com/walletsaga/walletsaga/internal/groupcommit"
+	"github.com/walletsaga/walletsaga/internal/httpx"
 	"github.com/walletsaga/walletsaga/internal/notify/gate"
 	"github.com/walletsaga/walletsaga/internal/notify/inbox"
 	"github.com/walletsaga/walletsaga/internal/notify/senders"
@@ -492,6 +494,19 @@ func NewDLQ(reg prometheus.Registerer, depth func(context.Context) (int64, error
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(n))
 		return nil
 	}))
+}
+
+// NewRefusals registers walletsaga_http_refused_total{reason}: requests this process refused
+// at the door, past a route's bound on requests in flight (in_flight, 503) or past their
+// client's rate (rate, 429).
+func NewRefusals(reg prometheus.Registerer, r *httpx.Refusals) {
+	for reason, n := range map[string]*atomic.Int64{"in_flight": &r.InFlight, "rate": &r.Rate} {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name:        "walletsaga_http_refused_total",
+			Help:        "Requests this process refused at the door, by reason: in_flight (past a route's bound on requests served at once: 503) or rate (past their client's RATE_LIMIT: 429).",
+			ConstLabels: prometheus.Labels{"reason": reason},
+		}, func() float64 { return float64(n.Load()) }))
+	}
 }
 
 // NewDLQForeign registers walletsaga_notify_dlq_foreign_total: wallet events this process's

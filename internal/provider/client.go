@@ -29,7 +29,9 @@ const (
 	// maxBody bounds what is read of an answer: the documented ones are a few hundred bytes.
 	maxBody = 64 << 10
 	// idleConns is how many idle connections are kept per provider, so that concurrent
-	// sagas reuse connections instead of opening one per call.
+	// sagas reuse connections instead of opening one per call; it is also the most open at
+	// once (MaxConnsPerHost): past it a call waits for a connection, within its timeout,
+	// rather than opening file descriptors without bound against a slow provider.
 	idleConns = 128
 )
 
@@ -43,7 +45,7 @@ type Options struct {
 	// (default DefaultTimeout). A call that reaches it is retryable (CodeTimeout).
 	Timeout time.Duration
 	// Transport carries the requests (default: a clone of http.DefaultTransport keeping
-	// idleConns idle connections per host).
+	// idleConns idle connections per host, and at most that many open).
 	Transport http.RoundTripper
 }
 
@@ -72,7 +74,7 @@ func newClient(o Options) (*client, error) {
 	rt := o.Transport
 	if rt == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone() //nolint:forcetypeassert // the standard library's default is an *http.Transport
-		t.MaxIdleConns, t.MaxIdleConnsPerHost = idleConns, idleConns
+		t.MaxIdleConns, t.MaxIdleConnsPerHost, t.MaxConnsPerHost = idleConns, idleConns, idleConns
 		rt = t
 	}
 	return &client{

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -339,4 +341,50 @@ func TestAdapterClassifiesHostilePayouts(t *testing.T) {
 	calls, paid := h.count("3:payout")
 	require.Equal(t, 2, calls)
 	require.Equal(t, 1, paid, "paid once")
+}
+
+// TestASlowGatewayGetsABoundedNumberOfConnections: a gateway that holds every call open is
+// called by 300 sagas at once; the adapter opens at most 128 connections to it (the rest wait
+// for one, within their timeout), never one per call: a slow provider times a high request
+// rate cannot take the process's file descriptors.
+//
+// It does not run in parallel: its 300 calls would slow the other tests' gateways, which
+// answer within 300 ms, past their timeout.
+func TestASlowGatewayGetsABoundedNumberOfConnections(t *testing.T) {
+	var mu sync.Mutex
+	open, most := 0, 0
+	release := make(chan struct{})
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-release
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch s {
+		case http.StateNew:
+			open++
+			most = max(most, open)
+		case http.StateClosed, http.StateHijacked:
+			open--
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	gw, err := provider.NewGateway(provider.Options{URL: srv.URL, Token: stubToken, Timeout: 3 * time.Second})
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for i := range 300 {
+		wg.Go(func() {
+			_, _ = gw.Charge(context.Background(), "k-"+strconv.Itoa(i), 1, 100, "CNY", "card")
+		})
+	}
+	time.Sleep(time.Second) // the calls pile up against the held gateway: what the test is about
+	mu.Lock()
+	got := most
+	mu.Unlock()
+	close(release)
+	wg.Wait()
+	require.LessOrEqual(t, got, 128, "connections open at once to one provider")
+	require.Positive(t, got)
 }

@@ -52,6 +52,12 @@ type Deps struct {
 	// answer 403.
 	ReadToken string
 	Logger    *slog.Logger // slog.Default() when nil
+	// RatePerSecond and RateBurst limit each client of the read routes (its bearer token,
+	// else its address) to so many requests a second: one past it is 429 with Retry-After
+	// (0: unlimited). Refusals counts those refused (nil: counted nowhere).
+	RatePerSecond float64
+	RateBurst     int
+	Refusals      *httpx.Refusals
 }
 
 // Gate is the notifier's delivery as GET /v1/gate shows it.
@@ -71,8 +77,13 @@ func Register(e *echo.Echo, d Deps) {
 	if d.Logger == nil {
 		d.Logger = slog.Default()
 	}
-	read := httpx.RequireBearer("read", "the SMS log API is disabled: the notifier has no READ_TOKEN (nor ADMIN_TOKEN) configured",
-		d.ReadToken, d.AdminToken)
+	if d.Refusals == nil {
+		d.Refusals = &httpx.Refusals{}
+	}
+	// Every read route within its client's rate, then the read token.
+	read := []echo.MiddlewareFunc{httpx.PerClient(d.RatePerSecond, d.RateBurst, d.Refusals),
+		httpx.RequireBearer("read", "the SMS log API is disabled: the notifier has no READ_TOKEN (nor ADMIN_TOKEN) configured",
+			d.ReadToken, d.AdminToken)}
 	type route struct {
 		method, path string
 		handler      echo.HandlerFunc
@@ -82,19 +93,19 @@ func Register(e *echo.Echo, d Deps) {
 	routes := []route{
 		{http.MethodGet, "/", page, nil},
 		{http.MethodGet, "/assets/:name", asset, nil},
-		{http.MethodGet, "/v1/users", listUsers(d.Log), []echo.MiddlewareFunc{read}},
-		{http.MethodGet, "/v1/users/:id/sms", listUserSMS(d.Log), []echo.MiddlewareFunc{read}},
-		{http.MethodGet, "/v1/sms", noStore(listPage(d.Log.Changes)), []echo.MiddlewareFunc{read}},
-		{http.MethodGet, "/v1/activity", noStore(listPage(d.Log.Activity)), []echo.MiddlewareFunc{read}},
-		{http.MethodGet, "/v1/dead-letters", listPage(d.Log.DeadLetters), []echo.MiddlewareFunc{read}},
-		{http.MethodGet, "/v1/bad-messages", listPage(d.Log.BadMessages), []echo.MiddlewareFunc{read}},
-		{http.MethodGet, "/v1/audit", listPage(d.Log.Audit), []echo.MiddlewareFunc{read}},
+		{http.MethodGet, "/v1/users", listUsers(d.Log), read},
+		{http.MethodGet, "/v1/users/:id/sms", listUserSMS(d.Log), read},
+		{http.MethodGet, "/v1/sms", noStore(listPage(d.Log.Changes)), read},
+		{http.MethodGet, "/v1/activity", noStore(listPage(d.Log.Activity)), read},
+		{http.MethodGet, "/v1/dead-letters", listPage(d.Log.DeadLetters), read},
+		{http.MethodGet, "/v1/bad-messages", listPage(d.Log.BadMessages), read},
+		{http.MethodGet, "/v1/audit", listPage(d.Log.Audit), read},
 		// Operator actions: admin token + X-Operator, checked in the handler.
 		{http.MethodPost, "/v1/dead-letters/:user_id/:seq/replay", replay(d), nil},
 	}
 	if d.Gate != nil {
 		routes = append(routes,
-			route{http.MethodGet, "/v1/gate", gateState(d.Gate), []echo.MiddlewareFunc{read}},
+			route{http.MethodGet, "/v1/gate", gateState(d.Gate), read},
 			route{http.MethodPost, "/v1/gate/:user_id/skip", skip(d), nil},
 			route{http.MethodPost, "/v1/gate/:user_id/skip-through", skipThrough(d), nil})
 	}

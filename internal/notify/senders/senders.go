@@ -85,13 +85,16 @@ type WebhookSender struct {
 }
 
 // NewWebhookClient returns an HTTP client for a WebhookSender that up to conns lanes use at
-// once: it keeps that many idle connections to the provider. http.DefaultClient keeps two per
+// once: it keeps that many idle connections to the provider, and opens no more. http.DefaultClient keeps two per
 // host, so with 64 lanes sending, nearly every SMS paid for a new connection (and left one in
 // TIME_WAIT).
 func NewWebhookClient(conns int) *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConns = max(conns, t.MaxIdleConns)
 	t.MaxIdleConnsPerHost = max(conns, 1)
+	// And no more open than that: past it a send waits for a connection (within SMS_TIMEOUT)
+	// rather than opening file descriptors without bound against a slow provider.
+	t.MaxConnsPerHost = max(conns, 1)
 	return &http.Client{
 		// Each SMS request is a client span, and carries its traceparent to the provider.
 		Transport: otelhttp.NewTransport(t),

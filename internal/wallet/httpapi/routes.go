@@ -41,6 +41,17 @@ type Options struct {
 	// AdminToken is the bearer token of the operator routes. Empty disables them (403).
 	AdminToken string
 	Logger     *slog.Logger // slog.Default() when nil
+	// MaxSagasInFlight bounds the requests that start a saga (deposits, purchases,
+	// withdrawals, transfers) served at once by this replica: one past it is 503 with
+	// Retry-After (0: unbounded).
+	MaxSagasInFlight int
+	// RatePerSecond and RateBurst limit each client of the user-facing routes (its bearer
+	// token, else its address) to so many requests a second: one past it is 429 with
+	// Retry-After (0: unlimited).
+	RatePerSecond float64
+	RateBurst     int
+	// Refusals counts the requests refused by either (nil: counted nowhere).
+	Refusals *httpx.Refusals
 }
 
 // Register adds every route of the wallet API to e. This is the one list of them.
@@ -48,35 +59,43 @@ func Register(e *echo.Echo, svc *wallet.Service, opts Options) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.Refusals == nil {
+		opts.Refusals = &httpx.Refusals{}
+	}
 	users := authenticator{serviceToken: opts.ServiceToken, serviceOnly: opts.ServiceTokenCreatesUsersOnly, users: opts.UserTokens}
 	page, asset := httpx.Page(web.FS)
+	// Admission (internal/httpx): every user-facing route within its client's rate, and the
+	// routes that start a saga within the replica's bound on them in flight as well.
+	rated := []echo.MiddlewareFunc{httpx.PerClient(opts.RatePerSecond, opts.RateBurst, opts.Refusals)}
+	saga := []echo.MiddlewareFunc{rated[0], httpx.InFlight(opts.MaxSagasInFlight, opts.Refusals)}
 	routes := []struct {
 		method, path string
 		handler      echo.HandlerFunc
+		mw           []echo.MiddlewareFunc
 	}{
 		// User-facing: who calls is established before the handler runs, which authorizes
 		// the request once it knows whose it is.
-		{http.MethodPost, "/v1/users", users.route(createUser(svc))},
-		{http.MethodGet, "/v1/users/:id/wallet", users.route(getWallet(svc))},
-		{http.MethodGet, "/v1/users/:id/events", users.route(listEvents(svc))},
-		{http.MethodPost, "/v1/users/:id/deposits", users.route(deposit(svc))},
-		{http.MethodPost, "/v1/users/:id/purchases", users.route(purchase(svc))},
-		{http.MethodPost, "/v1/users/:id/withdrawals", users.route(withdraw(svc))},
-		{http.MethodPost, "/v1/transfers", users.route(transfer(svc))},
-		{http.MethodGet, "/v1/sagas", users.route(listSagas(svc))},
-		{http.MethodGet, "/v1/sagas/:id", users.route(getSaga(svc))},
+		{http.MethodPost, "/v1/users", users.route(createUser(svc)), rated},
+		{http.MethodGet, "/v1/users/:id/wallet", users.route(getWallet(svc)), rated},
+		{http.MethodGet, "/v1/users/:id/events", users.route(listEvents(svc)), rated},
+		{http.MethodPost, "/v1/users/:id/deposits", users.route(deposit(svc)), saga},
+		{http.MethodPost, "/v1/users/:id/purchases", users.route(purchase(svc)), saga},
+		{http.MethodPost, "/v1/users/:id/withdrawals", users.route(withdraw(svc)), saga},
+		{http.MethodPost, "/v1/transfers", users.route(transfer(svc)), saga},
+		{http.MethodGet, "/v1/sagas", users.route(listSagas(svc)), rated},
+		{http.MethodGet, "/v1/sagas/:id", users.route(getSaga(svc)), rated},
 		// Operator actions: admin token + X-Operator, checked in the handler.
-		{http.MethodPost, "/v1/sagas/:id/retry", operatorAction(opts.AdminToken, svc.RetrySaga)},
-		{http.MethodPost, "/v1/sagas/:id/resolve", operatorAction(opts.AdminToken, svc.ResolveSaga)},
-		{http.MethodGet, "/v1/sagas/:id/audit", sagaAudit(svc, opts.AdminToken)},
-		{http.MethodGet, "/v1/operator/sagas", operatorSagas(svc, opts.AdminToken)},
-		{http.MethodGet, "/v1/operator/sagas/:id", operatorSaga(svc, opts.AdminToken)},
+		{http.MethodPost, "/v1/sagas/:id/retry", operatorAction(opts.AdminToken, svc.RetrySaga), nil},
+		{http.MethodPost, "/v1/sagas/:id/resolve", operatorAction(opts.AdminToken, svc.ResolveSaga), nil},
+		{http.MethodGet, "/v1/sagas/:id/audit", sagaAudit(svc, opts.AdminToken), nil},
+		{http.MethodGet, "/v1/operator/sagas", operatorSagas(svc, opts.AdminToken), nil},
+		{http.MethodGet, "/v1/operator/sagas/:id", operatorSaga(svc, opts.AdminToken), nil},
 		// The operator console: open, it holds no data and asks for the admin token.
-		{http.MethodGet, "/", page},
-		{http.MethodGet, "/assets/:name", asset},
+		{http.MethodGet, "/", page, nil},
+		{http.MethodGet, "/assets/:name", asset, nil},
 	}
 	for _, r := range routes {
-		e.Add(r.method, r.path, r.handler)
+		e.Add(r.method, r.path, r.handler, r.mw...)
 	}
 	httpx.Document(e, "/openapi.yaml", "application/yaml", OpenAPI)
 }

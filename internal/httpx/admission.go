@@ -1,0 +1,90 @@
+package httpx
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+	"golang.org/x/time/rate"
+
+	"github.com/walletsaga/walletsaga/internal/apperr"
+)
+
+// Admission control: what a replica takes on is bounded, so that a flood (many clients, a
+// slow dependency, clients that hang up) is refused at the door with a clear answer instead
+// of piling up goroutines, connections and database work behind the requests that matter.
+
+// Refusals counts the requests refused at the door, by why.
+type Refusals struct {
+	InFlight atomic.Int64 // past a route's bound on requests served at once (503)
+	Rate     atomic.Int64 // past a client's rate (429)
+}
+
+// RetryAfter is the Retry-After a refused request is told to wait.
+const RetryAfter = time.Second
+
+// InFlight bounds the requests the routes it wraps serve at once to max: one past it is
+// answered 503 unavailable at once, with Retry-After, and counted in r.InFlight. A request
+// admitted holds its slot until its handler returns (a money request, until its saga ran or
+// was handed to the engine). max ≤ 0 bounds nothing.
+func InFlight(max int, r *Refusals) echo.MiddlewareFunc {
+	if max <= 0 {
+		return func(next echo.HandlerFunc) echo.HandlerFunc { return next }
+	}
+	slots := make(chan struct{}, max)
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			select {
+			case slots <- struct{}{}:
+			default:
+				r.InFlight.Add(1)
+				c.Response().Header().Set("Retry-After", strconv.Itoa(int(RetryAfter/time.Second)))
+				return apperr.New(apperr.Unavailable, "too many requests in flight on this replica (at most %d); retry after %s", max, RetryAfter)
+			}
+			defer func() { <-slots }()
+			return next(c)
+		}
+	}
+}
+
+// PerClient limits each client to perSecond requests a second, in bursts of up to burst
+// (echo's rate limiter over golang.org/x/time/rate, one token bucket per client, forgotten
+// after three minutes idle): one past it is answered 429 too_many_requests, with
+// Retry-After, and counted in r.Rate. A client is its bearer token (by its SHA-256: the token
+// itself is never kept), else its address. perSecond ≤ 0 limits nothing.
+func PerClient(perSecond float64, burst int, r *Refusals) echo.MiddlewareFunc {
+	if perSecond <= 0 {
+		return func(next echo.HandlerFunc) echo.HandlerFunc { return next }
+	}
+	store := middleware.NewRateLimiterMemoryStoreWithConfig(middleware.RateLimiterMemoryStoreConfig{
+		Rate: rate.Limit(perSecond), Burst: max(burst, 1), ExpiresIn: 3 * time.Minute,
+	})
+	return middleware.RateLimiterWithConfig(middleware.RateLimiterConfig{
+		Store:               store,
+		IdentifierExtractor: func(c echo.Context) (string, error) { return ClientOf(c), nil },
+		DenyHandler: func(c echo.Context, _ string, _ error) error {
+			r.Rate.Add(1)
+			c.Response().Header().Set("Retry-After", strconv.Itoa(int(RetryAfter/time.Second)))
+			return apperr.New(apperr.TooManyRequests, "too many requests from this client (at most %g a second); retry after %s", perSecond, RetryAfter)
+		},
+		ErrorHandler: func(c echo.Context, _ error) error { return nil }, // never: the extractor does not fail
+	})
+}
+
+// ClientOf names the client of a request for its rate: "token:<sha-256 of its bearer
+// token>", else "addr:<its address>" (echo's RealIP: the connection's, unless the server
+// trusts a proxy's header).
+func ClientOf(c echo.Context) string {
+	if auth := c.Request().Header.Get(echo.HeaderAuthorization); auth != "" {
+		if tok, ok := strings.CutPrefix(auth, "Bearer "); ok && tok != "" {
+			sum := sha256.Sum256([]byte(tok))
+			return "token:" + hex.EncodeToString(sum[:])
+		}
+	}
+	return "addr:" + c.RealIP()
+}

@@ -1,0 +1,83 @@
+package httpx_test
+
+import (
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+
+	"github.com/labstack/echo/v4"
+	"github.com/stretchr/testify/require"
+
+	"github.com/walletsaga/walletsaga/internal/httpx"
+)
+
+func admissionServer(t *testing.T, mw echo.MiddlewareFunc, h echo.HandlerFunc) *httptest.Server {
+	t.Helper()
+	e := httpx.New(httpx.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	e.GET("/x", h, mw)
+	srv := httptest.NewServer(e)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// getAs GETs /x with token (none: "") and returns the status and the headers.
+func getAs(t *testing.T, srv *httptest.Server, token string) (int, http.Header) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, srv.URL+"/x", nil)
+	require.NoError(t, err)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := srv.Client().Do(req)
+	require.NoError(t, err)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	return resp.StatusCode, resp.Header
+}
+
+// TestARouteServesAtMostItsBoundAtOnce: while two requests are served, a third is answered
+// 503 at once, with Retry-After, and counted; once one ends, the next is served.
+func TestARouteServesAtMostItsBoundAtOnce(t *testing.T) {
+	t.Parallel()
+	var r httpx.Refusals
+	entered, release := make(chan struct{}, 2), make(chan struct{})
+	srv := admissionServer(t, httpx.InFlight(2, &r), func(c echo.Context) error {
+		entered <- struct{}{}
+		<-release
+		return c.NoContent(http.StatusOK)
+	})
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() { require.Equal(t, http.StatusOK, status(getAs(t, srv, ""))) })
+	}
+	<-entered
+	<-entered
+	st, h := getAs(t, srv, "")
+	require.Equal(t, http.StatusServiceUnavailable, st)
+	require.Equal(t, "1", h.Get("Retry-After"))
+	require.EqualValues(t, 1, r.InFlight.Load())
+	close(release)
+	wg.Wait()
+	require.Equal(t, http.StatusOK, status(getAs(t, srv, "")), "a slot is free again")
+}
+
+// TestEachClientKeepsToItsRate: a client past its burst is answered 429 with Retry-After and
+// counted; another client (another token, or none: its address) is not held by it.
+func TestEachClientKeepsToItsRate(t *testing.T) {
+	t.Parallel()
+	var r httpx.Refusals
+	srv := admissionServer(t, httpx.PerClient(0.001, 2, &r), func(c echo.Context) error { return c.NoContent(http.StatusOK) })
+	require.Equal(t, http.StatusOK, status(getAs(t, srv, "token-of-a")))
+	require.Equal(t, http.StatusOK, status(getAs(t, srv, "token-of-a")))
+	st, h := getAs(t, srv, "token-of-a")
+	require.Equal(t, http.StatusTooManyRequests, st)
+	require.Equal(t, "1", h.Get("Retry-After"))
+	require.Equal(t, http.StatusOK, status(getAs(t, srv, "token-of-b")), "another client")
+	require.Equal(t, http.StatusOK, status(getAs(t, srv, "")), "a client without a token, by its address")
+	require.EqualValues(t, 1, r.Rate.Load())
+}
+
+func status(st int, _ http.Header) int { return st }
