@@ -202,3 +202,67 @@ func TestARestoredNotifierDatabaseMissesNoSMS(t *testing.T) {
 	require.NoError(t, s.notify.QueryRow(ctx, `SELECT last_seq FROM notify.progress WHERE user_id = $1`, user).Scan(&last))
 	require.EqualValues(t, 6, last)
 }
+
+// TestRestoringBothDatabasesTextsEveryNewBalanceOnce: both databases are restored from backups
+// of the same moment. With the procedure of docs/OPERATIONS.md (the group moved back to the
+// backup's time, walletsvc started, then the notifier), the events of the undone history the
+// broker delivers again reach the provider under the keys it had already (answered 409, not
+// sent twice), and the balance changes made after the restore, which reuse those seqs in a new
+// epoch, are texted in order under keys of their own.
+func TestRestoringBothDatabasesTextsEveryNewBalanceOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStackApart(t)
+	p := newProvider(t)
+	w := s.start("walletsvc", nil)
+	n := s.start("notifier", webhookEnv(p, "1h"))
+	a := api{t: t, base: func() string { return w.url }}
+	user := a.createUser("both restored", okPhone(3))
+	accepted := func() []smsprovider.Call {
+		return p.Calls(func(c smsprovider.Call) bool { return c.Status == 200 && c.UserID == user })
+	}
+	a.depositWait(user, 10000, "b-1")
+	a.depositWait(user, 20000, "b-2")
+	wait.Until(t, 60*time.Second, "SMS 1 and 2", func() bool { return len(accepted()) == 2 })
+	wait.Until(t, 60*time.Second, "the notifier to record 1 and 2", func() bool {
+		var last int64
+		require.NoError(t, s.notify.QueryRow(ctx, `SELECT last_seq FROM notify.progress WHERE user_id = $1`, user).Scan(&last))
+		return last == 2
+	})
+	backupAt := time.Now().Add(-2 * time.Second)
+	walletBackup := pgDump(t, s.dbURL)
+	notifyBackup := pgDumpSchema(t, s.env["NOTIFY_DATABASE_URL"], "notify")
+	a.depositWait(user, 30000, "b-3") // undone by the restore
+	a.depositWait(user, 40000, "b-4")
+	wait.Until(t, 60*time.Second, "SMS 3 and 4", func() bool { return len(accepted()) == 4 })
+
+	n.stop(t)
+	w.stop(t)
+	pgRestore(t, s.dbURL, walletBackup)
+	pgRestore(t, s.env["NOTIFY_DATABASE_URL"], notifyBackup)
+	s.broker.ResetOffsets(t, s.group, s.topic, backupAt)
+	w = s.start("walletsvc", nil)
+	s.start("notifier", webhookEnv(p, "1h"))
+	a.depositWait(user, 1000, "b-3-again") // seq 3 again: 310.00
+	a.depositWait(user, 2000, "b-4-again") // seq 4 again: 330.00
+	wait.Until(t, 90*time.Second, "the new SMS 3 and 4", func() bool { return len(accepted()) == 6 })
+	wait.Until(t, 60*time.Second, "every SMS recorded", s.smsDone)
+
+	var texts []string
+	for _, c := range accepted() {
+		texts = append(texts, fmt.Sprintf("%d %s", c.Seq, c.Text))
+	}
+	require.Equal(t, []string{
+		"1 You topped up 100.00 CNY. Balance: 100.00 CNY.",
+		"2 You topped up 200.00 CNY. Balance: 300.00 CNY.",
+		"3 You topped up 300.00 CNY. Balance: 600.00 CNY.",
+		"4 You topped up 400.00 CNY. Balance: 1000.00 CNY.",
+		"3 You topped up 10.00 CNY. Balance: 310.00 CNY.",
+		"4 You topped up 20.00 CNY. Balance: 330.00 CNY.",
+	}, texts, "each balance texted once, in order")
+	var last, epoch, current int64
+	require.NoError(t, s.notify.QueryRow(ctx, `SELECT last_seq, epoch FROM notify.progress WHERE user_id = $1`, user).Scan(&last, &epoch))
+	require.NoError(t, s.pool.QueryRow(ctx, `SELECT max(epoch) FROM wallet_epochs`).Scan(&current))
+	require.EqualValues(t, 4, last)
+	require.Equal(t, current, epoch, "the user stands in the wallet's new epoch")
+}
