@@ -7,9 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -40,10 +40,11 @@ type Service struct {
 	engine *saga.Engine
 	log    *slog.Logger
 	opts   Options
-	// currencies caches each wallet's currency (int64 → string), which never changes once the
-	// wallet exists: with it, a request's checks ride on its saga's first commit instead of
-	// a read before it.
-	currencies sync.Map
+	// currencies caches the currency of the wallets used lately (user id → code), which never
+	// changes once the wallet exists: with it, a request's checks ride on its saga's first
+	// commit instead of a read before it. At most currencyCacheSize wallets, the least
+	// recently used forgotten first: a process does not grow with the users it ever served.
+	currencies *lru.Cache[int64, string]
 }
 
 // NewService returns a service on pool and registers the wallet's sagas (Kinds) on engine
@@ -73,8 +74,15 @@ func NewService(pool *pgxpool.Pool, engine *saga.Engine, gw PaymentGateway, m Me
 			return nil, fmt.Errorf("wallet: %w", err)
 		}
 	}
-	return &Service{pool: pool, engine: engine, log: opts.Logger.With("component", "wallet"), opts: opts}, nil
+	currencies, err := lru.New[int64, string](currencyCacheSize)
+	if err != nil {
+		return nil, fmt.Errorf("wallet: currency cache: %w", err)
+	}
+	return &Service{pool: pool, engine: engine, log: opts.Logger.With("component", "wallet"), opts: opts, currencies: currencies}, nil
 }
+
+// currencyCacheSize bounds the wallets whose currency a Service keeps: about 8 MB at most.
+const currencyCacheSize = 100_000
 
 // CreateUser creates a user and an empty wallet. Invalid input is an Invalid error.
 func (s *Service) CreateUser(ctx context.Context, nu NewUser) (User, Wallet, error) {
@@ -84,7 +92,7 @@ func (s *Service) CreateUser(ctx context.Context, nu NewUser) (User, Wallet, err
 	}
 	u, w, err := insertUser(ctx, s.pool, nu)
 	if err == nil {
-		s.currencies.Store(w.UserID, w.Currency)
+		s.currencies.Add(w.UserID, w.Currency)
 	}
 	return u, w, err
 }
@@ -92,14 +100,14 @@ func (s *Service) CreateUser(ctx context.Context, nu NewUser) (User, Wallet, err
 // currencyOf returns the currency of userID's wallet from the cache, or reads the wallet
 // (then w is set, for the request's checks) and caches its currency.
 func (s *Service) currencyOf(ctx context.Context, userID int64) (currency string, w *Wallet, err error) {
-	if c, ok := s.currencies.Load(userID); ok {
-		return c.(string), nil, nil
+	if c, ok := s.currencies.Get(userID); ok {
+		return c, nil, nil
 	}
 	got, err := getWallet(ctx, s.pool, userID)
 	if err != nil {
 		return "", nil, err
 	}
-	s.currencies.Store(userID, got.Currency)
+	s.currencies.Add(userID, got.Currency)
 	return got.Currency, &got, nil
 }
 

@@ -59,8 +59,8 @@ func (s *Service) Transfer(ctx context.Context, r TransferRequest) (Operation, e
 	}
 	hash := requestHash(KindTransfer, strconv.FormatInt(r.From, 10), strconv.FormatInt(r.To, 10), strconv.FormatInt(int64(r.Amount), 10))
 	return s.start(ctx, r.From, r.IdempotencyKey, hash, r.Background, func(ctx context.Context) (any, operationRow, error) {
-		fromCur, fromOK := s.currencies.Load(r.From)
-		toCur, toOK := s.currencies.Load(r.To)
+		fromCur, fromOK := s.currencies.Get(r.From)
+		toCur, toOK := s.currencies.Get(r.To)
 		if !fromOK || !toOK {
 			ws, err := getWallets(ctx, s.pool, r.From, r.To)
 			if err != nil {
@@ -69,14 +69,14 @@ func (s *Service) Transfer(ctx context.Context, r TransferRequest) (Operation, e
 			if err := checkCreditFits(ws[1], r.Amount); err != nil {
 				return nil, operationRow{}, err
 			}
-			s.currencies.Store(r.From, ws[0].Currency)
-			s.currencies.Store(r.To, ws[1].Currency)
+			s.currencies.Add(r.From, ws[0].Currency)
+			s.currencies.Add(r.To, ws[1].Currency)
 			fromCur, toCur = ws[0].Currency, ws[1].Currency
 		}
 		if fromCur != toCur {
 			return nil, operationRow{}, apperr.New(apperr.Unprocessable, "cannot transfer between wallets in %s and %s", fromCur, toCur)
 		}
-		currency := fromCur.(string)
+		currency := fromCur
 		in := transferInput{From: r.From, To: r.To, Amount: r.Amount, Currency: currency}
 		return in, operationRow{Kind: KindTransfer, UserID: r.From, CounterpartyID: r.To, Amount: r.Amount, Currency: currency, Credited: r.To}, nil
 	})
