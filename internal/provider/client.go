@@ -132,8 +132,8 @@ func (c *client) post(ctx context.Context, path, key string, body, out any) erro
 
 // transportError classifies a call that got no (whole) answer: a timeout or a connection
 // error. Either way the call may have taken effect: retryable. The error names the URL
-// called without its userinfo or query (redact.URL): it is stored in the saga's history and
-// logged.
+// called as redact.URL shows it (no userinfo, keys masked): it is stored in the saga's
+// history and logged.
 func transportError(path string, err error) error {
 	err = redact.URLError(err)
 	var ne net.Error
