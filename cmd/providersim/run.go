@@ -11,6 +11,7 @@ import (
 	"github.com/walletsaga/walletsaga/internal/lifecycle"
 	"github.com/walletsaga/walletsaga/internal/pg"
 	"github.com/walletsaga/walletsaga/internal/providersim"
+	"github.com/walletsaga/walletsaga/internal/redact"
 )
 
 // run is providersim's cli.Run: serve (the simulator) or outage.
@@ -92,5 +93,5 @@ func storeName(cfg config) string {
 	if cfg.DatabaseURL == "" {
 		return "memory"
 	}
-	return "postgres " + cli.Redact(cfg.DatabaseURL)
+	return "postgres " + redact.URL(cfg.DatabaseURL)
 }
