@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/walletsaga/walletsaga/internal/cli"
+	"github.com/walletsaga/walletsaga/internal/redact"
 )
 
 // problems returns what check adds to an empty list, as one string ("" for nothing).
@@ -263,6 +264,9 @@ func TestEveryDocumentedSecretIsListed(t *testing.T) {
 	})
 	require.NoError(t, err)
 	for v, files := range found {
+		if v == redact.Mask {
+			continue // a password as the reference shows it: masked
+		}
 		require.True(t, slices.Contains(cli.DocumentedSecrets, v), "%q, in %s, is not in cli.DocumentedSecrets", v, strings.Join(slices.Compact(files), ", "))
 	}
 	// The reading finds what it must: the Postgres password (compose, a URL), a broker
