@@ -14,9 +14,8 @@ import (
 	"strings"
 	"time"
 
-	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
-
 	"github.com/walletsaga/walletsaga/internal/redact"
+	"github.com/walletsaga/walletsaga/internal/telemetry"
 	"github.com/walletsaga/walletsaga/internal/wallet"
 )
 
@@ -79,7 +78,7 @@ func newClient(o Options) (*client, error) {
 		base: u, token: o.Token, timeout: o.Timeout,
 		http: &http.Client{
 			// Each call is a client span, and carries its traceparent to the provider.
-			Transport: otelhttp.NewTransport(rt),
+			Transport: telemetry.HTTPTransport(rt),
 			// A redirect is not part of the contract: it is answered as it came (a 3xx,
 			// which classify takes for an answer it does not know).
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
