@@ -51,7 +51,7 @@ func outage(ctx context.Context, cfg config, args []string, stdout io.Writer) er
 	if err := providersim.RequestOutage(ctx, cfg.URL, cfg.Token, args[0], args[1], d); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "simulated %s outage (%s) for %s at %s\n", args[0], args[1], d, cfg.URL)
+	fmt.Fprintf(stdout, "simulated %s outage (%s) for %s at %s\n", args[0], args[1], d, redact.URL(cfg.URL))
 	return nil
 }
 
