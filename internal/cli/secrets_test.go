@@ -57,6 +57,27 @@ func TestTokensAreCheckedForLengthDocumentedValuesAndEntropy(t *testing.T) {
 	require.InDelta(t, 64, cli.SecretBits("Xk9#mP2$vL8qR4tZ"), 1e-9, "16 different characters: 4 bits each, the most 16 can score")
 }
 
+// A documented secret is refused in any case: a password that differs from the README's
+// only by its capitals is the next guess of whoever read it.
+func TestDocumentedSecretsAreRefusedInAnyCase(t *testing.T) {
+	t.Parallel()
+	for _, v := range []string{"Walletsaga-Dev-Service-Token", "WALLETSAGA-DEV-SERVICE-TOKEN", "WalletSaga", "Walletsaga-Demo-Anything", "CHANGE-ME-AT-LEAST-16"} {
+		require.True(t, cli.IsDocumentedSecret(v), v)
+	}
+	require.False(t, cli.IsDocumentedSecret("a-real-secret-of-32-characters!!"))
+	for _, v := range cli.DocumentedSecrets {
+		require.Equal(t, strings.ToLower(v), v, "listed in lower case, as IsDocumentedSecret compares")
+	}
+	got := problems(func(p *cli.Problems) {
+		p.CheckToken(cli.Production, "SERVICE_TOKEN", "Walletsaga-Dev-Service-Token", true)
+	})
+	require.Contains(t, got, "SERVICE_TOKEN: is a secret the repository documents")
+	got = problems(func(p *cli.Problems) {
+		p.CheckPostgresURL(cli.Production, "DATABASE_URL", "postgres://walletsaga:WalletSaga@127.0.0.1:55432/walletsaga?sslmode=disable")
+	})
+	require.Contains(t, got, "DATABASE_URL: holds a password the repository documents")
+}
+
 func TestSecretsOfABinaryMustDiffer(t *testing.T) {
 	t.Parallel()
 	secrets := func(a, b, c string) []cli.NamedSecret {
