@@ -11,6 +11,7 @@ import (
 	"github.com/walletsaga/walletsaga/internal/lifecycle"
 	"github.com/walletsaga/walletsaga/internal/pg"
 	"github.com/walletsaga/walletsaga/internal/providersim"
+	"github.com/walletsaga/walletsaga/internal/redact"
 )
 
 // run is providersim's cli.Run: serve (the simulator) or outage.
@@ -50,7 +51,7 @@ func outage(ctx context.Context, cfg config, args []string, stdout io.Writer) er
 	if err := providersim.RequestOutage(ctx, cfg.URL, cfg.Token, args[0], args[1], d); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "simulated %s outage (%s) for %s at %s\n", args[0], args[1], d, cfg.URL)
+	fmt.Fprintf(stdout, "simulated %s outage (%s) for %s at %s\n", args[0], args[1], d, redact.URL(cfg.URL))
 	return nil
 }
 
@@ -92,5 +93,5 @@ func storeName(cfg config) string {
 	if cfg.DatabaseURL == "" {
 		return "memory"
 	}
-	return "postgres " + cli.Redact(cfg.DatabaseURL)
+	return "postgres " + redact.URL(cfg.DatabaseURL)
 }

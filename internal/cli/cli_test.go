@@ -158,6 +158,22 @@ func TestHelpListsCommandsAndConventionalFlags(t *testing.T) {
 	require.NotContains(t, help.String(), "--service-token ", "a secret has no flag of its own")
 }
 
+// -h shows a URL, whether its default or the environment's value, as logs do: the password
+// of a database URL and the key in a provider's query masked, the rest as it is.
+func TestHelpShowsNoSecretOfAURL(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"SMS_WEBHOOK_URL": "https://acct:s3cret-user@sms.example.com/send?api_key=s3cret-key&region=eu"}
+	var help bytes.Buffer
+	f := cli.NewFlags("svc", cli.Dev, func(k string) string { return env[k] }, &help)
+	var hook, db string
+	f.String(&hook, "SMS_WEBHOOK_URL", "", "URL the webhook sender POSTs to")
+	f.DatabaseURL(&db, "DATABASE_URL", "", "postgres://walletsaga:s3cret-dev@127.0.0.1:55432/walletsaga?sslmode=disable", true, "PostgreSQL URL")
+	require.ErrorIs(t, f.Parse([]string{"-h"}), flag.ErrHelp)
+	require.NotContains(t, help.String(), "s3cret")
+	require.Contains(t, help.String(), `(default "https://sms.example.com/send?api_key=xxxxx&region=eu")`)
+	require.Contains(t, help.String(), "default in dev postgres://walletsaga:xxxxx@127.0.0.1:55432/walletsaga?sslmode=disable, none in production")
+}
+
 func TestDurabilityIsEnforcedInProductionOnly(t *testing.T) {
 	t.Parallel()
 	var logs bytes.Buffer

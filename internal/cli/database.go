@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/walletsaga/walletsaga/internal/pg"
+	"github.com/walletsaga/walletsaga/internal/redact"
 )
 
 // DatabaseURL binds a PostgreSQL URL setting named env. It is read from --env on the command
@@ -110,7 +111,7 @@ func (p *Problems) CheckPostgresURL(mode Mode, field, v string) {
 	}
 	u, err := url.Parse(v)
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") || u.Host == "" {
-		p.Addf(field, "must be a postgres:// URL with a host, got %q", Redact(v))
+		p.Addf(field, "must be a postgres:// URL with a host, got %q", redact.URL(v))
 		return
 	}
 	if mode != Production {
@@ -155,15 +156,6 @@ func remoteHosts(u *url.URL) []string {
 	return remote
 }
 
-// Redact hides the password of a URL for messages and logs.
-func Redact(v string) string {
-	u, err := url.Parse(v)
-	if err != nil {
-		return "(unparseable)"
-	}
-	return u.Redacted()
-}
-
 // OpenDurablePool opens a service's pool on url with o, then reads the server's durability
 // settings and applies RequireDurable to them with override; on any failure the pool is
 // closed and the error returned.
@@ -174,7 +166,7 @@ func OpenDurablePool(ctx context.Context, mode Mode, log *slog.Logger, url strin
 	}
 	d, err := pg.ReadDurability(ctx, pool)
 	if err == nil {
-		err = RequireDurable(mode, log, Redact(url), d.Unsafe(), override)
+		err = RequireDurable(mode, log, redact.URL(url), d.Unsafe(), override)
 	}
 	if err != nil {
 		pool.Close()

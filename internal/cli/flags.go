@@ -83,10 +83,11 @@ func NewFlags(name string, mode Mode, getenv func(string) string, out io.Writer,
 				secrets = append(secrets, fmt.Sprintf("  %s (or %s_FILE / --%s-file)\n    \t%s", r.env, r.env, fl.Name, r.usage))
 				return
 			}
+			// A default may be the environment's value: URLs as logs show them (maskURLs).
 			typ, usage := flag.UnquoteUsage(fl)
-			fmt.Fprintf(w, "  --%s %s\n    \t%s", fl.Name, typ, usage)
+			fmt.Fprintf(w, "  --%s %s\n    \t%s", fl.Name, typ, maskURLs(usage))
 			if fl.DefValue != "" && fl.DefValue != "0" && fl.DefValue != "false" && fl.DefValue != "0s" {
-				fmt.Fprintf(w, " (default %q)", fl.DefValue)
+				fmt.Fprintf(w, " (default %q)", maskURLs(fl.DefValue))
 			}
 			fmt.Fprintln(w)
 		})

@@ -4,8 +4,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/url"
 	"strings"
+
+	"github.com/walletsaga/walletsaga/internal/redact"
 )
 
 // capture is the output Reference hands a binary's flag binding: NewFlags given one records
@@ -20,8 +21,8 @@ func (*capture) Write(p []byte) (int, error) { return len(p), nil }
 // called once per mode with that mode's environment (nothing set but WALLETSAGA_ENV, so the
 // machine's own environment never shows) and must build its flags with NewFlags writing to
 // out; whatever else it does with them (production refuses the empty configuration) is
-// ignored. A secret's row says where it is read from, never a value, and a URL holding a
-// password shows it masked.
+// ignored. A secret's row says where it is read from, never a value, and a URL shows its
+// passwords and keys masked (maskURLs).
 func Reference(title string, bind func(getenv func(string) string, out io.Writer)) (string, error) {
 	bound := map[Mode]*Flags{}
 	for _, mode := range []Mode{Production, Dev} {
@@ -118,26 +119,18 @@ func cell(s string) string {
 	return strings.ReplaceAll(maskURLs(s), "|", `\|`)
 }
 
-// maskURLs leaves out the password of every URL in s that holds one, saying so.
+// maskURLs returns s (a usage, a default) with every URL in it shown as redact.URL shows
+// it, for -h and the reference: a password or a key in a default, or in the value the
+// environment gave, never reaches the terminal or the documents.
 func maskURLs(s string) string {
 	for _, w := range strings.Fields(s) {
 		w = strings.TrimRight(w, ",;)")
-		if !strings.Contains(w, "://") || URLPassword(w) == "" {
+		if !strings.Contains(w, "://") {
 			continue
 		}
-		u, err := url.Parse(w)
-		if err != nil {
-			continue
+		if shown := redact.URL(w); shown != w {
+			s = strings.ReplaceAll(s, w, shown)
 		}
-		if u.User != nil {
-			u.User = url.User(u.User.Username())
-		}
-		q := u.Query()
-		if q.Has("password") {
-			q.Del("password")
-			u.RawQuery = q.Encode()
-		}
-		s = strings.ReplaceAll(s, w, u.String()+" (password not shown)")
 	}
 	return s
 }

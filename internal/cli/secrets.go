@@ -48,7 +48,8 @@ func SecretBits(v string) float64 {
 // DocumentedSecrets is every secret value the repository hands out (the README, docs/, the
 // compose file, scripts/, the dev stack's and the bench's defaults): anyone who read it knows
 // them, so production refuses each of them for every secret. TestEveryDocumentedSecretIsListed
-// reads the repository for such values and fails on one missing here.
+// reads the repository for such values and fails on one missing here. Each is written in
+// lower case: IsDocumentedSecret compares in any case.
 var DocumentedSecrets = []string{
 	"walletsaga-dev-service-token",    // walletsvc's SERVICE_TOKEN in dev, the demo, chaos
 	"walletsaga-dev-provider-token",   // the provider simulator's token (walletsvc's provider tokens in dev)
@@ -68,8 +69,10 @@ var DocumentedSecrets = []string{
 var documentedPrefixes = []string{"walletsaga-dev-", "walletsaga-demo-", "walletsaga-bench-"}
 
 // IsDocumentedSecret reports whether v is a secret the repository documents: one of
-// DocumentedSecrets, or of their families.
+// DocumentedSecrets, or of their families, in any case (Walletsaga-Dev-Service-Token is the
+// first guess of whoever read walletsaga-dev-service-token).
 func IsDocumentedSecret(v string) bool {
+	v = strings.ToLower(v)
 	if slices.Contains(DocumentedSecrets, v) {
 		return true
 	}

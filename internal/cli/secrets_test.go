@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/walletsaga/walletsaga/internal/cli"
+	"github.com/walletsaga/walletsaga/internal/redact"
 )
 
 // problems returns what check adds to an empty list, as one string ("" for nothing).
@@ -54,6 +55,27 @@ func TestTokensAreCheckedForLengthDocumentedValuesAndEntropy(t *testing.T) {
 	require.InDelta(t, 0, cli.SecretBits("aaaaaaaaaaaaaaaaaaaa"), 1e-9)
 	require.InDelta(t, 52, cli.SecretBits("1234567890123456"), 1e-9, "16 characters, 10 of them, 6 twice: 3.25 bits each")
 	require.InDelta(t, 64, cli.SecretBits("Xk9#mP2$vL8qR4tZ"), 1e-9, "16 different characters: 4 bits each, the most 16 can score")
+}
+
+// A documented secret is refused in any case: a password that differs from the README's
+// only by its capitals is the next guess of whoever read it.
+func TestDocumentedSecretsAreRefusedInAnyCase(t *testing.T) {
+	t.Parallel()
+	for _, v := range []string{"Walletsaga-Dev-Service-Token", "WALLETSAGA-DEV-SERVICE-TOKEN", "WalletSaga", "Walletsaga-Demo-Anything", "CHANGE-ME-AT-LEAST-16"} {
+		require.True(t, cli.IsDocumentedSecret(v), v)
+	}
+	require.False(t, cli.IsDocumentedSecret("a-real-secret-of-32-characters!!"))
+	for _, v := range cli.DocumentedSecrets {
+		require.Equal(t, strings.ToLower(v), v, "listed in lower case, as IsDocumentedSecret compares")
+	}
+	got := problems(func(p *cli.Problems) {
+		p.CheckToken(cli.Production, "SERVICE_TOKEN", "Walletsaga-Dev-Service-Token", true)
+	})
+	require.Contains(t, got, "SERVICE_TOKEN: is a secret the repository documents")
+	got = problems(func(p *cli.Problems) {
+		p.CheckPostgresURL(cli.Production, "DATABASE_URL", "postgres://walletsaga:WalletSaga@127.0.0.1:55432/walletsaga?sslmode=disable")
+	})
+	require.Contains(t, got, "DATABASE_URL: holds a password the repository documents")
 }
 
 func TestSecretsOfABinaryMustDiffer(t *testing.T) {
@@ -263,6 +285,9 @@ func TestEveryDocumentedSecretIsListed(t *testing.T) {
 	})
 	require.NoError(t, err)
 	for v, files := range found {
+		if v == redact.Mask {
+			continue // a password as the reference shows it: masked
+		}
 		require.True(t, slices.Contains(cli.DocumentedSecrets, v), "%q, in %s, is not in cli.DocumentedSecrets", v, strings.Join(slices.Compact(files), ", "))
 	}
 	// The reading finds what it must: the Postgres password (compose, a URL), a broker

@@ -14,9 +14,8 @@ import (
 	"strings"
 	"time"
 
-	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
-
 	"github.com/walletsaga/walletsaga/internal/redact"
+	"github.com/walletsaga/walletsaga/internal/telemetry"
 	"github.com/walletsaga/walletsaga/internal/wallet"
 )
 
@@ -81,7 +80,7 @@ func newClient(o Options) (*client, error) {
 		base: u, token: o.Token, timeout: o.Timeout,
 		http: &http.Client{
 			// Each call is a client span, and carries its traceparent to the provider.
-			Transport: otelhttp.NewTransport(rt),
+			Transport: telemetry.HTTPTransport(rt),
 			// A redirect is not part of the contract: it is answered as it came (a 3xx,
 			// which classify takes for an answer it does not know).
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
@@ -134,8 +133,8 @@ func (c *client) post(ctx context.Context, path, key string, body, out any) erro
 
 // transportError classifies a call that got no (whole) answer: a timeout or a connection
 // error. Either way the call may have taken effect: retryable. The error names the URL
-// called without its userinfo or query (redact.URL): it is stored in the saga's history and
-// logged.
+// called as redact.URL shows it (no userinfo, keys masked): it is stored in the saga's
+// history and logged.
 func transportError(path string, err error) error {
 	err = redact.URLError(err)
 	var ne net.Error

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -108,6 +109,19 @@ func TestSimulatorServesHealthAndItsContract(t *testing.T) {
 		require.Equal(t, http.StatusOK, resp.StatusCode, path)
 		require.Equal(t, strings.TrimSpace(want), strings.TrimSpace(string(b)), path)
 	}
+}
+
+// `providersim outage` prints its error: the simulator's URL in it shows no password or key.
+func TestOutageErrorNamesTheURLWithoutItsSecrets(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close()) // nothing listens there now
+	err = providersim.RequestOutage(t.Context(), "http://acct:s3cret-pw@"+addr+"/?token=s3cret-key", providersim.DevToken,
+		providersim.TargetGateway, providersim.OutageFail, time.Second)
+	require.ErrorContains(t, err, "http://"+addr+providersim.PathOutages+"?token=xxxxx")
+	require.NotContains(t, err.Error(), "s3cret")
 }
 
 // The control endpoint switches outages (what `providersim outage` calls), refuses what it

@@ -1,6 +1,7 @@
 // Package telemetry sets up OpenTelemetry tracing for a binary and carries trace context
 // where a context cannot go: into a database row or a broker message, as a W3C traceparent
-// string, and back out of it. It also tags log records with the active span's ids.
+// string, and back out of it. It also tags log records with the active span's ids, and gives
+// the HTTP clients a transport whose spans show no secret of the URL (HTTPTransport).
 //
 // Tracing is off unless the standard OTEL_* environment asks for it (see Enabled); off, the
 // global tracer provider stays the API's no-op one, so every span the project starts costs a

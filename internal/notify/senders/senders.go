@@ -18,12 +18,11 @@ import (
 	"sync"
 	"time"
 
-	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
-
 	"github.com/walletsaga/walletsaga/internal/apperr"
 	"github.com/walletsaga/walletsaga/internal/freetext"
 	"github.com/walletsaga/walletsaga/internal/notify"
 	"github.com/walletsaga/walletsaga/internal/redact"
+	"github.com/walletsaga/walletsaga/internal/telemetry"
 )
 
 // LogSender is the built-in provider: an SMS is delivered when its row is in notify.sms_log.
@@ -97,7 +96,7 @@ func NewWebhookClient(conns int) *http.Client {
 	t.MaxConnsPerHost = max(conns, 1)
 	return &http.Client{
 		// Each SMS request is a client span, and carries its traceparent to the provider.
-		Transport: otelhttp.NewTransport(t),
+		Transport: telemetry.HTTPTransport(t),
 		// A redirect is answered as it came, never followed (WebhookSender refuses it).
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}

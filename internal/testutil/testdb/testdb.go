@@ -27,6 +27,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/walletsaga/walletsaga/internal/redact"
 	"github.com/walletsaga/walletsaga/internal/testutil/testenv"
 	"github.com/walletsaga/walletsaga/migrations"
 )
@@ -148,7 +149,7 @@ func createFrom(t testing.TB, source func(ctx context.Context, admin *pgx.Conn, 
 	base := testenv.DatabaseURL()
 	admin, err := pgx.Connect(ctx, base)
 	if err != nil {
-		testenv.Unavailable(t, "PostgreSQL", redact(base), err)
+		testenv.Unavailable(t, "PostgreSQL", redact.URL(base), err)
 		return nil, ""
 	}
 	defer admin.Close(context.Background()) //nolint:errcheck // closing an admin connection loses nothing
@@ -263,14 +264,6 @@ func withDatabase(base, name string) string {
 	return u.String()
 }
 
-func redact(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		return "(unparseable url)"
-	}
-	return u.Redacted()
-}
-
 func randHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
@@ -336,7 +329,7 @@ func WithPassfile(t testing.TB, dbURL string) string {
 	t.Helper()
 	u, err := url.Parse(dbURL)
 	if err != nil {
-		t.Fatalf("testdb: %s: %v", redact(dbURL), err)
+		t.Fatalf("testdb: %s: %v", redact.URL(dbURL), err)
 	}
 	pw, ok := u.User.Password()
 	if !ok {
