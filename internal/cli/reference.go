@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/url"
 	"strings"
+
+	"github.com/walletsaga/walletsaga/internal/pg"
 )
 
 // capture is the output Reference hands a binary's flag binding: NewFlags given one records
@@ -127,6 +129,8 @@ func maskURLs(s string) string {
 		}
 		u, err := url.Parse(w)
 		if err != nil {
+			// A database URL net/url refuses (several hosts, some with ports).
+			s = strings.ReplaceAll(s, w, pg.RedactURL(w))
 			continue
 		}
 		if u.User != nil {

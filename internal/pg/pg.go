@@ -8,7 +8,6 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"net/url"
 	"slices"
 	"strconv"
 	"time"
@@ -87,13 +86,13 @@ func Open(ctx context.Context, databaseURL string, opts Options) (*pgxpool.Pool,
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
-		return nil, fmt.Errorf("database %s: %w", redact(databaseURL), err)
+		return nil, fmt.Errorf("database %s: %w", RedactURL(databaseURL), err)
 	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := pool.Ping(pctx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("database %s unreachable: %w", redact(databaseURL), err)
+		return nil, fmt.Errorf("database %s unreachable: %w", RedactURL(databaseURL), err)
 	}
 	return pool, nil
 }
@@ -341,12 +340,4 @@ func IsCode(err error, codes ...string) bool {
 func IsViolation(err error, code, constraint string) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && pe.Code == code && (constraint == "" || pe.ConstraintName == constraint)
-}
-
-func redact(v string) string {
-	u, err := url.Parse(v)
-	if err != nil {
-		return "(unparseable)"
-	}
-	return u.Redacted()
 }
