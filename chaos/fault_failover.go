@@ -202,26 +202,29 @@ func (r *chaosRun) reportFailover(ctx context.Context, e executed) {
 		}
 		return fmt.Sprintf("%.2fs", t.Sub(f.stop).Seconds())
 	}
-	r.printf("      primary :%d stopped; :%d promoted %s after; the services' URL took a write again %s after; standby rebuilt in %.1fs\n",
+	r.printf("      primary :%d stopped; :%d promoted (pg-failover returned) %s after; the services' URL took a write again %s after; standby rebuilt in %.1fs\n",
 		f.from, f.to, since(f.promoted), since(f.writable), f.rebuilt.Seconds())
 	for _, p := range f.procs {
-		switch {
-		case p.pidBefore == 0:
+		if p.pidBefore == 0 {
 			r.printf("      %-12s not running (scaled away or down)\n", p.slot)
-		default:
-			same := "the same process"
-			if p.pidAfter != p.pidBefore {
-				same = fmt.Sprintf("A NEW PROCESS (pid %d, was %d)", p.pidAfter, p.pidBefore)
-			}
-			r.printf("      %-12s not ready from %s to %s after the stop; %s\n", p.slot, since(p.firstFailed), since(p.readyAt), same)
+			continue
 		}
+		same := "the same process"
+		if p.pidAfter != p.pidBefore {
+			same = fmt.Sprintf("A NEW PROCESS (pid %d, was %d)", p.pidAfter, p.pidBefore)
+		}
+		if p.firstFailed.IsZero() {
+			r.printf("      %-12s ready throughout; %s\n", p.slot, same)
+			continue
+		}
+		r.printf("      %-12s not ready from %s to %s after the stop; %s\n", p.slot, since(p.firstFailed), since(p.readyAt), same)
 	}
-	var events, inbox, sms [2]*time.Time
+	var lastEvent, firstEvent, firstInbox, firstSMS *time.Time
 	err := r.db.QueryRow(ctx, `SELECT max(occurred_at) FILTER (WHERE occurred_at < $1), min(occurred_at) FILTER (WHERE occurred_at >= $1)
-		FROM wallet_events WHERE occurred_at BETWEEN $1::timestamptz - interval '30 seconds' AND $1::timestamptz + interval '120 seconds'`, f.stop).Scan(&events[0], &events[1])
+		FROM wallet_events WHERE occurred_at BETWEEN $1::timestamptz - interval '30 seconds' AND $1::timestamptz + interval '120 seconds'`, f.stop).Scan(&lastEvent, &firstEvent)
 	if err == nil {
 		err = r.ndb.QueryRow(ctx, `SELECT (SELECT min(first_seen_at) FROM notify.notifications WHERE first_seen_at >= $1),
-			(SELECT min(sent_at) FROM notify.sms_log WHERE sent_at >= $1)`, f.stop).Scan(&inbox[1], &sms[1])
+			(SELECT min(sent_at) FROM notify.sms_log WHERE sent_at >= $1)`, f.stop).Scan(&firstInbox, &firstSMS)
 	}
 	if err != nil {
 		r.printf("      %v\n", err)
@@ -234,7 +237,7 @@ func (r *chaosRun) reportFailover(ctx context.Context, e executed) {
 		return fmt.Sprintf("%+.2fs", t.Sub(f.stop).Seconds())
 	}
 	r.printf("      balance events: the last before the stop at %s, the first after at %s; first inbox row after it %s, first SMS %s\n",
-		at(events[0]), at(events[1]), at(inbox[1]), at(sms[1]))
+		at(lastEvent), at(firstEvent), at(firstInbox), at(firstSMS))
 	rows, err := r.db.Query(ctx, `SELECT epoch, minted_at, reason FROM wallet_epochs WHERE minted_at >= $1 ORDER BY epoch`, f.stop)
 	if err != nil {
 		r.printf("      %v\n", err)
