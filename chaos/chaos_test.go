@@ -21,8 +21,9 @@ import (
 var testPlan = PlanOptions{Duration: 4 * time.Minute, KillsEach: 3, FromQueues: 8, ToQueues: 16, GatewayOutage: time.Minute}
 
 // requireApart checks what every plan promises about overlaps: no two faults that clash
-// overlap; no process is killed while a broker is frozen (nor just before), no notifier
-// while one is frozen; the notifiers are not scaled down around either freeze; the freezes
+// overlap; no process is killed while a broker is frozen (nor just before) or Postgres fails
+// over, no notifier while one is frozen; the notifiers are not scaled down around either
+// freeze; the freezes
 // outlast what they must (a broker 30 s, a notifier twice its lease) and the held lock the
 // statement timeout; all of them end before the load does.
 func requireApart(t *testing.T, seed int64, plan []Fault, o PlanOptions) {
@@ -54,6 +55,10 @@ func requireApart(t *testing.T, seed int64, plan []Fault, o PlanOptions) {
 			require.False(t, clash(a, b), "seed %d: %s overlaps %s", seed, a, b)
 		}
 		switch a.Kind {
+		case Failover:
+			for _, k := range plan {
+				require.False(t, k.Kind == Kill && footprint(k).overlaps(footprint(a)), "seed %d: %s during %s", seed, k, a)
+			}
 		case FreezeBroker, FreezeNotifier:
 			fp := footprint(a)
 			require.False(t, fp.overlaps(span{down - 5*time.Second, up + 5*time.Second}), "seed %d: %s while the notifiers are scaled down", seed, a)
@@ -104,6 +109,8 @@ func TestPlanIsReproducibleAndComplete(t *testing.T) {
 				broker = f.At
 			case RestartPG:
 				pg = f.At
+			case Failover:
+				require.Less(t, f.At+failoverFor, testPlan.Duration, "seed %d: the failover is over before the load ends", seed)
 			case Reshard:
 				reshard = f.At
 				require.Equal(t, 16, f.Queues)
@@ -120,7 +127,7 @@ func TestPlanIsReproducibleAndComplete(t *testing.T) {
 				require.LessOrEqual(t, f.At+f.Down, testPlan.Duration-30*time.Second, "seed %d: the outage ends well before the load", seed)
 			}
 		}
-		require.Equal(t, map[FaultKind]int{Kill: 12, RestartBroker: 1, RestartPG: 1, Reshard: 1, ScaleDown: 1, ScaleUp: 1,
+		require.Equal(t, map[FaultKind]int{Kill: 12, RestartBroker: 1, RestartPG: 1, Failover: 1, Reshard: 1, ScaleDown: 1, ScaleUp: 1,
 			ProviderDown: 1, ProviderHang: 1, GatewayOutage: 1, FreezeBroker: 1, FreezeNotifier: 1, ProviderGarble: 1, PGLock: 1}, kinds, "seed %d", seed)
 		requireApart(t, seed, plan, testPlan)
 		require.Equal(t, map[string]int{wallet1: 3, wallet2: 3, notifier1: 3, notifier2: 3}, kills, "seed %d", seed)
@@ -198,11 +205,12 @@ func TestClusterPlanIsComplete(t *testing.T) {
 				kills[f.Slot]++
 			}
 		}
-		require.Equal(t, map[FaultKind]int{Kill: 18, CrashBroker: 1, KillBroker: 1, JoinBroker: 1, RestartPG: 1, Reshard: 1,
+		require.Equal(t, map[FaultKind]int{Kill: 18, CrashBroker: 1, KillBroker: 1, JoinBroker: 1, RestartPG: 1, Failover: 1, Reshard: 1,
 			ScaleDown: 1, ScaleUp: 1, GatewayOutage: 1, FreezeBroker: 1, FreezeNotifier: 1, ProviderGarble: 1, PGLock: 1}, kinds, "seed %d", seed)
 		requireApart(t, seed, plan, o)
 		require.Equal(t, map[string]int{"walletsvc-1": 3, "walletsvc-2": 3, "walletsvc-3": 3, "notifier-1": 3, "notifier-2": 3, "notifier-3": 3}, kills, "seed %d", seed)
 		freeze, crash, pg, lock, join, dead, reshard, stall := at[FreezeBroker], at[CrashBroker], at[RestartPG], at[PGLock], at[JoinBroker], at[KillBroker], at[Reshard], at[FreezeNotifier]
+		failover := at[Failover]
 		require.Contains(t, []string{"broker-a", "broker-b"}, freeze.Broker)
 		require.Less(t, footprint(freeze).End, crash.At, "seed %d: the freeze is over before broker-a crashes", seed)
 		require.Equal(t, "broker-a", crash.Broker)
@@ -214,6 +222,9 @@ func TestClusterPlanIsComplete(t *testing.T) {
 		require.Equal(t, 16, reshard.Queues)
 		require.Less(t, crash.At+crash.Down, pg.At, "seed %d: the crashed broker is started before Postgres stops", seed)
 		require.Less(t, pg.At, join.At)
+		require.Less(t, footprint(pg).End, failover.At, "seed %d: Postgres is back from its crash before it fails over", seed)
+		require.Less(t, join.At, failover.At)
+		require.Less(t, failover.At, dead.At)
 		require.Less(t, join.At, dead.At)
 		require.Less(t, dead.At, reshard.At, "seed %d: the topic grows while broker-b is down", seed)
 		require.Less(t, reshard.At, lock.At)

@@ -71,7 +71,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.QuietTimeout, "quiet-timeout", 6*time.Minute, "how long to wait, after the load, for the pipeline to finish")
 	fs.StringVar(&c.BinDir, "bin", "bin", "directory of the walletsvc, notifier and providersim binaries (make build)")
 	fs.StringVar(&c.RunDir, "run-dir", ".run/chaos", "state and logs of the run's own stack")
-	fs.IntVar(&c.PGPort, "pg-port", 55442, "port of the run's Postgres")
+	fs.IntVar(&c.PGPort, "pg-port", 55442, "port of the run's Postgres (its standby, when the plan fails it over, at this port + 2)")
 	fs.IntVar(&c.NamesrvPort, "namesrv-port", 9886, "port of the run's RocketMQ name server")
 	fs.IntVar(&c.BrokerPort, "broker-port", 10941, "port of the run's broker (it also uses port-2 and port+1)")
 	fs.IntVar(&c.Queues, "queues", 8, "queues of the topic at the start")
@@ -155,7 +155,20 @@ func findRoot() (string, error) {
 	}
 }
 
-// pgURL is the URL of the run's database on the Postgres at port.
-func pgURL(port int) string {
-	return fmt.Sprintf("postgres://walletsaga:walletsaga@127.0.0.1:%d/walletsaga?sslmode=disable", port)
+// standbyPort is where scripts/services.sh keeps the wallet's cluster's second node.
+func (c config) standbyPort() int { return c.PGPort + 2 }
+
+// pgURL is the URL of the run's database on the Postgres at port, or, given the ports of a
+// cluster's nodes, on whichever of them is the primary (target_session_attrs=read-write),
+// as a deployment with a standby configures the services.
+func pgURL(ports ...int) string {
+	hosts := make([]string, len(ports))
+	for i, p := range ports {
+		hosts[i] = fmt.Sprintf("127.0.0.1:%d", p)
+	}
+	u := fmt.Sprintf("postgres://walletsaga:walletsaga@%s/walletsaga?sslmode=disable", strings.Join(hosts, ","))
+	if len(ports) > 1 {
+		u += "&target_session_attrs=read-write"
+	}
+	return u
 }

@@ -37,13 +37,19 @@ func (r *chaosRun) reportHeldLocks(ctx context.Context, e executed) {
 	r.printf("      held %s\n", e.held)
 	// Statements that started waiting before the release are cut off until a
 	// statement timeout after it.
-	logs := map[string]string{"Postgres": filepath.Join(r.cfg.RunDir, "pg", "postgres.log")}
+	// The wallet's cluster logs in one file per node (the second when it has a standby):
+	// whichever is the primary logged what it cut off.
+	wallet := []string{filepath.Join(r.cfg.RunDir, "pg", "postgres.log")}
+	if r.standby {
+		wallet = append(wallet, filepath.Join(r.cfg.RunDir, "pg", "postgres-b.log"))
+	}
+	logs := map[string][]string{"Postgres": wallet}
 	if r.nsvc != nil {
-		logs = map[string]string{"the wallet's Postgres": logs["Postgres"],
-			"the notifier's Postgres": filepath.Join(r.cfg.RunDir, "notify-pg", "pg", "postgres.log")}
+		logs = map[string][]string{"the wallet's Postgres": wallet,
+			"the notifier's Postgres": {filepath.Join(r.cfg.RunDir, "notify-pg", "pg", "postgres.log")}}
 	}
 	for _, name := range slices.Sorted(maps.Keys(logs)) {
-		c, err := countCutOff(logs[name], e.start, e.end.Add(pgStatementTimeout+time.Second))
+		c, err := countCutOffIn(logs[name], e.start, e.end.Add(pgStatementTimeout+time.Second))
 		if err != nil {
 			r.printf("      reading the log of %s: %v\n", name, err)
 		} else {
@@ -186,6 +192,22 @@ const pgLogTime = "2006-01-02 15:04:05.000 MST"
 // waitedOn matches the context Postgres logs for a statement cancelled while it waited for a
 // row lock: "while updating tuple (103,71) in relation "wallet_events"".
 var waitedOn = regexp.MustCompile(`CONTEXT:\s+while \w+ tuple \(\d+,\d+\) in relation "([^"]+)"`)
+
+// countCutOffIn adds up what the Postgres logs at paths say was cut off from start to end.
+func countCutOffIn(paths []string, start, end time.Time) (cutOff, error) {
+	sum := cutOff{WaitingOn: map[string]int{}}
+	for _, p := range paths {
+		c, err := countCutOff(p, start, end)
+		if err != nil {
+			return sum, err
+		}
+		sum.TimedOut, sum.ClientCancelled, sum.IdleSessions = sum.TimedOut+c.TimedOut, sum.ClientCancelled+c.ClientCancelled, sum.IdleSessions+c.IdleSessions
+		for t, n := range c.WaitingOn {
+			sum.WaitingOn[t] += n
+		}
+	}
+	return sum, nil
+}
 
 // countCutOff reads the Postgres log at path for what was cut off from start to end.
 func countCutOff(path string, start, end time.Time) (cutOff, error) {

@@ -10,23 +10,25 @@
 // it, restarts the broker and Postgres once each, scales the notifiers 2 → 1 → 2, raises the
 // topic's queues from 8 to 16 (keys move to other queues), takes the payment gateway and the
 // SMS provider down, makes the SMS provider hang and garble its errors, freezes the broker
-// and a notifier with SIGSTOP (the notifier past its lane lease) and holds row locks in
-// Postgres past the services' statement timeout. Then it waits until the pipeline is quiet
-// and audits the database (internal/audit). Its last line is the verdict; it exits 1 when any
-// count is not zero.
+// and a notifier with SIGSTOP (the notifier past its lane lease), holds row locks in
+// Postgres past the services' statement timeout, and fails Postgres over to its synchronous
+// standby (which it has from the start), the services following the new primary without a
+// restart. Then it waits until the pipeline is quiet and audits the database
+// (internal/audit). Its last line is the verdict; it exits 1 when any count is not zero.
 //
 // With -brokers 2 the stack is a cluster (broker-a and broker-b under one name server, the
 // topic's queues on both) with three replicas of each service, and the infrastructure faults
 // are a cluster's: one broker frozen for 30 s, broker-a killed with SIGKILL and started again
-// after 5–20 s, Postgres stopped as after a crash (immediate), broker-c joining, broker-b
-// killed and left down until the load ends, and the topic growing while it is down. For the
-// freeze it reports the commit→SMS latency of the frozen broker's users and of everyone
-// else's; for each broker crash, how long the users whose messages the broker held waited,
-// and how long everyone else did; for each added queue, how soon its first message became an
-// SMS.
+// after 5–20 s, Postgres stopped as after a crash (immediate), broker-c joining, Postgres
+// failing over, broker-b killed and left down until the load ends, and the topic growing
+// while it is down. For the freeze it reports the commit→SMS latency of the frozen broker's
+// users and of everyone else's; for each broker crash, how long the users whose messages the
+// broker held waited, and how long everyone else did; for each added queue, how soon its
+// first message became an SMS.
 //
 // With -notify-cluster the notifier runs on a Postgres cluster of its own (NOTIFY_DATABASE_URL),
-// and the audit reads each service's tables from its own database.
+// and the audit reads each service's tables from its own database; only the wallet's
+// cluster fails over.
 package main
 
 import (
@@ -71,7 +73,12 @@ type chaosRun struct {
 	// cluster of its own, which nsvc drives.
 	ndb  *pgxpool.Pool
 	nsvc *services
-	sms  *smsprovider.Provider
+	// standby: the plan fails the wallet's Postgres over, so its cluster has a synchronous
+	// standby from the start, and dbURL, the wallet's database's URL (the services' and the
+	// run's own), names both nodes.
+	standby bool
+	dbURL   string
+	sms     *smsprovider.Provider
 	// garble decides which SMS the provider answers garbled errors while it is on.
 	garble *garbler
 	// provider is the payment gateway and merchant simulator's process.
@@ -107,6 +114,8 @@ type executed struct {
 	logFrom int64
 	// held is what a pg-lock fault locked.
 	held heldLocks
+	// failover is what a failover did and how the services came through it.
+	failover *failoverResult
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -148,10 +157,11 @@ func (r *chaosRun) do(ctx context.Context) (audit.Result, []string, error) {
 	if err != nil {
 		return audit.Result{}, nil, err
 	}
-	dbURL, ndbURL, err := r.startStack(ctx)
+	ndbURL, err := r.startStack(ctx)
 	if err != nil {
 		return audit.Result{}, nil, err
 	}
+	dbURL := r.dbURL
 	if err := r.startProduct(ctx, dbURL, ndbURL); err != nil {
 		return audit.Result{}, nil, err
 	}
@@ -192,6 +202,7 @@ func (r *chaosRun) announce() ([]Fault, error) {
 		GatewayOutage: cfg.GatewayOutage, Replicas: cfg.Replicas, Brokers: cfg.Brokers})
 	r.printf("chaos: seed=%d users=%d duration=%s rate=%.0f/s workers=%d brokers=%d replicas=%d; plan (rerun with -seed %d for the same one):\n%s",
 		cfg.Seed, cfg.Users, cfg.Duration, cfg.Rate, cfg.Workers, cfg.Brokers, cfg.Replicas, cfg.Seed, describePlan(plan))
+	r.standby = slices.ContainsFunc(plan, func(f Fault) bool { return f.Kind == Failover })
 	for _, b := range []string{"walletsvc", "notifier", "providersim"} {
 		if _, err := os.Stat(filepath.Join(cfg.BinDir, b)); err != nil {
 			return nil, fmt.Errorf("no %s binary in %s: run make build (make chaos does)", b, cfg.BinDir)
@@ -200,21 +211,22 @@ func (r *chaosRun) announce() ([]Fault, error) {
 	return plan, nil
 }
 
-// startStack starts a fresh stack of the run's own, with fresh logs: Postgres, the name
-// server and the brokers, and with -notify-cluster the notifier's Postgres. It returns the
-// URLs of the wallet's and the notifier's databases.
-func (r *chaosRun) startStack(ctx context.Context) (dbURL, ndbURL string, err error) {
+// startStack starts a fresh stack of the run's own, with fresh logs: Postgres (with a
+// synchronous standby when the plan fails it over), the name server and the brokers, and
+// with -notify-cluster the notifier's Postgres. It sets the URL of the wallet's database
+// (r.dbURL) and returns the notifier's.
+func (r *chaosRun) startStack(ctx context.Context) (ndbURL string, err error) {
 	cfg := r.cfg
 	r.svc = newServices(cfg, r.log)
 	t0 := time.Now()
 	if err := os.RemoveAll(r.svc.logDir); err != nil {
-		return "", "", err
+		return "", err
 	}
 	if err := os.MkdirAll(r.svc.logDir, 0o755); err != nil { //nolint:gosec // G301: it may create the run dir, where the postgres user must reach the cluster
-		return "", "", err
+		return "", err
 	}
 	if err := r.svc.run(ctx, "clean"); err != nil {
-		return "", "", err
+		return "", err
 	}
 	if err := r.svc.run(ctx, "up"); err != nil {
 		// Its ports lie in the kernel's range for outgoing connections, so one may be held
@@ -222,28 +234,36 @@ func (r *chaosRun) startStack(ctx context.Context) (dbURL, ndbURL string, err er
 		r.log.Warn("starting the stack failed; trying once more", "err", firstLine(err.Error()))
 		sleep(ctx, 5*time.Second)
 		if err := r.svc.run(ctx, "up"); err != nil {
-			return "", "", err
+			return "", err
 		}
 	}
 	if !cfg.Keep {
 		r.deferUndo(func() { _ = r.svc.run(context.Background(), "down") })
 	}
+	pg := fmt.Sprintf("Postgres :%d", cfg.PGPort)
+	r.dbURL = pgURL(cfg.PGPort)
+	if r.standby {
+		if err := r.svc.run(ctx, "pg-standby"); err != nil {
+			return "", err
+		}
+		pg = fmt.Sprintf("Postgres :%d with its synchronous standby :%d", cfg.PGPort, cfg.standbyPort())
+		r.dbURL = pgURL(cfg.PGPort, cfg.standbyPort())
+	}
 	var brokers []string
 	for i := range cfg.Brokers {
 		brokers = append(brokers, fmt.Sprintf("%s :%d", BrokerName(i), r.brokerPort(BrokerName(i))))
 	}
-	dbURL = pgURL(cfg.PGPort)
-	ndbURL = dbURL
+	ndbURL = r.dbURL
 	if cfg.NotifyCluster {
 		r.nsvc = newNotifyPG(cfg, r.log)
 		if err := os.MkdirAll(r.nsvc.logDir, 0o755); err != nil { //nolint:gosec // G301: as the run's own log dir
-			return "", "", err
+			return "", err
 		}
 		if err := r.nsvc.run(ctx, "clean"); err != nil {
-			return "", "", err
+			return "", err
 		}
 		if err := r.nsvc.run(ctx, "pg-up"); err != nil {
-			return "", "", err
+			return "", err
 		}
 		if !cfg.Keep {
 			r.deferUndo(func() { _ = r.nsvc.run(context.Background(), "down") })
@@ -251,8 +271,8 @@ func (r *chaosRun) startStack(ctx context.Context) (dbURL, ndbURL string, err er
 		ndbURL = pgURL(cfg.PGPort + 1)
 		brokers = append(brokers, fmt.Sprintf("the notifier's Postgres :%d", cfg.PGPort+1))
 	}
-	r.printf("chaos: Postgres :%d, name server :%d, %s up in %s (logs in %s)\n", cfg.PGPort, cfg.NamesrvPort, strings.Join(brokers, ", "), time.Since(t0).Round(100*time.Millisecond), r.svc.logDir)
-	return dbURL, ndbURL, nil
+	r.printf("chaos: %s, name server :%d, %s up in %s (logs in %s)\n", pg, cfg.NamesrvPort, strings.Join(brokers, ", "), time.Since(t0).Round(100*time.Millisecond), r.svc.logDir)
+	return ndbURL, nil
 }
 
 // startProduct connects to the databases, starts the SMS provider, the payment gateway and
@@ -408,6 +428,14 @@ func (r *chaosRun) judge(ctx context.Context, stats *loadStats) (audit.Result, [
 	if unexpected > 0 {
 		other = append(other, fmt.Sprintf("%d service processes exited on their own (see %s)", unexpected, r.svc.logDir))
 	}
+	r.mu.Lock()
+	other = append(other, failoverDefects(r.executed)...)
+	r.mu.Unlock()
+	rewound, err := r.judgeRewinds(ctx)
+	if err != nil {
+		return audit.Result{}, nil, fmt.Errorf("audit: %w", err)
+	}
+	other = append(other, rewound...)
 	if n := stats.failed(); n > 0 {
 		other = append(other, fmt.Sprintf("%d operations refused or never answered", n))
 	}

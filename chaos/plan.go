@@ -59,6 +59,9 @@ const (
 	// PGLock holds row locks on hot rows (wallets, the notifier's progress, the outbox) in a
 	// session of the run's own for Down, longer than the services' statement timeout.
 	PGLock FaultKind = "pg-lock"
+	// Failover stops the wallet's Postgres primary as after a crash and promotes its
+	// synchronous standby, then rebuilds a standby from the new primary.
+	Failover FaultKind = "failover"
 
 	// On a cluster (-brokers 2 or more):
 	CrashBroker FaultKind = "crash-broker" // SIGKILL a broker, start it again after Down
@@ -77,6 +80,9 @@ const (
 	// pgLockFor is three times the statement timeout the run gives the services
 	// (pgStatementTimeout).
 	pgLockFor = 3 * pgStatementTimeout
+	// failoverFor is how long a failover occupies the run: the primary stopped and the
+	// standby promoted (seconds), the services on the new primary, and a standby rebuilt.
+	failoverFor = 30 * time.Second
 )
 
 // Fault is one planned event, At after the load starts.
@@ -126,6 +132,8 @@ func (f Fault) What() string {
 		return fmt.Sprintf("SMS provider garbles errors for %.0fs", f.Down.Seconds())
 	case PGLock:
 		return fmt.Sprintf("Postgres row locks held for %.0fs", f.Down.Seconds())
+	case Failover:
+		return "fail Postgres over to its synchronous standby"
 	}
 	return string(f.Kind)
 }
@@ -168,6 +176,8 @@ func footprint(f Fault) span {
 		return span{f.At, f.At + 60*time.Second}
 	case RestartPG:
 		return span{f.At, f.At + 10*time.Second}
+	case Failover:
+		return span{f.At, f.At + failoverFor}
 	case ProviderDown, ProviderHang, ProviderGarble, PGLock:
 		return span{f.At, f.At + f.Down + 3*time.Second}
 	case Kill:
@@ -183,7 +193,9 @@ func footprint(f Fault) span {
 // provider has one mode at a time; a notifier is not frozen while the provider is out (the
 // replica that takes its users must be able to send) or the only broker restarts (it would
 // hold no users: nothing arrives); a held lock does not span a Postgres restart (which
-// would end it), nor an SMS provider outage (which would hide what the lock delays).
+// would end it), nor an SMS provider outage (which would hide what the lock delays); a
+// failover overlaps no restart of Postgres, held lock or frozen notifier (whose replica must
+// write to take its users).
 func clash(a, b Fault) bool {
 	if !footprint(a).overlaps(footprint(b)) {
 		return false
@@ -200,6 +212,8 @@ func clash(a, b Fault) bool {
 		return true
 	case both(PGLock, RestartPG), both(PGLock, ProviderDown), both(PGLock, ProviderHang):
 		return true
+	case both(Failover, RestartPG), both(Failover, PGLock), both(Failover, FreezeNotifier):
+		return true
 	}
 	return false
 }
@@ -207,9 +221,9 @@ func clash(a, b Fault) bool {
 // Plan draws the run's faults from seed: the same seed gives the same plan. Every fault
 // happens while the load runs; the infrastructure and provider faults start apart from each
 // other so the log can tell which one held the pipeline up, and never overlap where one would
-// void another (see clash); no process is killed while a broker is frozen, no notifier while
-// one is frozen, and the notifiers are not scaled down then; notifier-2 is not killed while
-// it is scaled away.
+// void another (see clash); no process is killed while a broker is frozen or Postgres fails
+// over, no notifier while one is frozen, and the notifiers are not scaled down then;
+// notifier-2 is not killed while it is scaled away.
 func Plan(seed int64, o PlanOptions) []Fault {
 	r := rand.New(rand.NewPCG(uint64(seed), 0x77616c6c6574)) //nolint:gosec // G115: a seed's bits, reinterpreted, not a quantity
 	d := o.Duration.Seconds()
@@ -244,11 +258,12 @@ func Plan(seed int64, o PlanOptions) []Fault {
 		faults = singleBrokerFaults(r, o, at, apart, scale())
 	}
 	// Kills keep out of the freezes: all of them out of a broker's, the notifiers' out of a
-	// notifier's.
+	// notifier's; and out of a failover, which shows that every process finds the new
+	// primary by itself.
 	var quiet, quietNotifiers []span
 	for _, f := range faults {
 		switch f.Kind {
-		case FreezeBroker:
+		case FreezeBroker, Failover:
 			quiet = append(quiet, footprint(f))
 		case FreezeNotifier:
 			quietNotifiers = append(quietNotifiers, footprint(f))
@@ -303,12 +318,12 @@ func notifierToFreeze(r *rand.Rand, replicas int) string {
 }
 
 // singleBrokerFaults draws the infrastructure and provider faults of a one-broker run: the
-// broker restarted and frozen, Postgres restarted and a lock held in it, the reshard, the SMS
-// provider down, hanging and answering garbled errors, a notifier frozen. The five of them
-// that the run had first (restarts, reshard, provider down and hanging) start at least a
-// tenth of the run (≥ 15 s) from each other; none overlaps another it would void (clash);
-// the provider is down early enough to be up again well before the load ends; the freezes
-// keep out of the time the notifiers are scaled down (scaledDown).
+// broker restarted and frozen, Postgres restarted, failed over and a lock held in it, the
+// reshard, the SMS provider down, hanging and answering garbled errors, a notifier frozen.
+// The five of them that the run had first (restarts, reshard, provider down and hanging)
+// start at least a tenth of the run (≥ 15 s) from each other; none overlaps another it would
+// void (clash); the provider is down early enough to be up again well before the load ends;
+// the freezes keep out of the time the notifiers are scaled down (scaledDown).
 func singleBrokerFaults(r *rand.Rand, o PlanOptions, at func(lo, hi float64) time.Duration, apart func(a, b, gap time.Duration) bool, scaledDown span) []Fault {
 	gap := max(o.Duration/10, 15*time.Second)
 	frozen := notifierToFreeze(r, o.Replicas)
@@ -323,6 +338,7 @@ func singleBrokerFaults(r *rand.Rand, o PlanOptions, at func(lo, hi float64) tim
 		{0.1, 0.8, Fault{Kind: FreezeNotifier, Slot: frozen, Down: notifierFreezeFor}, false},
 		{0.2, 0.8, Fault{Kind: RestartBroker}, true},
 		{0.2, 0.8, Fault{Kind: RestartPG, Mode: "fast"}, true},
+		{0.2, 0.8, Fault{Kind: Failover}, false},
 		{0.3, 0.7, Fault{Kind: Reshard, Queues: o.ToQueues}, true},
 		{0.1, 0.6, Fault{Kind: ProviderDown, Down: providerDownFor}, true},
 		{0.1, 0.85, Fault{Kind: ProviderHang, Down: providerHangFor}, true},
@@ -366,10 +382,11 @@ func singleBrokerFaults(r *rand.Rand, o PlanOptions, at func(lo, hi float64) tim
 // clusterFaults draws the infrastructure faults of a cluster run, one after the other so
 // that each one's effect can be told apart: a broker (broker-a or broker-b) frozen for 30 s
 // while nothing else happens, broker-a crashing and coming back after 5–20 s, Postgres
-// stopping as after a crash, a new broker joining, broker-b crashing and staying down until
-// the load ends, and, while it is down, the topic growing on the brokers that are up; then a
-// lock held in Postgres, and a notifier frozen past its lease. The SMS provider answers
-// garbled errors for a while somewhere in between, never while a broker is frozen.
+// stopping as after a crash, a new broker joining, Postgres failing over to its standby,
+// broker-b crashing and staying down until the load ends, and, while it is down, the topic
+// growing on the brokers that are up; then a lock held in Postgres, and a notifier frozen
+// past its lease. The SMS provider answers garbled errors for a while somewhere in between,
+// never while a broker is frozen.
 func clusterFaults(r *rand.Rand, o PlanOptions, at func(lo, hi float64) time.Duration) []Fault {
 	freeze := at(0.03, 0.05)
 	frozenBroker := BrokerName(r.IntN(2))
@@ -403,7 +420,8 @@ func clusterFaults(r *rand.Rand, o PlanOptions, at func(lo, hi float64) time.Dur
 			break
 		}
 	}
-	return append(faults, garble)
+	// Drawn last, so that the other faults of a seed stay where they were before it.
+	return append(faults, garble, Fault{At: at(0.50, 0.52), Kind: Failover})
 }
 
 // gatewayOutage draws the gateway outage from a generator of its own, so that adding it left

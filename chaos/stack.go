@@ -34,6 +34,7 @@ func newServices(cfg config, log *slog.Logger) *services {
 		env: append(os.Environ(),
 			"WALLETSAGA_RUN_DIR="+cfg.RunDir,
 			"PG_PORT="+strconv.Itoa(cfg.PGPort),
+			"PG_STANDBY_PORT="+strconv.Itoa(cfg.standbyPort()),
 			"NAMESRV_PORT="+strconv.Itoa(cfg.NamesrvPort),
 			"BROKER_PORT="+strconv.Itoa(cfg.BrokerPort),
 			"BROKERS="+strconv.Itoa(cfg.Brokers),
@@ -214,6 +215,16 @@ func (s *slot) running() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.p != nil
+}
+
+// pid is the slot's process id, 0 when it is not running.
+func (s *slot) pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.p == nil {
+		return 0
+	}
+	return s.p.Pid()
 }
 
 // url is the slot's address, once its first process has started.

@@ -19,8 +19,18 @@
 #                                first message each queue stored at or after TIME (Unix ms), with
 #                                mqadmin resetOffsetByTime: docs/OPERATIONS.md's step after a
 #                                restore of the notifier's database (checked)
-#   scripts/services.sh restart-pg [immediate]   restart Postgres (fast: sessions are cut;
-#                                immediate: no shutdown checkpoint, as after a crash)
+#   scripts/services.sh restart-pg [immediate]   restart Postgres, the primary (fast: sessions
+#                                are cut; immediate: no shutdown checkpoint, as after a crash)
+#   scripts/services.sh pg-standby   give the cluster a synchronous streaming standby at
+#                                PG_STANDBY_PORT (idempotent); after a failover, rebuild the
+#                                old primary as the new one's standby (pg_basebackup afresh)
+#   scripts/services.sh pg-failover  fail over to the synchronous standby: stop the primary as
+#                                after a crash, fence it, promote the standby (pg_ctl promote)
+#
+# A cluster with a standby has two nodes, either of which may be the primary: the first, at
+# PG_PORT in .run/pg/data (what up makes), and the second, at PG_STANDBY_PORT (PG_PORT + 2) in
+# .run/pg/data-b. Clients reach whichever is the primary through both hosts with
+# target_session_attrs=read-write (status prints the URL).
 #
 # BROKERS=N starts a cluster of N brokers (broker-a, broker-b, …), each a master with its own
 # store and ports (BROKER_PORT, then +20 each), under one name server; topics get their
@@ -49,6 +59,7 @@ PG_DB="${PG_DB:-walletsaga}"
 PG_USER="${PG_USER:-walletsaga}"
 PG_PASSWORD="${PG_PASSWORD:-walletsaga}"
 PG_SYNCHRONOUS_COMMIT="${PG_SYNCHRONOUS_COMMIT:-off}"
+PG_STANDBY_PORT="${PG_STANDBY_PORT:-$((PG_PORT + 2))}"
 PG_DATA="$RUN/pg/data"
 PG_LOG="$RUN/pg/postgres.log"
 # A cluster kept outside the run dir (see pg_prepare_dir) is reached by its real path: the
@@ -223,8 +234,19 @@ pg_up() {
 			{ show_tail "$PG_LOG"; die "postgres did not start"; }
 		say "postgres up in $((SECONDS - t0))s"
 	fi
+	# A cluster given a standby (pg-standby) has a second node, which may be the primary.
+	local port="$PG_PORT"
+	if [ -f "$(node_data b)/PG_VERSION" ]; then
+		if ! node_running b; then
+			wait_port_free "$PG_STANDBY_PORT"
+			pg_as "$PG_BIN/pg_ctl" -D "$(node_data b)" -l "$(node_log b)" -w -t "$START_TIMEOUT" start >/dev/null ||
+				{ show_tail "$(node_log b)"; die "postgres :$PG_STANDBY_PORT did not start"; }
+		fi
+		port="$(node_port "$(pg_primary)")"
+		say "postgres: the primary is :$port"
+	fi
 	# Role and database, idempotently.
-	local psql=("$PG_BIN/psql" -X -q -h 127.0.0.1 -p "$PG_PORT" -U postgres -v ON_ERROR_STOP=1)
+	local psql=("$PG_BIN/psql" -X -q -h 127.0.0.1 -p "$port" -U postgres -v ON_ERROR_STOP=1)
 	if ! "${psql[@]}" -d postgres -tAc "SELECT 1 FROM pg_roles WHERE rolname='$PG_USER'" | grep -q 1; then
 		"${psql[@]}" -d postgres -c "CREATE ROLE $PG_USER LOGIN SUPERUSER PASSWORD '$PG_PASSWORD'"
 	fi
@@ -239,10 +261,161 @@ pg_up() {
 
 pg_down() {
 	PG_BIN="$(pg_bindir)" || return 0
-	if [ -f "$PG_DATA/PG_VERSION" ] && pg_running; then
-		say "stopping postgres"
-		pg_as "$PG_BIN/pg_ctl" -D "$PG_DATA" -m fast -w -t 30 stop >/dev/null || pg_as "$PG_BIN/pg_ctl" -D "$PG_DATA" -m immediate stop >/dev/null || true
+	local n d first=a
+	# The primary first: a fast shutdown sends its last WAL to the standby before it ends.
+	[ "$(node_role b)" = primary ] && first=b
+	for n in "$first" "$(node_other "$first")"; do
+		d="$(node_data "$n")"
+		if [ -f "$d/PG_VERSION" ] && node_running "$n"; then
+			say "stopping postgres :$(node_port "$n")"
+			pg_as "$PG_BIN/pg_ctl" -D "$d" -m fast -w -t 30 stop >/dev/null || pg_as "$PG_BIN/pg_ctl" -D "$d" -m immediate stop >/dev/null || true
+		fi
+	done
+}
+
+# ---------------------------------------------------------------- PostgreSQL: standby and failover
+
+# The nodes of the cluster: a, at PG_PORT in PG_DATA (what pg_up makes), and b, at
+# PG_STANDBY_PORT beside it (what pg-standby makes). Either may be the primary.
+node_port() { if [ "$1" = a ]; then echo "$PG_PORT"; else echo "$PG_STANDBY_PORT"; fi; }
+node_data() { if [ "$1" = a ]; then echo "$PG_DATA"; else echo "$(dirname "$PG_DATA")/data-b"; fi; }
+node_log() { if [ "$1" = a ]; then echo "$PG_LOG"; else echo "$(dirname "$PG_DATA")/postgres-b.log"; fi; }
+node_other() { if [ "$1" = a ]; then echo b; else echo a; fi; }
+# The name a node streams under as a standby (primary_conninfo's application_name), which
+# the primary's synchronous_standby_names lists.
+node_name() { echo "walletsaga_$(node_port "$1")"; }
+node_running() { [ -f "$(node_data "$1")/PG_VERSION" ] && pg_as "$PG_BIN/pg_ctl" -D "$(node_data "$1")" status >/dev/null 2>&1; }
+node_sql() {
+	"$PG_BIN/psql" -X -q -h 127.0.0.1 -p "$(node_port "$1")" -U postgres -d postgres -v ON_ERROR_STOP=1 -tAc "$2"
+}
+# node_role NODE: primary, standby, or down (not running, or not answering).
+node_role() {
+	if ! node_running "$1"; then echo down; return; fi
+	case "$(node_sql "$1" 'SELECT pg_is_in_recovery()' 2>/dev/null)" in
+	f) echo primary ;;
+	t) echo standby ;;
+	*) echo down ;;
+	esac
+}
+# pg_primary: the node that is the primary; dies when none is, or both are.
+pg_primary() {
+	local a b
+	a="$(node_role a)" b="$(node_role b)"
+	[ "$a" = primary ] && [ "$b" = primary ] && die "both :$PG_PORT and :$PG_STANDBY_PORT are primaries (split brain): stop the one promoted last, then pg-standby"
+	if [ "$a" = primary ]; then echo a; elif [ "$b" = primary ]; then echo b; else
+		die "no primary runs (:$PG_PORT $a, :$PG_STANDBY_PORT $b)"
 	fi
+}
+# replication NODE: how the primary NODE sees its standby: "<state> <sync_state>" of the
+# other node's walsender (streaming sync, streaming async, catchup …), empty for none.
+replication() {
+	node_sql "$1" "SELECT state || ' ' || sync_state FROM pg_stat_replication WHERE application_name = '$(node_name "$(node_other "$1")")'" 2>/dev/null | head -n1
+}
+# wait_replication NODE STATE: waits until replication NODE starts with STATE.
+wait_replication() {
+	local deadline=$((SECONDS + START_TIMEOUT)) got
+	while :; do
+		got="$(replication "$1")"
+		[[ "$got" == "$2"* ]] && return 0
+		if [ "$SECONDS" -ge "$deadline" ]; then
+			show_tail "$(node_log "$(node_other "$1")")"
+			die "the standby :$(node_port "$(node_other "$1")") is not '$2' after ${START_TIMEOUT}s (pg_stat_replication on :$(node_port "$1"): '${got:-no walsender}')"
+		fi
+		sleep 0.2
+	done
+}
+# pg_url: the URL that reaches the primary, whichever node it is.
+pg_url() {
+	echo "postgres://$PG_USER:$PG_PASSWORD@127.0.0.1:$PG_PORT,127.0.0.1:$PG_STANDBY_PORT/$PG_DB?sslmode=disable&target_session_attrs=read-write"
+}
+
+# standby_up makes the node that is not the primary its synchronous streaming standby: a
+# fresh pg_basebackup of the primary (whatever the node held before, a stale standby or an
+# old primary fenced by a failover, is deleted), streaming as node_name, and the primary
+# waiting for it at every commit (synchronous_standby_names, synchronous_commit on). A
+# standby that already streams synchronously is left as it is.
+standby_up() {
+	PG_BIN="$(pg_bindir)" || die "no PostgreSQL binaries (scripts/services.sh pg-up first)"
+	pg_prepare_dir
+	local p s pport sport sdata t0=$SECONDS
+	p="$(pg_primary)" s="$(node_other "$p")"
+	pport="$(node_port "$p")" sport="$(node_port "$s")" sdata="$(node_data "$s")"
+	if [ "$(node_role "$s")" = standby ] && [ "$(replication "$p")" = "streaming sync" ]; then
+		say "postgres :$sport already streams from :$pport as its synchronous standby"
+		return 0
+	fi
+	if node_running "$s"; then
+		say "stopping postgres :$sport to rebuild it as the standby of :$pport"
+		pg_as "$PG_BIN/pg_ctl" -D "$sdata" -m immediate -w -t "$START_TIMEOUT" stop >/dev/null || die "postgres :$sport did not stop"
+	elif port_busy "$sport"; then
+		die "port $sport is taken (pid $(port_pid "$sport")) but not by this repo's cluster; stop it or set PG_STANDBY_PORT"
+	fi
+	say "pg_basebackup of :$pport into $sdata"
+	rm -rf "$sdata"
+	mkdir -p "$sdata"
+	[ "$(id -u)" = 0 ] && chown postgres: "$sdata"
+	chmod 700 "$sdata"
+	pg_as "$PG_BIN/pg_basebackup" -h 127.0.0.1 -p "$pport" -U postgres -D "$sdata" -X stream -c fast --no-sync >"$RUN/pg/basebackup.log" 2>&1 ||
+		{ show_tail "$RUN/pg/basebackup.log"; die "pg_basebackup from :$pport failed"; }
+	# Each node keeps its socket in its data dir, and pg_basebackup copies the lock files of
+	# the sockets there (it skips only the sockets): a copied one stops the standby's start.
+	pg_as find "$sdata" -maxdepth 1 -name '.s.PGSQL.*' -delete
+	# The copy holds the primary's settings; a standby's own come last, where they win.
+	# Promoted, it takes writes alone (no synchronous_standby_names) until pg-standby gives it
+	# a standby of its own. It asks for WAL again every half second after losing the primary
+	# (a restart of it), so commits, which wait for it, wait no longer than that.
+	pg_as sed -i -E '/^(port|unix_socket_directories|primary_conninfo|synchronous_standby_names|wal_retrieve_retry_interval) /d' "$sdata/postgresql.auto.conf"
+	pg_as tee -a "$sdata/postgresql.auto.conf" >/dev/null <<-EOF
+		port = $sport
+		unix_socket_directories = '$sdata'
+		primary_conninfo = 'host=127.0.0.1 port=$pport user=postgres application_name=$(node_name "$s")'
+		synchronous_standby_names = ''
+		wal_retrieve_retry_interval = 500
+	EOF
+	pg_as touch "$sdata/standby.signal"
+	if [ "$(dirname "$PG_DATA")" != "$RUN/pg" ]; then
+		# Kept outside the run dir (pg_prepare_dir): linked from it, as the first node is.
+		ln -sfn "$sdata" "$RUN/pg/data-b"
+		ln -sfn "$(node_log "$s")" "$RUN/pg/postgres-b.log"
+	fi
+	wait_port_free "$sport"
+	pg_as "$PG_BIN/pg_ctl" -D "$sdata" -l "$(node_log "$s")" -w -t "$START_TIMEOUT" start >/dev/null ||
+		{ show_tail "$(node_log "$s")"; die "the standby :$sport did not start"; }
+	wait_replication "$p" streaming
+	# Only now that it streams: a synchronous standby that is not there holds every commit.
+	node_sql "$p" "ALTER SYSTEM SET synchronous_standby_names = '\"$(node_name "$s")\"'" >/dev/null
+	node_sql "$p" "ALTER SYSTEM SET synchronous_commit = on" >/dev/null
+	node_sql "$p" "SELECT pg_reload_conf()" >/dev/null
+	wait_replication "$p" "streaming sync"
+	say "postgres :$sport streams from :$pport as its synchronous standby (up in $((SECONDS - t0))s)"
+}
+
+# failover stops the primary as after a crash, fences it and promotes the synchronous
+# standby, which must be streaming synchronously: every commit the primary acknowledged is
+# then on it. The old primary must not take writes again: it gets a standby.signal, so that
+# if anything starts it, it starts read-only, until pg-standby rebuilds it from the new one.
+failover() {
+	PG_BIN="$(pg_bindir)" || die "no PostgreSQL binaries"
+	local p s pport sport repl t0 deadline
+	p="$(pg_primary)" s="$(node_other "$p")"
+	pport="$(node_port "$p")" sport="$(node_port "$s")"
+	repl="$(replication "$p")"
+	[ "$repl" = "streaming sync" ] ||
+		die "postgres :$sport is not a synchronous standby of :$pport (${repl:-not streaming}): promoting it could lose acknowledged commits; scripts/services.sh pg-standby first"
+	t0="${EPOCHREALTIME/./}"
+	say "failover: stopping the primary :$pport as after a crash (immediate)"
+	pg_as "$PG_BIN/pg_ctl" -D "$(node_data "$p")" -m immediate -w -t "$START_TIMEOUT" stop >/dev/null ||
+		{ show_tail "$(node_log "$p")"; die "the primary :$pport did not stop"; }
+	pg_as touch "$(node_data "$p")/standby.signal"
+	say "failover: promoting the standby :$sport"
+	pg_as "$PG_BIN/pg_ctl" -D "$(node_data "$s")" -w -t "$START_TIMEOUT" promote >/dev/null ||
+		{ show_tail "$(node_log "$s")"; die "the standby :$sport was not promoted"; }
+	deadline=$((SECONDS + START_TIMEOUT))
+	until [ "$(node_role "$s")" = primary ]; do
+		[ "$SECONDS" -ge "$deadline" ] && { show_tail "$(node_log "$s")"; die "the promoted :$sport does not answer as a primary"; }
+		sleep 0.1
+	done
+	say "failover: :$sport is the primary, $(((${EPOCHREALTIME/./} - t0) / 1000)) ms after :$pport began to stop; :$pport stays down (fenced) until pg-standby rebuilds it"
 }
 
 # ---------------------------------------------------------------- RocketMQ
@@ -621,7 +794,12 @@ rmq_down() {
 status() {
 	local pid
 	PG_BIN="$(pg_bindir 2>/dev/null)" || PG_BIN=""
-	if [ -n "$PG_BIN" ] && [ -f "$PG_DATA/PG_VERSION" ] && pg_running; then
+	if [ -n "$PG_BIN" ] && [ -f "$(node_data b)/PG_VERSION" ]; then
+		# Two nodes: each one's role, and the URL that finds the primary.
+		local n
+		for n in a b; do say "postgres     $(node_role "$n")  127.0.0.1:$(node_port "$n")  $(node_data "$n")"; done
+		say "postgres     DATABASE_URL=$(pg_url)"
+	elif [ -n "$PG_BIN" ] && [ -f "$PG_DATA/PG_VERSION" ] && pg_running; then
 		say "postgres     running  127.0.0.1:$PG_PORT  db=$PG_DB  DATABASE_URL=postgres://$PG_USER:$PG_PASSWORD@127.0.0.1:$PG_PORT/$PG_DB?sslmode=disable"
 	else
 		say "postgres     stopped  (127.0.0.1:$PG_PORT)"
@@ -732,19 +910,26 @@ restart-pg)
 	PG_BIN="$(pg_bindir)" || die "no PostgreSQL binaries"
 	mode="${1:-fast}"
 	case "$mode" in fast | immediate) ;; *) die "usage: services.sh restart-pg [immediate]" ;; esac
-	say "restarting postgres ($mode: open sessions are terminated)"
+	# The primary: the first node, or the second after a failover (its standby, if any,
+	# streams again once it is back).
+	node=a
+	[ -f "$(node_data b)/PG_VERSION" ] && node="$(pg_primary)"
+	data="$(node_data "$node")" log="$(node_log "$node")"
+	say "restarting postgres :$(node_port "$node") ($mode: open sessions are terminated)"
 	t0=$SECONDS
 	if [ "$mode" = immediate ]; then
 		# As after a crash: no shutdown checkpoint; the start replays the WAL.
-		pg_as "$PG_BIN/pg_ctl" -D "$PG_DATA" -m immediate -w -t "$START_TIMEOUT" stop >/dev/null ||
-			{ show_tail "$PG_LOG"; die "postgres did not stop"; }
-		pg_as "$PG_BIN/pg_ctl" -D "$PG_DATA" -l "$PG_LOG" -w -t "$START_TIMEOUT" start >/dev/null ||
-			{ show_tail "$PG_LOG"; die "postgres did not start after an immediate stop"; }
+		pg_as "$PG_BIN/pg_ctl" -D "$data" -m immediate -w -t "$START_TIMEOUT" stop >/dev/null ||
+			{ show_tail "$log"; die "postgres did not stop"; }
+		pg_as "$PG_BIN/pg_ctl" -D "$data" -l "$log" -w -t "$START_TIMEOUT" start >/dev/null ||
+			{ show_tail "$log"; die "postgres did not start after an immediate stop"; }
 	else
-		pg_as "$PG_BIN/pg_ctl" -D "$PG_DATA" -l "$PG_LOG" -m fast -w -t "$START_TIMEOUT" restart >/dev/null ||
-			{ show_tail "$PG_LOG"; die "postgres did not restart"; }
+		pg_as "$PG_BIN/pg_ctl" -D "$data" -l "$log" -m fast -w -t "$START_TIMEOUT" restart >/dev/null ||
+			{ show_tail "$log"; die "postgres did not restart"; }
 	fi
 	say "postgres restarted in $((SECONDS - t0))s"
 	;;
-*) die "unknown command $cmd (up|down|status|clean|topic|reset-offsets|restart-broker|kill-broker|start-broker|restart-pg)" ;;
+pg-standby) standby_up ;;
+pg-failover) failover ;;
+*) die "unknown command $cmd (up|down|status|clean|topic|reset-offsets|restart-broker|kill-broker|start-broker|restart-pg|pg-standby|pg-failover)" ;;
 esac

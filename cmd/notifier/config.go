@@ -63,7 +63,7 @@ var spec = cli.ServiceSpec{
 		{"sms-log", "print one user's SMS log (--user N [--follow])"},
 	},
 	DatabaseEnv: "NOTIFY_DATABASE_URL", DatabaseFallback: "DATABASE_URL",
-	DatabaseUsage: "PostgreSQL URL of the notifier's database (schema notify; it may be the wallet's database or one of its own, on any cluster)",
+	DatabaseUsage: "PostgreSQL URL of the notifier's database (schema notify; it may be the wallet's database or one of its own, on any cluster); a cluster with a standby as all its nodes, with target_session_attrs=read-write",
 	GroupEnv:      "CONSUMER_GROUP", GroupDefault: "wallet-notifier", GroupUsage: "RocketMQ consumer group",
 	DevHTTPAddr: "127.0.0.1:8081", HTTPAddr: ":8081", HTTPUsage: "address of the SMS log API and page",
 	DevRocketMQUser: "notifier", Unsigned: "consume",

@@ -94,7 +94,7 @@ var spec = cli.ServiceSpec{
 		{"migrate", "apply the database migrations and exit"},
 		{"new-epoch", "begin a new epoch of balance events (after putting back a history the epoch check cannot see rewound) and exit"},
 	},
-	DatabaseEnv: "DATABASE_URL", DatabaseUsage: "PostgreSQL URL",
+	DatabaseEnv: "DATABASE_URL", DatabaseUsage: "PostgreSQL URL; a cluster with a standby as all its nodes, postgres://…@node1:5432,node2:5432/…?target_session_attrs=read-write, to follow a failover",
 	GroupEnv: "PRODUCER_GROUP", GroupDefault: "wallet-relay", GroupUsage: "RocketMQ producer group of the outbox relay",
 	// Loopback in dev (the dev stack's port), every interface in production, where the
 	// process usually runs in a container behind a load balancer.

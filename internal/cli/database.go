@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/url"
 	"slices"
 	"strings"
@@ -82,9 +81,13 @@ func (f *Flags) urlFrom(env, file string) string {
 	return v
 }
 
-// URLPassword returns the password a database URL holds, in its user part or as its
-// password parameter ("" for none, or for a URL that does not parse).
+// URLPassword returns the password a URL holds, in its user part or as its password
+// parameter ("" for none, or for a URL that does not parse). A database URL is read as pgx
+// reads it (pg.ParseURL: several hosts), any other as net/url does.
 func URLPassword(v string) string {
+	if u, err := pg.ParseURL(v); err == nil {
+		return u.Password()
+	}
 	u, err := url.Parse(v)
 	if err != nil {
 		return ""
@@ -101,23 +104,41 @@ func URLPassword(v string) string {
 // to plain text whenever the server (or whoever is in the middle) declines TLS.
 var safeSSLModes = []string{"require", "verify-ca", "verify-full"}
 
-// CheckPostgresURL validates a database URL named field. In production a database reached
-// over the network (any host that is not loopback or a Unix socket) must be reached with an
-// sslmode of safeSSLModes, said in the URL itself, and the URL's password must not be one
-// the repository documents.
+// writableSessionAttrs are the target_session_attrs under which pgx connects only to a
+// server that takes writes: read-write (transaction_read_only off) and primary (not in
+// recovery).
+var writableSessionAttrs = []string{"read-write", "primary"}
+
+// CheckPostgresURL validates a database URL named field. It may name several hosts (the
+// nodes of a cluster with a standby), and then needs target_session_attrs=read-write (or
+// primary) in the URL itself, so that the service connects to the primary only; no URL may
+// ask for a standby. In production a database reached over the network (any host that is not
+// loopback or a Unix socket) must be reached with an sslmode of safeSSLModes, said in the
+// URL itself, and the URL's password must not be one the repository documents.
 func (p *Problems) CheckPostgresURL(mode Mode, field, v string) {
 	if v == "" {
 		return // a required setting that is missing is reported as such
 	}
-	u, err := url.Parse(v)
-	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") || u.Host == "" {
+	u, err := pg.ParseURL(v)
+	if err != nil || !slices.ContainsFunc(u.Hosts, func(h string) bool { return h != "" }) {
 		p.Addf(field, "must be a postgres:// URL with a host, got %q", redact.URL(v))
 		return
+	}
+	tsa := u.Query().Get("target_session_attrs")
+	hosts := len(u.Hosts)
+	if h := u.Query().Get("host"); h != "" {
+		hosts = len(strings.Split(h, ",")) // the parameter overrides the host list
+	}
+	switch {
+	case tsa != "" && tsa != "any" && !slices.Contains(writableSessionAttrs, tsa):
+		p.Addf(field, "target_session_attrs=%s lets pgx connect to a standby, which refuses every write: use read-write", tsa)
+	case hosts > 1 && !slices.Contains(writableSessionAttrs, tsa):
+		p.Addf(field, "names %d hosts, so it needs target_session_attrs=read-write in the URL: without it pgx connects to the first that answers, which may be a standby (it refuses every write)", hosts)
 	}
 	if mode != Production {
 		return
 	}
-	if IsDocumentedSecret(URLPassword(v)) {
+	if IsDocumentedSecret(u.Password()) {
 		p.Addf(field, "holds a password the repository documents (the dev stack's); production needs one of its own")
 	}
 	remote := remoteHosts(u)
@@ -135,19 +156,15 @@ func (p *Problems) CheckPostgresURL(mode Mode, field, v string) {
 }
 
 // remoteHosts returns the hosts of a database URL that are reached over the network: those
-// of its host part (host[:port], comma-separated) and of its host parameter, less loopback
-// addresses, localhost and Unix socket directories.
-func remoteHosts(u *url.URL) []string {
-	hosts := strings.Split(u.Host, ",")
+// of its host list and of its host parameter, less loopback addresses, localhost and Unix
+// socket directories.
+func remoteHosts(u pg.URL) []string {
+	hosts := u.Names()
 	for _, h := range u.Query()["host"] {
 		hosts = append(hosts, strings.Split(h, ",")...)
 	}
 	var remote []string
 	for _, h := range hosts {
-		if host, _, err := net.SplitHostPort(h); err == nil {
-			h = host
-		}
-		h = strings.Trim(h, "[]")
 		if h == "" || strings.HasPrefix(h, "/") || isLoopback(h) {
 			continue
 		}

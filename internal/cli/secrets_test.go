@@ -171,6 +171,8 @@ func TestDatabaseURLsComeFromTheEnvironmentOrAFileAndTheirPasswordsNeverFromAFla
 	require.NotContains(t, err, "a-db-password-of-ours", "never echoed")
 	_, err = parse(cli.Dev, nil, "--notify-database-url", "postgres://u@localhost/db?password=a-db-password-of-ours")
 	require.Contains(t, err, "not accepted on the command line", "in every mode, and as a parameter too")
+	_, err = parse(cli.Dev, nil, "--notify-database-url", "postgres://u:a-db-password-of-ours@db1:5432,db2/db?target_session_attrs=read-write")
+	require.Contains(t, err, "not accepted on the command line", "and in a URL of several hosts")
 	_, err = parse(cli.Production, map[string]string{"NOTIFY_DATABASE_URL": noPassword, "NOTIFY_DATABASE_URL_FILE": file})
 	require.Contains(t, err, "NOTIFY_DATABASE_URL: set both")
 	_, err = parse(cli.Production, map[string]string{"NOTIFY_DATABASE_URL_FILE": filepath.Join(t.TempDir(), "missing")})
@@ -214,6 +216,51 @@ func TestProductionReachesARemoteDatabaseOverTLSOnly(t *testing.T) {
 	require.Contains(t, check(cli.Production, "postgres://walletsaga:walletsaga@127.0.0.1:55432/walletsaga?sslmode=disable"),
 		"DATABASE_URL: holds a password the repository documents")
 	require.Contains(t, check(cli.Production, "mysql://x"), "must be a postgres:// URL")
+}
+
+// A cluster with a standby is reached through all its nodes with target_session_attrs=
+// read-write, which connects to the primary only: in every mode a URL of several hosts needs
+// it, and no URL may ask for a standby, which refuses every write. Each node reached over the
+// network is held to production's TLS rule, and a password among several hosts is found (and
+// never echoed) as in a URL of one.
+func TestADatabaseURLOfSeveralHostsConnectsToThePrimaryOnly(t *testing.T) {
+	t.Parallel()
+	check := func(mode cli.Mode, v string) string {
+		return problems(func(p *cli.Problems) { p.CheckPostgresURL(mode, "DATABASE_URL", v) })
+	}
+	for _, ok := range []string{
+		"postgres://w:pw-of-ours@127.0.0.1:55442,127.0.0.1:55444/w?sslmode=disable&target_session_attrs=read-write",
+		"postgres://w:pw-of-ours@db1.internal:5432,db2.internal/w?sslmode=verify-full&target_session_attrs=read-write",
+		"postgres://w:pw-of-ours@[::1]:5432,[::1]:5433/w?target_session_attrs=primary",
+		"postgres://w:pw-of-ours@db.internal/w?sslmode=require&target_session_attrs=read-write",
+		"postgres://w:pw-of-ours@db.internal/w?sslmode=require&target_session_attrs=any",
+	} {
+		require.Empty(t, check(cli.Production, ok), ok)
+		require.Empty(t, check(cli.Dev, ok), ok)
+	}
+	for v, want := range map[string]string{
+		"postgres://w:pw-of-ours@127.0.0.1:55442,127.0.0.1:55444/w?sslmode=disable":             "names 2 hosts, so it needs target_session_attrs=read-write",
+		"postgres://w:pw-of-ours@127.0.0.1:55442,127.0.0.1:55444/w?target_session_attrs=any":    "names 2 hosts, so it needs target_session_attrs=read-write",
+		"postgres://w:pw-of-ours@localhost/w?host=/run/a,/run/b":                                "names 2 hosts",
+		"postgres://w:pw-of-ours@127.0.0.1/w?target_session_attrs=standby":                      "target_session_attrs=standby lets pgx connect to a standby",
+		"postgres://w:pw-of-ours@127.0.0.1:1,127.0.0.1:2/w?target_session_attrs=prefer-standby": "target_session_attrs=prefer-standby lets pgx connect to a standby",
+		"postgres://w:pw-of-ours@127.0.0.1:1,127.0.0.1:2/w?target_session_attrs=read-only":      "target_session_attrs=read-only lets pgx connect to a standby",
+		"postgres://w:pw-of-ours@127.0.0.1:5432x,127.0.0.1:2/w?target_session_attrs=read-write": "must be a postgres:// URL with a host, got \"(unparseable)\"",
+		"postgres://w:pw-of-ours@/w?target_session_attrs=read-write":                            "must be a postgres:// URL with a host",
+	} {
+		for _, mode := range []cli.Mode{cli.Dev, cli.Production} {
+			got := check(mode, v)
+			require.Contains(t, got, "DATABASE_URL: ", v)
+			require.Contains(t, got, want, v)
+			require.NotContains(t, got, "pw-of-ours", "the password is never echoed")
+		}
+	}
+	got := check(cli.Production, "postgres://w:pw-of-ours@127.0.0.1:5432,db2.internal:5432/w?sslmode=prefer&target_session_attrs=read-write")
+	require.Contains(t, got, "reaches db2.internal over the network", "every node is held to the rule")
+	require.Contains(t, check(cli.Production, "postgres://walletsaga:walletsaga@127.0.0.1:55442,127.0.0.1:55444/walletsaga?sslmode=disable&target_session_attrs=read-write"),
+		"holds a password the repository documents")
+	require.Equal(t, "pw-of-ours", cli.URLPassword("postgres://w:pw-of-ours@db1:5432,db2/w"), "net/url refuses this host list; pgx takes it")
+	require.Equal(t, "postgres://w:xxxxx@db1:5432,[fd00::5]/w", redact.URL("postgres://w:pw-of-ours@db1:5432,[fd00::5]/w"))
 }
 
 // documentedValue finds the secret values a file hands out: the dev, demo and bench

@@ -4,12 +4,15 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/walletsaga/walletsaga/internal/testutil/testdb"
+	"github.com/walletsaga/walletsaga/internal/testutil/wait"
 	"github.com/walletsaga/walletsaga/internal/wallet"
+	"github.com/walletsaga/walletsaga/internal/walletevent"
 )
 
 // eventEpochs returns user's events as (seq, epoch, epoch_since), in seq order.
@@ -116,4 +119,58 @@ func TestWhatTheFingerprintTells(t *testing.T) {
 	} {
 		require.Equal(t, tc.same, wallet.SameDatabase(tc.was, tc.now), "%s → %s", tc.was, tc.now)
 	}
+}
+
+// TestAChangeThatWaitedForAWalletStaysInItsNewEpoch: a balance change that began before a new
+// epoch (its statement's snapshot sees the old one) and waited for the wallet's row lock
+// behind a change written in the new epoch is written in the new epoch too, after it: a
+// wallet's epoch never goes back. Written in the old epoch, with a seq past the new epoch's
+// first, the notifier would take it for an event of a rewound history and set it aside,
+// never sent, as a deposit racing the epoch check after a lossless failover would be.
+func TestAChangeThatWaitedForAWalletStaysInItsNewEpoch(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{noRunner: true})
+	epochs := wallet.NewEpochs(e.pool)
+	first, err := epochs.Check(e.ctx)
+	require.NoError(t, err)
+	user := e.user(t)
+	sid := e.sagaID(t, user)
+	_, err = e.apply(e.ctx, wallet.Change{UserID: user, SagaID: sid, Step: "one", Amount: 100, Kind: walletevent.Deposit})
+	require.NoError(t, err)
+
+	// A holds the wallet's row lock; B's change starts (in the current epoch's snapshot) and
+	// waits for it.
+	a, err := e.pool.Begin(e.ctx)
+	require.NoError(t, err)
+	defer a.Rollback(e.ctx) //nolint:errcheck // committed below; a failed test leaves nothing else to undo
+	_, err = a.Exec(e.ctx, `SELECT 1 FROM wallets WHERE user_id = $1 FOR UPDATE`, user)
+	require.NoError(t, err)
+	var waitedErr error
+	waited := make(chan struct{})
+	go func() {
+		defer close(waited)
+		_, waitedErr = e.apply(e.ctx, wallet.Change{UserID: user, SagaID: sid, Step: "waited", Amount: 300, Kind: walletevent.Deposit})
+	}()
+	// The database is the test's own: only the change can wait for a lock there.
+	wait.Until(t, 30*time.Second, "the change to wait for the wallet's row lock", func() bool {
+		select {
+		case <-waited:
+			require.FailNow(t, "the change did not wait for the lock", "%v", waitedErr)
+		default:
+		}
+		var waiting bool
+		require.NoError(t, e.pool.QueryRow(e.ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock')`).Scan(&waiting))
+		return waiting
+	})
+
+	// The new epoch begins, and A writes the wallet's first change in it.
+	next, err := epochs.Begin(e.ctx, "a failover the check saw")
+	require.NoError(t, err)
+	_, err = wallet.ApplyChange(e.ctx, a, wallet.Change{UserID: user, SagaID: sid, Step: "first-new", Amount: 200, Kind: walletevent.Deposit})
+	require.NoError(t, err)
+	require.NoError(t, a.Commit(e.ctx))
+	wait.For(t, 30*time.Second, "the waiting change to finish once the lock came free", waited)
+	require.NoError(t, waitedErr)
+	require.Equal(t, [][3]int64{{1, first.Current.Epoch, 1}, {2, next.Epoch, 2}, {3, next.Epoch, 2}}, eventEpochs(t, e.pool, user))
 }

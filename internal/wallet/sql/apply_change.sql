@@ -4,7 +4,12 @@
 -- (wallet_events, of kind @kind, with the traceparent @traceparent, '' stores NULL) with that
 -- seq. A (saga, step, user) already in the ledger changes nothing (then e is empty). The
 -- event carries the current epoch (the newest of wallet_epochs) and the user's first seq in
--- it: this seq, when the wallet's previous change was in an earlier epoch.
+-- it: this seq, when the wallet's previous change was in an earlier epoch. A wallet's epoch
+-- never goes back: a statement that waited for the row lock behind a change of a newer
+-- epoch reads wallet_epochs as its snapshot had it, before that epoch began, but the wallet
+-- row as that change left it (Read Committed re-checks only the locked row), and writes in
+-- the wallet's epoch. Written in the older one, past the newer one's first seq, the
+-- notifier would set it aside as of a rewound history, never sent.
 --
 -- It returns one row: the event written (NULLs when none), the id of the user's previous
 -- event and whether that one is published (read in the statement's snapshot: when it
@@ -16,7 +21,8 @@
 -- Locks: the wallets row of @user_id, and the new ledger_entries and wallet_events rows.
 WITH w AS (
     UPDATE wallets SET balance = balance + @amount, event_seq = event_seq + 1, updated_at = now(),
-        epoch = cur.epoch, epoch_since = CASE WHEN wallets.epoch = cur.epoch THEN wallets.epoch_since ELSE wallets.event_seq + 1 END
+        epoch = greatest(wallets.epoch, cur.epoch),
+        epoch_since = CASE WHEN wallets.epoch >= cur.epoch THEN wallets.epoch_since ELSE wallets.event_seq + 1 END
     FROM (SELECT max(epoch) AS epoch FROM wallet_epochs) cur
     WHERE user_id = @user_id
       AND NOT EXISTS (SELECT 1 FROM ledger_entries WHERE saga_id = @saga_id AND step = @step AND user_id = @user_id)

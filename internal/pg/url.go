@@ -1,0 +1,117 @@
+package pg
+
+import (
+	"errors"
+	"net/url"
+	"strings"
+)
+
+// URL is a database URL as pgx reads it, in libpq's syntax:
+// postgres[ql]://[user[:password]@][host[:port][,host[:port]…]][/dbname][?param=value&…].
+// Several hosts are how a client finds the primary of a cluster with a standby (with
+// target_session_attrs=read-write). net/url refuses some host lists pgx takes (a port on any
+// host but the last, an IPv6 address among others), so ParseURL keeps the list apart and
+// lets net/url parse the rest.
+type URL struct {
+	// Hosts are the host[:port] of the URL's host list as written (an IPv6 address in
+	// brackets, a Unix socket's directory percent-encoded); an empty one is pgx's default.
+	Hosts []string
+	// rest is the URL with the host list replaced by standIn.
+	rest   *url.URL
+	scheme string
+}
+
+// standIn takes the host list's place in the URL net/url parses.
+const standIn = "hosts"
+
+// ParseURL parses v (see URL). Its errors never quote v, which may hold a password.
+func ParseURL(v string) (URL, error) {
+	scheme, rest, ok := strings.Cut(v, "://")
+	if !ok || (scheme != "postgres" && scheme != "postgresql") {
+		return URL{}, errors.New("not a postgres:// or postgresql:// URL")
+	}
+	// As pgx reads it: the user part ends at an '@' before the first '/', and the host list
+	// at the first '/' or '?'.
+	userinfo := ""
+	if i := strings.IndexAny(rest, "@/"); i >= 0 && rest[i] == '@' {
+		userinfo, rest = rest[:i+1], rest[i+1:]
+	}
+	end := strings.IndexAny(rest, "/?")
+	if end < 0 {
+		end = len(rest)
+	}
+	hosts := strings.Split(rest[:end], ",")
+	for _, h := range hosts {
+		if err := checkHost(h); err != nil {
+			return URL{}, err
+		}
+	}
+	u, err := url.Parse(scheme + "://" + userinfo + standIn + rest[end:])
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // without the URL it quotes
+		}
+		return URL{}, err
+	}
+	return URL{Hosts: hosts, rest: u, scheme: scheme}, nil
+}
+
+// checkHost checks one host[:port] of a host list: a name or IPv4 address, or an IPv6
+// address in brackets, then a port of digits or none.
+func checkHost(h string) error {
+	port := ""
+	if strings.HasPrefix(h, "[") {
+		end := strings.IndexByte(h, ']')
+		if end < 0 {
+			return errors.New("an IPv6 host without its closing ]")
+		}
+		if after := h[end+1:]; after != "" {
+			if after[0] != ':' {
+				return errors.New("an IPv6 host followed by something other than :port")
+			}
+			port = after[1:]
+		}
+	} else {
+		var hasPort bool
+		_, port, hasPort = strings.Cut(h, ":")
+		if hasPort && strings.Contains(port, ":") {
+			return errors.New("an IPv6 host must be written in brackets")
+		}
+	}
+	if strings.Trim(port, "0123456789") != "" {
+		return errors.New("a port that is not a number")
+	}
+	return nil
+}
+
+// Names are the host names of the URL's host list, decoded, without their ports or
+// brackets ("" for a host left to pgx's default).
+func (u URL) Names() []string {
+	names := make([]string, len(u.Hosts))
+	for i, h := range u.Hosts {
+		switch {
+		case strings.HasPrefix(h, "["):
+			h = h[1:strings.IndexByte(h, ']')]
+		default:
+			h, _, _ = strings.Cut(h, ":")
+		}
+		if d, err := url.PathUnescape(h); err == nil {
+			h = d
+		}
+		names[i] = h
+	}
+	return names
+}
+
+// Query returns the URL's parameters.
+func (u URL) Query() url.Values { return u.rest.Query() }
+
+// Password returns the password the URL holds, in its user part or as its password
+// parameter ("" for none).
+func (u URL) Password() string {
+	if pw, ok := u.rest.User.Password(); ok && pw != "" {
+		return pw
+	}
+	return u.Query().Get("password")
+}
