@@ -245,7 +245,7 @@ func TestADatabaseURLOfSeveralHostsConnectsToThePrimaryOnly(t *testing.T) {
 		"postgres://w:pw-of-ours@127.0.0.1/w?target_session_attrs=standby":                      "target_session_attrs=standby lets pgx connect to a standby",
 		"postgres://w:pw-of-ours@127.0.0.1:1,127.0.0.1:2/w?target_session_attrs=prefer-standby": "target_session_attrs=prefer-standby lets pgx connect to a standby",
 		"postgres://w:pw-of-ours@127.0.0.1:1,127.0.0.1:2/w?target_session_attrs=read-only":      "target_session_attrs=read-only lets pgx connect to a standby",
-		"postgres://w:pw-of-ours@127.0.0.1:5432x,127.0.0.1:2/w?target_session_attrs=read-write": "must be a postgres:// URL with a host, got \"(unparseable)\"",
+		"postgres://w:pw-of-ours@127.0.0.1:5432x,127.0.0.1:2/w?target_session_attrs=read-write": "must be a postgres:// URL with a host, got \"postgres://w:xxxxx@127.0.0.1:5432x,127.0.0.1:2/w?target_session_attrs=read-write\"",
 		"postgres://w:pw-of-ours@/w?target_session_attrs=read-write":                            "must be a postgres:// URL with a host",
 	} {
 		for _, mode := range []cli.Mode{cli.Dev, cli.Production} {
