@@ -39,6 +39,7 @@ var faultActions = map[FaultKind]faultAction{
 	FreezeNotifier: freezeNotifierFault,
 	ProviderGarble: providerGarbleFault,
 	PGLock:         pgLockFault,
+	Upgrade:        upgradeFault,
 }
 
 // inject waits for the fault's time and carries it out.

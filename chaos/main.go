@@ -189,12 +189,17 @@ func (r *chaosRun) dbs() audit.DBs { return audit.DBs{Wallet: r.db, Notify: r.nd
 func (r *chaosRun) announce() ([]Fault, error) {
 	cfg := r.cfg
 	plan := Plan(cfg.Seed, PlanOptions{Duration: cfg.Duration, KillsEach: cfg.KillsEach, FromQueues: cfg.Queues, ToQueues: cfg.Reshard,
-		GatewayOutage: cfg.GatewayOutage, Replicas: cfg.Replicas, Brokers: cfg.Brokers})
+		GatewayOutage: cfg.GatewayOutage, Replicas: cfg.Replicas, Brokers: cfg.Brokers, Upgrade: cfg.UpgradeFrom != ""})
 	r.printf("chaos: seed=%d users=%d duration=%s rate=%.0f/s workers=%d brokers=%d replicas=%d; plan (rerun with -seed %d for the same one):\n%s",
 		cfg.Seed, cfg.Users, cfg.Duration, cfg.Rate, cfg.Workers, cfg.Brokers, cfg.Replicas, cfg.Seed, describePlan(plan))
 	for _, b := range []string{"walletsvc", "notifier", "providersim"} {
 		if _, err := os.Stat(filepath.Join(cfg.BinDir, b)); err != nil {
 			return nil, fmt.Errorf("no %s binary in %s: run make build (make chaos does)", b, cfg.BinDir)
+		}
+	}
+	if cfg.UpgradeFrom != "" {
+		if err := r.buildRelease(); err != nil {
+			return nil, err
 		}
 	}
 	return plan, nil
@@ -411,5 +416,6 @@ func (r *chaosRun) judge(ctx context.Context, stats *loadStats) (audit.Result, [
 	if n := stats.failed(); n > 0 {
 		other = append(other, fmt.Sprintf("%d operations refused or never answered", n))
 	}
+	other = append(other, r.badMessages(ctx)...)
 	return res, other, nil
 }
