@@ -188,6 +188,12 @@ func (r *chaosRun) probeMixedStack(ctx context.Context, oldWallet, oldNotifier, 
 		code, out, err = u.via.call(ctx, 0, http.MethodPost, "/v1/users/"+strconv.FormatInt(u.id, 10)+"/deposits", fmt.Sprintf("chaos-%d-upgrade-deposit-%d", r.cfg.Seed, i), map[string]any{"amount": 10000}, time.Minute)
 		say("user %d signed up through %s (an id of the clock: %t), paid 100.00 through it: status %d%s", u.id, u.name, u.id > 1<<40, code, errText(out, err))
 	}
+	// The transfers need the deposits done (a gateway outage may hold them up to a minute).
+	for _, u := range users {
+		if !paid(ctx, newOnly, u.id, 10000, 90*time.Second) {
+			say("user %d: the deposit is not done after 90s; transferring anyway", u.id)
+		}
+	}
 	for i, u := range users {
 		to := users[1-i]
 		key := fmt.Sprintf("chaos-%d-upgrade-transfer-%d", r.cfg.Seed, i)
@@ -206,6 +212,19 @@ func (r *chaosRun) probeMixedStack(ctx context.Context, oldWallet, oldNotifier, 
 	}
 	r.mu.Unlock()
 	r.printf("chaos: +%5.1fs   upgrade: probes took %.1fs\n", time.Since(r.start).Seconds(), time.Since(t0).Seconds())
+}
+
+// paid polls user's wallet through c until its balance is at least amount, for up to giveUp.
+func paid(ctx context.Context, c *client, user, amount int64, giveUp time.Duration) bool {
+	deadline := time.Now().Add(giveUp)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		code, out, err := c.call(ctx, 0, http.MethodGet, "/v1/users/"+strconv.FormatInt(user, 10)+"/wallet", "", nil, 10*time.Second)
+		if balance, _ := out["balance"].(float64); err == nil && code == http.StatusOK && int64(balance) >= amount {
+			return true
+		}
+		sleep(ctx, 250*time.Millisecond)
+	}
+	return false
 }
 
 // errText is what a probe's answer adds to its status: the body of a refusal, or the error.

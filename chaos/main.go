@@ -27,6 +27,9 @@
 //
 // With -notify-cluster the notifier runs on a Postgres cluster of its own (NOTIFY_DATABASE_URL),
 // and the audit reads each service's tables from its own database.
+//
+// The run starts on the previous release's walletsvc and notifier (-upgrade-from, built from
+// git), and the upgrade fault rolls them to this release's under the load (fault_upgrade.go).
 package main
 
 import (
