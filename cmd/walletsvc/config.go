@@ -25,7 +25,7 @@ type config struct {
 	EpochReason string
 	// EventVersion is the version of the balance events the sagas write (wallet.Options).
 	EventVersion int
-	QueueHash   string
+	QueueHash    string
 	// ServiceToken is the bearer token of a backend trusted to act for every user (a
 	// backend-for-frontend), or, under ServiceTokenScope create-user, only to create users.
 	ServiceToken string
