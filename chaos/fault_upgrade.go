@@ -125,6 +125,7 @@ func (r *chaosRun) upgrade(ctx context.Context) error {
 		if err := step(wallets[i], "→ this release, EVENT_VERSION=1", writeV1); err != nil {
 			return err
 		}
+		r.untilProviderAnswers(ctx)
 		if err := step(notifiers[i], "→ this release", nil); err != nil {
 			return err
 		}
@@ -156,6 +157,7 @@ func (r *chaosRun) probeMixedStack(ctx context.Context, oldWallet, oldNotifier, 
 		lines = append(lines, line)
 		r.printf("chaos: +%5.1fs   upgrade: %s\n", time.Since(r.start).Seconds(), line)
 	}
+	r.untilProviderAnswers(ctx)
 	for _, s := range []*slot{oldWallet, oldNotifier} {
 		if !s.running() {
 			say("%s (previous release) not killed: it is not running (scaled away)", s.name)
@@ -225,6 +227,36 @@ func paid(ctx context.Context, c *client, user, amount int64, giveUp time.Durati
 		sleep(ctx, 250*time.Millisecond)
 	}
 	return false
+}
+
+// providerOut wraps set, which turns an outage or a hang of the SMS provider on and off, so
+// that the run knows while one is on (untilProviderAnswers).
+func (r *chaosRun) providerOut(set func(bool)) func(bool) {
+	return func(on bool) {
+		if on {
+			r.providerOutages.Add(1)
+			set(true)
+			return
+		}
+		set(false)
+		r.providerOutages.Add(-1)
+	}
+}
+
+// untilProviderAnswers waits while the SMS provider is out or hangs. A notifier started then
+// sends to the users it claims before its breaker has seen the provider fail, and the run
+// dead-letters an SMS after 6 attempts however quick they were (SMS_DEAD_LETTER_AFTER 0s):
+// the upgrade's start of a notifier and two kills of it in one 30 s outage, each adding an
+// attempt, dead-lettered three healthy SMS (seed 860377547). The upgrade starts none then;
+// in production an SMS is not dead-lettered before SMS_DEAD_LETTER_AFTER has passed too.
+func (r *chaosRun) untilProviderAnswers(ctx context.Context) {
+	t0 := time.Now()
+	for r.providerOutages.Load() > 0 && ctx.Err() == nil {
+		sleep(ctx, 200*time.Millisecond)
+	}
+	if d := time.Since(t0); d > time.Second {
+		r.printf("chaos: +%5.1fs   upgrade: waited %.1fs for the SMS provider to answer again\n", time.Since(r.start).Seconds(), d.Seconds())
+	}
 }
 
 // errText is what a probe's answer adds to its status: the body of a refusal, or the error.

@@ -44,6 +44,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -92,6 +93,8 @@ type chaosRun struct {
 	executed []executed
 	// summary holds the lines reportImpacts ends with (the freezes' figures).
 	summary []string
+	// providerOutages counts the SMS provider's outages and hangs on (see providerOut).
+	providerOutages atomic.Int32
 }
 
 // executed is a fault as it happened.
