@@ -130,7 +130,15 @@ func (r *chaosRun) upgrade(ctx context.Context) error {
 			return err
 		}
 		if i == 0 {
-			r.probeMixedStack(ctx, wallets[1], notifiers[1], wallets[0])
+			// The old notifier to kill: one that runs (notifier-2 may be scaled away).
+			oldNotifier := notifiers[1]
+			for _, n := range notifiers[1:] {
+				if n.running() {
+					oldNotifier = n
+					break
+				}
+			}
+			r.probeMixedStack(ctx, wallets[1], oldNotifier, wallets[0])
 		}
 	}
 	for _, w := range wallets {
