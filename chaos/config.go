@@ -56,6 +56,10 @@ type config struct {
 	Retention     time.Duration
 	// PruneInbox also prunes the notifier's finished inbox rows within Retention.
 	PruneInbox bool
+	// UpgradeFrom is the git revision of the previous release, whose binaries the run starts
+	// on and the upgrade fault rolls to BinDir's ("": no upgrade); FromBinDir is where they
+	// were built (set once they are).
+	UpgradeFrom, FromBinDir string
 }
 
 func parseConfig(args []string, stderr io.Writer) (config, error) {
@@ -83,6 +87,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.GatewayOutage, "gateway-outage", 60*time.Second, "how long the payment gateway simulator is out, once during the load (0: no outage)")
 	fs.IntVar(&c.Brokers, "brokers", 1, "brokers the stack starts with; 2 or more runs a cluster and its faults (broker-a at -broker-port, each next one 20 ports up)")
 	fs.IntVar(&c.Replicas, "replicas", 0, "walletsvc and notifier processes each (0: 2 on one broker, 3 on a cluster)")
+	fs.StringVar(&c.UpgradeFrom, "upgrade-from", "5eb0285", "git revision of the previous release: the run starts on its walletsvc and notifier (built from git into <run-dir>/release/<commit>, once) and the upgrade fault rolls them to -bin's under the load (\"\": no upgrade, the run starts on -bin's)")
 	fs.BoolVar(&c.NotifyCluster, "notify-cluster", false, "run the notifier on a Postgres cluster of its own (NOTIFY_DATABASE_URL), at -pg-port+1")
 	if err := fs.Parse(args); err != nil {
 		return c, err

@@ -40,6 +40,7 @@ var faultActions = map[FaultKind]faultAction{
 	ProviderGarble: providerGarbleFault,
 	PGLock:         pgLockFault,
 	Failover:       failoverFault,
+	Upgrade:        upgradeFault,
 }
 
 // inject waits for the fault's time and carries it out.

@@ -7,6 +7,6 @@ import "context"
 // provider was up, none dead-lettered but the failing phones'.
 var providerDownFault = faultAction{
 	inject: func(r *chaosRun, ctx context.Context, f Fault, _ *executed) {
-		hold(ctx, f.Down, r.sms.SetOutage)
+		hold(ctx, f.Down, r.providerOut(r.sms.SetOutage))
 	},
 }

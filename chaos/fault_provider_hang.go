@@ -7,6 +7,6 @@ import "context"
 // whose outcome the notifier could not know.
 var providerHangFault = faultAction{
 	inject: func(r *chaosRun, ctx context.Context, f Fault, _ *executed) {
-		hold(ctx, f.Down, r.sms.SetHanging)
+		hold(ctx, f.Down, r.providerOut(r.sms.SetHanging))
 	},
 }

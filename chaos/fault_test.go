@@ -16,7 +16,7 @@ func TestEveryPlannedFaultHasAnAction(t *testing.T) {
 	planned := map[FaultKind]bool{}
 	for _, brokers := range []int{1, 2} {
 		o := testPlan
-		o.Brokers = brokers
+		o.Brokers, o.Upgrade = brokers, true
 		for seed := int64(1); seed <= 20; seed++ {
 			for _, f := range Plan(seed, o) {
 				planned[f.Kind] = true

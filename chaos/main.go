@@ -29,6 +29,9 @@
 // With -notify-cluster the notifier runs on a Postgres cluster of its own (NOTIFY_DATABASE_URL),
 // and the audit reads each service's tables from its own database; only the wallet's
 // cluster fails over.
+//
+// The run starts on the previous release's walletsvc and notifier (-upgrade-from, built from
+// git), and the upgrade fault rolls them to this release's under the load (fault_upgrade.go).
 package main
 
 import (
@@ -43,6 +46,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -96,6 +100,8 @@ type chaosRun struct {
 	executed []executed
 	// summary holds the lines reportImpacts ends with (the freezes' figures).
 	summary []string
+	// providerOutages counts the SMS provider's outages and hangs on (see providerOut).
+	providerOutages atomic.Int32
 }
 
 // executed is a fault as it happened.
@@ -199,13 +205,18 @@ func (r *chaosRun) dbs() audit.DBs { return audit.DBs{Wallet: r.db, Notify: r.nd
 func (r *chaosRun) announce() ([]Fault, error) {
 	cfg := r.cfg
 	plan := Plan(cfg.Seed, PlanOptions{Duration: cfg.Duration, KillsEach: cfg.KillsEach, FromQueues: cfg.Queues, ToQueues: cfg.Reshard,
-		GatewayOutage: cfg.GatewayOutage, Replicas: cfg.Replicas, Brokers: cfg.Brokers})
+		GatewayOutage: cfg.GatewayOutage, Replicas: cfg.Replicas, Brokers: cfg.Brokers, Upgrade: cfg.UpgradeFrom != ""})
 	r.printf("chaos: seed=%d users=%d duration=%s rate=%.0f/s workers=%d brokers=%d replicas=%d; plan (rerun with -seed %d for the same one):\n%s",
 		cfg.Seed, cfg.Users, cfg.Duration, cfg.Rate, cfg.Workers, cfg.Brokers, cfg.Replicas, cfg.Seed, describePlan(plan))
 	r.standby = slices.ContainsFunc(plan, func(f Fault) bool { return f.Kind == Failover })
 	for _, b := range []string{"walletsvc", "notifier", "providersim"} {
 		if _, err := os.Stat(filepath.Join(cfg.BinDir, b)); err != nil {
 			return nil, fmt.Errorf("no %s binary in %s: run make build (make chaos does)", b, cfg.BinDir)
+		}
+	}
+	if cfg.UpgradeFrom != "" {
+		if err := r.buildRelease(); err != nil {
+			return nil, err
 		}
 	}
 	return plan, nil
@@ -439,5 +450,6 @@ func (r *chaosRun) judge(ctx context.Context, stats *loadStats) (audit.Result, [
 	if n := stats.failed(); n > 0 {
 		other = append(other, fmt.Sprintf("%d operations refused or never answered", n))
 	}
+	other = append(other, r.badMessages(ctx)...)
 	return res, other, nil
 }

@@ -67,6 +67,10 @@ const (
 	CrashBroker FaultKind = "crash-broker" // SIGKILL a broker, start it again after Down
 	KillBroker  FaultKind = "kill-broker"  // SIGKILL a broker; it stays down until the load ends
 	JoinBroker  FaultKind = "join-broker"  // start a new broker and give the topic Queues on it
+
+	// Upgrade rolls the stack from the previous release, which the run started on, to this
+	// one, for about Down (fault_upgrade.go).
+	Upgrade FaultKind = "upgrade"
 )
 
 // How long the provider, freeze and lock faults last.
@@ -134,6 +138,8 @@ func (f Fault) What() string {
 		return fmt.Sprintf("Postgres row locks held for %.0fs", f.Down.Seconds())
 	case Failover:
 		return "fail Postgres over to its synchronous standby"
+	case Upgrade:
+		return fmt.Sprintf("rolling upgrade from the previous release (~%.0fs)", f.Down.Seconds())
 	}
 	return string(f.Kind)
 }
@@ -151,6 +157,8 @@ type PlanOptions struct {
 	// Brokers the stack starts with; 2 or more plans the cluster faults instead of the
 	// single broker's restart and the SMS provider's outages.
 	Brokers int
+	// Upgrade plans the upgrade from the previous release (see placeUpgrade).
+	Upgrade bool
 }
 
 // span is a stretch of the run, from At to End.
@@ -304,6 +312,9 @@ func Plan(seed int64, o PlanOptions) []Fault {
 	}
 	if o.GatewayOutage > 0 {
 		faults = append(faults, gatewayOutage(seed, o))
+	}
+	if o.Upgrade {
+		faults = append(faults, placeUpgrade(seed, o, faults))
 	}
 	slices.SortStableFunc(faults, func(a, b Fault) int { return int(a.At - b.At) })
 	for i := range faults {

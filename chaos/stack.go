@@ -289,13 +289,13 @@ func (r *chaosRun) startSlots(ctx context.Context, dbURL, ndbURL string) error {
 	for _, name := range r.names {
 		s := &slot{name: name, logPath: filepath.Join(r.svc.logDir, name+".log"), log: r.log}
 		if strings.HasPrefix(name, "walletsvc") {
-			s.bin, s.args, s.env = filepath.Join(cfg.BinDir, "walletsvc"), []string{"serve"}, walletEnv
+			s.bin, s.args, s.env = filepath.Join(r.startBinDir(), "walletsvc"), []string{"serve"}, walletEnv
 		} else {
 			// Each notifier keeps its name across restarts, so a restarted one takes its queues
 			// back at once (see CONSUMER_INSTANCE).
 			env := maps.Clone(notifierEnv)
 			env["CONSUMER_INSTANCE"] = name
-			s.bin, s.args, s.env = filepath.Join(cfg.BinDir, "notifier"), []string{"run"}, env
+			s.bin, s.args, s.env = filepath.Join(r.startBinDir(), "notifier"), []string{"run"}, env
 		}
 		r.slots[name] = s
 		// One at a time: the first applies the migrations.

@@ -8,6 +8,7 @@ import (
 	"github.com/walletsaga/walletsaga/internal/cli"
 	"github.com/walletsaga/walletsaga/internal/jwtauth"
 	"github.com/walletsaga/walletsaga/internal/retention"
+	"github.com/walletsaga/walletsaga/internal/walletevent"
 )
 
 // config is walletsvc's whole configuration, parsed once from flags and environment.
@@ -24,7 +25,9 @@ type config struct {
 	MaxSagasInFlight int
 	// EpochReason is new-epoch's reason, recorded with the epoch.
 	EpochReason string
-	QueueHash   string
+	// EventVersion is the version of the balance events the sagas write (wallet.Options).
+	EventVersion int
+	QueueHash    string
 	// ServiceToken is the bearer token of a backend trusted to act for every user (a
 	// backend-for-frontend), or, under ServiceTokenScope create-user, only to create users.
 	ServiceToken string
@@ -116,6 +119,7 @@ func parseConfig(sub string, args []string, getenv func(string) string, stderr i
 	f.Int(&c.RelayBatch, "RELAY_BATCH", 256, "outbox rows the relay reads at a time for one broker queue")
 	f.Int(&c.RelayLockKey, "RELAY_LOCK_KEY", 7421, "advisory lock that keeps one relay active per database")
 	f.String(&c.EpochReason, "EPOCH_REASON", "", "new-epoch: why the wallet's history begins anew, in words (required there; recorded with the epoch)")
+	f.Int(&c.EventVersion, "EVENT_VERSION", walletevent.Version, "version of the balance events written: 2 (each in the wallet's epoch) or 1 (none, as the previous release wrote them, which its notifier needs: set it while a notifier or a walletsvc of the previous release still runs during an upgrade, then restart without it; the notifier's protection against a restored wallet database is off for the events written so)")
 	f.Duration(&c.EpochCheckInterval, "EPOCH_CHECK_INTERVAL", 5*time.Second, "how often the service checks that its database was not restored or failed over under it (it checks at start too); one that was begins a new epoch of balance events")
 	f.DevString(&c.GatewayURL, "PAYMENT_GATEWAY_URL", DevProviderURL, "base URL of the payment gateway (the provider contract)")
 	f.Secret(&c.GatewayToken, "PAYMENT_GATEWAY_TOKEN", DevProviderToken, "bearer token sent to the payment gateway")
@@ -165,6 +169,9 @@ func (c config) validate(p *cli.Problems, serving bool) {
 	}
 	if c.RelayBatch < 1 || c.RelayBatch > 10000 {
 		p.Addf("RELAY_BATCH", "must be 1–10000, got %d", c.RelayBatch)
+	}
+	if c.EventVersion != 1 && c.EventVersion != walletevent.Version {
+		p.Addf("EVENT_VERSION", "must be 1 or %d, got %d", walletevent.Version, c.EventVersion)
 	}
 	if c.EpochCheckInterval < 100*time.Millisecond || c.EpochCheckInterval > 5*time.Minute {
 		p.Addf("EPOCH_CHECK_INTERVAL", "must be 100ms–5m, got %s", c.EpochCheckInterval)

@@ -28,6 +28,7 @@ import (
 	"github.com/walletsaga/walletsaga/internal/testutil/simtest"
 	"github.com/walletsaga/walletsaga/internal/testutil/testdb"
 	"github.com/walletsaga/walletsaga/internal/testutil/wait"
+	"github.com/walletsaga/walletsaga/internal/walletevent"
 )
 
 func TestConfigValidationNamesTheField(t *testing.T) {
@@ -51,6 +52,7 @@ func TestConfigValidationNamesTheField(t *testing.T) {
 		"user, no secret": {map[string]string{"ROCKETMQ_ACCESS_KEY": "wallet-prod"}, "ROCKETMQ_SECRET_KEY"},
 		"no secret file":  {map[string]string{"ROCKETMQ_SECRET_KEY_FILE": "/nonexistent/secret"}, "ROCKETMQ_SECRET_KEY_FILE"},
 		"bad queue hash":  {map[string]string{"QUEUE_HASH": "crc32"}, "QUEUE_HASH"},
+		"event version":   {map[string]string{"EVENT_VERSION": "3"}, "EVENT_VERSION: must be 1 or 2"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -88,6 +90,7 @@ func TestDefaultsMatchTheDevStack(t *testing.T) {
 	require.Equal(t, "127.0.0.1:9999", cfg.HTTPAddr, "a flag overrides the environment")
 	require.Equal(t, DevServiceToken, cfg.ServiceToken, "the documented dev default")
 	require.Equal(t, "java", cfg.QueueHash, "users go where a Java producer of the topic puts them")
+	require.Equal(t, walletevent.Version, cfg.EventVersion, "balance events in the wallet's epoch, unless an upgrade asks for the previous release's")
 	require.Empty(t, cfg.AdminToken, "operator endpoints are off unless configured")
 	require.Equal(t, spec.DevRocketMQUser, cfg.RocketMQAccessKey, "signs as the dev stack's walletsvc user")
 	require.Equal(t, "walletsaga-dev-"+spec.DevRocketMQUser+"-secret", cfg.RocketMQSecretKey, "with its documented dev secret")

@@ -76,7 +76,8 @@ func build(cfg config, log *slog.Logger, pool *pgxpool.Pool, epochs *wallet.Epoc
 	// One attempt of a remote step is one call: the engine's attempt timeout is the
 	// provider timeout, so PROVIDER_TIMEOUT is the one that holds.
 	svc, err := wallet.NewService(pool, engine, gateway, merchant, wallet.Options{Logger: log,
-		Steps: wallet.StepTuning{Window: cfg.SagaRetryWindow, AttemptTimeout: cfg.ProviderTimeout}, EventCommitted: feed.Committed})
+		Steps: wallet.StepTuning{Window: cfg.SagaRetryWindow, AttemptTimeout: cfg.ProviderTimeout}, EventCommitted: feed.Committed,
+		EventVersion: cfg.EventVersion})
 	if err != nil {
 		return w, err
 	}
@@ -111,6 +112,9 @@ func logSettings(cfg config, log *slog.Logger) {
 	cfg.LogStart(log, "documented tokens and simulated providers are accepted; never use it for real money",
 		cfg.AdminToken, "saga retry/resolve")
 	logAuth(cfg, log)
+	if cfg.EventVersion == 1 {
+		log.Warn("EVENT_VERSION=1: balance events are written without the wallet's epoch, as the previous release wrote them; the notifier cannot tell them from a restored history's: restart without it once no replica of the previous release runs")
+	}
 }
 
 // logAuth says at start who may call the wallet API with what.

@@ -34,6 +34,8 @@ type envOptions struct {
 	prov     *simtest.Provider // nil: a simulator on a memory store
 	gateway  wallet.PaymentGateway
 	merchant wallet.Merchant
+	// eventVersion is wallet.Options.EventVersion (0: the default).
+	eventVersion int
 }
 
 // fastSteps keeps retries quick: flaky- orders need two backoffs, and an uncertain step is
@@ -67,7 +69,7 @@ func newEnvOn(t *testing.T, pool *pgxpool.Pool, o envOptions) *env {
 	if m == nil {
 		m = o.prov.Merchant
 	}
-	svc, err := wallet.NewService(pool, eng, gw, m, wallet.Options{Logger: log, Steps: fastSteps})
+	svc, err := wallet.NewService(pool, eng, gw, m, wallet.Options{Logger: log, Steps: fastSteps, EventVersion: o.eventVersion})
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	e := &env{pool: pool, eng: eng, svc: svc, ctx: ctx, prov: o.prov}

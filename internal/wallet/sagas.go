@@ -53,6 +53,8 @@ type parties struct {
 	merchant Merchant
 	// committed is Options.EventCommitted (nil when unset).
 	committed func(ev PendingEvent, complete bool)
+	// noEpoch is Options.EventVersion 1: balance events are written without an epoch.
+	noEpoch bool
 }
 
 // sagaKinds is the registry: every kind of saga the wallet registers, each defined in its
@@ -112,7 +114,7 @@ func balanceStep[In any](p parties, step string, change func(in In) Change) saga
 			return o
 		}
 		c := change(in)
-		c.SagaID, c.Step, c.Traceparent = s.ID, step, s.Traceparent
+		c.SagaID, c.Step, c.Traceparent, c.NoEpoch = s.ID, step, s.Traceparent, p.noEpoch
 		if p.committed == nil {
 			QueueChange(b, c, nil)
 			return saga.Done()

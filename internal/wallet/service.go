@@ -15,6 +15,7 @@ import (
 
 	"github.com/walletsaga/walletsaga/internal/apperr"
 	"github.com/walletsaga/walletsaga/internal/saga"
+	"github.com/walletsaga/walletsaga/internal/walletevent"
 )
 
 // Options configure a Service. Zero values take the defaults.
@@ -31,6 +32,13 @@ type Options struct {
 	// snapshot) or ev could not be built; the row is only in the outbox then. It must be
 	// quick and must not block.
 	EventCommitted func(ev PendingEvent, complete bool)
+	// EventVersion is the version of the balance events' bodies the sagas write:
+	// walletevent.Version (or 0) writes each event in the wallet's epoch; 1 writes them
+	// without one, as the previous release did, so that a notifier of that release, which
+	// refuses any other version, reads them while it runs beside this one (an upgrade). The
+	// notifier's protection against a rewound history (a restore) is then off for those
+	// events. The relay sends each outbox row as it was written.
+	EventVersion int
 }
 
 // Service is the wallet's application service: users, wallets, and the sagas that move
@@ -69,7 +77,11 @@ func NewService(pool *pgxpool.Pool, engine *saga.Engine, gw PaymentGateway, m Me
 	if err := ValidateCurrency(opts.Currency); err != nil {
 		return nil, fmt.Errorf("wallet: options: %w", err)
 	}
-	for _, d := range definitions(parties{gateway: gw, merchant: m, committed: opts.EventCommitted}, opts.Steps) {
+	if opts.EventVersion != 0 && opts.EventVersion != 1 && opts.EventVersion != walletevent.Version {
+		return nil, fmt.Errorf("wallet: options: event version must be 1 or %d, got %d", walletevent.Version, opts.EventVersion)
+	}
+	p := parties{gateway: gw, merchant: m, committed: opts.EventCommitted, noEpoch: opts.EventVersion == 1}
+	for _, d := range definitions(p, opts.Steps) {
 		if err := engine.Register(d); err != nil {
 			return nil, fmt.Errorf("wallet: %w", err)
 		}

@@ -169,6 +169,9 @@ type Change struct {
 	// Traceparent is the W3C traceparent of the saga commit making the change ("" when
 	// untraced), stored with the outbox row so that the trace goes on to the SMS.
 	Traceparent string
+	// NoEpoch writes the event without an epoch, as the previous release did: its body is
+	// version 1, which a notifier of that release reads (Options.EventVersion 1).
+	NoEpoch bool
 }
 
 // Applied is what ApplyChange did.
@@ -211,7 +214,7 @@ func QueueChange(b *pgx.Batch, c Change, got *Applied) {
 	}
 	q := b.Queue(applyChangeSQL, pg.Args{
 		"user_id": c.UserID, "saga_id": c.SagaID, "step": c.Step, "amount": int64(c.Amount), "kind": string(c.Kind),
-		"traceparent": c.Traceparent,
+		"traceparent": c.Traceparent, "epochs": !c.NoEpoch,
 	})
 	if got != nil {
 		q.QueryRow(func(row pgx.Row) error {

@@ -10,6 +10,9 @@
 -- row as that change left it (Read Committed re-checks only the locked row), and writes in
 -- the wallet's epoch. Written in the older one, past the newer one's first seq, the
 -- notifier would set it aside as of a rewound history, never sent.
+-- With @epochs false (EVENT_VERSION=1, beside a notifier of the previous release) it carries
+-- none (epoch 0, a version 1 body), as the previous release wrote them, and the wallet's
+-- epoch stays as it was.
 --
 -- It returns one row: the event written (NULLs when none), the id of the user's previous
 -- event and whether that one is published (read in the statement's snapshot: when it
@@ -21,12 +24,14 @@
 -- Locks: the wallets row of @user_id, and the new ledger_entries and wallet_events rows.
 WITH w AS (
     UPDATE wallets SET balance = balance + @amount, event_seq = event_seq + 1, updated_at = now(),
-        epoch = greatest(wallets.epoch, cur.epoch),
-        epoch_since = CASE WHEN wallets.epoch >= cur.epoch THEN wallets.epoch_since ELSE wallets.event_seq + 1 END
+        epoch = CASE WHEN @epochs::boolean THEN greatest(wallets.epoch, cur.epoch) ELSE wallets.epoch END,
+        epoch_since = CASE WHEN NOT @epochs::boolean OR wallets.epoch >= cur.epoch THEN wallets.epoch_since ELSE wallets.event_seq + 1 END
     FROM (SELECT max(epoch) AS epoch FROM wallet_epochs) cur
     WHERE user_id = @user_id
       AND NOT EXISTS (SELECT 1 FROM ledger_entries WHERE saga_id = @saga_id AND step = @step AND user_id = @user_id)
-    RETURNING balance, event_seq, currency, wallets.epoch, wallets.epoch_since
+    RETURNING balance, event_seq, currency,
+        CASE WHEN @epochs::boolean THEN wallets.epoch ELSE 0 END AS epoch,
+        CASE WHEN @epochs::boolean THEN wallets.epoch_since ELSE 1 END AS epoch_since
 ), l AS (
     INSERT INTO ledger_entries (user_id, saga_id, step, amount, balance_after)
     SELECT @user_id, @saga_id, @step, @amount, w.balance FROM w
