@@ -3,6 +3,7 @@ package httpx
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"net"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -77,8 +78,9 @@ func PerClient(perSecond float64, burst int, r *Refusals) echo.MiddlewareFunc {
 }
 
 // ClientOf names the client of a request for its rate: "token:<sha-256 of its bearer
-// token>", else "addr:<its address>" (echo's RealIP: the connection's, unless the server
-// trusts a proxy's header).
+// token>", else "addr:<the connection's address>". Never echo's RealIP: with no IP extractor
+// set it believes the client's X-Forwarded-For, so a client could take a new address, and a
+// new bucket, with every request (GO-2026-6872).
 func ClientOf(c echo.Context) string {
 	if auth := c.Request().Header.Get(echo.HeaderAuthorization); auth != "" {
 		if tok, ok := strings.CutPrefix(auth, "Bearer "); ok && tok != "" {
@@ -86,5 +88,9 @@ func ClientOf(c echo.Context) string {
 			return "token:" + hex.EncodeToString(sum[:])
 		}
 	}
-	return "addr:" + c.RealIP()
+	host, _, err := net.SplitHostPort(c.Request().RemoteAddr)
+	if err != nil {
+		host = c.Request().RemoteAddr
+	}
+	return "addr:" + host
 }

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync"
 	"testing"
 
@@ -81,3 +82,23 @@ func TestEachClientKeepsToItsRate(t *testing.T) {
 }
 
 func status(st int, _ http.Header) int { return st }
+
+// TestARateCannotBeDodgedWithAForwardedForHeader: a client without a token is its
+// connection's address, not an address its X-Forwarded-For claims: a new header on each
+// request does not give it a new bucket.
+func TestARateCannotBeDodgedWithAForwardedForHeader(t *testing.T) {
+	t.Parallel()
+	var r httpx.Refusals
+	srv := admissionServer(t, httpx.PerClient(0.001, 1, &r), func(c echo.Context) error { return c.NoContent(http.StatusOK) })
+	var statuses []int
+	for i := range 3 {
+		req, err := http.NewRequest(http.MethodGet, srv.URL+"/x", nil)
+		require.NoError(t, err)
+		req.Header.Set("X-Forwarded-For", "203.0.113."+strconv.Itoa(i+1))
+		resp, err := srv.Client().Do(req)
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		statuses = append(statuses, resp.StatusCode)
+	}
+	require.Equal(t, []int{http.StatusOK, http.StatusTooManyRequests, http.StatusTooManyRequests}, statuses)
+}
