@@ -215,22 +215,33 @@ type skipRequest struct {
 	Reason string `json:"reason"`
 }
 
+func (r *skipRequest) seq() int64 { return r.Seq }
+
+// skipOf reads an operator's skip request into req (its reason into reason): who acts, the
+// user of the path, and the seq the body names (seq, read once req is decoded), which must
+// be positive (else an Invalid error saying what).
+func skipOf(c echo.Context, d Deps, req any, reason *string, seq func() int64, what string) (actor string, userID int64, err error) {
+	if actor, err = httpx.OperatorRequest(c, d.AdminToken, req, reason); err != nil {
+		return "", 0, err
+	}
+	if userID, err = positiveInt(c.Param("user_id"), "user id"); err != nil {
+		return "", 0, err
+	}
+	if s := seq(); s <= 0 {
+		return "", 0, apperr.New(apperr.Invalid, "%s, got %d", what, s)
+	}
+	return actor, userID, nil
+}
+
 // skip serves POST /v1/gate/{user_id}/skip: the operator states which seq is lost (it must
 // be the one the user is held by) and why; the gate records it skipped_by_operator and
 // advances the user, in one transaction with the audit row.
 func skip(d Deps) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		var req skipRequest
-		actor, err := httpx.OperatorRequest(c, d.AdminToken, &req, &req.Reason)
+		actor, userID, err := skipOf(c, d, &req, &req.Reason, req.seq, "seq must be the positive seq that is lost")
 		if err != nil {
 			return err
-		}
-		userID, err := positiveInt(c.Param("user_id"), "user id")
-		if err != nil {
-			return err
-		}
-		if req.Seq <= 0 {
-			return apperr.New(apperr.Invalid, "seq must be the positive seq that is lost, got %d", req.Seq)
 		}
 		ctx := c.Request().Context()
 		last, err := d.Operator.Skip(ctx, actor, userID, req.Seq, req.Reason)
@@ -253,6 +264,8 @@ type skipThroughRequest struct {
 	Reason  string `json:"reason"`
 }
 
+func (r *skipThroughRequest) through() int64 { return r.Through }
+
 // skipThrough serves POST /v1/gate/{user_id}/skip-through: the operator states the last seq
 // of a range the broker no longer has (from the user's next seq on) and why; the gate records
 // every seq of it that never arrived skipped_by_operator and advances the user, in one
@@ -261,16 +274,9 @@ type skipThroughRequest struct {
 func skipThrough(d Deps) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		var req skipThroughRequest
-		actor, err := httpx.OperatorRequest(c, d.AdminToken, &req, &req.Reason)
+		actor, userID, err := skipOf(c, d, &req, &req.Reason, req.through, "through must be the positive last seq to skip")
 		if err != nil {
 			return err
-		}
-		userID, err := positiveInt(c.Param("user_id"), "user id")
-		if err != nil {
-			return err
-		}
-		if req.Through <= 0 {
-			return apperr.New(apperr.Invalid, "through must be the positive last seq to skip, got %d", req.Through)
 		}
 		ctx := c.Request().Context()
 		r, err := d.Operator.SkipThrough(ctx, actor, userID, req.Through, req.Reason)
