@@ -55,6 +55,28 @@ func pgRestore(t *testing.T, dbURL, file string) {
 	require.NoError(t, err, "pg_restore: %s", out)
 }
 
+// acceptedOf returns what the provider accepted (200) of user's SMS, in order.
+func acceptedOf(p *smsprovider.Provider, user int64) []smsprovider.Call {
+	return p.Calls(func(c smsprovider.Call) bool { return c.Status == 200 && c.UserID == user })
+}
+
+// seqTexts lists calls as "<seq> <text>".
+func seqTexts(calls []smsprovider.Call) []string {
+	out := make([]string, 0, len(calls))
+	for _, c := range calls {
+		out = append(out, fmt.Sprintf("%d %s", c.Seq, c.Text))
+	}
+	return out
+}
+
+// lastSeq reads where user stands at the notifier's gate.
+func (s *stack) lastSeq(user int64) int64 {
+	s.t.Helper()
+	var last int64
+	require.NoError(s.t, s.notify.QueryRow(context.Background(), `SELECT last_seq FROM notify.progress WHERE user_id = $1`, user).Scan(&last))
+	return last
+}
+
 // TestARestoredWalletDatabaseSwallowsNoSMS: the wallet's database is restored from a backup
 // under a notifier that keeps a database of its own. A user had seqs 1 and 2 when the
 // backup was taken, then 3 and 4 (texted), then 5, which waits at the notifier behind an SMS
@@ -73,9 +95,7 @@ func TestARestoredWalletDatabaseSwallowsNoSMS(t *testing.T) {
 	s.start("notifier", webhookEnv(p, "1h"))
 	a := api{t: t, base: func() string { return w.url }}
 	user := a.createUser("rewound", okPhone(1))
-	accepted := func() []smsprovider.Call {
-		return p.Calls(func(c smsprovider.Call) bool { return c.Status == 200 && c.UserID == user })
-	}
+	accepted := func() []smsprovider.Call { return acceptedOf(p, user) }
 	waitAccepted := func(k int) {
 		t.Helper()
 		wait.Until(t, 60*time.Second, fmt.Sprintf("%d SMS accepted", k), func() bool { return len(accepted()) >= k })
@@ -117,10 +137,10 @@ func TestARestoredWalletDatabaseSwallowsNoSMS(t *testing.T) {
 	waitAccepted(6)
 	wait.Until(t, 60*time.Second, "every SMS", s.smsDone)
 
-	var texts []string
-	var keys []string
-	for _, c := range accepted() {
-		texts = append(texts, fmt.Sprintf("%d %s", c.Seq, c.Text))
+	calls := accepted()
+	texts := seqTexts(calls)
+	keys := make([]string, 0, len(calls))
+	for _, c := range calls {
 		keys = append(keys, c.Key)
 	}
 	require.Equal(t, []string{
@@ -157,7 +177,6 @@ func TestARestoredWalletDatabaseSwallowsNoSMS(t *testing.T) {
 // and the one after it go out.
 func TestARestoredNotifierDatabaseMissesNoSMS(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	s := newStackApart(t)
 	p := newProvider(t)
 	w := s.start("walletsvc", nil)
@@ -171,11 +190,7 @@ func TestARestoredNotifierDatabaseMissesNoSMS(t *testing.T) {
 	a.depositWait(user, 10000, "n-1")
 	a.depositWait(user, 20000, "n-2")
 	wait.Until(t, 60*time.Second, "SMS 1 and 2", delivered(2))
-	wait.Until(t, 60*time.Second, "the notifier to record 1 and 2", func() bool {
-		var last int64
-		require.NoError(t, s.notify.QueryRow(ctx, `SELECT last_seq FROM notify.progress WHERE user_id = $1`, user).Scan(&last))
-		return last == 2
-	})
+	wait.Until(t, 60*time.Second, "the notifier to record 1 and 2", func() bool { return s.lastSeq(user) == 2 })
 	// The backup's time, a little before it: what was stored from then on is delivered again.
 	backupAt := time.Now().Add(-2 * time.Second)
 	backup := pgDumpSchema(t, s.env["NOTIFY_DATABASE_URL"], "notify")
@@ -198,9 +213,7 @@ func TestARestoredNotifierDatabaseMissesNoSMS(t *testing.T) {
 	require.Equal(t, []int64{1, 2, 3, 4, 5, 6}, p.Delivered()[user], "each SMS delivered once, in order")
 	conflicts := len(p.Calls(func(c smsprovider.Call) bool { return c.UserID == user && c.Status == 409 }))
 	require.Equal(t, 2, conflicts, "seqs 3 and 4, delivered again after the restore, were answered 409: the provider had them")
-	var last int64
-	require.NoError(t, s.notify.QueryRow(ctx, `SELECT last_seq FROM notify.progress WHERE user_id = $1`, user).Scan(&last))
-	require.EqualValues(t, 6, last)
+	require.EqualValues(t, 6, s.lastSeq(user))
 }
 
 // TestRestoringBothDatabasesTextsEveryNewBalanceOnce: both databases are restored from backups
@@ -218,17 +231,11 @@ func TestRestoringBothDatabasesTextsEveryNewBalanceOnce(t *testing.T) {
 	n := s.start("notifier", webhookEnv(p, "1h"))
 	a := api{t: t, base: func() string { return w.url }}
 	user := a.createUser("both restored", okPhone(3))
-	accepted := func() []smsprovider.Call {
-		return p.Calls(func(c smsprovider.Call) bool { return c.Status == 200 && c.UserID == user })
-	}
+	accepted := func() []smsprovider.Call { return acceptedOf(p, user) }
 	a.depositWait(user, 10000, "b-1")
 	a.depositWait(user, 20000, "b-2")
 	wait.Until(t, 60*time.Second, "SMS 1 and 2", func() bool { return len(accepted()) == 2 })
-	wait.Until(t, 60*time.Second, "the notifier to record 1 and 2", func() bool {
-		var last int64
-		require.NoError(t, s.notify.QueryRow(ctx, `SELECT last_seq FROM notify.progress WHERE user_id = $1`, user).Scan(&last))
-		return last == 2
-	})
+	wait.Until(t, 60*time.Second, "the notifier to record 1 and 2", func() bool { return s.lastSeq(user) == 2 })
 	backupAt := time.Now().Add(-2 * time.Second)
 	walletBackup := pgDump(t, s.dbURL)
 	notifyBackup := pgDumpSchema(t, s.env["NOTIFY_DATABASE_URL"], "notify")
@@ -248,10 +255,7 @@ func TestRestoringBothDatabasesTextsEveryNewBalanceOnce(t *testing.T) {
 	wait.Until(t, 90*time.Second, "the new SMS 3 and 4", func() bool { return len(accepted()) == 6 })
 	wait.Until(t, 60*time.Second, "every SMS recorded", s.smsDone)
 
-	var texts []string
-	for _, c := range accepted() {
-		texts = append(texts, fmt.Sprintf("%d %s", c.Seq, c.Text))
-	}
+	texts := seqTexts(accepted())
 	require.Equal(t, []string{
 		"1 You topped up 100.00 CNY. Balance: 100.00 CNY.",
 		"2 You topped up 200.00 CNY. Balance: 300.00 CNY.",

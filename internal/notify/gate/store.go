@@ -180,11 +180,11 @@ func (w *ArrivalWrite) QueueWrite(b *pgx.Batch) {
 	args := w.plan()
 	for _, r := range w.rewinds {
 		b.Queue(rewindSQL, pg.Args{"user": r.user, "epoch": r.epoch, "since": r.since}).QueryRow(func(row pgx.Row) error {
-			var moved, kept int
-			if err := row.Scan(&moved, &kept); err != nil {
+			var setAside, movedBack int
+			if err := row.Scan(&setAside, &movedBack); err != nil {
 				return w.failed(fmt.Errorf("rewind user %d to epoch %d at seq %d: %w", r.user, r.epoch, r.since, err))
 			}
-			if moved > 0 || kept > 0 {
+			if setAside > 0 || movedBack > 0 {
 				w.r.Rewound++
 			}
 			return nil
