@@ -617,14 +617,14 @@ func TestStartAtEndPlacesEachQueueWithoutAnOffset(t *testing.T) {
 			keyOn[hash.Slot(k, queues)] = k
 		}
 	}
-	var broker string
-	send := func(queue int, body string) {
+	send := func(queue int, body string) (broker string) {
 		res, err := p.SendOrderly(context.Background(), ordering.Message{Topic: topic, ShardingKey: keyOn[queue], Body: []byte(body)})
 		require.NoError(t, err)
 		require.Equal(t, queue, res.QueueID)
-		broker = res.Broker
+		return res.Broker
 	}
-	send(0, "end-before")
+	// The consumer's StartAtEnd reads broker while the test sends: it is set once, here.
+	broker := send(0, "end-before")
 	send(1, "first-before")
 	send(2, "quiet-before")
 	q := func(id int) string { return broker + "/" + strconv.Itoa(id) }

@@ -903,6 +903,12 @@ func (dc *defaultConsumer) computePullFromWhereWithException(mq *primitive.Messa
 
 	if lastOffset >= 0 {
 		result = lastOffset
+	} else if start, ok := dc.startCommitted(mq); ok {
+		// walletsaga patch 17: this process started the queue at its end since it took it,
+		// and the broker has not got that start (see commitStart): the start stands, and
+		// goes to the broker again.
+		result = start
+		dc.commitStart(mq, start)
 	} else {
 		// walletsaga patch 17: the caller's QueueStart, when set, decides where this queue
 		// starts.
@@ -973,12 +979,19 @@ func (dc *defaultConsumer) computePullFromWhereWithException(mq *primitive.Messa
 // commitStart commits offset, where a queue without a committed offset starts at its end
 // because the caller's QueueStart said so, as the group's offset of mq: in the offset store
 // (which the periodic persist, a rebalance that gives mq up and the shutdown send to the
-// broker) and to the broker at once. Otherwise the start was committed only once a message
-// was consumed, or a pull found nothing new (after the broker's long poll, 20 s), plus the
-// next persist: a consumer stopped or killed before then left the queue without an offset,
-// and whatever took it next started it anew, at an end that had moved on (losing what came
-// between) or, as a caller that starts only its group's first queues at their end does
-// every other time, at its first message (replaying what came before the group).
+// broker) and to the broker at once, waiting for its answer. Otherwise the start was
+// committed only once a message was consumed, or a pull found nothing new (after the
+// broker's long poll, 20 s), plus the next persist: a consumer stopped or killed before then
+// left the queue without an offset, and whatever took it next started it anew, at an end
+// that had moved on (losing what came between) or, as a caller that starts only its group's
+// first queues at their end does every other time, at its first message (replaying what
+// came before the group).
+//
+// The broker can refuse the commit: it does (code 26, "group not exist") for a group it
+// has not had a heartbeat of yet, which a consumer's first rebalance, run as soon as the
+// route is read, can precede. The queue's first pull reads the broker's offset again; with
+// no offset there, startCommitted keeps this start rather than asking QueueStart anew, at
+// an end that has moved past what came meanwhile.
 //
 // walletsaga patch 17: the whole function.
 func (dc *defaultConsumer) commitStart(mq *primitive.MessageQueue, offset int64) {
@@ -990,14 +1003,27 @@ func (dc *defaultConsumer) commitStart(mq *primitive.MessageQueue, offset int64)
 	if !ok {
 		return
 	}
-	if err := rs.updateConsumeOffsetToBroker(dc.consumerGroup, *mq, offset); err != nil {
-		rlog.Warning("commit the start offset to the broker failed; the next persist sends it", map[string]interface{}{
+	if err := rs.commitToBroker(dc.consumerGroup, *mq, offset); err != nil {
+		rlog.Warning("commit the start offset to the broker failed; the queue's first pull and the next persist send it again", map[string]interface{}{
 			rlog.LogKeyConsumerGroup: dc.consumerGroup,
 			rlog.LogKeyMessageQueue:  mq.String(),
 			rlog.LogKeyUnderlayError: err.Error(),
 			"offset":                 offset,
 		})
 	}
+}
+
+// startCommitted returns the offset this process holds for mq when the caller decides where
+// queues start (QueueStart): since a rebalance takes a queue after clearing what the store
+// held for it, that is the start commitStart made, or progress consumed since.
+//
+// walletsaga patch 17: the whole function.
+func (dc *defaultConsumer) startCommitted(mq *primitive.MessageQueue) (int64, bool) {
+	if dc.option.QueueStart == nil {
+		return -1, false
+	}
+	off, err := dc.storage.readWithException(mq, _ReadFromMemory)
+	return off, err == nil && off >= 0
 }
 
 func (dc *defaultConsumer) pullInner(ctx context.Context, queue *primitive.MessageQueue, data *internal.SubscriptionData,

@@ -441,6 +441,36 @@ func (r *remoteBrokerOffsetStore) updateConsumeOffsetToBroker(group string, mq p
 	return r.client.InvokeOneWay(context.Background(), broker, cmd, 5*time.Second)
 }
 
+// commitToBroker commits off as group's offset of mq and waits for the broker's answer,
+// which updateConsumeOffsetToBroker (one way) never hears: a refused commit is an error.
+//
+// walletsaga patch 17: the whole function.
+func (r *remoteBrokerOffsetStore) commitToBroker(group string, mq primitive.MessageQueue, off int64) error {
+	broker := r.namesrv.FindBrokerAddrByName(mq.BrokerName)
+	if broker == "" {
+		r.namesrv.UpdateTopicRouteInfo(mq.Topic)
+		broker = r.namesrv.FindBrokerAddrByName(mq.BrokerName)
+	}
+	if broker == "" {
+		return fmt.Errorf("broker: %s address not found", mq.BrokerName)
+	}
+	cmd := remote.NewRemotingCommand(internal.ReqUpdateConsumerOffset, &internal.UpdateConsumerOffsetRequestHeader{
+		ConsumerGroup: group,
+		Topic:         mq.Topic,
+		QueueId:       mq.QueueId,
+		CommitOffset:  off,
+		BrokerName:    mq.BrokerName,
+	}, nil)
+	res, err := r.client.InvokeSync(context.Background(), broker, cmd, 3*time.Second)
+	if err != nil {
+		return err
+	}
+	if res.Code != internal.ResSuccess {
+		return fmt.Errorf("broker response code: %d, remarks: %s", res.Code, res.Remark)
+	}
+	return nil
+}
+
 func readFromMemory(table *sync.Map, mq *primitive.MessageQueue) int64 {
 	localOffset, exist := table.Load(MessageQueueKey(*mq))
 	if !exist {

@@ -532,7 +532,12 @@ func TestAPullThatLeftABacklogPullsAgainAtOnce(t *testing.T) {
 func TestTheCallerDecidesWhereEachQueueWithoutAnOffsetStarts(t *testing.T) {
 	ctrl := gomock.NewController(t)
 	defer ctrl.Finish()
-	const maxOffset, committed = 42, 7
+	var (
+		commits      []string
+		groupUnknown bool // the broker has had no heartbeat of the group yet
+	)
+	const committed = 7
+	maxOffset := int64(42)
 	atEnd, atFirst, resumed, refused := patchQueue(0), patchQueue(1), patchQueue(2), patchQueue(3)
 	namesrv := internal.NewMockNamesrvs(ctrl)
 	namesrv.EXPECT().FindBrokerAddrByName(patchBroker).Return(patchBrokerAddr).AnyTimes()
@@ -557,15 +562,14 @@ func TestTheCallerDecidesWhereEachQueueWithoutAnOffsetStarts(t *testing.T) {
 				return &remote.RemotingCommand{Code: internal.ResQueryNotFound}, nil
 			case internal.ReqGetMaxOffset:
 				return offset(maxOffset)
+			case internal.ReqUpdateConsumerOffset:
+				commits = append(commits, cmd.ExtFields["queueId"]+"@"+cmd.ExtFields["commitOffset"])
+				if groupUnknown {
+					return &remote.RemotingCommand{Code: 26, Remark: "Group patch-group not exist!"}, nil
+				}
+				return &remote.RemotingCommand{Code: internal.ResSuccess}, nil
 			}
 			return nil, fmt.Errorf("unexpected request code %d", cmd.Code)
-		}).AnyTimes()
-	var commits []string
-	client.EXPECT().InvokeOneWay(gomock.Any(), patchBrokerAddr, gomock.Any(), gomock.Any()).DoAndReturn(
-		func(_ context.Context, _ string, cmd *remote.RemotingCommand, _ time.Duration) error {
-			require.Equal(t, internal.ReqUpdateConsumerOffset, cmd.Code)
-			commits = append(commits, cmd.ExtFields["queueId"]+"@"+cmd.ExtFields["commitOffset"])
-			return nil
 		}).AnyTimes()
 
 	var asked []int
@@ -603,4 +607,18 @@ func TestTheCallerDecidesWhereEachQueueWithoutAnOffsetStarts(t *testing.T) {
 
 	require.Equal(t, []int{atEnd.QueueId, atFirst.QueueId, refused.QueueId}, asked, "asked only for the queues without an offset")
 	require.Equal(t, []string{"0@42"}, commits, "a start at the first message is not committed")
+
+	// A broker that has not had the group's heartbeat yet refuses the start's commit; by the
+	// queue's first pull, which asks the broker again, a message has come.
+	asked, commits, groupUnknown = nil, nil, true
+	dc.storage.remove(&atEnd) // as a rebalance taking the queue does
+	got, err = dc.computePullFromWhereWithException(&atEnd)
+	require.NoError(t, err)
+	require.Equal(t, int64(42), got, "started at its end")
+	groupUnknown, maxOffset = false, 43
+	got, err = dc.computePullFromWhereWithException(&atEnd)
+	require.NoError(t, err)
+	require.Equal(t, int64(42), got, "the first pull keeps the start: the message that came since is consumed")
+	require.Equal(t, []int{atEnd.QueueId}, asked, "not asked again where the queue starts")
+	require.Equal(t, []string{"0@42", "0@42"}, commits, "the refused start committed again")
 }
