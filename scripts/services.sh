@@ -8,6 +8,7 @@
 #   scripts/services.sh clean    down, then delete .run/ state (jars are kept)
 #   scripts/services.sh notifier-user USER SECRET TOPIC GROUP   a RocketMQ user with the rights
 #                                the notifier's user has, on TOPIC and GROUP (for tests)
+#   scripts/services.sh jars     resolve the RocketMQ jars (Maven) if needed; print their directory
 #   scripts/services.sh topic T N [BROKER]   create topic T with N read/write queues on every
 #                                broker of the cluster, or on BROKER only (checked)
 #   scripts/services.sh restart-broker [BROKER]  SIGTERM a broker and start it again (same store)
@@ -827,6 +828,10 @@ up)
 	status
 	;;
 pg-up) pg_up ;;
+jars)
+	rmq_jars >&2
+	echo "$RMQ_LIB"
+	;;
 rmq-up) rmq_up ;;
 down)
 	rmq_down
