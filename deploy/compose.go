@@ -16,8 +16,9 @@ const ProjectName = "walletsaga"
 
 // LoadCompose loads root/docker-compose.yml with the compose-spec loader that `docker compose`
 // itself uses: schema validation, interpolation ($$ becomes $), YAML merge keys,
-// normalisation and consistency checks (every depends_on target exists, …). The process
-// environment is not consulted, so the host cannot change what is loaded.
+// normalisation and consistency checks (every depends_on target exists, …), with every
+// profile enabled (grafana, demo). The process environment is not consulted, so the host
+// cannot change what is loaded: each ${VAR:-default} is its default.
 func LoadCompose(ctx context.Context, root string) (*types.Project, error) {
 	dir, err := filepath.Abs(root)
 	if err != nil {
@@ -27,6 +28,7 @@ func LoadCompose(ctx context.Context, root string) (*types.Project, error) {
 		[]string{filepath.Join(dir, "docker-compose.yml")},
 		cli.WithName(ProjectName),
 		cli.WithWorkingDirectory(dir),
+		cli.WithProfiles([]string{"*"}),
 	)
 	if err != nil {
 		return nil, err

@@ -22,10 +22,10 @@ import (
 
 // The stack: what runs, what runs once, and who waits for whom.
 var (
-	longRunning = []string{"postgres", "namesrv", "broker", "providersim", "walletsvc", "notifier", "prometheus", "grafana"}
+	longRunning = []string{"postgres", "namesrv", "broker", "providersim", "walletsvc", "notifier", "traces", "prometheus", "grafana"}
 	oneShot     = []string{"topics", "migrate", "notifier-migrate", "demo"}
 	// Services built from ./Dockerfile rather than pulled.
-	built = []string{"migrate", "notifier-migrate", "providersim", "walletsvc", "notifier", "demo"}
+	built = []string{"migrate", "notifier-migrate", "providersim", "walletsvc", "notifier", "traces", "demo"}
 
 	wantDeps = map[string]map[string]string{
 		"postgres":         {},
@@ -40,12 +40,15 @@ var (
 			"migrate":     types.ServiceConditionCompletedSuccessfully,
 			"topics":      types.ServiceConditionCompletedSuccessfully,
 			"providersim": types.ServiceConditionHealthy,
+			"traces":      types.ServiceConditionHealthy,
 		},
 		"notifier": {
 			"postgres":         types.ServiceConditionHealthy,
 			"notifier-migrate": types.ServiceConditionCompletedSuccessfully,
 			"topics":           types.ServiceConditionCompletedSuccessfully,
+			"traces":           types.ServiceConditionHealthy,
 		},
+		"traces": {},
 		"demo": {
 			"walletsvc": types.ServiceConditionHealthy,
 			"notifier":  types.ServiceConditionHealthy,
@@ -55,14 +58,16 @@ var (
 		"grafana":    {"prometheus": types.ServiceConditionHealthy},
 	}
 
-	// Published ports, service → container port → host port (all on 127.0.0.1).
+	// Published ports, service → container port → host port (all on 127.0.0.1), as the
+	// defaults of their variables give them. The notifier's is a range: one port per replica.
 	wantPorts = map[string]map[uint32]string{
 		"postgres":    {5432: "55432"},
 		"namesrv":     {9876: "9876"},
 		"broker":      {10911: "10911"},
 		"walletsvc":   {8080: "8080"},
-		"notifier":    {8081: "8081"},
-		"providersim": {8082: "8082"},
+		"notifier":    {8081: "8081-8089"},
+		"providersim": {8082: "8090"},
+		"traces":      {4318: "4318"},
 		"prometheus":  {9090: "9090"},
 		"grafana":     {3000: "3000"},
 	}
@@ -103,6 +108,8 @@ func TestComposeHealthChecks(t *testing.T) {
 		case "walletsvc", "notifier":
 			// /readyz: the database answers (the broker is reported there, not required).
 			assert.Contains(t, test, "http://127.0.0.1:"+httpPort(t, name)+"/readyz", "%s", name)
+		case "traces":
+			assert.Contains(t, test, "http://127.0.0.1:"+httpPort(t, name)+"/healthz", "%s", name)
 		case "providersim":
 			// /healthz: it serves (it has migrated its schema before it listens).
 			assert.Contains(t, test, "http://127.0.0.1:"+httpPort(t, name)+"/healthz", "%s", name)
@@ -226,12 +233,27 @@ func TestComposeDemoRunner(t *testing.T) {
 	assert.Equal(t, []string{"/demo"}, []string(svc.Command), "demo: command")
 	e := env(t, "demo")
 	n := env(t, "notifier")
+	// Its links open on the host: the published ports, not the container host names. It
+	// prints the deposit's trace from the stack's receiver, and the consoles' links with the
+	// operators' token the services run with.
 	assert.Equal(t, map[string]string{
-		"WALLETSVC_URL": "http://walletsvc:8080",
-		"NOTIFIER_URL":  "http://notifier:8081",
-		"READ_TOKEN":    n["READ_TOKEN"],
-		"DEMO_EXIT":     "1",
+		"WALLETSVC_URL":      "http://walletsvc:8080",
+		"NOTIFIER_URL":       "http://notifier:8081",
+		"WALLETSVC_LINK_URL": "http://127.0.0.1:" + wantPorts["walletsvc"][8080],
+		"NOTIFIER_LINK_URL":  "http://127.0.0.1:8081",
+		"DEMO_TRACES_URL":    "http://traces:" + httpPort(t, "traces"),
+		"READ_TOKEN":         n["READ_TOKEN"],
+		"ADMIN_TOKEN":        n["ADMIN_TOKEN"],
+		"DEMO_EXIT":          "1",
 	}, e)
+	assert.Equal(t, n["ADMIN_TOKEN"], env(t, "walletsvc")["ADMIN_TOKEN"], "one operators' token for both consoles")
+	assert.NotEmpty(t, n["ADMIN_TOKEN"], "the consoles' operator actions work out of the box in dev")
+	for _, name := range []string{"walletsvc", "notifier"} {
+		assert.Equal(t, "http://traces:"+httpPort(t, "traces"), env(t, name)["OTEL_EXPORTER_OTLP_ENDPOINT"], "%s exports its spans to the stack's receiver", name)
+	}
+	assert.Equal(t, []string{"/demo", "otlp-sink"}, []string(service(t, "traces").Command))
+	assert.Equal(t, []string{"demo"}, svc.Profiles, "the demo is played by `docker compose run --rm demo`, not by up")
+	assert.Equal(t, []string{"grafana"}, service(t, "grafana").Profiles, "Grafana, which has no stand-in, is in a profile of its own")
 	assert.GreaterOrEqual(t, len(n["READ_TOKEN"]), 16, "the notifier's READ_TOKEN")
 	assert.Equal(t, "0000$", n["SMS_FAIL_PHONE_PATTERN"], "the story's phone failure switch")
 	assert.Equal(t, "404", n["SMS_FAIL_AMOUNT"], "the story's amount failure switch")

@@ -164,7 +164,7 @@ func TestComposeTopicsCreator(t *testing.T) {
 	bash, err := exec.LookPath("bash")
 	require.NoError(t, err, "the topic creator is a bash script")
 
-	run := func(t *testing.T, failFirst int) (calls []string, stderr string, err error) {
+	run := func(t *testing.T, failFirst int, existed ...string) (calls []string, stderr string, err error) {
 		dir := t.TempDir()
 		require.NoError(t, os.MkdirAll(filepath.Join(dir, "home", "bin"), 0o750))
 		require.NoError(t, os.MkdirAll(filepath.Join(dir, "path"), 0o750))
@@ -172,6 +172,10 @@ func TestComposeTopicsCreator(t *testing.T) {
 		//nolint:gosec // G306: a stand-in executable in the test's temporary directory
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "home", "bin", "mqadmin"), []byte(`
 printf '%s\n' "$*" >>"$CALLS"
+if [ "$1" = createUser ] && [ -n "$EXISTED" ]; then
+	echo 'org.apache.rocketmq.tools.command.SubCommandException: CreateUserSubCommand command failed: The user is existed'
+	exit 0
+fi
 if [ "$(wc -l <"$CALLS")" -le "$FAIL_FIRST" ]; then
 	echo 'org.apache.rocketmq.tools.command.SubCommandException: UpdateTopicSubCommand command failed'
 	exit 0
@@ -186,6 +190,7 @@ echo 'create topic to broker:10911 success.'
 			"PATH=" + filepath.Join(dir, "path") + string(os.PathListSeparator) + os.Getenv("PATH"),
 			"CALLS=" + log,
 			"FAIL_FIRST=" + strconv.Itoa(failFirst),
+			"EXISTED=" + strings.Join(existed, ""),
 		}
 		var errb strings.Builder
 		cmd.Stderr = &errb
@@ -206,6 +211,19 @@ echo 'create topic to broker:10911 success.'
 		calls, stderr, err := run(t, 3)
 		require.NoError(t, err, stderr)
 		assert.Equal(t, append([]string{want[0], want[0], want[0]}, want...), calls)
+	})
+	// Run again on a broker that has the users: each gets its secret set again, so that a
+	// changed secret reaches the broker.
+	t.Run("again, on a broker that has the users", func(t *testing.T) {
+		t.Parallel()
+		calls, stderr, err := run(t, 0, "existed")
+		require.NoError(t, err, stderr)
+		again := slices.Clone(want[:3])
+		for _, u := range []struct{ name, secret string }{{wallet, v["RMQ_WALLET_SECRET"]}, {notifier, v["RMQ_NOTIFIER_SECRET"]}} {
+			again = append(again, "createUser "+target+" -u "+u.name+" -p "+u.secret+" -t Normal",
+				"updateUser "+target+" -u "+u.name+" -p "+u.secret)
+		}
+		assert.Equal(t, append(again, want[5:]...), calls)
 	})
 	t.Run("refused", func(t *testing.T) {
 		t.Parallel()

@@ -199,28 +199,42 @@ func play(ctx context.Context, cfg config, out io.Writer) error {
 		printLog(out, u, items, w)
 		problems = append(problems, check(u, items, w, want[u.ID])...)
 	}
-	// The APIs need their tokens: show them only when they are the demo's own, never a real
-	// one. A link to the page may carry the read token in its fragment, which browsers never
-	// send to the server.
-	token, readToken, page := "$SERVICE_TOKEN", "$READ_TOKEN", c.notifier+"/ (it asks for the notifier's READ_TOKEN)"
-	if c.token == devServiceToken {
-		token = devServiceToken
-	}
-	if c.readToken == demoReadToken {
-		readToken, page = demoReadToken, c.notifier+"/#token="+demoReadToken
-	}
 	c.printTrace(ctx, out, cfg.TracesURL, traceID)
-	fmt.Fprintf(out, "Open the live SMS page:   %s\n", page)
-	fmt.Fprintf(out, "SMS log API:              curl -H 'Authorization: Bearer %s' %s/v1/users/%d/sms\n", readToken, c.notifier, b.ID)
-	fmt.Fprintf(out, "Dead letters:             curl -H 'Authorization: Bearer %s' %s/v1/dead-letters\n", readToken, c.notifier)
-	fmt.Fprintf(out, "SMS log on the terminal:  WALLETSAGA_ENV=dev go run ./cmd/notifier sms-log --user %d --follow\n", a.ID)
-	fmt.Fprintf(out, "Wallet API:               curl -H 'Authorization: Bearer %s' %s/v1/users/%d/wallet\n\n", token, c.wallet, a.ID)
+	printLinks(out, cfg, c, a.ID, b.ID)
 	if len(problems) > 0 {
 		fmt.Fprintf(out, "NOT AS EXPECTED:\n  %s\n", strings.Join(problems, "\n  "))
 		return errors.New("the SMS logs are not as expected")
 	}
 	fmt.Fprintf(out, "OK: A got %d SMS in order; B's 4.04 SMS was dead-lettered and the next one still arrived; the rejected purchase was refunded by SMS.\n", len(want[a.ID].kinds))
 	return nil
+}
+
+// printLinks prints where to look next, at the URLs a person opens (cfg's link URLs). The
+// APIs need their tokens: they are shown only when they are the dev stack's own, never a real
+// one. A link to a console may carry a token in its fragment, which browsers never send to
+// the server.
+func printLinks(out io.Writer, cfg config, c *client, aID, bID int64) {
+	wallet, notifier := strings.TrimRight(cfg.WalletsvcLinkURL, "/"), strings.TrimRight(cfg.NotifierLinkURL, "/")
+	token, readToken, page := "$SERVICE_TOKEN", "$READ_TOKEN", notifier+"/ (it asks for the notifier's READ_TOKEN)"
+	if c.token == devServiceToken {
+		token = devServiceToken
+	}
+	if c.readToken == demoReadToken {
+		readToken, page = demoReadToken, notifier+"/#token="+demoReadToken
+	}
+	fmt.Fprintf(out, "Open the live SMS page:   %s\n", page)
+	switch cfg.AdminToken {
+	case devAdminToken:
+		fmt.Fprintf(out, "Saga console (operator):  %s/#token=%s\n", wallet, devAdminToken)
+		fmt.Fprintf(out, "SMS console (operator):   %s/#token=%s (replay, skip)\n", notifier, devAdminToken)
+	case "":
+	default:
+		fmt.Fprintf(out, "Saga console (operator):  %s/ (it asks for the ADMIN_TOKEN)\n", wallet)
+	}
+	fmt.Fprintf(out, "SMS log API:              curl -H 'Authorization: Bearer %s' %s/v1/users/%d/sms\n", readToken, notifier, bID)
+	fmt.Fprintf(out, "Dead letters:             curl -H 'Authorization: Bearer %s' %s/v1/dead-letters\n", readToken, notifier)
+	fmt.Fprintf(out, "SMS log on the terminal:  WALLETSAGA_ENV=dev go run ./cmd/notifier sms-log --user %d --follow\n", aID)
+	fmt.Fprintf(out, "Wallet API:               curl -H 'Authorization: Bearer %s' %s/v1/users/%d/wallet\n\n", token, wallet, aID)
 }
 
 // waitSMS polls the user's SMS log until it has n finished entries or the timeout passes.

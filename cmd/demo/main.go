@@ -24,9 +24,17 @@ func main() { cli.Main("demo", run) }
 type config struct {
 	WalletsvcURL string
 	NotifierURL  string
-	ServiceToken string
-	ReadToken    string
-	Exit         bool
+	// WalletsvcLinkURL and NotifierLinkURL are what the printed links and curl lines say:
+	// where a person opens the services, which is not where a demo in a container reaches
+	// them ("" means the URL the demo calls).
+	WalletsvcLinkURL string
+	NotifierLinkURL  string
+	ServiceToken     string
+	ReadToken        string
+	// AdminToken is the operators' token the services run with, printed in the consoles'
+	// links when it is the documented dev one.
+	AdminToken string
+	Exit       bool
 	// TracesURL is the demo's OTLP receiver (bin/demo otlp-sink), from which it prints the
 	// trace of a deposit; "" when the services export elsewhere.
 	TracesURL string
@@ -38,14 +46,20 @@ const devServiceToken = "walletsaga-dev-service-token" //nolint:gosec // G101: t
 // demoReadToken is the notifier's READ_TOKEN that make demo and the compose file configure.
 const demoReadToken = "walletsaga-demo-read-token"
 
+// devAdminToken is the ADMIN_TOKEN the compose stack gives walletsvc and the notifier.
+const devAdminToken = "walletsaga-dev-admin-token" //nolint:gosec // G101: the documented dev token, not a secret
+
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
 	var c config
 	// The demo plays against the dev stack: its defaults are the dev stack's.
 	f := cli.NewFlags("demo", cli.Dev, getenv, stderr)
 	f.String(&c.WalletsvcURL, "WALLETSVC_URL", "http://127.0.0.1:8080", "walletsvc base URL")
 	f.String(&c.NotifierURL, "NOTIFIER_URL", "http://127.0.0.1:8081", "notifier base URL")
+	f.String(&c.WalletsvcLinkURL, "WALLETSVC_LINK_URL", "", "walletsvc's base URL in the printed links, where a browser opens it (empty: WALLETSVC_URL)")
+	f.String(&c.NotifierLinkURL, "NOTIFIER_LINK_URL", "", "the notifier's base URL in the printed links, where a browser opens it (empty: NOTIFIER_URL)")
 	f.Secret(&c.ServiceToken, "SERVICE_TOKEN", devServiceToken, "walletsvc's service token (default: the dev token)")
 	f.Secret(&c.ReadToken, "READ_TOKEN", "", "the notifier's read token, to read the SMS logs (required; make demo sets "+demoReadToken+")")
+	f.Secret(&c.AdminToken, "ADMIN_TOKEN", "", "the services' operator token: the consoles' links carry it when it is the dev one ("+devAdminToken+")")
 	f.Bool(&c.Exit, "DEMO_EXIT", false, "exit when done: status 0 only if the SMS logs are as expected")
 	f.String(&c.TracesURL, "DEMO_TRACES_URL", "", "the OTLP receiver both services export to (bin/demo otlp-sink): print a deposit's trace from it")
 	if err := f.Parse(args); err != nil {
@@ -59,6 +73,12 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	}
 	if len(f.FlagSet().Args()) > 0 {
 		return c, fmt.Errorf("unexpected arguments %q", f.FlagSet().Args())
+	}
+	if c.WalletsvcLinkURL == "" {
+		c.WalletsvcLinkURL = c.WalletsvcURL
+	}
+	if c.NotifierLinkURL == "" {
+		c.NotifierLinkURL = c.NotifierURL
 	}
 	return c, nil
 }

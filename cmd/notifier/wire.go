@@ -44,7 +44,10 @@ func (n *notifier) close() { n.closers.Close() }
 // it returns an error.
 func build(ctx context.Context, cfg config, log *slog.Logger, pool *pgxpool.Pool, stdout io.Writer) (*notifier, error) {
 	n := &notifier{}
-	namesrv, creds, broker := cfg.Broker(&n.closers)
+	namesrv, creds, broker, err := cfg.Broker(ctx, &n.closers)
+	if err != nil {
+		return n, err
+	}
 	sender, err := senders.New(senders.Settings{Kind: cfg.Sender, WebhookURL: cfg.WebhookURL, WebhookToken: cfg.WebhookToken,
 		Timeout: cfg.SendTimeout, Conns: cfg.Workers, FailPhone: cfg.FailPhone, FailAmount: cfg.FailAmount, Out: stdout})
 	if err != nil {

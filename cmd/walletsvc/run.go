@@ -61,7 +61,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		return err
 	}
 	wallet.LogEpochCheck(ctx, log, checked)
-	w, err := build(cfg, log, pool, epochs, checked)
+	w, err := build(ctx, cfg, log, pool, epochs, checked)
 	defer w.close()
 	if err != nil {
 		return err

@@ -37,9 +37,12 @@ func (w *walletsvc) close() { w.closers.Close() }
 
 // build wires the service's parts over pool; checked is the epoch check made before it. The
 // caller closes what it returns, also when it returns an error.
-func build(cfg config, log *slog.Logger, pool *pgxpool.Pool, epochs *wallet.Epochs, checked wallet.EpochCheck) (*walletsvc, error) {
+func build(ctx context.Context, cfg config, log *slog.Logger, pool *pgxpool.Pool, epochs *wallet.Epochs, checked wallet.EpochCheck) (*walletsvc, error) {
 	w := &walletsvc{}
-	namesrv, creds, broker := cfg.Broker(&w.closers)
+	namesrv, creds, broker, err := cfg.Broker(ctx, &w.closers)
+	if err != nil {
+		return w, err
+	}
 	producer, err := ordering.NewOrderedProducer(ordering.ProducerConfig{Namesrv: namesrv, Group: cfg.Group, Credentials: creds, Hash: ordering.KeyHash(cfg.QueueHash), Logger: log})
 	if err != nil {
 		return w, err

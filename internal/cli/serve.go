@@ -4,6 +4,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -69,14 +70,46 @@ func (c Closers) Close() {
 	}
 }
 
-// Broker returns s's name servers, credentials, and a watch of whether the topic's route can
-// be read, whose route check it adds to closers.
-func (s Service) Broker(closers *Closers) ([]string, ordering.Credentials, *ordering.BrokerWatch) {
-	namesrv := SplitList(s.Namesrv)
+// Broker returns s's name servers (their host names resolved, see ResolveNamesrv),
+// credentials, and a watch of whether the topic's route can be read, whose route check it
+// adds to closers.
+func (s Service) Broker(ctx context.Context, closers *Closers) ([]string, ordering.Credentials, *ordering.BrokerWatch, error) {
+	namesrv, err := ResolveNamesrv(ctx, SplitList(s.Namesrv))
+	if err != nil {
+		return nil, ordering.Credentials{}, nil, err
+	}
 	creds := ordering.Credentials{AccessKey: s.RocketMQAccessKey, SecretKey: s.RocketMQSecretKey}
 	route := ordering.NewRouteCheck(namesrv, s.Topic, creds)
 	*closers = append(*closers, func() { _ = route.Close() })
-	return namesrv, creds, ordering.NewBrokerWatch(route, 0)
+	return namesrv, creds, ordering.NewBrokerWatch(route, 0), nil
+}
+
+// ResolveNamesrv returns the name server addresses (host:port) with each host name replaced
+// by its first address, IPv4 first: the RocketMQ client takes IP addresses only ("IP addr
+// error"), and a name server is often known by name (the compose stack's namesrv:9876). A
+// name is resolved once, at start.
+func ResolveNamesrv(ctx context.Context, addrs []string) ([]string, error) {
+	out := make([]string, 0, len(addrs))
+	for _, a := range addrs {
+		host, port, err := net.SplitHostPort(a)
+		if err != nil {
+			return nil, fmt.Errorf("ROCKETMQ_NAMESRV %q: %w", a, err)
+		}
+		if net.ParseIP(host) != nil {
+			out = append(out, a)
+			continue
+		}
+		ips, err := net.DefaultResolver.LookupIP(ctx, "ip", host)
+		if err != nil || len(ips) == 0 {
+			return nil, fmt.Errorf("ROCKETMQ_NAMESRV: resolving %s: %w", host, err)
+		}
+		ip := ips[0]
+		if i := slices.IndexFunc(ips, func(ip net.IP) bool { return ip.To4() != nil }); i >= 0 {
+			ip = ips[i]
+		}
+		out = append(out, net.JoinHostPort(ip.String(), port))
+	}
+	return out, nil
 }
 
 // NewServer returns a server of h on addr that, once it listens, logs listening with attrs

@@ -26,6 +26,10 @@ import (
 // maxBody bounds one export request.
 const maxBody = 16 << 20
 
+// maxSpans bounds what a sink keeps: past it, the oldest half is dropped (a sink in a
+// long-running stack, the compose file's traces, keeps the recent traces only).
+const maxSpans = 200_000
+
 // Span is one span as received.
 type Span struct {
 	Service  string // the resource's service.name
@@ -61,6 +65,7 @@ func Start(ctx context.Context, addr string) (*Sink, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/traces", s.traces)
 	mux.HandleFunc("GET /trees/{trace}", s.tree)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = s.srv.Serve(ln) }()
 	return s, nil
@@ -100,6 +105,9 @@ func (s *Sink) traces(w http.ResponseWriter, r *http.Request) {
 	got := Decode(&req)
 	s.mu.Lock()
 	s.spans = append(s.spans, got...)
+	if len(s.spans) > maxSpans {
+		s.spans = slices.Delete(s.spans, 0, len(s.spans)-maxSpans/2)
+	}
 	s.mu.Unlock()
 	out, err := proto.Marshal(&collectortrace.ExportTraceServiceResponse{})
 	if err != nil {
