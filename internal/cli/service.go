@@ -84,7 +84,7 @@ func (s *Service) Flags(spec ServiceSpec, sub string, getenv func(string) string
 	f.String(&s.HTTPAddr, "HTTP_ADDR", map[Mode]string{Dev: spec.DevHTTPAddr, Production: spec.HTTPAddr}[mode], spec.HTTPUsage)
 	f.String(&s.AddrFile, "HTTP_ADDR_FILE", "", "file the address HTTP_ADDR bound is written to once it listens, for whoever started the process with port 0 (empty: none)")
 	f.Bool(&s.MigrateOnStart, "MIGRATE_ON_START", true, "apply database migrations at start")
-	f.Int(&s.RatePerSecond, "RATE_LIMIT", map[Mode]int{Dev: 0, Production: 100}[mode], "requests a second each client of the API may make (its bearer token, else its address), past which it is answered 429 with Retry-After (0: unlimited)")
+	f.Int(&s.RatePerSecond, "RATE_LIMIT", map[Mode]int{Dev: 0, Production: 100}[mode], "requests a second each client of the API may make (its valid bearer token, else its address), past which it is answered 429 with Retry-After (0: unlimited)")
 	f.Int(&s.RateBurst, "RATE_BURST", 200, "requests a client may make at once above RATE_LIMIT, before it is held to the rate")
 	// Text on a developer's terminal, JSON for a log collector.
 	f.String(&s.LogFormat, "LOG_FORMAT", map[Mode]string{Dev: "text", Production: "json"}[mode], "log format: text or json")

@@ -57,8 +57,9 @@ func InFlight(max int, r *Refusals) echo.MiddlewareFunc {
 // (echo's rate limiter over golang.org/x/time/rate, one token bucket per client, forgotten
 // after three minutes idle): one past it is answered 429 too_many_requests, with
 // Retry-After, and counted in r.Rate. A client is its bearer token (by its SHA-256: the token
-// itself is never kept), else its address. perSecond ≤ 0 limits nothing.
-func PerClient(perSecond float64, burst int, r *Refusals) echo.MiddlewareFunc {
+// itself is never kept) when known says the token is valid, else its address (see ClientOf).
+// perSecond ≤ 0 limits nothing.
+func PerClient(perSecond float64, burst int, r *Refusals, known func(token string) bool) echo.MiddlewareFunc {
 	if perSecond <= 0 {
 		return func(next echo.HandlerFunc) echo.HandlerFunc { return next }
 	}
@@ -67,7 +68,7 @@ func PerClient(perSecond float64, burst int, r *Refusals) echo.MiddlewareFunc {
 	})
 	return middleware.RateLimiterWithConfig(middleware.RateLimiterConfig{
 		Store:               store,
-		IdentifierExtractor: func(c echo.Context) (string, error) { return ClientOf(c), nil },
+		IdentifierExtractor: func(c echo.Context) (string, error) { return ClientOf(c, known), nil },
 		DenyHandler: func(c echo.Context, _ string, _ error) error {
 			r.Rate.Add(1)
 			c.Response().Header().Set("Retry-After", strconv.Itoa(int(RetryAfter/time.Second)))
@@ -78,12 +79,16 @@ func PerClient(perSecond float64, burst int, r *Refusals) echo.MiddlewareFunc {
 }
 
 // ClientOf names the client of a request for its rate: "token:<sha-256 of its bearer
-// token>", else "addr:<the connection's address>". Never echo's RealIP: with no IP extractor
-// set it believes the client's X-Forwarded-For, so a client could take a new address, and a
-// new bucket, with every request (GO-2026-6872).
-func ClientOf(c echo.Context) string {
+// token>" when known says the token is valid, else "addr:<the connection's address>".
+//
+// Only a valid token is a client of its own: a request with a token made up for it counts
+// against its address, or a client sending a new made-up token with each request would take a
+// new bucket (and a new entry in the limiter's memory) with each. Never echo's RealIP: with
+// no IP extractor set it believes the client's X-Forwarded-For, so a client could take a new
+// address, and a new bucket, with every request (GO-2026-6872).
+func ClientOf(c echo.Context, known func(token string) bool) string {
 	if auth := c.Request().Header.Get(echo.HeaderAuthorization); auth != "" {
-		if tok, ok := strings.CutPrefix(auth, "Bearer "); ok && tok != "" {
+		if tok, ok := strings.CutPrefix(auth, "Bearer "); ok && tok != "" && known(tok) {
 			sum := sha256.Sum256([]byte(tok))
 			return "token:" + hex.EncodeToString(sum[:])
 		}

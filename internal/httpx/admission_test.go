@@ -70,7 +70,7 @@ func TestARouteServesAtMostItsBoundAtOnce(t *testing.T) {
 func TestEachClientKeepsToItsRate(t *testing.T) {
 	t.Parallel()
 	var r httpx.Refusals
-	srv := admissionServer(t, httpx.PerClient(0.001, 2, &r), func(c echo.Context) error { return c.NoContent(http.StatusOK) })
+	srv := admissionServer(t, httpx.PerClient(0.001, 2, &r, knownTokens("token-of-a", "token-of-b")), func(c echo.Context) error { return c.NoContent(http.StatusOK) })
 	require.Equal(t, http.StatusOK, status(getAs(t, srv, "token-of-a")))
 	require.Equal(t, http.StatusOK, status(getAs(t, srv, "token-of-a")))
 	st, h := getAs(t, srv, "token-of-a")
@@ -83,13 +83,35 @@ func TestEachClientKeepsToItsRate(t *testing.T) {
 
 func status(st int, _ http.Header) int { return st }
 
+// knownTokens is PerClient's known for a service whose valid tokens are tokens.
+func knownTokens(tokens ...string) func(string) bool {
+	return func(t string) bool { return httpx.TokenIs(t, tokens...) }
+}
+
+// TestAMadeUpTokenCountsAgainstItsAddress: a request whose bearer token is not valid is its
+// address's, so a client that sends a new made-up token with each request keeps to its
+// address's rate instead of taking a new bucket (and the limiter's memory) with each.
+func TestAMadeUpTokenCountsAgainstItsAddress(t *testing.T) {
+	t.Parallel()
+	var r httpx.Refusals
+	srv := admissionServer(t, httpx.PerClient(0.001, 2, &r, knownTokens("token-of-a")), func(c echo.Context) error { return c.NoContent(http.StatusOK) })
+	var statuses []int
+	for i := range 4 {
+		statuses = append(statuses, status(getAs(t, srv, "made-up-"+strconv.Itoa(i))))
+	}
+	require.Equal(t, []int{http.StatusOK, http.StatusOK, http.StatusTooManyRequests, http.StatusTooManyRequests}, statuses)
+	require.Equal(t, http.StatusTooManyRequests, status(getAs(t, srv, "")), "the same address without a token")
+	require.Equal(t, http.StatusOK, status(getAs(t, srv, "token-of-a")), "a valid token is a client of its own")
+	require.EqualValues(t, 3, r.Rate.Load())
+}
+
 // TestARateCannotBeDodgedWithAForwardedForHeader: a client without a token is its
 // connection's address, not an address its X-Forwarded-For claims: a new header on each
 // request does not give it a new bucket.
 func TestARateCannotBeDodgedWithAForwardedForHeader(t *testing.T) {
 	t.Parallel()
 	var r httpx.Refusals
-	srv := admissionServer(t, httpx.PerClient(0.001, 1, &r), func(c echo.Context) error { return c.NoContent(http.StatusOK) })
+	srv := admissionServer(t, httpx.PerClient(0.001, 1, &r, knownTokens()), func(c echo.Context) error { return c.NoContent(http.StatusOK) })
 	var statuses []int
 	for i := range 3 {
 		req, err := http.NewRequest(http.MethodGet, srv.URL+"/x", nil)

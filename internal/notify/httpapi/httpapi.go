@@ -52,8 +52,8 @@ type Deps struct {
 	// answer 403.
 	ReadToken string
 	Logger    *slog.Logger // slog.Default() when nil
-	// RatePerSecond and RateBurst limit each client of the read routes (its bearer token,
-	// else its address) to so many requests a second: one past it is 429 with Retry-After
+	// RatePerSecond and RateBurst limit each client of the read routes (its valid bearer
+	// token, else its address) to so many requests a second: one past it is 429 with Retry-After
 	// (0: unlimited). Refusals counts those refused (nil: counted nowhere).
 	RatePerSecond float64
 	RateBurst     int
@@ -81,7 +81,8 @@ func Register(e *echo.Echo, d Deps) {
 		d.Refusals = &httpx.Refusals{}
 	}
 	// Every read route within its client's rate, then the read token.
-	read := []echo.MiddlewareFunc{httpx.PerClient(d.RatePerSecond, d.RateBurst, d.Refusals),
+	valid := func(token string) bool { return httpx.TokenIs(token, d.ReadToken, d.AdminToken) }
+	read := []echo.MiddlewareFunc{httpx.PerClient(d.RatePerSecond, d.RateBurst, d.Refusals, valid),
 		httpx.RequireBearer("read", "the SMS log API is disabled: the notifier has no READ_TOKEN (nor ADMIN_TOKEN) configured",
 			d.ReadToken, d.AdminToken)}
 	type route struct {

@@ -161,6 +161,20 @@ func (a authenticator) caller(c echo.Context) (caller, error) {
 	return who, nil
 }
 
+// valid reports whether token is the service token or a user token that verifies: a client
+// of its own for the rate limit (httpx.PerClient), where any other token counts against its
+// address.
+func (a authenticator) valid(token string) bool {
+	if httpx.TokenIs(token, a.serviceToken) {
+		return true
+	}
+	if a.users == nil {
+		return false
+	}
+	_, err := a.users.Verify(token)
+	return err == nil
+}
+
 // userHandler serves a user-facing route for who; it calls authorize once it knows what the
 // request asks (the path's user, the payer, the saga's parties).
 type userHandler func(c echo.Context, who caller) error

@@ -45,8 +45,8 @@ type Options struct {
 	// withdrawals, transfers) served at once by this replica: one past it is 503 with
 	// Retry-After (0: unbounded).
 	MaxSagasInFlight int
-	// RatePerSecond and RateBurst limit each client of the user-facing routes (its bearer
-	// token, else its address) to so many requests a second: one past it is 429 with
+	// RatePerSecond and RateBurst limit each client of the user-facing routes (its valid
+	// bearer token, else its address) to so many requests a second: one past it is 429 with
 	// Retry-After (0: unlimited).
 	RatePerSecond float64
 	RateBurst     int
@@ -66,7 +66,7 @@ func Register(e *echo.Echo, svc *wallet.Service, opts Options) {
 	page, asset := httpx.Page(web.FS)
 	// Admission (internal/httpx): every user-facing route within its client's rate, and the
 	// routes that start a saga within the replica's bound on them in flight as well.
-	rated := []echo.MiddlewareFunc{httpx.PerClient(opts.RatePerSecond, opts.RateBurst, opts.Refusals)}
+	rated := []echo.MiddlewareFunc{httpx.PerClient(opts.RatePerSecond, opts.RateBurst, opts.Refusals, users.valid)}
 	saga := []echo.MiddlewareFunc{rated[0], httpx.InFlight(opts.MaxSagasInFlight, opts.Refusals)}
 	routes := []struct {
 		method, path string

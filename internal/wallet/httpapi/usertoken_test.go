@@ -283,3 +283,28 @@ func TestWithoutUserTokensNothingChanges(t *testing.T) {
 	res = s.do(t, http.MethodGet, "/v1/sagas", "", "Authorization", "")
 	requireRefused(t, res, http.StatusUnauthorized, "unauthorized", "a service token is required")
 }
+
+// TestATokenThatDoesNotVerifyCountsAgainstItsAddress: a client flooding the API with a new
+// forged user token on each request is one client, its address, and is held to its rate; a
+// user whose token verifies is a client of its own and is served meanwhile.
+func TestATokenThatDoesNotVerifyCountsAgainstItsAddress(t *testing.T) {
+	t.Parallel()
+	s := newServerWith(t, false, httpapi.Options{
+		ServiceToken: serviceToken, AdminToken: adminToken, UserTokens: userTokens(t), RatePerSecond: 0.001, RateBurst: 3,
+	})
+	u := s.createUser(t) // the service token's first request
+	us := strconv.FormatInt(u, 10)
+	forger, err := rsa.GenerateKey(rand.Reader, 2048)
+	require.NoError(t, err)
+	var statuses []int
+	for i := range 5 {
+		c := jwt.MapClaims{"iss": tokenIssuer, "aud": tokenAudience, "sub": strconv.Itoa(1000 + i), "exp": time.Now().Add(time.Minute).Unix()}
+		forged, err := jwt.NewWithClaims(jwt.SigningMethodRS256, c).SignedString(forger)
+		require.NoError(t, err)
+		statuses = append(statuses, s.do(t, http.MethodGet, "/v1/users/"+us+"/wallet", "", as(forged)...).status)
+	}
+	require.Equal(t, []int{http.StatusUnauthorized, http.StatusUnauthorized, http.StatusUnauthorized,
+		http.StatusTooManyRequests, http.StatusTooManyRequests}, statuses, "forged tokens share their address's bucket")
+	res := s.do(t, http.MethodGet, "/v1/users/"+us+"/wallet", "", as(userToken(t, u, nil))...)
+	require.Equal(t, http.StatusOK, res.status, res.raw)
+}
