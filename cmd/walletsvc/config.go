@@ -23,6 +23,8 @@ type config struct {
 	EpochCheckInterval time.Duration
 	// MaxSagasInFlight bounds the requests that start a saga served at once (0: unbounded).
 	MaxSagasInFlight int
+	// ServiceRatePerSecond limits the service token's requests a second (0: unlimited).
+	ServiceRatePerSecond int
 	// EpochReason is new-epoch's reason, recorded with the epoch.
 	EpochReason string
 	// EventVersion is the version of the balance events the sagas write (wallet.Options).
@@ -114,6 +116,7 @@ func parseConfig(sub string, args []string, getenv func(string) string, stderr i
 	}
 	serving := sub == "serve"
 	f.Int(&c.MaxSagasInFlight, "MAX_SAGAS_IN_FLIGHT", 512, "requests that start a saga (deposits, purchases, withdrawals, transfers) this replica serves at once; one past it is answered 503 with Retry-After (0: unbounded)")
+	f.Int(&c.ServiceRatePerSecond, "SERVICE_RATE_LIMIT", 0, "requests a second the service token may make, past which it is answered 429 with Retry-After (0: unlimited). The backend that holds it acts for every user, so RATE_LIMIT, a limit for one client, does not apply to it; MAX_SAGAS_IN_FLIGHT bounds it still")
 	f.Int(&c.SagaWorkers, "SAGA_WORKERS", 16, "sagas recovered concurrently by this process (requests run their own sagas inline)")
 	f.Duration(&c.SagaRetryWindow, "SAGA_RETRY_WINDOW", 10*time.Minute, "how long a saga step with an uncertain outcome is retried (same key) before it is compensated, and a compensation before an operator is needed")
 	f.Int(&c.RelayBatch, "RELAY_BATCH", 256, "outbox rows the relay reads at a time for one broker queue")
@@ -160,6 +163,9 @@ func (c config) validate(p *cli.Problems, serving bool) {
 	c.CheckEarly(p, spec)
 	if c.MaxSagasInFlight < 0 {
 		p.Addf("MAX_SAGAS_IN_FLIGHT", "must not be negative, got %d", c.MaxSagasInFlight)
+	}
+	if c.ServiceRatePerSecond < 0 {
+		p.Addf("SERVICE_RATE_LIMIT", "must not be negative, got %d", c.ServiceRatePerSecond)
 	}
 	if c.SagaWorkers < 1 || c.SagaWorkers > 1024 {
 		p.Addf("SAGA_WORKERS", "must be 1–1024, got %d", c.SagaWorkers)

@@ -25,6 +25,7 @@ func newServer(cfg config, log *slog.Logger, svc *wallet.Service, reg *prometheu
 		ServiceToken: cfg.ServiceToken, ServiceTokenCreatesUsersOnly: cfg.ServiceTokenScope == ScopeCreateUser,
 		AdminToken: cfg.AdminToken, Logger: log,
 		MaxSagasInFlight: cfg.MaxSagasInFlight, RatePerSecond: float64(cfg.RatePerSecond), RateBurst: cfg.RateBurst, Refusals: refusals,
+		ServiceRatePerSecond: float64(cfg.ServiceRatePerSecond),
 	}
 	if cfg.UserTokens != nil {
 		// Not a nil *Verifier in the interface: without user tokens the field stays nil.

@@ -78,6 +78,27 @@ func PerClient(perSecond float64, burst int, r *Refusals, known func(token strin
 	})
 }
 
+// ByCredential sends a request to special when is(its bearer token) holds, and any other
+// request to others: two limits, e.g. one for a backend trusted to act for every user and one
+// for each of its users.
+func ByCredential(is func(token string) bool, special, others echo.MiddlewareFunc) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		s, o := special(next), others(next)
+		return func(c echo.Context) error {
+			if tok, ok := bearerOf(c); ok && is(tok) {
+				return s(c)
+			}
+			return o(c)
+		}
+	}
+}
+
+// bearerOf returns the token of an "Authorization: Bearer <token>" header, if any.
+func bearerOf(c echo.Context) (string, bool) {
+	tok, ok := strings.CutPrefix(c.Request().Header.Get(echo.HeaderAuthorization), "Bearer ")
+	return tok, ok && tok != ""
+}
+
 // ClientOf names the client of a request for its rate: "token:<sha-256 of its bearer
 // token>" when known says the token is valid, else "addr:<the connection's address>".
 //
@@ -87,11 +108,9 @@ func PerClient(perSecond float64, burst int, r *Refusals, known func(token strin
 // no IP extractor set it believes the client's X-Forwarded-For, so a client could take a new
 // address, and a new bucket, with every request (GO-2026-6872).
 func ClientOf(c echo.Context, known func(token string) bool) string {
-	if auth := c.Request().Header.Get(echo.HeaderAuthorization); auth != "" {
-		if tok, ok := strings.CutPrefix(auth, "Bearer "); ok && tok != "" && known(tok) {
-			sum := sha256.Sum256([]byte(tok))
-			return "token:" + hex.EncodeToString(sum[:])
-		}
+	if tok, ok := bearerOf(c); ok && known(tok) {
+		sum := sha256.Sum256([]byte(tok))
+		return "token:" + hex.EncodeToString(sum[:])
 	}
 	host, _, err := net.SplitHostPort(c.Request().RemoteAddr)
 	if err != nil {

@@ -161,13 +161,13 @@ func (a authenticator) caller(c echo.Context) (caller, error) {
 	return who, nil
 }
 
-// valid reports whether token is the service token or a user token that verifies: a client
-// of its own for the rate limit (httpx.PerClient), where any other token counts against its
-// address.
-func (a authenticator) valid(token string) bool {
-	if httpx.TokenIs(token, a.serviceToken) {
-		return true
-	}
+// isService reports whether token is the service token: the backend acting for every user,
+// held to its own rate (Options.ServiceRatePerSecond).
+func (a authenticator) isService(token string) bool { return httpx.TokenIs(token, a.serviceToken) }
+
+// validUser reports whether token is a user token that verifies: a client of its own for
+// the rate limit (httpx.PerClient), where any other token counts against its address.
+func (a authenticator) validUser(token string) bool {
 	if a.users == nil {
 		return false
 	}

@@ -50,6 +50,10 @@ type Options struct {
 	// Retry-After (0: unlimited).
 	RatePerSecond float64
 	RateBurst     int
+	// ServiceRatePerSecond limits the service token's requests a second the same way, in
+	// bursts of RateBurst (0: unlimited): the backend that holds it acts for every user, so
+	// RatePerSecond, a limit for one client, does not apply to it.
+	ServiceRatePerSecond float64
 	// Refusals counts the requests refused by either (nil: counted nowhere).
 	Refusals *httpx.Refusals
 }
@@ -66,7 +70,9 @@ func Register(e *echo.Echo, svc *wallet.Service, opts Options) {
 	page, asset := httpx.Page(web.FS)
 	// Admission (internal/httpx): every user-facing route within its client's rate, and the
 	// routes that start a saga within the replica's bound on them in flight as well.
-	rated := []echo.MiddlewareFunc{httpx.PerClient(opts.RatePerSecond, opts.RateBurst, opts.Refusals, users.valid)}
+	rated := []echo.MiddlewareFunc{httpx.ByCredential(users.isService,
+		httpx.PerClient(opts.ServiceRatePerSecond, opts.RateBurst, opts.Refusals, users.isService),
+		httpx.PerClient(opts.RatePerSecond, opts.RateBurst, opts.Refusals, users.validUser))}
 	saga := []echo.MiddlewareFunc{rated[0], httpx.InFlight(opts.MaxSagasInFlight, opts.Refusals)}
 	routes := []struct {
 		method, path string

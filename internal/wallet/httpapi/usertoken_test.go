@@ -308,3 +308,37 @@ func TestATokenThatDoesNotVerifyCountsAgainstItsAddress(t *testing.T) {
 	res := s.do(t, http.MethodGet, "/v1/users/"+us+"/wallet", "", as(userToken(t, u, nil))...)
 	require.Equal(t, http.StatusOK, res.status, res.raw)
 }
+
+// TestTheServiceTokenKeepsToItsOwnRate: the service token, the backend acting for every
+// user, is held to ServiceRatePerSecond, not to the one-client RatePerSecond its users are
+// held to; unset, it is not limited at all.
+func TestTheServiceTokenKeepsToItsOwnRate(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name        string
+		serviceRate float64
+		want        []int
+	}{
+		{"unlimited", 0, []int{http.StatusOK, http.StatusOK, http.StatusOK, http.StatusOK}},
+		{"its own rate", 0.001, []int{http.StatusOK, http.StatusOK, http.StatusTooManyRequests, http.StatusTooManyRequests}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := newServerWith(t, false, httpapi.Options{
+				ServiceToken: serviceToken, AdminToken: adminToken, UserTokens: userTokens(t),
+				RatePerSecond: 0.001, RateBurst: 2, ServiceRatePerSecond: tc.serviceRate,
+			})
+			u := s.createUser(t) // the service token's first request
+			us := strconv.FormatInt(u, 10)
+			var statuses []int
+			for range 3 {
+				statuses = append(statuses, s.do(t, http.MethodGet, "/v1/users/"+us+"/wallet", "", as(serviceToken)...).status)
+			}
+			require.Equal(t, tc.want, append([]int{http.StatusOK}, statuses...))
+			ann := as(userToken(t, u, nil))
+			require.Equal(t, http.StatusOK, s.do(t, http.MethodGet, "/v1/users/"+us+"/wallet", "", ann...).status)
+			require.Equal(t, http.StatusOK, s.do(t, http.MethodGet, "/v1/users/"+us+"/wallet", "", ann...).status)
+			require.Equal(t, http.StatusTooManyRequests, s.do(t, http.MethodGet, "/v1/users/"+us+"/wallet", "", ann...).status, "the user at RatePerSecond")
+		})
+	}
+}
