@@ -21,11 +21,16 @@ func newServer(cfg config, log *slog.Logger, pool *pgxpool.Pool, gate *httpapi.G
 	operator *deadletters.Operator, reg *prometheus.Registry, checks ...httpx.Check,
 ) *echo.Echo {
 	e := httpx.New(httpx.Options{Logger: log})
-	httpx.Probes(e, log, checks...)
-	httpx.Metrics(e, metrics.Handler(reg, log), cfg.MetricsToken)
 	refusals := &httpx.Refusals{}
 	metrics.NewRefusals(reg, refusals)
+	// Probes and scrapes within each client's rate too: a client with the metrics token is
+	// one client, any other its address.
+	limit := httpx.PerClient(float64(cfg.RatePerSecond), cfg.RateBurst, refusals,
+		func(token string) bool { return httpx.TokenIs(token, cfg.MetricsToken) })
+	httpx.Probes(e, log, limit, checks...)
+	httpx.Metrics(e, metrics.Handler(reg, log), cfg.MetricsToken, limit)
 	httpapi.Register(e, httpapi.Deps{Log: smslog.NewStore(pool), Operator: operator, Gate: gate, AdminToken: cfg.AdminToken,
-		ReadToken: cfg.ReadToken, Logger: log, RatePerSecond: float64(cfg.RatePerSecond), RateBurst: cfg.RateBurst, Refusals: refusals})
+		ReadToken: cfg.ReadToken, Logger: log, RatePerSecond: float64(cfg.RatePerSecond), RateBurst: cfg.RateBurst, Refusals: refusals,
+		MaxReadsInFlight: cfg.MaxReadsInFlight})
 	return e
 }

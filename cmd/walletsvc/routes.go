@@ -17,10 +17,14 @@ import (
 // the document against it.
 func newServer(cfg config, log *slog.Logger, svc *wallet.Service, reg *prometheus.Registry, checks ...httpx.Check) *echo.Echo {
 	e := httpx.New(httpx.Options{Logger: log})
-	httpx.Probes(e, log, checks...)
-	httpx.Metrics(e, metrics.Handler(reg, log), cfg.MetricsToken)
 	refusals := &httpx.Refusals{}
 	metrics.NewRefusals(reg, refusals)
+	// Probes and scrapes within each client's rate too: a client with the metrics token is
+	// one client, any other its address.
+	limit := httpx.PerClient(float64(cfg.RatePerSecond), cfg.RateBurst, refusals,
+		func(token string) bool { return httpx.TokenIs(token, cfg.MetricsToken) })
+	httpx.Probes(e, log, limit, checks...)
+	httpx.Metrics(e, metrics.Handler(reg, log), cfg.MetricsToken, limit)
 	opts := httpapi.Options{
 		ServiceToken: cfg.ServiceToken, ServiceTokenCreatesUsersOnly: cfg.ServiceTokenScope == ScopeCreateUser,
 		AdminToken: cfg.AdminToken, Logger: log,

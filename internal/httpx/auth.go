@@ -156,11 +156,15 @@ func Handler(e *echo.Echo, path string, h http.Handler, mw ...echo.MiddlewareFun
 }
 
 // Metrics serves h, the Prometheus handler, at GET /metrics: behind token as a bearer token
-// when it is set (METRICS_TOKEN), open otherwise (dev).
-func Metrics(e *echo.Echo, h http.Handler, token string) {
-	if token == "" {
-		Handler(e, "/metrics", h)
-		return
+// when it is set (METRICS_TOKEN), open otherwise (dev); limit, when not nil, admits each
+// request first (a client's rate: PerClient).
+func Metrics(e *echo.Echo, h http.Handler, token string, limit echo.MiddlewareFunc) {
+	var mw []echo.MiddlewareFunc
+	if limit != nil {
+		mw = append(mw, limit)
 	}
-	Handler(e, "/metrics", h, RequireBearer("metrics", "", token))
+	if token != "" {
+		mw = append(mw, RequireBearer("metrics", "", token))
+	}
+	Handler(e, "/metrics", h, mw...)
 }

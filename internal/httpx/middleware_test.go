@@ -326,7 +326,7 @@ func TestProbesSayWhichDependencyIsDownAndLogWhy(t *testing.T) {
 	dbErr := errors.New(`failed to connect to user=walletsaga database=wallets host=db-7.internal port=5432: connection refused`)
 	brokerErr := errors.New("dial tcp 10.0.3.4:9876: i/o timeout")
 	e := httpx.New(httpx.Options{Logger: log})
-	httpx.Probes(e, log,
+	httpx.Probes(e, log, nil,
 		httpx.Check{Name: "postgres", Fn: func(context.Context) error { mu.Lock(); defer mu.Unlock(); return dbErr }},
 		httpx.Check{Name: "rocketmq", Fn: func(context.Context) error { return brokerErr }, Degraded: "events wait in the outbox"},
 	)
@@ -400,7 +400,7 @@ func TestAFloodOfProbesRunsTheChecksOnce(t *testing.T) {
 	var runs atomic.Int32
 	release := make(chan struct{})
 	e := httpx.New(httpx.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	httpx.Probes(e, nil, httpx.Check{Name: "postgres", Fn: func(ctx context.Context) error {
+	httpx.Probes(e, nil, nil, httpx.Check{Name: "postgres", Fn: func(ctx context.Context) error {
 		runs.Add(1)
 		select {
 		case <-release:
@@ -440,7 +440,7 @@ func TestMetricsAreServedOnlyWithTheirToken(t *testing.T) {
 	t.Parallel()
 	e := httpx.New(httpx.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	httpx.Metrics(e, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "walletsaga_up 1\n") }),
-		"a-metrics-token-of-our-own")
+		"a-metrics-token-of-our-own", nil)
 	srv := httptest.NewServer(e)
 	t.Cleanup(srv.Close)
 	get := func(auth string) int {
@@ -457,4 +457,41 @@ func TestMetricsAreServedOnlyWithTheirToken(t *testing.T) {
 	require.Equal(t, http.StatusUnauthorized, get(""))
 	require.Equal(t, http.StatusForbidden, get("Bearer another-token-of-someone"))
 	require.Equal(t, http.StatusOK, get("Bearer a-metrics-token-of-our-own"))
+}
+
+// TestProbesAndScrapesKeepToTheirClientsRate: a flood of probes and scrapes from one address
+// is refused 429 past its rate, before it costs a check run or a gathering of the metrics;
+// the metrics token is a client of its own, so Prometheus keeps scraping meanwhile.
+func TestProbesAndScrapesKeepToTheirClientsRate(t *testing.T) {
+	t.Parallel()
+	e := httpx.New(httpx.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	var r httpx.Refusals
+	const token = "a-metrics-token-of-our-own"
+	limit := httpx.PerClient(0.001, 2, &r, func(t string) bool { return httpx.TokenIs(t, token) })
+	var checks, gathers atomic.Int64
+	httpx.Probes(e, nil, limit, httpx.Check{Name: "postgres", Fn: func(context.Context) error { checks.Add(1); return nil }})
+	httpx.Metrics(e, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		gathers.Add(1)
+		_, _ = io.WriteString(w, "walletsaga_up 1\n")
+	}), token, limit)
+	srv := httptest.NewServer(e)
+	t.Cleanup(srv.Close)
+	get := func(path, auth string) int {
+		req, err := http.NewRequest(http.MethodGet, srv.URL+path, nil)
+		require.NoError(t, err)
+		if auth != "" {
+			req.Header.Set("Authorization", "Bearer "+auth)
+		}
+		resp, err := srv.Client().Do(req)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+	require.Equal(t, []int{http.StatusOK, http.StatusOK, http.StatusTooManyRequests, http.StatusTooManyRequests, http.StatusTooManyRequests},
+		[]int{get("/readyz", ""), get("/healthz", ""), get("/readyz", ""), get("/metrics", "a-made-up-token"), get("/metrics", "")})
+	require.Equal(t, http.StatusOK, get("/metrics", token), "the metrics token is a client of its own")
+	require.EqualValues(t, 1, gathers.Load(), "refused scrapes gathered nothing")
+	require.LessOrEqual(t, checks.Load(), int64(1), "refused probes ran no check")
+	require.EqualValues(t, 3, r.Rate.Load())
 }

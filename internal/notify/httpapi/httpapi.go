@@ -58,6 +58,9 @@ type Deps struct {
 	RatePerSecond float64
 	RateBurst     int
 	Refusals      *httpx.Refusals
+	// MaxReadsInFlight bounds the read routes' requests served at once: one past it is 503
+	// with Retry-After, counted in Refusals (0: unbounded).
+	MaxReadsInFlight int
 }
 
 // Gate is the notifier's delivery as GET /v1/gate shows it.
@@ -80,9 +83,11 @@ func Register(e *echo.Echo, d Deps) {
 	if d.Refusals == nil {
 		d.Refusals = &httpx.Refusals{}
 	}
-	// Every read route within its client's rate, then the read token.
+	// Every read route within its client's rate and the replica's bound on reads in flight,
+	// then the read token.
 	valid := func(token string) bool { return httpx.TokenIs(token, d.ReadToken, d.AdminToken) }
 	read := []echo.MiddlewareFunc{httpx.PerClient(d.RatePerSecond, d.RateBurst, d.Refusals, valid),
+		httpx.InFlight(d.MaxReadsInFlight, d.Refusals),
 		httpx.RequireBearer("read", "the SMS log API is disabled: the notifier has no READ_TOKEN (nor ADMIN_TOKEN) configured",
 			d.ReadToken, d.AdminToken)}
 	type route struct {
