@@ -109,7 +109,8 @@ var safeSSLModes = []string{"require", "verify-ca", "verify-full"}
 // recovery).
 var writableSessionAttrs = []string{"read-write", "primary"}
 
-// CheckPostgresURL validates a database URL named field. It may name several hosts (the
+// CheckPostgresURL validates a database URL named field, its parameters read as pgx reads
+// them (pg.URL.Param: the last of a parameter given twice). It may name several hosts (the
 // nodes of a cluster with a standby), and then needs target_session_attrs=read-write (or
 // primary) in the URL itself, so that the service connects to the primary only; no URL may
 // ask for a standby. In production a database reached over the network (any host that is not
@@ -124,9 +125,9 @@ func (p *Problems) CheckPostgresURL(mode Mode, field, v string) {
 		p.Addf(field, "must be a postgres:// URL with a host, got %q", redact.URL(v))
 		return
 	}
-	tsa := u.Query().Get("target_session_attrs")
+	tsa := u.Param("target_session_attrs")
 	hosts := len(u.Hosts)
-	if h := u.Query().Get("host"); h != "" {
+	if h := u.Param("host"); h != "" {
 		hosts = len(strings.Split(h, ",")) // the parameter overrides the host list
 	}
 	switch {
@@ -145,7 +146,7 @@ func (p *Problems) CheckPostgresURL(mode Mode, field, v string) {
 	if len(remote) == 0 {
 		return
 	}
-	if sslmode := u.Query().Get("sslmode"); !slices.Contains(safeSSLModes, sslmode) {
+	if sslmode := u.Param("sslmode"); !slices.Contains(safeSSLModes, sslmode) {
 		got := "no sslmode (pgx then takes PGSSLMODE, else prefer, which falls back to plain text)"
 		if sslmode != "" {
 			got = "sslmode=" + sslmode
@@ -156,11 +157,11 @@ func (p *Problems) CheckPostgresURL(mode Mode, field, v string) {
 }
 
 // remoteHosts returns the hosts of a database URL that are reached over the network: those
-// of its host list and of its host parameter, less loopback addresses, localhost and Unix
-// socket directories.
+// of its host list and of each host parameter (pgx takes the last), less loopback addresses,
+// localhost and Unix socket directories.
 func remoteHosts(u pg.URL) []string {
 	hosts := u.Names()
-	for _, h := range u.Query()["host"] {
+	for _, h := range u.Params("host") {
 		hosts = append(hosts, strings.Split(h, ",")...)
 	}
 	var remote []string

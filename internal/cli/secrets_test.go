@@ -206,6 +206,11 @@ func TestProductionReachesARemoteDatabaseOverTLSOnly(t *testing.T) {
 		"postgres://w:pw-of-ours@db.internal/w?sslmode=prefer":       "got sslmode=prefer",
 		"postgres://w:pw-of-ours@localhost/w?host=db.internal":       "db.internal over the network",
 		"postgres://w:pw-of-ours@10.0.0.5/w?sslmode=allow":           "10.0.0.5 over the network",
+		// pgx takes the last of a parameter given twice, and reads the query past a '#'
+		"postgres://w:pw-of-ours@db.internal/w?sslmode=verify-full&sslmode=disable":         "got sslmode=disable",
+		"postgres://w:pw-of-ours@db.internal/w?sslmode=verify-full#&sslmode=prefer":         "got sslmode=prefer",
+		"postgres://w:pw-of-ours@db.internal/w?sslmode=verify-full&ssl%6Dode=allow":         "got sslmode=allow",
+		"postgres://w:pw-of-ours@localhost/w?host=/run/pg&sslmode=disable&host=db.internal": "db.internal over the network",
 	} {
 		got := check(cli.Production, v)
 		require.Contains(t, got, "DATABASE_URL: reaches ", v)
@@ -247,6 +252,9 @@ func TestADatabaseURLOfSeveralHostsConnectsToThePrimaryOnly(t *testing.T) {
 		"postgres://w:pw-of-ours@127.0.0.1:1,127.0.0.1:2/w?target_session_attrs=read-only":      "target_session_attrs=read-only lets pgx connect to a standby",
 		"postgres://w:pw-of-ours@127.0.0.1:5432x,127.0.0.1:2/w?target_session_attrs=read-write": "must be a postgres:// URL with a host, got \"postgres://w:xxxxx@127.0.0.1:5432x,127.0.0.1:2/w?target_session_attrs=read-write\"",
 		"postgres://w:pw-of-ours@/w?target_session_attrs=read-write":                            "must be a postgres:// URL with a host",
+		// pgx takes the last of a parameter given twice
+		"postgres://w:pw-of-ours@127.0.0.1:1,127.0.0.1:2/w?target_session_attrs=read-write&target_session_attrs=standby":  "target_session_attrs=standby lets pgx connect to a standby",
+		"postgres://w:pw-of-ours@127.0.0.1/w?target_session_attrs=read-write&host=/run/a,/run/b&target_session_attrs=any": "names 2 hosts",
 	} {
 		for _, mode := range []cli.Mode{cli.Dev, cli.Production} {
 			got := check(mode, v)
