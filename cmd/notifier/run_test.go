@@ -152,9 +152,12 @@ func TestProductionRefusesUnsafeSettings(t *testing.T) {
 		"one token to read and to act":    {Env: map[string]string{"ADMIN_TOKEN": "Qm8vT2xLp4ZrW9sY3nBc", "READ_TOKEN": "Qm8vT2xLp4ZrW9sY3nBc"}, Want: []string{"READ_TOKEN: must differ from ADMIN_TOKEN"}},
 		"the webhook's token as the broker's secret": {Env: map[string]string{"ROCKETMQ_ACCESS_KEY": "notifier-prod", "ROCKETMQ_SECRET_KEY": "Fz7kR2mXw9LqP4tV8cNb",
 			"SMS_WEBHOOK_TOKEN": "Fz7kR2mXw9LqP4tV8cNb"}, Want: []string{"ROCKETMQ_SECRET_KEY: must differ from SMS_WEBHOOK_TOKEN"}},
-		"no broker credentials":                 {Want: []string{"ROCKETMQ_ACCESS_KEY: required in production", "ALLOW_UNSIGNED_BROKER"}},
-		"unsigned broker without a reason":      {Env: map[string]string{"ALLOW_UNSIGNED_BROKER": "true"}, Want: []string{"ALLOW_UNSIGNED_BROKER: must state the reason in words"}},
-		"a remote database in plain text":       {Env: map[string]string{"DATABASE_URL": "postgres://notifier@db.internal:5432/notify?sslmode=disable"}, Want: []string{"NOTIFY_DATABASE_URL: reaches db.internal over the network, so production needs sslmode=verify-full"}},
+		"no broker credentials":                {Want: []string{"ROCKETMQ_ACCESS_KEY: required in production", "ALLOW_UNSIGNED_BROKER"}},
+		"unsigned broker without a reason":     {Env: map[string]string{"ALLOW_UNSIGNED_BROKER": "true"}, Want: []string{"ALLOW_UNSIGNED_BROKER: must state the reason in words"}},
+		"a remote database in plain text":      {Env: map[string]string{"DATABASE_URL": "postgres://notifier@db.internal:5432/notify?sslmode=disable"}, Want: []string{"NOTIFY_DATABASE_URL: reaches db.internal over the network, so production needs sslmode=verify-full"}},
+		"a remote database, server unverified": {Env: map[string]string{"DATABASE_URL": "postgres://notifier@db.internal:5432/notify?sslmode=require"}, Want: []string{"NOTIFY_DATABASE_URL: reaches db.internal over the network with sslmode=require", "production needs sslmode=verify-full", "set ALLOW_UNVERIFIED_DATABASE_TLS to the reason"}},
+		"a needless unverified TLS override": {Env: map[string]string{"NOTIFY_DATABASE_URL": "postgres://notifier@db.internal:5432/notify?sslmode=verify-full", "ALLOW_UNVERIFIED_DATABASE_TLS": "the CA is not deployed yet"},
+			Want: []string{"ALLOW_UNVERIFIED_DATABASE_TLS: is set, but NOTIFY_DATABASE_URL verifies its server (sslmode=verify-full): leave it unset"}},
 		"a database password as a flag":         {Args: []string{"--notify-database-url", "postgres://notifier:a-secret-given-on-the-command-line@db.internal/notify?sslmode=verify-full"}, Want: []string{"NOTIFY_DATABASE_URL: a URL holding a password is not accepted on the command line"}},
 		"a database URL file that is not there": {Env: map[string]string{"NOTIFY_DATABASE_URL_FILE": "/nonexistent/url"}, Want: []string{"NOTIFY_DATABASE_URL_FILE: open /nonexistent/url"}},
 		"a secret as a flag":                    {Args: []string{"--admin-token", "a-secret-given-on-the-command-line"}, Want: []string{"ADMIN_TOKEN: secrets are not accepted on the command line"}},
@@ -183,6 +186,14 @@ func TestProductionListsEveryProblemInOneMessage(t *testing.T) {
 		"ROCKETMQ_SECRET_KEY: is too predictable",
 		"METRICS_TOKEN: required",
 	}, []string{shared, "a-db-password-of-ours", "aaaaaaaaaaaaaaaaaaaa", "change-me-at-least-16"})
+}
+
+// With ALLOW_UNVERIFIED_DATABASE_TLS stating why, production takes a remote database
+// reached with sslmode=require, and says at start, whatever the subcommand, that the
+// server is not verified.
+func TestProductionWarnsOfAnUnverifiedDatabaseServer(t *testing.T) {
+	t.Parallel()
+	binarytest.RequireUnverifiedDatabaseWarned(t, run, "migrate", "NOTIFY_DATABASE_URL")
 }
 
 // Help exits 0 and lists the commands, and --version prints the build, both in production

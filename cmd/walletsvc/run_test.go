@@ -317,6 +317,9 @@ func TestProductionRefusesUnsafeSettings(t *testing.T) {
 		"a documented broker secret":            {Env: map[string]string{"ROCKETMQ_ACCESS_KEY": spec.DevRocketMQUser, "ROCKETMQ_SECRET_KEY": cli.DevRocketMQSecret(spec.DevRocketMQUser)}, Want: []string{"ROCKETMQ_SECRET_KEY: is a secret the repository documents"}},
 		"a remote database in plain text":       {Env: map[string]string{"DATABASE_URL": "postgres://wallet@db.internal:5432/wallet?sslmode=disable"}, Want: []string{"DATABASE_URL: reaches db.internal over the network, so production needs sslmode=verify-full"}},
 		"a remote database, TLS if it pleases":  {Env: map[string]string{"DATABASE_URL": "postgres://wallet@db.internal:5432/wallet"}, Want: []string{"DATABASE_URL: reaches db.internal", "got no sslmode"}},
+		"a remote database, server unverified":  {Env: map[string]string{"DATABASE_URL": "postgres://wallet@db.internal:5432/wallet?sslmode=require"}, Want: []string{"DATABASE_URL: reaches db.internal over the network with sslmode=require", "production needs sslmode=verify-full", "set ALLOW_UNVERIFIED_DATABASE_TLS to the reason"}},
+		"a remote database, name unverified":    {Env: map[string]string{"DATABASE_URL": "postgres://wallet@db.internal:5432/wallet?sslmode=verify-ca&sslrootcert=/etc/ca.pem"}, Want: []string{"DATABASE_URL: reaches db.internal over the network with sslmode=verify-ca", "set ALLOW_UNVERIFIED_DATABASE_TLS to the reason"}},
+		"unverified TLS without a reason":       {Env: map[string]string{"ALLOW_UNVERIFIED_DATABASE_TLS": "yes"}, Want: []string{"ALLOW_UNVERIFIED_DATABASE_TLS: must state the reason in words"}},
 		"a database password as a flag":         {Args: []string{"--database-url", "postgres://wallet:a-secret-given-on-the-command-line@db.internal/wallet?sslmode=verify-full"}, Want: []string{"DATABASE_URL: a URL holding a password is not accepted on the command line"}},
 		"the dev stack's database password":     {Env: map[string]string{"DATABASE_URL": cli.DevDatabaseURL}, Want: []string{"DATABASE_URL: holds a password the repository documents"}},
 		"a database URL file that is not there": {Env: map[string]string{"DATABASE_URL_FILE": "/nonexistent/url"}, Want: []string{"DATABASE_URL_FILE: open /nonexistent/url"}},
@@ -388,6 +391,14 @@ func TestProductionRefusesADatabaseThatCanLoseCommits(t *testing.T) {
 	p := procs.StartFuncTest(t, "walletsvc", run, nil, env)
 	require.Contains(t, p.Output(), "throwaway test cluster, nothing real in it", "the override is logged with its reason")
 	require.Contains(t, p.Output(), "test name server on loopback, nothing listens behind it", "so is the unsigned broker's")
+}
+
+// With ALLOW_UNVERIFIED_DATABASE_TLS stating why, production takes a remote database
+// reached with sslmode=require, and says at start, whatever the subcommand, that the
+// server is not verified.
+func TestProductionWarnsOfAnUnverifiedDatabaseServer(t *testing.T) {
+	t.Parallel()
+	binarytest.RequireUnverifiedDatabaseWarned(t, run, "migrate", "DATABASE_URL")
 }
 
 // Help exits 0 and lists the commands, and --version prints the build, both in production

@@ -25,6 +25,10 @@ type Service struct {
 	// UnsafeDurability is the operator's reason to run on a Postgres that can lose commits
 	// (empty: refused in production).
 	UnsafeDurability string
+	// UnverifiedDatabaseTLS is the operator's reason to reach a database over the network
+	// with sslmode=require or verify-ca, which do not verify the server (empty: production
+	// needs sslmode=verify-full).
+	UnverifiedDatabaseTLS string
 	// RocketMQAccessKey and RocketMQSecretKey are the RocketMQ user this process signs its
 	// requests as (the broker's access control); empty: unsigned, which production refuses
 	// unless UnsignedBroker states the network boundary that replaces access control.
@@ -94,7 +98,7 @@ func (s *Service) Flags(spec ServiceSpec, sub string, getenv func(string) string
 }
 
 // BindLate binds the shared settings that come after the service's own: the pool's
-// timeouts, the broker's credentials and the durability override. In dev, the dev user
+// timeouts, the broker's credentials, the durability override and the database TLS override. In dev, the dev user
 // gets its documented secret when none is given, never another user.
 func (s *Service) BindLate(f *Flags, spec ServiceSpec) {
 	f.Duration(&s.StatementTimeout, "PG_STATEMENT_TIMEOUT", 30*time.Second, "longest one SQL statement may run before Postgres cuts it off (a statement waiting behind a stalled peer's lock gives its connection back); 0 keeps the server's")
@@ -104,6 +108,7 @@ func (s *Service) BindLate(f *Flags, spec ServiceSpec) {
 	f.String(&s.UnsignedBroker, UnsignedBrokerEnv, "", "the network boundary that keeps everyone else off a broker without access control, in words: production then starts without ROCKETMQ_ACCESS_KEY, and logs it (empty: production refuses to "+spec.Unsigned+" unsigned)")
 	f.Secret(&s.MetricsToken, "METRICS_TOKEN", "", "bearer token GET /metrics requires (Prometheus's authorization credentials); required in production, where the metrics are private (empty in dev: open)")
 	f.String(&s.UnsafeDurability, "ALLOW_UNSAFE_DURABILITY", "", "the reason to run on a Postgres whose commits can vanish in a crash (fsync off, synchronous_commit off or local); empty: production refuses such a server")
+	f.String(&s.UnverifiedDatabaseTLS, UnverifiedDatabaseTLSEnv, "", "the reason to reach a database over the network with sslmode=require or verify-ca, which do not verify the server (require checks no certificate, verify-ca not the name in it): production then starts, and says so at every start; empty: production needs sslmode=verify-full there")
 	f.after = append(f.after, func() {
 		if f.mode == Dev && s.RocketMQAccessKey == spec.DevRocketMQUser && s.RocketMQSecretKey == "" {
 			s.RocketMQSecretKey = DevRocketMQSecret(spec.DevRocketMQUser)
@@ -113,7 +118,7 @@ func (s *Service) BindLate(f *Flags, spec ServiceSpec) {
 
 // CheckEarly adds the problems of the shared settings bound by Flags to p.
 func (s Service) CheckEarly(p *Problems, spec ServiceSpec) {
-	p.CheckPostgresURL(s.Mode, spec.DatabaseEnv, s.DatabaseURL)
+	p.CheckPostgresURL(s.Mode, spec.DatabaseEnv, s.DatabaseURL, s.UnverifiedDatabaseTLS)
 	p.CheckHostPort("ROCKETMQ_NAMESRV", s.Namesrv, true)
 	p.CheckName("WALLET_EVENTS_TOPIC", s.Topic)
 	p.CheckName(spec.GroupEnv, s.Group)
@@ -148,4 +153,5 @@ func (s Service) CheckLate(p *Problems, spec ServiceSpec, serving bool, secrets 
 	}
 	p.CheckBroker(s.Mode, serving, s.RocketMQAccessKey, s.RocketMQSecretKey, s.UnsignedBroker)
 	p.CheckOverride("ALLOW_UNSAFE_DURABILITY", s.UnsafeDurability)
+	p.CheckOverride(UnverifiedDatabaseTLSEnv, s.UnverifiedDatabaseTLS)
 }
