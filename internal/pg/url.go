@@ -174,11 +174,13 @@ func decodeParam(s string) string {
 	return s
 }
 
-// Password returns the password the URL holds, in its user part or as its password
-// parameter ("" for none).
+// Password returns the password pgx connects with from the URL ("" for none): its password
+// parameter (the last one written, read as Param reads it) when it has one, which pgx lets
+// override the user part, else the user part's.
 func (u URL) Password() string {
-	if pw, ok := u.rest.User.Password(); ok && pw != "" {
-		return pw
+	if pws := u.Params("password"); len(pws) > 0 {
+		return pws[len(pws)-1]
 	}
-	return u.Query().Get("password")
+	pw, _ := u.rest.User.Password()
+	return pw
 }

@@ -139,3 +139,26 @@ func TestParamIsTheSettingPgxConnectsWith(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "db.internal", c.Host, "pgx connects to the last host parameter's")
 }
+
+// TestPasswordIsThePasswordPgxConnectsWith: the password the checks of a database URL read
+// (a documented one refused, secrets kept distinct) is the one pgx connects with, however
+// the URL gives it: a parameter given twice, one after a '#', one beside the user part.
+func TestPasswordIsThePasswordPgxConnectsWith(t *testing.T) {
+	t.Parallel()
+	for _, url := range []string{
+		"postgres://u:own-secret@db.internal/w",
+		"postgres://u@db.internal/w?password=own-secret",
+		"postgres://u@db.internal/w?password=own-secret&password=walletsaga",
+		"postgres://u@db.internal/w?password=own-secret#&password=walletsaga",
+		"postgres://u:own-secret@db.internal/w?password=walletsaga",
+		"postgres://u:walletsaga@db.internal/w?password=own-secret",
+		"postgres://u@db1.internal,db2.internal/w?password=own-secret&password=walletsaga&target_session_attrs=read-write",
+		"postgres://u@db.internal/w?pass%77ord=walletsaga",
+	} {
+		u, err := pg.ParseURL(url)
+		require.NoError(t, err, url)
+		c, err := pgconn.ParseConfig(url)
+		require.NoError(t, err, url)
+		require.Equal(t, c.Password, u.Password(), url)
+	}
+}
