@@ -3,6 +3,7 @@ package httpx
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"net"
 	"strconv"
 	"strings"
@@ -29,6 +30,27 @@ type Refusals struct {
 // RetryAfter is the Retry-After a refused request is told to wait.
 const RetryAfter = time.Second
 
+// ErrRefused is the cause of every refusal at the door (429 past a client's rate, 503 past a
+// bound in flight). They are counted (Refusals), and logged at debug only: a flood must not
+// become a flood of log lines too.
+var ErrRefused = errors.New("refused at the door")
+
+// refusedKey marks a request refused at the door in its echo context: echo's rate limiter
+// hands its refusal to the error handler itself, so the request logger never sees the error.
+const refusedKey = "walletsaga.refused"
+
+// refuse marks c refused and returns the refusal of code, saying msg.
+func refuse(c echo.Context, code apperr.Code, format string, args ...any) error {
+	c.Set(refusedKey, true)
+	return apperr.Wrap(ErrRefused, code, format, args...)
+}
+
+// wasRefused reports whether c was refused at the door.
+func wasRefused(c echo.Context) bool {
+	refused, _ := c.Get(refusedKey).(bool)
+	return refused
+}
+
 // InFlight bounds the requests the routes it wraps serve at once to max: one past it is
 // answered 503 unavailable at once, with Retry-After, and counted in r.InFlight. A request
 // admitted holds its slot until its handler returns (a money request, until its saga ran or
@@ -45,7 +67,7 @@ func InFlight(max int, r *Refusals) echo.MiddlewareFunc {
 			default:
 				r.InFlight.Add(1)
 				c.Response().Header().Set("Retry-After", strconv.Itoa(int(RetryAfter/time.Second)))
-				return apperr.New(apperr.Unavailable, "too many requests in flight on this replica (at most %d); retry after %s", max, RetryAfter)
+				return refuse(c, apperr.Unavailable, "too many requests in flight on this replica (at most %d); retry after %s", max, RetryAfter)
 			}
 			defer func() { <-slots }()
 			return next(c)
@@ -72,7 +94,7 @@ func PerClient(perSecond float64, burst int, r *Refusals, known func(token strin
 		DenyHandler: func(c echo.Context, _ string, _ error) error {
 			r.Rate.Add(1)
 			c.Response().Header().Set("Retry-After", strconv.Itoa(int(RetryAfter/time.Second)))
-			return apperr.New(apperr.TooManyRequests, "too many requests from this client (at most %g a second); retry after %s", perSecond, RetryAfter)
+			return refuse(c, apperr.TooManyRequests, "too many requests from this client (at most %g a second); retry after %s", perSecond, RetryAfter)
 		},
 		ErrorHandler: func(c echo.Context, _ error) error { return nil }, // never: the extractor does not fail
 	})

@@ -1,6 +1,8 @@
 package httpx_test
 
 import (
+	"bytes"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -123,4 +125,67 @@ func TestARateCannotBeDodgedWithAForwardedForHeader(t *testing.T) {
 		statuses = append(statuses, resp.StatusCode)
 	}
 	require.Equal(t, []int{http.StatusOK, http.StatusTooManyRequests, http.StatusTooManyRequests}, statuses)
+}
+
+// TestRefusalsAreNotLoggedAboveDebug: a request refused at the door (429 past its rate, 503
+// past a bound in flight) is counted, not logged at info or error: a flood must not turn into
+// as many log lines. A 500 of the handler's own is still logged as an error.
+func TestRefusalsAreNotLoggedAboveDebug(t *testing.T) {
+	t.Parallel()
+	var logged bytes.Buffer
+	var mu sync.Mutex
+	e := httpx.New(httpx.Options{Logger: slog.New(slog.NewTextHandler(lockedWriter{&mu, &logged}, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	var r httpx.Refusals
+	e.GET("/rated", func(c echo.Context) error { return c.NoContent(http.StatusOK) }, httpx.PerClient(0.001, 1, &r, knownTokens()))
+	e.GET("/broken", func(c echo.Context) error { return errors.New("the handler's own failure") })
+	srv := httptest.NewServer(e)
+	t.Cleanup(srv.Close)
+	get := func(path string) int {
+		resp, err := srv.Client().Get(srv.URL + path)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+	require.Equal(t, http.StatusOK, get("/rated"))
+	mu.Lock()
+	logged.Reset()
+	mu.Unlock()
+	for range 3 {
+		require.Equal(t, http.StatusTooManyRequests, get("/rated"))
+	}
+	// Past a bound in flight: a bound of 1 whose slot a request holds, its refusal handed to
+	// the error handler as echo would.
+	c := e.NewContext(httptest.NewRequest(http.MethodGet, "/full", nil), httptest.NewRecorder())
+	full := httpx.InFlight(1, &r)
+	hold := make(chan struct{})
+	held := make(chan struct{})
+	go func() {
+		_ = full(func(echo.Context) error { close(held); <-hold; return nil })(e.NewContext(httptest.NewRequest(http.MethodGet, "/full", nil), httptest.NewRecorder()))
+	}()
+	<-held
+	err := full(func(echo.Context) error { return nil })(c)
+	close(hold)
+	require.ErrorIs(t, err, httpx.ErrRefused)
+	httpx.ErrorHandler(slog.New(slog.NewTextHandler(lockedWriter{&mu, &logged}, nil)))(err, c)
+	require.Equal(t, http.StatusServiceUnavailable, c.Response().Status)
+	mu.Lock()
+	require.Empty(t, logged.String(), "refusals logged")
+	mu.Unlock()
+	require.Equal(t, http.StatusInternalServerError, get("/broken"))
+	mu.Lock()
+	defer mu.Unlock()
+	require.Contains(t, logged.String(), "the handler's own failure")
+}
+
+// lockedWriter serializes writes to w.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

@@ -105,7 +105,7 @@ func New(opts Options) *echo.Echo {
 			if v.Status >= 500 {
 				level = slog.LevelError
 			}
-			if isProbe(v.URI) {
+			if isProbe(v.URI) || wasRefused(c) {
 				level = slog.LevelDebug
 			}
 			attrs := []slog.Attr{
@@ -163,7 +163,7 @@ func ErrorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 			err = apperr.Wrap(err, apperr.Unavailable, "request timed out")
 		}
 		status, body := apperr.ToBody(err)
-		if status >= 500 {
+		if status >= 500 && !errors.Is(err, ErrRefused) {
 			log.ErrorContext(c.Request().Context(), "request failed", "err", err, "method", c.Request().Method, "path", c.Path())
 		}
 		if c.Request().Method == http.MethodHead {

@@ -83,13 +83,13 @@ func Register(e *echo.Echo, d Deps) {
 	if d.Refusals == nil {
 		d.Refusals = &httpx.Refusals{}
 	}
-	// Every read route within its client's rate and the replica's bound on reads in flight,
-	// then the read token.
+	// Every read route within its client's rate, then the read token, then within the
+	// replica's bound on reads in flight: a request that is not the reader's takes no slot.
 	valid := func(token string) bool { return httpx.TokenIs(token, d.ReadToken, d.AdminToken) }
 	read := []echo.MiddlewareFunc{httpx.PerClient(d.RatePerSecond, d.RateBurst, d.Refusals, valid),
-		httpx.InFlight(d.MaxReadsInFlight, d.Refusals),
 		httpx.RequireBearer("read", "the SMS log API is disabled: the notifier has no READ_TOKEN (nor ADMIN_TOKEN) configured",
-			d.ReadToken, d.AdminToken)}
+			d.ReadToken, d.AdminToken),
+		httpx.InFlight(d.MaxReadsInFlight, d.Refusals)}
 	type route struct {
 		method, path string
 		handler      echo.HandlerFunc

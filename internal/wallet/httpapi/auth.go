@@ -179,13 +179,19 @@ func (a authenticator) validUser(token string) bool {
 // request asks (the path's user, the payer, the saga's parties).
 type userHandler func(c echo.Context, who caller) error
 
-// route makes h an echo handler that first establishes who calls.
-func (a authenticator) route(h userHandler) echo.HandlerFunc {
+// route makes h an echo handler that first establishes who calls, then runs h behind the
+// middleware of after (e.g. the bound on sagas in flight), which thus admits only requests
+// of a known caller.
+func (a authenticator) route(h userHandler, after ...echo.MiddlewareFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		who, err := a.caller(c)
 		if err != nil {
 			return err
 		}
-		return h(c, who)
+		next := func(c echo.Context) error { return h(c, who) }
+		for i := len(after) - 1; i >= 0; i-- {
+			next = after[i](next)
+		}
+		return next(c)
 	}
 }

@@ -1,11 +1,15 @@
 package httpapi
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"testing"
 
+	"github.com/labstack/echo/v4"
 	"github.com/stretchr/testify/require"
 
 	"github.com/walletsaga/walletsaga/internal/apperr"
+	"github.com/walletsaga/walletsaga/internal/httpx"
 )
 
 // The authorization decision, as a table: who (the service token for everyone, the service
@@ -82,4 +86,37 @@ func TestSagaListUser(t *testing.T) {
 	require.Equal(t, int64(7), sagaListUser(caller{user: 7}, 7))
 	require.Equal(t, int64(0), sagaListUser(caller{service: true, forAll: true}, 0), "the service lists everyone's")
 	require.Equal(t, int64(8), sagaListUser(caller{service: true, forAll: true}, 8))
+}
+
+// TestARequestOfNoKnownCallerTakesNoSagaSlot: the bound on sagas in flight admits a request
+// once its caller is known, so a flood with tokens that do not verify is answered 401/403
+// without taking the slots of the deposits the backend sends, and without a 503 to itself.
+func TestARequestOfNoKnownCallerTakesNoSagaSlot(t *testing.T) {
+	t.Parallel()
+	var r httpx.Refusals
+	a := authenticator{serviceToken: "the-service-token-of-this-test"}
+	entered, release := make(chan struct{}), make(chan struct{})
+	h := a.route(func(c echo.Context, _ caller) error {
+		close(entered)
+		<-release
+		return c.NoContent(http.StatusOK)
+	}, httpx.InFlight(1, &r))
+	e := echo.New()
+	call := func(token string) error {
+		req := httptest.NewRequest(http.MethodPost, "/v1/users/1/deposits", nil)
+		req.Header.Set(echo.HeaderAuthorization, "Bearer "+token)
+		return h(e.NewContext(req, httptest.NewRecorder()))
+	}
+	done := make(chan error)
+	go func() { done <- call("the-service-token-of-this-test") }()
+	<-entered // the backend's deposit holds the one slot
+	for range 3 {
+		err := call("a-forged-token")
+		require.Equal(t, apperr.Forbidden, apperr.CodeOf(err), "refused as no caller, not as past the bound: %v", err)
+	}
+	require.Zero(t, r.InFlight.Load())
+	err := call("the-service-token-of-this-test")
+	require.ErrorIs(t, err, httpx.ErrRefused, "a known caller past the bound")
+	close(release)
+	require.NoError(t, <-done)
 }

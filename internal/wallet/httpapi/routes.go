@@ -73,7 +73,9 @@ func Register(e *echo.Echo, svc *wallet.Service, opts Options) {
 	rated := []echo.MiddlewareFunc{httpx.ByCredential(users.isService,
 		httpx.PerClient(opts.ServiceRatePerSecond, opts.RateBurst, opts.Refusals, users.isService),
 		httpx.PerClient(opts.RatePerSecond, opts.RateBurst, opts.Refusals, users.validUser))}
-	saga := []echo.MiddlewareFunc{rated[0], httpx.InFlight(opts.MaxSagasInFlight, opts.Refusals)}
+	// A saga's slot is taken once the caller is known (users.route): a request with a token
+	// that does not verify is refused without taking one.
+	inFlight := httpx.InFlight(opts.MaxSagasInFlight, opts.Refusals)
 	routes := []struct {
 		method, path string
 		handler      echo.HandlerFunc
@@ -84,10 +86,10 @@ func Register(e *echo.Echo, svc *wallet.Service, opts Options) {
 		{http.MethodPost, "/v1/users", users.route(createUser(svc)), rated},
 		{http.MethodGet, "/v1/users/:id/wallet", users.route(getWallet(svc)), rated},
 		{http.MethodGet, "/v1/users/:id/events", users.route(listEvents(svc)), rated},
-		{http.MethodPost, "/v1/users/:id/deposits", users.route(deposit(svc)), saga},
-		{http.MethodPost, "/v1/users/:id/purchases", users.route(purchase(svc)), saga},
-		{http.MethodPost, "/v1/users/:id/withdrawals", users.route(withdraw(svc)), saga},
-		{http.MethodPost, "/v1/transfers", users.route(transfer(svc)), saga},
+		{http.MethodPost, "/v1/users/:id/deposits", users.route(deposit(svc), inFlight), rated},
+		{http.MethodPost, "/v1/users/:id/purchases", users.route(purchase(svc), inFlight), rated},
+		{http.MethodPost, "/v1/users/:id/withdrawals", users.route(withdraw(svc), inFlight), rated},
+		{http.MethodPost, "/v1/transfers", users.route(transfer(svc), inFlight), rated},
 		{http.MethodGet, "/v1/sagas", users.route(listSagas(svc)), rated},
 		{http.MethodGet, "/v1/sagas/:id", users.route(getSaga(svc)), rated},
 		// Operator actions: admin token + X-Operator, checked in the handler.
