@@ -65,6 +65,8 @@ type jwtConfig struct {
 	HMACSecret string
 	Leeway     time.Duration
 	UserClaim  string
+	// SourcesClaim lists the payment sources a user token's user may deposit from.
+	SourcesClaim string
 }
 
 // enabled reports whether user tokens are configured: a key to verify them with is given.
@@ -138,6 +140,7 @@ func parseConfig(sub string, args []string, getenv func(string) string, stderr i
 	f.Secret(&c.JWT.HMACSecret, "AUTH_JWT_HMAC_SECRET", "", "user tokens: HMAC secret (HS256/384/512, at least 32 bytes) shared with one issuer you run (empty: none)")
 	f.Duration(&c.JWT.Leeway, "AUTH_JWT_LEEWAY", 30*time.Second, "user tokens: clock skew allowed on exp, nbf and iat (0–2m)")
 	f.String(&c.JWT.UserClaim, "AUTH_JWT_USER_CLAIM", "sub", "user tokens: the claim holding the wallet user id")
+	f.String(&c.JWT.SourcesClaim, "AUTH_JWT_SOURCES_CLAIM", jwtauth.DefaultSourcesClaim, "user tokens: the claim listing the payment sources (card tokens, an array of strings) the user may deposit from, besides the default source card; any other source a user token names is 403")
 	f.Secret(&c.AdminToken, "ADMIN_TOKEN", "", "bearer token of the operator endpoints (empty: they are disabled)")
 	f.String(&c.QueueHash, "QUEUE_HASH", "java", "how a user id picks its broker queue: java (the Java client's SelectMessageQueueByHash, as a Java producer of the topic does) or fnv (the Go client's own hash selector)")
 	f.Duration(&c.RetentionOutbox, "RETENTION_OUTBOX", retention.DefaultOutbox, "retention: how long a published outbox row is kept after its publication (0: forever; an unpublished one is never pruned)")
@@ -247,6 +250,12 @@ func (c *config) userTokens(p *cli.Problems) {
 	if j.UserClaim == "" {
 		p.Addf("AUTH_JWT_USER_CLAIM", "must name a claim (sub by default)")
 	}
+	switch j.SourcesClaim {
+	case "":
+		p.Addf("AUTH_JWT_SOURCES_CLAIM", "must name a claim (%s by default)", jwtauth.DefaultSourcesClaim)
+	case j.UserClaim:
+		p.Addf("AUTH_JWT_SOURCES_CLAIM", "must name another claim than AUTH_JWT_USER_CLAIM (both are %q)", j.UserClaim)
+	}
 	if j.Leeway < 0 || j.Leeway > jwtauth.MaxLeeway {
 		p.Addf("AUTH_JWT_LEEWAY", "must be 0–%s, got %s", jwtauth.MaxLeeway, j.Leeway)
 	}
@@ -271,6 +280,7 @@ func (c *config) userTokens(p *cli.Problems) {
 	}
 	v, err := jwtauth.New(jwtauth.Settings{
 		Issuer: j.Issuer, Audience: j.Audience, HMACSecret: []byte(j.HMACSecret), Keys: keys, Leeway: j.Leeway, UserClaim: j.UserClaim,
+		SourcesClaim: j.SourcesClaim,
 	})
 	if err != nil {
 		p.Addf("AUTH_JWT", "%v", err)

@@ -124,7 +124,7 @@ func logAuth(cfg config, log *slog.Logger) {
 		return
 	}
 	log.Info("user tokens accepted: each acts for the user it names", "issuer", cfg.JWT.Issuer, "audience", cfg.JWT.Audience,
-		"user_claim", cfg.JWT.UserClaim, "algorithms", strings.Join(cfg.UserTokens.Algorithms(), ","), "keys", len(cfg.UserTokens.Keys()),
+		"user_claim", cfg.JWT.UserClaim, "sources_claim", cfg.JWT.SourcesClaim, "algorithms", strings.Join(cfg.UserTokens.Algorithms(), ","), "keys", len(cfg.UserTokens.Keys()),
 		"service_token_scope", cfg.ServiceTokenScope)
 	if cfg.ServiceTokenScope == ScopeAll {
 		log.Warn("SERVICE_TOKEN_SCOPE=all: beside user tokens, the service token still acts for every user; whoever holds it can move any user's money")

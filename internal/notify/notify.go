@@ -58,9 +58,17 @@ func ProviderKey(deployment string, userID, seq, epoch int64) string {
 // dead-lettered at once. Wrap it: fmt.Errorf("...: %w", ErrPermanent).
 var ErrPermanent = errors.New("notify: permanent send failure")
 
-// ErrAlreadyDelivered means the provider has this SMS already under its idempotency key (a
-// 409 to a repeated key): it counts as delivered.
+// ErrAlreadyDelivered means the provider has this SMS already under its idempotency key: it
+// answered a repeated key with its first answer, marked as a replay (a 2xx with
+// Idempotent-Replayed: true). It counts as delivered.
 var ErrAlreadyDelivered = errors.New("notify: the provider already has this SMS")
+
+// ErrInProgress means the provider holds a send under this SMS's idempotency key whose
+// outcome it does not know yet (a 409): not delivered as far as anyone knows, and never
+// counted as delivered. It is retried like any failure, under the same key, so the provider
+// delivers the SMS once however many times it is asked; it is not a failure of the provider
+// as a whole (the provider answered).
+var ErrInProgress = errors.New("notify: the provider is still processing this SMS")
 
 // ErrProviderUnavailable marks a failure of the provider as a whole rather than of one SMS:
 // a 5xx, 408 or 429, a timeout, a refused or broken connection. It is retried like any
@@ -69,8 +77,9 @@ var ErrProviderUnavailable = errors.New("notify: SMS provider unavailable")
 
 // Sender delivers one SMS to a provider, which deduplicates on m.IdempotencyKey (its
 // ProviderKey): sending the same SMS again delivers it once. Errors: ErrAlreadyDelivered (delivered
-// before), ErrPermanent (retrying cannot help), ErrProviderUnavailable (the provider is
-// failing), anything else (this SMS failed; retry). The lanes call Send for one user at a
+// before), ErrInProgress (a send under the key is still being processed; retry), ErrPermanent
+// (retrying cannot help), ErrProviderUnavailable (the provider is failing), anything else
+// (this SMS failed; retry). The lanes call Send for one user at a
 // time, in seq order, and only once the user's previous SMS is recorded.
 type Sender interface {
 	Send(ctx context.Context, m SMS) error

@@ -106,7 +106,9 @@ type Decision struct {
 //   - notify.ErrPermanent: DeadLettered at once;
 //   - held back by the breaker: Postponed for Held, no attempt spent;
 //   - any other failure: Retry after Backoff, or DeadLettered once both MaxAttempts and
-//     DeadLetterAfter are reached.
+//     DeadLetterAfter are reached. notify.ErrInProgress (a 409: the provider has not finished
+//     a send under the key) is one of them, never Sent: the SMS is asked for again under the
+//     same key, as after a timeout, and the provider delivers it once.
 func (p RetryPolicy) Decide(a Attempt, jitter func(int64) int64) Decision {
 	n := a.Prior + 1
 	switch {

@@ -63,12 +63,22 @@ func (s *LogSender) Send(_ context.Context, m notify.SMS) error {
 // DefaultWebhookTimeout bounds one webhook request when WebhookSender.Timeout is zero.
 const DefaultWebhookTimeout = 5 * time.Second
 
+// HeaderReplayed marks a provider's answer to a key it finished before: its first answer,
+// given again (the IETF httpapi Idempotency-Key draft's convention, which the wallet API
+// follows too). Its value is "true".
+const HeaderReplayed = "Idempotent-Replayed"
+
 // WebhookSender POSTs each SMS as JSON {user_id, seq, phone, text, late} to URL with the
 // header Idempotency-Key set to the SMS's key (its ProviderKey, kept by an operator's
 // replay, which sets late), and Authorization: Bearer Token when Token is set. The provider
-// must deduplicate on that key and answer 409 to a key it accepted before: "already accepted
-// with this key". A 2xx is success; 409 is notify.ErrAlreadyDelivered; 5xx, 408, 429,
-// timeouts, connection errors, 401 and 403, and every redirect wrap
+// must deduplicate on that key, and 409 means one thing, as in every provider contract of
+// walletsaga: "a send under this key is known and not finished: ask again later". A key it
+// finished is answered with its first answer (a 2xx) again, marked Idempotent-Replayed: true.
+//
+// So a 2xx is success, and with Idempotent-Replayed: true it is notify.ErrAlreadyDelivered
+// (delivered before: recorded sent, nothing sent twice); 409 is notify.ErrInProgress (never
+// delivered as far as anyone knows: retried under the same key, which the provider delivers
+// once); 5xx, 408, 429, timeouts, connection errors, 401 and 403, and every redirect wrap
 // notify.ErrProviderUnavailable (retried, and counted by the provider breaker: a refused token
 // or a redirect is the provider refusing every SMS until an operator fixes the credentials
 // or the URL, which must delay SMS, never dead-letter them); any other 4xx wraps
@@ -162,6 +172,10 @@ func (s *WebhookSender) Send(ctx context.Context, m notify.SMS) error {
 	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // let the connection be reused
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		if strings.EqualFold(strings.TrimSpace(resp.Header.Get(HeaderReplayed)), "true") {
+			return fmt.Errorf("webhook: SMS %s: provider answered %s, %s: it had the SMS under this key: %w",
+				key, freetext.Clip(resp.Status, 100), HeaderReplayed, notify.ErrAlreadyDelivered)
+		}
 		return nil
 	}
 	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
@@ -175,7 +189,8 @@ func (s *WebhookSender) Send(ctx context.Context, m notify.SMS) error {
 		freetext.Clip(strings.TrimSpace(string(snippet)), 300))
 	switch {
 	case resp.StatusCode == http.StatusConflict:
-		return fmt.Errorf("%s: %w", msg, notify.ErrAlreadyDelivered)
+		// In progress, never delivered: a send under this key is not finished.
+		return fmt.Errorf("%s: %w", msg, notify.ErrInProgress)
 	case resp.StatusCode == http.StatusRequestTimeout, resp.StatusCode == http.StatusTooManyRequests, resp.StatusCode >= 500,
 		resp.StatusCode == http.StatusUnauthorized, resp.StatusCode == http.StatusForbidden:
 		return fmt.Errorf("%s: %w", msg, notify.ErrProviderUnavailable)

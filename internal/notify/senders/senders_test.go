@@ -62,21 +62,26 @@ func (c *capture) add(r *http.Request) {
 func TestWebhookSender(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name   string
-		status int
-		want   error // nil: success; else the class the error must wrap
+		name     string
+		status   int
+		replayed string // the Idempotent-Replayed header's value ("": none)
+		want     error  // nil: success; else the class the error must wrap
 	}{
-		{"200 ok", http.StatusOK, nil},
-		{"202 ok", http.StatusAccepted, nil},
-		{"409 on a repeated key: delivered already", http.StatusConflict, notify.ErrAlreadyDelivered},
-		{"500 provider-wide", http.StatusInternalServerError, notify.ErrProviderUnavailable},
-		{"503 provider-wide", http.StatusServiceUnavailable, notify.ErrProviderUnavailable},
-		{"408 provider-wide", http.StatusRequestTimeout, notify.ErrProviderUnavailable},
-		{"429 provider-wide", http.StatusTooManyRequests, notify.ErrProviderUnavailable},
-		{"401 provider-wide: our token refused", http.StatusUnauthorized, notify.ErrProviderUnavailable},
-		{"403 provider-wide: our token refused", http.StatusForbidden, notify.ErrProviderUnavailable},
-		{"400 permanent", http.StatusBadRequest, notify.ErrPermanent},
-		{"422 permanent", http.StatusUnprocessableEntity, notify.ErrPermanent},
+		{"200 ok", http.StatusOK, "", nil},
+		{"202 ok", http.StatusAccepted, "", nil},
+		{"200 replayed: delivered already", http.StatusOK, "true", notify.ErrAlreadyDelivered},
+		{"201 replayed, spelled otherwise", http.StatusCreated, " TRUE", notify.ErrAlreadyDelivered},
+		{"200 not replayed", http.StatusOK, "false", nil},
+		{"409: a send under the key is in progress, never delivered", http.StatusConflict, "", notify.ErrInProgress},
+		{"409 replayed is still 409", http.StatusConflict, "true", notify.ErrInProgress},
+		{"500 provider-wide", http.StatusInternalServerError, "", notify.ErrProviderUnavailable},
+		{"503 provider-wide", http.StatusServiceUnavailable, "", notify.ErrProviderUnavailable},
+		{"408 provider-wide", http.StatusRequestTimeout, "", notify.ErrProviderUnavailable},
+		{"429 provider-wide", http.StatusTooManyRequests, "", notify.ErrProviderUnavailable},
+		{"401 provider-wide: our token refused", http.StatusUnauthorized, "", notify.ErrProviderUnavailable},
+		{"403 provider-wide: our token refused", http.StatusForbidden, "", notify.ErrProviderUnavailable},
+		{"400 permanent", http.StatusBadRequest, "", notify.ErrPermanent},
+		{"422 permanent", http.StatusUnprocessableEntity, "", notify.ErrPermanent},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -84,6 +89,9 @@ func TestWebhookSender(t *testing.T) {
 			var c capture
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				c.add(r)
+				if tc.replayed != "" {
+					w.Header().Set(senders.HeaderReplayed, tc.replayed)
+				}
 				w.WriteHeader(tc.status)
 				_, _ = io.WriteString(w, "provider says hi")
 			}))
@@ -97,12 +105,14 @@ func TestWebhookSender(t *testing.T) {
 				require.NoError(t, err)
 			} else {
 				require.ErrorIs(t, err, tc.want)
-				for _, other := range []error{notify.ErrAlreadyDelivered, notify.ErrProviderUnavailable, notify.ErrPermanent} {
+				for _, other := range []error{notify.ErrAlreadyDelivered, notify.ErrInProgress, notify.ErrProviderUnavailable, notify.ErrPermanent} {
 					if !errors.Is(other, tc.want) {
 						require.NotErrorIs(t, err, other)
 					}
 				}
-				require.Contains(t, err.Error(), "provider says hi")
+				if !errors.Is(tc.want, notify.ErrAlreadyDelivered) {
+					require.Contains(t, err.Error(), "provider says hi")
+				}
 				require.Contains(t, err.Error(), "42:7")
 			}
 			require.Len(t, c.reqs, 1)
@@ -226,6 +236,7 @@ func TestWebhookSenderRefusesRedirects(t *testing.T) {
 				require.ErrorIs(t, err, notify.ErrProviderUnavailable)
 				require.NotErrorIs(t, err, notify.ErrPermanent)
 				require.NotErrorIs(t, err, notify.ErrAlreadyDelivered)
+				require.NotErrorIs(t, err, notify.ErrInProgress)
 				require.Contains(t, err.Error(), "redirect")
 				require.Contains(t, err.Error(), target.Listener.Addr().String(), "it says where the provider pointed")
 				for _, secret := range []string{token, "pw", "loc-secret", "13800009999"} {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/walletsaga/walletsaga/internal/apperr"
 	"github.com/walletsaga/walletsaga/internal/httpx"
+	"github.com/walletsaga/walletsaga/internal/wallet"
 )
 
 // The authorization decision, as a table: who (the service token for everyone, the service
@@ -119,4 +120,45 @@ func TestARequestOfNoKnownCallerTakesNoSagaSlot(t *testing.T) {
 	require.ErrorIs(t, err, httpx.ErrRefused, "a known caller past the bound")
 	close(release)
 	require.NoError(t, <-done)
+}
+
+// Which source a deposit may charge, as a table: the service token any; a user token the
+// default source and the card tokens its sources claim lists, exactly as spelled there.
+func TestAuthorizeSource(t *testing.T) {
+	t.Parallel()
+	var (
+		service = caller{service: true, forAll: true}
+		ann     = caller{user: 7, claim: "7", sources: []string{"tok_ann_visa", "tok_ann_mc"}}
+		bare    = caller{user: 7, claim: "7"}
+	)
+	for _, tc := range []struct {
+		name   string
+		who    caller
+		source string
+		want   string // "" when allowed, else a part of the 403's message
+	}{
+		{"service: any source", service, "tok_bob_visa", ""},
+		{"service: the default", service, "", ""},
+		{"user: a listed source", ann, "tok_ann_mc", ""},
+		{"user: the default, left out", ann, "", ""},
+		{"user: the default, named", ann, wallet.DefaultSource, ""},
+		{"user: someone else's card", ann, "tok_bob_visa", `source "tok_bob_visa" is not one of the 2 payment sources this token lists for user 7`},
+		{"user: a listed source spelled otherwise", ann, "TOK_ANN_VISA", "is not one of"},
+		{"user: a listed source with a prefix", ann, "tok_ann_visa2", "is not one of"},
+		{"user listing none: the default", bare, "", ""},
+		{"user listing none: any card", bare, "tok_ann_visa", `lists no payment source of user 7: it deposits from the default source "card" only`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			err := authorizeSource(tc.who, tc.source)
+			if tc.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			var e *apperr.Error
+			require.ErrorAs(t, err, &e)
+			require.Equal(t, apperr.Forbidden, e.Code)
+			require.Contains(t, e.Message, tc.want)
+		})
+	}
 }

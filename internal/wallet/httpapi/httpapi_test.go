@@ -39,6 +39,7 @@ type server struct {
 	pool *pgxpool.Pool
 	ctx  context.Context
 	echo *echo.Echo
+	prov *simtest.Provider // the gateway and merchant the sagas call
 }
 
 // newServer serves the wallet API on a database of its own; requests run their sagas inline
@@ -77,7 +78,7 @@ func newServerOn(t *testing.T, pool *pgxpool.Pool, runSagas bool, opts httpapi.O
 		require.NoError(t, eng.Recovery().Stop(context.Background()))
 		cancel()
 	})
-	return &server{url: ts.URL, pool: pool, ctx: ctx, echo: e}
+	return &server{url: ts.URL, pool: pool, ctx: ctx, echo: e, prov: prov}
 }
 
 type response struct {
