@@ -130,6 +130,7 @@ func notifierCases(user int64) []badinput.Case {
 		{Name: "gate with a wrong token", Method: "GET", Path: "/v1/gate", Header: []string{"Authorization", "Bearer wrong-token-wrong-token"}, Status: 403, Code: "forbidden", Msg: "read token is not valid"},
 		{Name: "dead letters with a Basic token", Method: "GET", Path: "/v1/dead-letters", Header: []string{"Authorization", "Basic " + e2eReadToken}, Status: 401, Code: "unauthorized", Msg: "Bearer"},
 		{Name: "audit without a token", Method: "GET", Path: "/v1/audit", Status: 401, Code: "unauthorized", Msg: "a read token is required"},
+		{Name: "a bad message without a token", Method: "GET", Path: "/v1/bad-messages/C0A8000100002A9F0000000000000001", Status: 401, Code: "unauthorized", Msg: "a read token is required"},
 		{Name: "replay with the read token", Method: "POST", Path: replay, Body: reason, Header: append(slices.Clone(read), "X-Operator", "alice"), Status: 403, Code: "forbidden", Msg: "admin token is not valid"},
 		{Name: "DELETE on the SMS log", Method: "DELETE", Path: fmt.Sprintf("/v1/users/%d/sms", user), Header: read, Status: 405, Code: "method_not_allowed", Msg: "Allow header"},
 	}
@@ -151,6 +152,8 @@ func notifierCases(user int64) []badinput.Case {
 		{Name: "users with a limit over 1000", Method: "GET", Path: "/v1/users?limit=1001", Status: 400, Code: "invalid", Msg: "limit must be between 1 and 1000"},
 		{Name: "dead letters with SQL in the limit", Method: "GET", Path: "/v1/dead-letters?limit=1%20OR%201=1", Status: 400, Code: "invalid", Msg: "limit must be a positive integer"},
 		{Name: "audit with a negative limit", Method: "GET", Path: "/v1/audit?limit=-1", Status: 400, Code: "invalid", Msg: "limit must be a positive integer"},
+		{Name: "bad messages with a limit over 100", Method: "GET", Path: "/v1/bad-messages?limit=101", Status: 400, Code: "invalid", Msg: "limit must be between 1 and 100"},
+		{Name: "a bad message with SQL in its id", Method: "GET", Path: "/v1/bad-messages/1%27%20OR%20%271%27=%271", Status: 400, Code: "invalid", Msg: "msg_id must be"},
 	})...), []badinput.Case{
 		{Name: "replay without a token", Method: "POST", Path: replay, Body: reason, Status: 401, Code: "unauthorized", Msg: "admin token is required"},
 		{Name: "replay with a wrong token", Method: "POST", Path: replay, Body: reason, Header: []string{"Authorization", "Bearer wrong-token-wrong-token", "X-Operator", "alice"}, Status: 403, Code: "forbidden", Msg: "admin token is not valid"},

@@ -3,11 +3,12 @@
 // letter, skip a lost seq) and the live page. Errors
 // go out as {"error":{"code","message"}} through apperr's one code→status table (see httpx).
 //
-// Authentication: the read routes (the SMS log, the feed, dead letters, bad messages, the
-// audit trail, the gate) need the read token or the admin token (Authorization: Bearer); the
-// page and its assets are open, hold no data, and ask for the token. With neither token
-// configured the read routes answer 403: the SMS log is never open by default. The operator
-// routes need the admin token and an X-Operator header (see httpx.Operator).
+// Authentication: the read routes (the SMS log, the feed, dead letters, bad messages and
+// one bad message whole, the audit trail, the gate) need the read token or the admin token
+// (Authorization: Bearer); the page and its assets are open, hold no data, and ask for the
+// token. With neither token configured the read routes answer 403: the SMS log is never open
+// by default. The operator routes need the admin token and an X-Operator header (see
+// httpx.Operator).
 package httpapi
 
 import (
@@ -105,6 +106,7 @@ func Register(e *echo.Echo, d Deps) {
 		{http.MethodGet, "/v1/activity", noStore(listPage(d.Log.Activity)), read},
 		{http.MethodGet, "/v1/dead-letters", listPage(d.Log.DeadLetters), read},
 		{http.MethodGet, "/v1/bad-messages", listPage(d.Log.BadMessages), read},
+		{http.MethodGet, "/v1/bad-messages/:msg_id", badMessage(d.Log), read},
 		{http.MethodGet, "/v1/audit", listPage(d.Log.Audit), read},
 		// Operator actions: admin token + X-Operator, checked in the handler.
 		{http.MethodPost, "/v1/dead-letters/:user_id/:seq/replay", replay(d), nil},
@@ -173,6 +175,18 @@ func listPage[P any](fetch func(ctx context.Context, limit int, cursor string) (
 			return err
 		}
 		return c.JSON(http.StatusOK, p)
+	}
+}
+
+// badMessage serves GET /v1/bad-messages/{msg_id}: one bad message, its body whole (a page of
+// the list carries only each body's start).
+func badMessage(s *smslog.Store) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		m, err := s.BadMessage(c.Request().Context(), c.Param("msg_id"))
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, m)
 	}
 }
 

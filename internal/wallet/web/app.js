@@ -1,5 +1,6 @@
 // walletsvc's operator console: the sagas that need attention first, then the sagas of a
-// chosen state, each one page of GET /v1/operator/sagas (newest first, cursor-paginated);
+// chosen state, each one page of GET /v1/operator/sagas (newest first, cursor-paginated; a
+// page may be short, even empty, and still have a next one: see Pager.load);
 // the page keeps the cursors of the pages before the one shown (to go back), never their
 // rows. A saga that needs attention is retried or resolved with POST /v1/sagas/{id}/retry or
 // /resolve. No framework, no CDN.
@@ -13,6 +14,9 @@
 performance.mark("console-start");
 
 const PAGE = 20;
+// FOLLOW_EMPTY is how many empty pages in a row (each one request's stretch of sagas, see
+// Pager.load) the console follows by itself before it shows one.
+const FOLLOW_EMPTY = 5;
 const TOKEN_KEY = "walletsaga.wallet.admin";
 const OPERATOR_KEY = "walletsaga.wallet.operator";
 
@@ -122,12 +126,21 @@ class Pager {
     this.root.querySelector(".prev").addEventListener("click", () => this.backward());
   }
 
+  // load shows the page at cursor. The server reads a bounded stretch of sagas a request,
+  // so a page can come back short, even empty, with a next_cursor: an empty one is followed
+  // at once, up to FOLLOW_EMPTY times, so that the panel does not say "none" while older
+  // sagas remain; a page still empty after that says so, and Older reads on.
   async load(cursor) {
-    const page = await getJSON(this.url(cursor));
+    let page = await getJSON(this.url(cursor));
+    for (let hops = 0; page.items.length === 0 && page.next_cursor && hops < FOLLOW_EMPTY; hops++) {
+      cursor = page.next_cursor;
+      page = await getJSON(this.url(cursor));
+    }
     this.cursor = cursor;
     this.next = page.next_cursor || "";
     this.root.querySelector(".list").replaceChildren(...page.items.map(sagaItem));
-    this.root.querySelector(".empty").hidden = page.items.length > 0;
+    this.root.querySelector(".empty").hidden = page.items.length > 0 || this.next !== "";
+    this.root.querySelector(".more").hidden = page.items.length > 0 || this.next === "";
     this.root.querySelector(".next").disabled = !this.next;
     this.root.querySelector(".prev").disabled = this.back.length === 0;
     this.root.querySelector(".page-no").textContent = "page " + (this.back.length + 1);
