@@ -77,6 +77,30 @@ func article(word string) string {
 	return "a"
 }
 
+// RequireBearerOrOperator is RequireBearer for routes that token or any operator may call
+// (the notifier's read routes: operators look before they act). Every candidate is
+// compared, whichever matches. With neither a token nor an operator, the routes are
+// disabled: Forbidden, with disabled as the message.
+func RequireBearerOrOperator(realm, disabled, token string, ops Operators) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			if token == "" && ops.Len() == 0 {
+				return apperr.New(apperr.Forbidden, "%s", disabled)
+			}
+			given, err := BearerToken(c, realm, article(realm)+" "+realm+" token")
+			if err != nil {
+				return err
+			}
+			isToken := TokenIs(given, token)
+			_, isOperator := ops.Identify(given)
+			if !isToken && !isOperator {
+				return apperr.New(apperr.Forbidden, "the %s token is not valid", realm)
+			}
+			return next(c)
+		}
+	}
+}
+
 // RequireBearer is CheckBearer as middleware.
 func RequireBearer(realm, disabled string, tokens ...string) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
