@@ -86,11 +86,21 @@ func TestIdentifyFindsTheOperatorWhoseTokenItIs(t *testing.T) {
 	require.False(t, ok, "no operators: no one")
 }
 
-// operatorServer serves GET /read, a read route that the read token or any operator may
-// call.
+// operatorServer serves POST /op, an operator action that answers with its actor, and
+// GET /read, a read route that the read token or any operator may call.
 func operatorServer(t *testing.T, ops httpx.Operators, readToken string) *httptest.Server {
 	t.Helper()
 	e := httpx.New(httpx.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	e.POST("/op", func(c echo.Context) error {
+		var body struct {
+			Reason string `json:"reason"`
+		}
+		actor, err := httpx.OperatorRequest(c, ops, &body, &body.Reason)
+		if err != nil {
+			return err
+		}
+		return c.String(http.StatusOK, actor)
+	})
 	e.GET("/read", func(c echo.Context) error { return c.NoContent(http.StatusNoContent) },
 		httpx.RequireBearerOrOperator("read", "reads are disabled: no token is configured", readToken, ops))
 	srv := httptest.NewServer(e)
@@ -117,6 +127,54 @@ func send(t *testing.T, srv *httptest.Server, method, path, auth, body string, o
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	return resp.StatusCode, string(b), resp.Header.Get("WWW-Authenticate")
+}
+
+// The token says who acts: the right token is its operator, a wrong one 403, none 401; an
+// X-Operator header cannot name anyone else (400), whatever token comes with it.
+func TestAnOperatorIsWhoseTokenTheRequestBears(t *testing.T) {
+	t.Parallel()
+	srv := operatorServer(t, operators(t), "")
+	const reason = `{"reason":"provider is back"}`
+	for _, c := range []struct {
+		name, auth string
+		operators  []string
+		status     int
+		want       string
+	}{
+		{"alice's token", "Bearer " + aliceToken, nil, http.StatusOK, "alice"},
+		{"bob's token", "bearer  " + bobToken + " ", nil, http.StatusOK, "bob@ops"},
+		{"X-Operator naming the token's operator", "Bearer " + aliceToken, []string{"alice"}, http.StatusOK, "alice"},
+		{"X-Operator naming someone else", "Bearer " + bobToken, []string{"alice"}, http.StatusBadRequest,
+			"the X-Operator header names someone other than the operator whose token this is (bob@ops)"},
+		{"X-Operator naming someone else in other capitals", "Bearer " + aliceToken, []string{"Alice"}, http.StatusBadRequest, "audit trail records alice"},
+		{"a second X-Operator naming someone else", "Bearer " + aliceToken, []string{"alice", "bob@ops"}, http.StatusBadRequest, "leave the header out"},
+		{"an empty X-Operator", "Bearer " + aliceToken, []string{""}, http.StatusBadRequest, "names someone other"},
+		{"no token", "", []string{"alice"}, http.StatusUnauthorized, "an operator token is required"},
+		{"an empty bearer", "Bearer ", nil, http.StatusUnauthorized, "an operator token is required"},
+		{"a Basic token", "Basic " + aliceToken, nil, http.StatusUnauthorized, "Authorization: Bearer"},
+		{"a wrong token", "Bearer " + aliceToken + "x", nil, http.StatusForbidden, "the operator token is not valid"},
+		{"a wrong token naming an operator", "Bearer not-anyones-token-at-all", []string{"alice"}, http.StatusForbidden, "the operator token is not valid"},
+		{"an entry of the list as the token", "Bearer " + httpx.OperatorEntry("alice", aliceToken), nil, http.StatusForbidden, "not valid"},
+	} {
+		status, body, challenge := send(t, srv, http.MethodPost, "/op", c.auth, reason, c.operators...)
+		require.Equal(t, c.status, status, "%s: %s", c.name, body)
+		require.Contains(t, body, c.want, c.name)
+		if status == http.StatusUnauthorized {
+			require.Equal(t, `Bearer realm="operator"`, challenge, c.name)
+		}
+	}
+	// Who acts is settled before the body is read: a bad body of a stranger is 401/403.
+	status, _, _ := send(t, srv, http.MethodPost, "/op", "", `{"reason":`)
+	require.Equal(t, http.StatusUnauthorized, status)
+	status, body, _ := send(t, srv, http.MethodPost, "/op", "Bearer "+aliceToken, `{"reason":""}`)
+	require.Equal(t, http.StatusBadRequest, status)
+	require.Contains(t, body, "reason is required")
+
+	// Without operators the endpoints are disabled, whatever is sent.
+	off := operatorServer(t, httpx.Operators{}, "")
+	status, body, _ = send(t, off, http.MethodPost, "/op", "Bearer "+aliceToken, reason, "alice")
+	require.Equal(t, http.StatusForbidden, status)
+	require.Contains(t, body, "operator endpoints are disabled: no operator is configured")
 }
 
 // The read routes take the read token or any operator's; nothing else.
