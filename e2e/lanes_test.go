@@ -15,6 +15,7 @@ import (
 
 	"sync"
 
+	"github.com/walletsaga/walletsaga/internal/httpx"
 	"github.com/walletsaga/walletsaga/internal/notify"
 	"github.com/walletsaga/walletsaga/internal/ordering"
 	"github.com/walletsaga/walletsaga/internal/testutil/rmqtest"
@@ -251,7 +252,7 @@ func TestWhereANewGroupStarts(t *testing.T) {
 	last.stop(t)
 
 	firstN := s.start("notifier", map[string]string{"CONSUME_FROM": "first", "GAP_ALERT_AFTER": "1s",
-		"CONSUMER_GROUP": rmqtest.Unique("e2e-from-first"), "ADMIN_TOKEN": "e2e-admin-token-0123456789"})
+		"CONSUMER_GROUP": rmqtest.Unique("e2e-from-first"), "OPERATOR_TOKENS": httpx.OperatorEntry("e2e", "e2e-operator-token-0123456789")})
 	send(gapped, 2)
 	send(gapped, 3)
 	wait.Until(t, 60*time.Second, "the gap alert", func() bool {
@@ -267,13 +268,13 @@ func TestWhereANewGroupStarts(t *testing.T) {
 	req, err := http.NewRequest(http.MethodPost, firstN.url+"/v1/gate/"+strconv.FormatInt(gapped, 10)+"/skip",
 		strings.NewReader(`{"seq":1,"reason":"expired from the broker before the first deploy"}`))
 	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer e2e-admin-token-0123456789")
-	req.Header.Set("X-Operator", "e2e")
+	req.Header.Set("Authorization", "Bearer e2e-operator-token-0123456789")
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, 1, s.count(`SELECT count(*) FROM notify.audit WHERE user_id = $1 AND actor = 'e2e'`, gapped), "the skip is audited as the token's operator")
 	wait.Until(t, 30*time.Second, "the SMS after the skipped gap", func() bool {
 		return s.count(`SELECT count(*) FROM notify.sms_log WHERE user_id = $1`, gapped) == 2
 	})

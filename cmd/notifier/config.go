@@ -38,7 +38,6 @@ type config struct {
 	GapAlertAfter   time.Duration
 	SuspendDelay    time.Duration
 	HandlerTimeout  time.Duration
-	AdminToken      string
 	ReadToken       string
 	Reconcile       bool
 	// Retention windows (0: keep forever).
@@ -106,8 +105,7 @@ func parseConfig(sub string, args []string, getenv func(string) string, stderr i
 	f.Duration(&c.GapAlertAfter, "GAP_ALERT_AFTER", 2*time.Minute, "a user whose next SMS has not arrived while later ones wait is listed as an alert in GET /v1/gate and /metrics after this long")
 	f.Duration(&c.SuspendDelay, "QUEUE_SUSPEND", time.Second, "pause of a queue whose batch the database could not take")
 	f.Duration(&c.HandlerTimeout, "HANDLER_TIMEOUT", 30*time.Second, "bound on writing one batch to the inbox")
-	f.Secret(&c.AdminToken, "ADMIN_TOKEN", "", "bearer token of the operator endpoints (empty: they are disabled)")
-	f.Secret(&c.ReadToken, "READ_TOKEN", "", "bearer token of the read endpoints (SMS log, feed, dead letters, gate, audit; the page asks for it), which take ADMIN_TOKEN too (empty: only ADMIN_TOKEN; neither: they answer 403)")
+	f.Secret(&c.ReadToken, "READ_TOKEN", "", "bearer token of the read endpoints (SMS log, feed, dead letters, gate, audit; the page asks for it), which take the operators' tokens too (OPERATOR_TOKENS; empty: only theirs; neither: they answer 403)")
 	f.Bool(&c.Reconcile, "DLQ_RECONCILE", true, "read the dead-letter queue and record what the gate did not")
 	c.BindLate(f, spec)
 	if sub == "sms-log" {
@@ -218,12 +216,11 @@ func (c config) validate(p *cli.Problems, serving bool) {
 		}
 	}
 	p.CheckToken(c.Mode, "SMS_WEBHOOK_TOKEN", c.WebhookToken, serving && c.Mode == cli.Production && c.Sender == "webhook")
-	p.CheckToken(c.Mode, "ADMIN_TOKEN", c.AdminToken, false)
 	p.CheckToken(c.Mode, "READ_TOKEN", c.ReadToken, false)
 	// Every secret the notifier takes (from readers and operators) or presents (to the SMS
-	// provider, the broker and the database) is another's; no two may be the same.
+	// provider, the broker and the database) is another's; no two may be the same, nor an
+	// operator's token.
 	c.CheckLate(p, spec, serving,
-		cli.NamedSecret{Field: "ADMIN_TOKEN", Value: c.AdminToken},
 		cli.NamedSecret{Field: "READ_TOKEN", Value: c.ReadToken},
 		cli.NamedSecret{Field: "SMS_WEBHOOK_TOKEN", Value: c.WebhookToken},
 	)

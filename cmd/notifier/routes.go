@@ -29,7 +29,7 @@ func newServer(cfg config, log *slog.Logger, pool *pgxpool.Pool, gate *httpapi.G
 		func(token string) bool { return httpx.TokenIs(token, cfg.MetricsToken) })
 	httpx.Probes(e, log, limit, checks...)
 	httpx.Metrics(e, metrics.Handler(reg, log), cfg.MetricsToken, limit)
-	httpapi.Register(e, httpapi.Deps{Log: smslog.NewStore(pool), Operator: operator, Gate: gate, AdminToken: cfg.AdminToken,
+	httpapi.Register(e, httpapi.Deps{Log: smslog.NewStore(pool), Operator: operator, Gate: gate, Operators: cfg.Operators,
 		ReadToken: cfg.ReadToken, Logger: log, RatePerSecond: float64(cfg.RatePerSecond), RateBurst: cfg.RateBurst, Refusals: refusals,
 		MaxReadsInFlight: cfg.MaxReadsInFlight})
 	return e

@@ -39,8 +39,6 @@ type config struct {
 	// them, nil when they are not configured.
 	JWT        jwtConfig
 	UserTokens *jwtauth.Verifier
-	// AdminToken is the bearer token of the operator endpoints (empty: disabled).
-	AdminToken string
 	// GatewayURL and MerchantURL are the remote parties' base URLs (the provider contract,
 	// internal/provider/openapi.yaml); each call carries its token and a timeout.
 	GatewayURL      string
@@ -141,7 +139,6 @@ func parseConfig(sub string, args []string, getenv func(string) string, stderr i
 	f.Duration(&c.JWT.Leeway, "AUTH_JWT_LEEWAY", 30*time.Second, "user tokens: clock skew allowed on exp, nbf and iat (0–2m)")
 	f.String(&c.JWT.UserClaim, "AUTH_JWT_USER_CLAIM", "sub", "user tokens: the claim holding the wallet user id")
 	f.String(&c.JWT.SourcesClaim, "AUTH_JWT_SOURCES_CLAIM", jwtauth.DefaultSourcesClaim, "user tokens: the claim listing the payment sources (card tokens, an array of strings) the user may deposit from, besides the default source card; any other source a user token names is 403")
-	f.Secret(&c.AdminToken, "ADMIN_TOKEN", "", "bearer token of the operator endpoints (empty: they are disabled)")
 	f.String(&c.QueueHash, "QUEUE_HASH", "java", "how a user id picks its broker queue: java (the Java client's SelectMessageQueueByHash, as a Java producer of the topic does) or fnv (the Go client's own hash selector)")
 	f.Duration(&c.RetentionOutbox, "RETENTION_OUTBOX", retention.DefaultOutbox, "retention: how long a published outbox row is kept after its publication (0: forever; an unpublished one is never pruned)")
 	f.Duration(&c.RetentionSagas, "RETENTION_SAGAS", retention.DefaultSagas, "retention: how long a finished saga (completed, compensated, failed, resolved) and its step history are kept (0: forever; at least RETENTION_IDEMPOTENCY)")
@@ -196,12 +193,10 @@ func (c config) validate(p *cli.Problems, serving bool) {
 		p.Addf("PROVIDER_TIMEOUT", "must be 100ms–5m, got %s", c.ProviderTimeout)
 	}
 	p.CheckToken(c.Mode, "SERVICE_TOKEN", c.ServiceToken, serving)
-	p.CheckToken(c.Mode, "ADMIN_TOKEN", c.AdminToken, false)
 	// Every secret walletsvc takes (from callers) or presents (to the providers, the broker
-	// and the database) is another's; no two may be the same.
+	// and the database) is another's; no two may be the same, nor an operator's token.
 	c.CheckLate(p, spec, serving,
 		cli.NamedSecret{Field: "SERVICE_TOKEN", Value: c.ServiceToken},
-		cli.NamedSecret{Field: "ADMIN_TOKEN", Value: c.AdminToken},
 		cli.NamedSecret{Field: "AUTH_JWT_HMAC_SECRET", Value: c.JWT.HMACSecret},
 		cli.NamedSecret{Field: "PAYMENT_GATEWAY_TOKEN", Value: c.GatewayToken},
 		cli.NamedSecret{Field: "MERCHANT_TOKEN", Value: c.MerchantToken},

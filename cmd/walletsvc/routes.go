@@ -27,7 +27,7 @@ func newServer(cfg config, log *slog.Logger, svc *wallet.Service, reg *prometheu
 	httpx.Metrics(e, metrics.Handler(reg, log), cfg.MetricsToken, limit)
 	opts := httpapi.Options{
 		ServiceToken: cfg.ServiceToken, ServiceTokenCreatesUsersOnly: cfg.ServiceTokenScope == ScopeCreateUser,
-		AdminToken: cfg.AdminToken, Logger: log,
+		Operators: cfg.Operators, Logger: log,
 		MaxSagasInFlight: cfg.MaxSagasInFlight, RatePerSecond: float64(cfg.RatePerSecond), RateBurst: cfg.RateBurst, Refusals: refusals,
 		ServiceRatePerSecond: float64(cfg.ServiceRatePerSecond),
 	}

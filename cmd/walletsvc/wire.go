@@ -109,8 +109,7 @@ func build(cfg config, log *slog.Logger, pool *pgxpool.Pool, epochs *wallet.Epoc
 // logSettings says at start which settings leave something open or off, and who may call
 // the wallet API with what.
 func logSettings(cfg config, log *slog.Logger) {
-	cfg.LogStart(log, "documented tokens and simulated providers are accepted; never use it for real money",
-		cfg.AdminToken, "saga retry/resolve")
+	cfg.LogStart(log, "documented tokens and simulated providers are accepted; never use it for real money", "saga retry/resolve")
 	logAuth(cfg, log)
 	if cfg.EventVersion == 1 {
 		log.Warn("EVENT_VERSION=1: balance events are written without the wallet's epoch, as the previous release wrote them; the notifier cannot tell them from a restored history's: restart without it once no replica of the previous release runs")

@@ -61,7 +61,7 @@ var DocumentedSecrets = []string{
 	"walletsaga-bench-service-token",  // the bench's walletsvc
 	"walletsaga-bench-read-token",     // the bench's notifier
 	"walletsaga-bench-metrics-token",  // the bench's abuse part: its scrapers
-	"change-me-at-least-16",           // the README's ADMIN_TOKEN example, which deployments may have copied
+	"change-me-at-least-16",           // the README's example of the retired ADMIN_TOKEN, which deployments may have copied
 	"walletsaga",                      // the dev stack's and the compose stack's Postgres password
 }
 

@@ -4,7 +4,10 @@ package cli
 
 import (
 	"io"
+	"slices"
 	"time"
+
+	"github.com/walletsaga/walletsaga/internal/httpx"
 )
 
 // Service is the configuration both services share: the database, the broker, the HTTP
@@ -48,6 +51,10 @@ type Service struct {
 	// The pruner's pace (internal/retention); each service has its own windows.
 	RetentionBatch int
 	RetentionPause time.Duration
+	// Operators may call the service's operator endpoints, each with a token of their own
+	// (OPERATOR_TOKENS or OPERATOR_TOKENS_FILE); none disables them.
+	Operators httpx.Operators
+	operators operatorSettings
 }
 
 // ServiceSpec is what differs between the services in the settings they share.
@@ -97,10 +104,12 @@ func (s *Service) Flags(spec ServiceSpec, sub string, getenv func(string) string
 	return f, nil
 }
 
-// BindLate binds the shared settings that come after the service's own: the pool's
-// timeouts, the broker's credentials, the durability override and the database TLS override. In dev, the dev user
-// gets its documented secret when none is given, never another user.
+// BindLate binds the shared settings that come after the service's own: the operators, the
+// pool's timeouts, the broker's credentials, the durability override and the database TLS
+// override. In dev, the dev user gets its documented secret when none is given, never
+// another user.
 func (s *Service) BindLate(f *Flags, spec ServiceSpec) {
+	s.bindOperators(f)
 	f.Duration(&s.StatementTimeout, "PG_STATEMENT_TIMEOUT", 30*time.Second, "longest one SQL statement may run before Postgres cuts it off (a statement waiting behind a stalled peer's lock gives its connection back); 0 keeps the server's")
 	f.Duration(&s.IdleInTxTimeout, "PG_IDLE_IN_TX_TIMEOUT", 30*time.Second, "longest a session may sit idle inside a transaction before Postgres ends it and releases its locks; 0 keeps the server's")
 	f.DevOptional(&s.RocketMQAccessKey, "ROCKETMQ_ACCESS_KEY", spec.DevRocketMQUser, "RocketMQ user this process signs its requests as (the broker's access control; required in production unless ALLOW_UNSIGNED_BROKER)")
@@ -137,14 +146,16 @@ func (s Service) CheckEarly(p *Problems, spec ServiceSpec) {
 
 // CheckLate adds the problems of the shared settings bound by BindLate to p. secrets are
 // the service's own; each of them, the broker's secret and the database's password must
-// differ from the others.
+// differ from the others, and from every operator's token.
 func (s Service) CheckLate(p *Problems, spec ServiceSpec, serving bool, secrets ...NamedSecret) {
 	p.CheckToken(s.Mode, "METRICS_TOKEN", s.MetricsToken, serving && s.Mode == Production)
-	p.CheckDistinct(s.Mode, append(secrets,
-		NamedSecret{Field: "METRICS_TOKEN", Value: s.MetricsToken},
-		NamedSecret{Field: "ROCKETMQ_SECRET_KEY", Value: s.RocketMQSecretKey},
-		NamedSecret{Field: spec.DatabaseEnv + "'s password", Value: URLPassword(s.DatabaseURL)},
-	)...)
+	all := slices.Concat(secrets, []NamedSecret{
+		{Field: "METRICS_TOKEN", Value: s.MetricsToken},
+		{Field: "ROCKETMQ_SECRET_KEY", Value: s.RocketMQSecretKey},
+		{Field: spec.DatabaseEnv + "'s password", Value: URLPassword(s.DatabaseURL)},
+	})
+	p.CheckDistinct(s.Mode, all...)
+	s.checkOperators(p, serving, all)
 	if s.StatementTimeout < 0 {
 		p.Addf("PG_STATEMENT_TIMEOUT", "must not be negative, got %s", s.StatementTimeout)
 	}

@@ -4,10 +4,10 @@
 // go out as {"error":{"code","message"}} through apperr's one code→status table (see httpx).
 //
 // Authentication: the read routes (the SMS log, the feed, dead letters, bad messages and
-// one bad message whole, the audit trail, the gate) need the read token or the admin token
-// (Authorization: Bearer); the page and its assets are open, hold no data, and ask for the
-// token. With neither token configured the read routes answer 403: the SMS log is never open
-// by default. The operator routes need the admin token and an X-Operator header (see
+// one bad message whole, the audit trail, the gate) need the read token or an operator's
+// token (Authorization: Bearer); the page and its assets are open, hold no data, and ask for
+// the token. With neither configured the read routes answer 403: the SMS log is never open
+// by default. The operator routes need an operator's own token, which names who acts (see
 // httpx.Operator).
 package httpapi
 
@@ -46,11 +46,12 @@ type Deps struct {
 	Operator *deadletters.Operator
 	// Gate serves GET /v1/gate and the skip action; nil leaves both out.
 	Gate *Gate
-	// AdminToken guards the operator endpoints (Authorization: Bearer <token>). Empty
-	// disables them: every request is refused with 403. The read endpoints take it too.
-	AdminToken string
-	// ReadToken guards the read endpoints, which also take AdminToken. With both empty they
-	// answer 403.
+	// Operators may call the operator endpoints, each with their own bearer token, which
+	// names the actor of the audit rows. None disables them: every request is refused with
+	// 403. The read endpoints take their tokens too.
+	Operators httpx.Operators
+	// ReadToken guards the read endpoints, which also take the operators' tokens. With
+	// neither they answer 403.
 	ReadToken string
 	Logger    *slog.Logger // slog.Default() when nil
 	// RatePerSecond and RateBurst limit each client of the read routes (its valid bearer
@@ -84,12 +85,17 @@ func Register(e *echo.Echo, d Deps) {
 	if d.Refusals == nil {
 		d.Refusals = &httpx.Refusals{}
 	}
-	// Every read route within its client's rate, then the read token, then within the
-	// replica's bound on reads in flight: a request that is not the reader's takes no slot.
-	valid := func(token string) bool { return httpx.TokenIs(token, d.ReadToken, d.AdminToken) }
+	// Every read route within its client's rate, then the read token or an operator's, then
+	// within the replica's bound on reads in flight: a request that is not the reader's or an
+	// operator's takes no slot.
+	valid := func(token string) bool {
+		isReader := httpx.TokenIs(token, d.ReadToken)
+		_, isOperator := d.Operators.Identify(token)
+		return isReader || isOperator
+	}
 	read := []echo.MiddlewareFunc{httpx.PerClient(d.RatePerSecond, d.RateBurst, d.Refusals, valid),
-		httpx.RequireBearer("read", "the SMS log API is disabled: the notifier has no READ_TOKEN (nor ADMIN_TOKEN) configured",
-			d.ReadToken, d.AdminToken),
+		httpx.RequireBearerOrOperator("read", "the SMS log API is disabled: the notifier has no READ_TOKEN (nor OPERATOR_TOKENS) configured",
+			d.ReadToken, d.Operators),
 		httpx.InFlight(d.MaxReadsInFlight, d.Refusals)}
 	type route struct {
 		method, path string
@@ -108,7 +114,7 @@ func Register(e *echo.Echo, d Deps) {
 		{http.MethodGet, "/v1/bad-messages", listPage(d.Log.BadMessages), read},
 		{http.MethodGet, "/v1/bad-messages/:msg_id", badMessage(d.Log), read},
 		{http.MethodGet, "/v1/audit", listPage(d.Log.Audit), read},
-		// Operator actions: admin token + X-Operator, checked in the handler.
+		// Operator actions: an operator's token, which names who acts, checked in the handler.
 		{http.MethodPost, "/v1/dead-letters/:user_id/:seq/replay", replay(d), nil},
 	}
 	if d.Gate != nil {
@@ -208,7 +214,7 @@ type replayRequest struct {
 func replay(d Deps) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		var req replayRequest
-		actor, err := httpx.OperatorRequest(c, d.AdminToken, &req, &req.Reason)
+		actor, err := httpx.OperatorRequest(c, d.Operators, &req, &req.Reason)
 		if err != nil {
 			return err
 		}
@@ -241,7 +247,7 @@ func (r *skipRequest) seq() int64 { return r.Seq }
 // user of the path, and the seq the body names (seq, read once req is decoded), which must
 // be positive (else an Invalid error saying what).
 func skipOf(c echo.Context, d Deps, req any, reason *string, seq func() int64, what string) (actor string, userID int64, err error) {
-	if actor, err = httpx.OperatorRequest(c, d.AdminToken, req, reason); err != nil {
+	if actor, err = httpx.OperatorRequest(c, d.Operators, req, reason); err != nil {
 		return "", 0, err
 	}
 	if userID, err = positiveInt(c.Param("user_id"), "user id"); err != nil {

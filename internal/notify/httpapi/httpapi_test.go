@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
 	"github.com/stretchr/testify/require"
@@ -36,9 +37,20 @@ func TestMain(m *testing.M) {
 }
 
 const (
-	adminToken = "s3cret-admin-token"
-	readToken  = "s3cret-read-token-0123"
+	readToken = "s3cret-read-token-0123"
+	// testerToken and carolToken are the tokens of the operators tester and carol.
+	testerToken = "s3cret-tester-token-0123"
+	carolToken  = "s3cret-carol-token-0123"
 )
+
+// operators are the notifier's operators in these tests, as OPERATOR_TOKENS lists them.
+var operators = func() httpx.Operators {
+	ops, err := httpx.ParseOperators(httpx.OperatorEntry("tester", testerToken) + "\n" + httpx.OperatorEntry("carol", carolToken))
+	if err != nil {
+		panic(err)
+	}
+	return ops
+}()
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
@@ -77,23 +89,20 @@ func newEnv(t *testing.T, wrap func(echo.HandlerFunc) echo.HandlerFunc) *env {
 	view := &httpapi.Gate{Store: g, Lanes: lanes, Inbox: inbox.NewInbox(bad, g, nil, log),
 		DLQBacklog: deadletters.NewPublisher(g, bad, nil, 0, log).Backlog, GapAlertAfter: 5 * time.Minute}
 	httpapi.Register(e, httpapi.Deps{Log: smslog.NewStore(pool), Operator: deadletters.NewOperator(pool, g, sender), Gate: view,
-		AdminToken: adminToken, ReadToken: readToken, Logger: log})
+		Operators: operators, ReadToken: readToken, Logger: log})
 	srv := httptest.NewServer(e)
 	t.Cleanup(srv.Close)
 	return &env{pool: pool, srv: srv, out: out}
 }
 
-// do sends a request; with auth set it names the operator "tester" (X-Operator). A GET
-// without auth sends the read token; auth "-" sends no Authorization header at all.
+// do sends a request with the Authorization auth. A GET without auth sends the read token;
+// auth "-" sends no Authorization header at all.
 func (e *env) do(t *testing.T, method, path, auth, body string) (int, map[string]any) {
 	t.Helper()
-	operator := ""
-	if auth != "" && auth != "-" {
-		operator = "tester"
-	}
-	return e.doAs(t, method, path, auth, operator, body)
+	return e.doAs(t, method, path, auth, "", body)
 }
 
+// doAs is do with an X-Operator header naming operator (none when empty).
 func (e *env) doAs(t *testing.T, method, path, auth, operator, body string) (int, map[string]any) {
 	t.Helper()
 	var rd io.Reader
@@ -249,7 +258,7 @@ func TestReplayEndpoint(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, st)
 	require.Equal(t, "forbidden", errCode(v))
 
-	auth := "Bearer " + adminToken
+	auth := "Bearer " + testerToken
 	st, v = e.do(t, http.MethodPost, path, auth, `{"reason":"provider outage"}`)
 	require.Equal(t, http.StatusOK, st, "%v", v)
 	var dep string
@@ -263,19 +272,19 @@ func TestReplayEndpoint(t *testing.T) {
 	require.Equal(t, http.StatusUnsupportedMediaType, st, "a body with a reason is required: %v", v)
 	st, v = e.do(t, http.MethodPost, path, auth, `{"reason":" "}`)
 	require.Equal(t, http.StatusBadRequest, st, "the reason is required: %v", v)
-	st, v = e.doAs(t, http.MethodPost, path, auth, "", `{"reason":"again"}`)
-	require.Equal(t, http.StatusBadRequest, st, "X-Operator is required: %v", v)
 	st, v = e.doAs(t, http.MethodPost, path, auth, "carol", `{"reason":"again"}`)
+	require.Equal(t, http.StatusBadRequest, st, "tester's token cannot act as carol: %v", v)
+	st, v = e.doAs(t, http.MethodPost, path, "Bearer "+carolToken, "carol", `{"reason":"again"}`)
 	require.Equal(t, http.StatusOK, st, "%v", v)
 	require.Equal(t, 2.0, v["replay"])
 	require.Equal(t, true, v["already_delivered"], "the second replay finds it delivered")
 	require.Equal(t, 1, strings.Count(e.out.String(), "late=true"), "and sends nothing")
 
-	var reason, actor string
-	require.NoError(t, e.pool.QueryRow(context.Background(),
-		`SELECT reason, actor FROM notify.audit WHERE action = 'replay_dead_letter' ORDER BY id LIMIT 1`).Scan(&reason, &actor))
-	require.Equal(t, "provider outage", reason)
-	require.Equal(t, "tester", actor)
+	rows, err := e.pool.Query(context.Background(), `SELECT actor || ': ' || reason FROM notify.audit WHERE action = 'replay_dead_letter' ORDER BY id`)
+	require.NoError(t, err)
+	audited, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, []string{"tester: provider outage", "carol: again"}, audited, "each replay by the operator whose token it bore")
 
 	st, v = e.do(t, http.MethodPost, "/v1/dead-letters/1/9/replay", auth, `{"reason":"r"}`)
 	require.Equal(t, http.StatusNotFound, st)
@@ -305,12 +314,12 @@ func TestReplayDisabledWithoutToken(t *testing.T) {
 	rec := httptest.NewRecorder()
 	e.ServeHTTP(rec, req)
 	require.Equal(t, http.StatusForbidden, rec.Code)
-	require.Contains(t, rec.Body.String(), "no admin token is configured")
+	require.Contains(t, rec.Body.String(), "operator endpoints are disabled: no operator is configured")
 }
 
-// The read endpoints take the read token or the admin token, and nothing else; with neither
-// configured they are disabled. The page, its assets, and the document stay open.
-func TestReadEndpointsNeedTheReadOrAdminToken(t *testing.T) {
+// The read endpoints take the read token or an operator's token, and nothing else; with
+// neither configured they are disabled. The page, its assets, and the document stay open.
+func TestReadEndpointsNeedTheReadOrAnOperatorsToken(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
 	for _, path := range []string{"/v1/users", "/v1/users/1/sms", "/v1/sms", "/v1/activity", "/v1/dead-letters", "/v1/bad-messages", "/v1/audit", "/v1/gate"} {
@@ -320,8 +329,8 @@ func TestReadEndpointsNeedTheReadOrAdminToken(t *testing.T) {
 		st, v = e.do(t, http.MethodGet, path, "Bearer not-the-read-token", "")
 		require.Equal(t, http.StatusForbidden, st, path)
 		require.Equal(t, "forbidden", errCode(v), path)
-		st, _ = e.do(t, http.MethodGet, path, "Bearer "+adminToken, "")
-		require.Equal(t, http.StatusOK, st, "%s with the admin token", path)
+		st, _ = e.do(t, http.MethodGet, path, "Bearer "+carolToken, "")
+		require.Equal(t, http.StatusOK, st, "%s with an operator's token", path)
 		st, _ = e.do(t, http.MethodGet, path, "", "")
 		require.Equal(t, http.StatusOK, st, "%s with the read token", path)
 	}
@@ -340,7 +349,7 @@ func TestReadEndpointsNeedTheReadOrAdminToken(t *testing.T) {
 	rec := httptest.NewRecorder()
 	off.ServeHTTP(rec, req)
 	require.Equal(t, http.StatusForbidden, rec.Code)
-	require.Contains(t, rec.Body.String(), "no READ_TOKEN (nor ADMIN_TOKEN) configured")
+	require.Contains(t, rec.Body.String(), "no READ_TOKEN (nor OPERATOR_TOKENS) configured")
 }
 
 func TestPageIsSelfContained(t *testing.T) {

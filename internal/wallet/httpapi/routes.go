@@ -4,7 +4,7 @@
 // Authentication: the user-facing routes take the service token (Authorization: Bearer
 // <SERVICE_TOKEN>), a backend trusted to act for every user; with user tokens configured
 // (Options.UserTokens), also a token that names one user, which acts for that user only (see
-// authorize). The operator routes need the admin token and an X-Operator header (see
+// authorize). The operator routes need an operator's own token, which names who acts (see
 // httpx.Operator). /openapi.yaml, like the probes and /metrics the binary adds, is open.
 package httpapi
 
@@ -38,9 +38,10 @@ type Options struct {
 	// UserTokens, when not nil, verifies bearer tokens that name one user; such a token acts
 	// for that user only, and never creates users.
 	UserTokens UserTokens
-	// AdminToken is the bearer token of the operator routes. Empty disables them (403).
-	AdminToken string
-	Logger     *slog.Logger // slog.Default() when nil
+	// Operators may call the operator routes, each with their own bearer token, which names
+	// the actor of the audit rows. None disables the routes (403).
+	Operators httpx.Operators
+	Logger    *slog.Logger // slog.Default() when nil
 	// MaxSagasInFlight bounds the requests that start a saga (deposits, purchases,
 	// withdrawals, transfers) served at once by this replica: one past it is 503 with
 	// Retry-After (0: unbounded).
@@ -92,13 +93,13 @@ func Register(e *echo.Echo, svc *wallet.Service, opts Options) {
 		{http.MethodPost, "/v1/transfers", users.route(transfer(svc), inFlight), rated},
 		{http.MethodGet, "/v1/sagas", users.route(listSagas(svc)), rated},
 		{http.MethodGet, "/v1/sagas/:id", users.route(getSaga(svc)), rated},
-		// Operator actions: admin token + X-Operator, checked in the handler.
-		{http.MethodPost, "/v1/sagas/:id/retry", operatorAction(opts.AdminToken, svc.RetrySaga), nil},
-		{http.MethodPost, "/v1/sagas/:id/resolve", operatorAction(opts.AdminToken, svc.ResolveSaga), nil},
-		{http.MethodGet, "/v1/sagas/:id/audit", sagaAudit(svc, opts.AdminToken), nil},
-		{http.MethodGet, "/v1/operator/sagas", operatorSagas(svc, opts.AdminToken), nil},
-		{http.MethodGet, "/v1/operator/sagas/:id", operatorSaga(svc, opts.AdminToken), nil},
-		// The operator console: open, it holds no data and asks for the admin token.
+		// Operator routes: an operator's token, which names who acts, checked in the handler.
+		{http.MethodPost, "/v1/sagas/:id/retry", operatorAction(opts.Operators, svc.RetrySaga), nil},
+		{http.MethodPost, "/v1/sagas/:id/resolve", operatorAction(opts.Operators, svc.ResolveSaga), nil},
+		{http.MethodGet, "/v1/sagas/:id/audit", sagaAudit(svc, opts.Operators), nil},
+		{http.MethodGet, "/v1/operator/sagas", operatorSagas(svc, opts.Operators), nil},
+		{http.MethodGet, "/v1/operator/sagas/:id", operatorSaga(svc, opts.Operators), nil},
+		// The operator console: open, it holds no data and asks for the operator's token.
 		{http.MethodGet, "/", page, nil},
 		{http.MethodGet, "/assets/:name", asset, nil},
 	}

@@ -57,7 +57,7 @@ func userTokens(t *testing.T) *jwtauth.Verifier {
 func newTokenServer(t *testing.T, createOnly bool) *server {
 	t.Helper()
 	return newServerWith(t, false, httpapi.Options{
-		ServiceToken: serviceToken, AdminToken: adminToken, UserTokens: userTokens(t), ServiceTokenCreatesUsersOnly: createOnly,
+		ServiceToken: serviceToken, Operators: operators, UserTokens: userTokens(t), ServiceTokenCreatesUsersOnly: createOnly,
 	})
 }
 
@@ -364,7 +364,7 @@ func TestWithoutUserTokensNothingChanges(t *testing.T) {
 func TestATokenThatDoesNotVerifyCountsAgainstItsAddress(t *testing.T) {
 	t.Parallel()
 	s := newServerWith(t, false, httpapi.Options{
-		ServiceToken: serviceToken, AdminToken: adminToken, UserTokens: userTokens(t), RatePerSecond: 0.001, RateBurst: 3,
+		ServiceToken: serviceToken, Operators: operators, UserTokens: userTokens(t), RatePerSecond: 0.001, RateBurst: 3,
 	})
 	u := s.createUser(t) // the service token's first request
 	us := strconv.FormatInt(u, 10)
@@ -399,7 +399,7 @@ func TestTheServiceTokenKeepsToItsOwnRate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			s := newServerWith(t, false, httpapi.Options{
-				ServiceToken: serviceToken, AdminToken: adminToken, UserTokens: userTokens(t),
+				ServiceToken: serviceToken, Operators: operators, UserTokens: userTokens(t),
 				RatePerSecond: 0.001, RateBurst: 2, ServiceRatePerSecond: tc.serviceRate,
 			})
 			u := s.createUser(t) // the service token's first request

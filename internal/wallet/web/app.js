@@ -5,10 +5,11 @@
 // rows. A saga that needs attention is retried or resolved with POST /v1/sagas/{id}/retry or
 // /resolve. No framework, no CDN.
 //
-// All of it needs walletsvc's admin token and an operator name (X-Operator): the page asks
-// for both once and keeps them in the tab's session storage. A link may carry the token in
-// its fragment (/#token=…), which browsers never send to the server; the page stores it and
-// takes it out of the address bar.
+// All of it needs the operator's own token (one of walletsvc's OPERATOR_TOKENS), which also
+// says who acts: the audit trail records the token's operator, so the page asks for no name.
+// It asks for the token once and keeps it in the tab's session storage. A link may carry the
+// token in its fragment (/#token=…), which browsers never send to the server; the page
+// stores it and takes it out of the address bar.
 "use strict";
 
 performance.mark("console-start");
@@ -17,8 +18,7 @@ const PAGE = 20;
 // FOLLOW_EMPTY is how many empty pages in a row (each one request's stretch of sagas, see
 // Pager.load) the console follows by itself before it shows one.
 const FOLLOW_EMPTY = 5;
-const TOKEN_KEY = "walletsaga.wallet.admin";
-const OPERATOR_KEY = "walletsaga.wallet.operator";
+const TOKEN_KEY = "walletsaga.wallet.operator-token";
 
 class TokenRefused extends Error {}
 
@@ -36,8 +36,7 @@ function askForToken(message) {
   $("login-error").textContent = message || "";
   $("login").hidden = false;
   $("console").hidden = true;
-  $("operator").value = sessionStorage.getItem(OPERATOR_KEY) || "";
-  setStatus("locked", "waiting for the admin token");
+  setStatus("locked", "waiting for your operator token");
 }
 
 function setStatus(state, text) {
@@ -49,7 +48,6 @@ function headers() {
   return {
     Accept: "application/json",
     Authorization: "Bearer " + (sessionStorage.getItem(TOKEN_KEY) || ""),
-    "X-Operator": sessionStorage.getItem(OPERATOR_KEY) || "",
   };
 }
 
@@ -195,17 +193,13 @@ $("state").addEventListener("change", () => byState.first().catch(report));
 $("login").addEventListener("submit", (ev) => {
   ev.preventDefault();
   sessionStorage.setItem(TOKEN_KEY, $("token").value.trim());
-  sessionStorage.setItem(OPERATOR_KEY, $("operator").value.trim());
   $("token").value = "";
   start();
 });
 
 takeTokenFromFragment();
-if (sessionStorage.getItem(TOKEN_KEY) && sessionStorage.getItem(OPERATOR_KEY)) start();
+if (sessionStorage.getItem(TOKEN_KEY)) start();
 else {
-  // Ask for what is missing; a token from the link stays in the form.
-  $("token").value = sessionStorage.getItem(TOKEN_KEY) || "";
-  $("operator").value = sessionStorage.getItem(OPERATOR_KEY) || "";
   $("login").hidden = false;
-  setStatus("locked", "waiting for the admin token and your name");
+  setStatus("locked", "waiting for your operator token");
 }
