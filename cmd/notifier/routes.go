@@ -21,7 +21,7 @@ func newServer(cfg config, log *slog.Logger, pool *pgxpool.Pool, gate *httpapi.G
 	operator *deadletters.Operator, reg *prometheus.Registry, checks ...httpx.Check,
 ) *echo.Echo {
 	e := httpx.New(httpx.Options{Logger: log})
-	refusals := &httpx.Refusals{}
+	refusals := &httpx.Refusals{Hold: httpx.RefusalHold}
 	metrics.NewRefusals(reg, refusals)
 	// Probes and scrapes within each client's rate too: a client with the metrics token is
 	// one client, any other its address.

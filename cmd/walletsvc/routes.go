@@ -17,7 +17,7 @@ import (
 // the document against it.
 func newServer(cfg config, log *slog.Logger, svc *wallet.Service, reg *prometheus.Registry, checks ...httpx.Check) *echo.Echo {
 	e := httpx.New(httpx.Options{Logger: log})
-	refusals := &httpx.Refusals{}
+	refusals := &httpx.Refusals{Hold: httpx.RefusalHold}
 	metrics.NewRefusals(reg, refusals)
 	// Probes and scrapes within each client's rate too: a client with the metrics token is
 	// one client, any other its address.

@@ -7,6 +7,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -21,10 +22,49 @@ import (
 // slow dependency, clients that hang up) is refused at the door with a clear answer instead
 // of piling up goroutines, connections and database work behind the requests that matter.
 
-// Refusals counts the requests refused at the door, by why.
+// Refusals counts the requests refused at the door, by why, and holds their answers.
 type Refusals struct {
 	InFlight atomic.Int64 // past a route's bound on requests served at once (503)
 	Rate     atomic.Int64 // past a client's rate (429)
+	// Hold is how long a refusal's answer waits before it is sent (0: none; the services
+	// use RefusalHold), for at most MaxHeld refusals at a time (past that, answered at
+	// once). A client that asks again as soon as it is answered, ignoring Retry-After (a
+	// script's loop, a scraper), is slowed to one request per Hold per connection: without
+	// the hold, 100 such clients sent a replica 5,000 requests a second, each costing it an
+	// HTTP exchange, and the deposits beside them lost the CPU. A client that waits
+	// Retry-After, longer than Hold, loses nothing.
+	Hold time.Duration
+
+	once sync.Once
+	held chan struct{} // a slot per refusal whose answer is being held
+}
+
+// RefusalHold is the Hold of the services' refusals: half their Retry-After.
+const RefusalHold = RetryAfter / 2
+
+// MaxHeld bounds the refusals whose answers are held at once: each holds a goroutine and a
+// connection, so past it a refusal is answered at once.
+const MaxHeld = 1024
+
+// hold waits r.Hold before c's refusal is answered, unless MaxHeld refusals wait already or
+// the client hangs up.
+func (r *Refusals) hold(c echo.Context) {
+	if r == nil || r.Hold <= 0 {
+		return
+	}
+	r.once.Do(func() { r.held = make(chan struct{}, MaxHeld) })
+	select {
+	case r.held <- struct{}{}:
+	default:
+		return
+	}
+	defer func() { <-r.held }()
+	t := time.NewTimer(r.Hold)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-c.Request().Context().Done():
+	}
 }
 
 // RetryAfter is the Retry-After a refused request is told to wait.
@@ -39,9 +79,11 @@ var ErrRefused = errors.New("refused at the door")
 // hands its refusal to the error handler itself, so the request logger never sees the error.
 const refusedKey = "walletsaga.refused"
 
-// refuse marks c refused and returns the refusal of code, saying msg.
-func refuse(c echo.Context, code apperr.Code, format string, args ...any) error {
+// refuse marks c refused, holds its answer (Refusals.Hold) and returns the refusal of code,
+// saying msg.
+func refuse(c echo.Context, r *Refusals, code apperr.Code, format string, args ...any) error {
 	c.Set(refusedKey, true)
+	r.hold(c)
 	return apperr.Wrap(ErrRefused, code, format, args...)
 }
 
@@ -67,7 +109,7 @@ func InFlight(max int, r *Refusals) echo.MiddlewareFunc {
 			default:
 				r.InFlight.Add(1)
 				c.Response().Header().Set("Retry-After", strconv.Itoa(int(RetryAfter/time.Second)))
-				return refuse(c, apperr.Unavailable, "too many requests in flight on this replica (at most %d); retry after %s", max, RetryAfter)
+				return refuse(c, r, apperr.Unavailable, "too many requests in flight on this replica (at most %d); retry after %s", max, RetryAfter)
 			}
 			defer func() { <-slots }()
 			return next(c)
@@ -94,7 +136,7 @@ func PerClient(perSecond float64, burst int, r *Refusals, known func(token strin
 		DenyHandler: func(c echo.Context, _ string, _ error) error {
 			r.Rate.Add(1)
 			c.Response().Header().Set("Retry-After", strconv.Itoa(int(RetryAfter/time.Second)))
-			return refuse(c, apperr.TooManyRequests, "too many requests from this client (at most %g a second); retry after %s", perSecond, RetryAfter)
+			return refuse(c, r, apperr.TooManyRequests, "too many requests from this client (at most %g a second); retry after %s", perSecond, RetryAfter)
 		},
 		ErrorHandler: func(c echo.Context, _ error) error { return nil }, // never: the extractor does not fail
 	})

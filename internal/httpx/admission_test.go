@@ -2,6 +2,7 @@ package httpx_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/stretchr/testify/require"
@@ -188,4 +190,26 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// TestARefusalsAnswerIsHeld: with a Hold, a refusal is answered no sooner than Hold later, so
+// a client that asks again at once, ignoring Retry-After, is slowed to a request per Hold; a
+// request admitted is not held, and a client that hangs up is let go.
+func TestARefusalsAnswerIsHeld(t *testing.T) {
+	t.Parallel()
+	r := &httpx.Refusals{Hold: 300 * time.Millisecond}
+	srv := admissionServer(t, httpx.PerClient(0.001, 1, r, knownTokens()), func(c echo.Context) error { return c.NoContent(http.StatusOK) })
+	t0 := time.Now()
+	require.Equal(t, http.StatusOK, status(getAs(t, srv, "")))
+	require.Less(t, time.Since(t0), 300*time.Millisecond, "an admitted request is not held")
+	t0 = time.Now()
+	require.Equal(t, http.StatusTooManyRequests, status(getAs(t, srv, "")))
+	require.GreaterOrEqual(t, time.Since(t0), 300*time.Millisecond, "the refusal held")
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/x", nil)
+	require.NoError(t, err)
+	_, err = srv.Client().Do(req)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "the client hung up while its refusal was held")
+	require.Eventually(t, func() bool { return r.Rate.Load() == 2 }, time.Second, 10*time.Millisecond, "each refusal counted")
 }
