@@ -422,3 +422,53 @@ func TestASendInProgressIsAskedAgainNeverTakenForDelivered(t *testing.T) {
 	p.requireInOrder(t, map[int64]int{1: 2})
 	require.Zero(t, count(t, pool, `SELECT count(*) FROM notify.notifications WHERE status = 'dead_lettered'`))
 }
+
+// TestTheProvidersRetryAfterDelaysTheUsersNextAttempt: a provider answering 429 with
+// Retry-After: 1 (the policy's own backoff being 20 ms) is asked again for that SMS no
+// sooner than a second later, and then delivers it and the user's next; a 409 with
+// Retry-After is waited for the same way. A Retry-After past the policy's longest backoff
+// (1.5 s here) is cut to it: asked for an hour, the SMS is tried again after 1.5 s.
+func TestTheProvidersRetryAfterDelaysTheUsersNextAttempt(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, retryAfter string
+		status           int
+		least, most      time.Duration
+	}{
+		{"429 waited", "1", http.StatusTooManyRequests, time.Second, 10 * time.Second},
+		{"409 waited", "1", http.StatusConflict, time.Second, 10 * time.Second},
+		{"an hour is cut to the longest backoff", "3600", http.StatusServiceUnavailable, 1500 * time.Millisecond, 10 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			pool, _ := testdb.New(t)
+			s := NewStore(pool)
+			p := newProvider(t, pool)
+			var mu sync.Mutex
+			refused := false
+			p.SetFault(func(c smsprovider.Call) smsprovider.Fault {
+				mu.Lock()
+				defer mu.Unlock()
+				if c.UserID == 1 && c.Seq == 1 && !refused {
+					refused = true
+					return smsprovider.Fault{Status: tc.status, RetryAfter: tc.retryAfter}
+				}
+				return smsprovider.Fault{}
+			})
+			policy := RetryPolicy{Base: 20 * time.Millisecond, Max: 1500 * time.Millisecond, MaxAttempts: 5, DeadLetterAfter: time.Minute}
+			startLanes(t, s, LaneConfig{Workers: 1, Sender: p.sender, Policy: policy})
+			receive(t, s, false, inbound(t, 1, 1, 100), inbound(t, 1, 2, 200))
+			wait.On(t, 20*time.Second, "both SMS recorded", recordedBy(s).Next, func() bool {
+				return count(t, pool, `SELECT count(*) FROM notify.notifications WHERE user_id = 1 AND status = 'sent'`) == 2
+			})
+			calls := p.callsOf(firstKey(t, pool, 1))
+			require.Len(t, calls, 2)
+			require.Equal(t, tc.status, calls[0].Status)
+			require.Equal(t, http.StatusOK, calls[1].Status)
+			gap := calls[1].At.Sub(calls[0].At)
+			require.GreaterOrEqual(t, gap, tc.least, "asked again after %s", gap)
+			require.Less(t, gap, tc.most, "asked again after %s", gap)
+			p.requireInOrder(t, map[int64]int{1: 2})
+		})
+	}
+}

@@ -1,6 +1,7 @@
 // Package smsprovider is the one fake SMS provider of the tests, e2e, the bench and chaos. It
 // speaks the contract the notifier's webhook sender calls (POST JSON {user_id, seq, phone,
-// text, late} with the header Idempotency-Key; docs/API.md): it delivers each key once and
+// text, late, locale, template, params} with the header Idempotency-Key; docs/API.md),
+// refusing a body with any other field or without a template: it delivers each key once and
 // answers 200 {"message_id"}; a key it delivered before gets that answer again, marked
 // Idempotent-Replayed: true; a key whose first call it is still processing gets 409
 // in_progress (never "delivered"). On demand it is slow, down for everyone, hanging, or
@@ -28,8 +29,12 @@ type Call struct {
 	Phone  string
 	Text   string
 	Late   bool
-	Status int       // what the provider answered
-	At     time.Time // when it answered
+	// Locale, Template and Params are the SMS as a provider of templates takes it.
+	Locale   string
+	Template string
+	Params   map[string]string
+	Status   int       // what the provider answered
+	At       time.Time // when it answered
 	// Traceparent is the W3C traceparent header the call carried, "" when none.
 	Traceparent string
 	// Delivered tells the fault hook that the key was delivered before: a provider that
@@ -63,6 +68,8 @@ type Fault struct {
 	Body string
 	// LoseAnswer delivers the SMS, then answers 500: the caller never learns it went.
 	LoseAnswer bool
+	// RetryAfter, when set, is sent as the Retry-After header of the answer.
+	RetryAfter string
 }
 
 // Provider is a running fake SMS provider. It is safe for concurrent use.
@@ -149,22 +156,31 @@ func (p *Provider) OnCall(f func(Call)) {
 
 func (p *Provider) serve(w http.ResponseWriter, r *http.Request) {
 	var body struct {
-		UserID int64  `json:"user_id"`
-		Seq    int64  `json:"seq"`
-		Phone  string `json:"phone"`
-		Text   string `json:"text"`
-		Late   bool   `json:"late"`
+		UserID   int64             `json:"user_id"`
+		Seq      int64             `json:"seq"`
+		Phone    string            `json:"phone"`
+		Text     string            `json:"text"`
+		Late     bool              `json:"late"`
+		Locale   string            `json:"locale"`
+		Template string            `json:"template"`
+		Params   map[string]string `json:"params"`
 	}
-	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&body); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
 	// Read to the end, so that the server notices a caller that hangs up.
 	_, _ = io.Copy(io.Discard, r.Body)
 	c := Call{Key: r.Header.Get("Idempotency-Key"), UserID: body.UserID, Seq: body.Seq, Phone: body.Phone, Text: body.Text, Late: body.Late,
-		Traceparent: r.Header.Get("Traceparent")}
+		Locale: body.Locale, Template: body.Template, Params: body.Params, Traceparent: r.Header.Get("Traceparent")}
 	if c.Key == "" {
 		http.Error(w, "an Idempotency-Key header is required", http.StatusBadRequest)
+		return
+	}
+	if c.Template == "" || c.Locale == "" || c.Params == nil {
+		http.Error(w, "a template, its locale and its params are required", http.StatusBadRequest)
 		return
 	}
 	p.mu.Lock()
@@ -219,6 +235,9 @@ func (p *Provider) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if c.Replayed {
 		w.Header().Set(HeaderReplayed, "true")
+	}
+	if f.RetryAfter != "" && c.Status == f.Status {
+		w.Header().Set("Retry-After", f.RetryAfter)
 	}
 	w.WriteHeader(c.Status)
 	if answer != "" {

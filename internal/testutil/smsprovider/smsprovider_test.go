@@ -24,7 +24,7 @@ func post(t *testing.T, p *smsprovider.Provider, key string, user, seq int64) (i
 // postH posts an SMS and returns the answer's headers too.
 func postH(t *testing.T, p *smsprovider.Provider, key string, user, seq int64) (int, string, http.Header) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, p.URL(), strings.NewReader(fmt.Sprintf(`{"user_id":%d,"seq":%d,"phone":"+1","text":"hi"}`, user, seq)))
+	req, err := http.NewRequest(http.MethodPost, p.URL(), strings.NewReader(fmt.Sprintf(`{"user_id":%d,"seq":%d,"phone":"+1","text":"hi","late":false,"locale":"en","template":"deposit","params":{"amount":"1.00","currency":"CNY","balance_after":"1.00"}}`, user, seq)))
 	require.NoError(t, err)
 	req.Header.Set("Idempotency-Key", key)
 	resp, err := http.DefaultClient.Do(req)
@@ -124,4 +124,38 @@ func TestItAnswers409ToAKeyStillInProgress(t *testing.T) {
 	require.Equal(t, http.StatusOK, st)
 	require.Equal(t, "true", h.Get(smsprovider.HeaderReplayed))
 	require.Equal(t, map[int64][]int64{1: {1}}, p.Delivered())
+}
+
+// TestItRefusesABodyOffTheContract: a body with a field the contract does not have, or
+// without the template, is refused 400, never delivered.
+func TestItRefusesABodyOffTheContract(t *testing.T) {
+	t.Parallel()
+	p := smsprovider.Start()
+	defer p.Close()
+	for name, body := range map[string]string{
+		"unknown field": `{"user_id":1,"seq":1,"phone":"+1","text":"hi","late":false,"locale":"en","template":"deposit","params":{},"extra":1}`,
+		"no template":   `{"user_id":1,"seq":1,"phone":"+1","text":"hi","late":false}`,
+	} {
+		req, err := http.NewRequest(http.MethodPost, p.URL(), strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Idempotency-Key", "d:1:1")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, name)
+	}
+	require.Empty(t, p.Delivered())
+}
+
+// TestAFaultMayAskForAWait: a fault's RetryAfter is the answer's Retry-After header.
+func TestAFaultMayAskForAWait(t *testing.T) {
+	t.Parallel()
+	p := smsprovider.Start()
+	defer p.Close()
+	p.SetFault(func(smsprovider.Call) smsprovider.Fault {
+		return smsprovider.Fault{Status: http.StatusTooManyRequests, RetryAfter: "2"}
+	})
+	st, _, h := postH(t, p, "d:1:1", 1, 1)
+	require.Equal(t, http.StatusTooManyRequests, st)
+	require.Equal(t, "2", h.Get("Retry-After"))
 }
