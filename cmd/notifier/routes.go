@@ -22,6 +22,7 @@ func newServer(cfg config, log *slog.Logger, pool *pgxpool.Pool, gate *httpapi.G
 ) *echo.Echo {
 	e := httpx.New(httpx.Options{Logger: log})
 	refusals := &httpx.Refusals{Hold: httpx.RefusalHold}
+	e.Use(httpx.HoldFailedAuth(refusals))
 	metrics.NewRefusals(reg, refusals)
 	// Probes and scrapes within each client's rate too: a client with the metrics token is
 	// one client, any other its address.

@@ -18,6 +18,7 @@ import (
 func newServer(cfg config, log *slog.Logger, svc *wallet.Service, reg *prometheus.Registry, checks ...httpx.Check) *echo.Echo {
 	e := httpx.New(httpx.Options{Logger: log})
 	refusals := &httpx.Refusals{Hold: httpx.RefusalHold}
+	e.Use(httpx.HoldFailedAuth(refusals))
 	metrics.NewRefusals(reg, refusals)
 	// Probes and scrapes within each client's rate too: a client with the metrics token is
 	// one client, any other its address.

@@ -182,3 +182,21 @@ func ClientOf(c echo.Context, known func(token string) bool) string {
 	}
 	return "addr:" + host
 }
+
+// HoldFailedAuth holds the answer to a request refused for its credential (401, 403) as a
+// refusal at the door is held (Refusals.Hold), so that a client guessing tokens, or sending
+// a forged one with each request from many addresses (each within its address's rate),
+// gets one answer per Hold per connection instead of as many as the replica can write.
+func HoldFailedAuth(r *Refusals) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			err := next(c)
+			if err != nil {
+				if code := apperr.CodeOf(err); code == apperr.Unauthorized || code == apperr.Forbidden {
+					r.hold(c)
+				}
+			}
+			return err
+		}
+	}
+}

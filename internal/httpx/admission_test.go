@@ -16,6 +16,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/stretchr/testify/require"
 
+	"github.com/walletsaga/walletsaga/internal/apperr"
 	"github.com/walletsaga/walletsaga/internal/httpx"
 )
 
@@ -212,4 +213,39 @@ func TestARefusalsAnswerIsHeld(t *testing.T) {
 	_, err = srv.Client().Do(req)
 	require.ErrorIs(t, err, context.DeadlineExceeded, "the client hung up while its refusal was held")
 	require.Eventually(t, func() bool { return r.Rate.Load() == 2 }, time.Second, 10*time.Millisecond, "each refusal counted")
+}
+
+// TestAFailedCredentialsAnswerIsHeld: a 401 or 403 is answered no sooner than Hold later, an
+// answer of any other kind at once.
+func TestAFailedCredentialsAnswerIsHeld(t *testing.T) {
+	t.Parallel()
+	r := &httpx.Refusals{Hold: 300 * time.Millisecond}
+	e := httpx.New(httpx.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	e.Use(httpx.HoldFailedAuth(r))
+	e.GET("/x", func(c echo.Context) error {
+		switch c.QueryParam("as") {
+		case "nobody":
+			return apperr.New(apperr.Unauthorized, "a token is required")
+		case "stranger":
+			return apperr.New(apperr.Forbidden, "the token is not valid")
+		case "absent":
+			return apperr.New(apperr.NotFound, "no such thing")
+		}
+		return c.NoContent(http.StatusOK)
+	})
+	srv := httptest.NewServer(e)
+	t.Cleanup(srv.Close)
+	for as, want := range map[string]int{"nobody": http.StatusUnauthorized, "stranger": http.StatusForbidden, "absent": http.StatusNotFound, "ok": http.StatusOK} {
+		t0 := time.Now()
+		resp, err := srv.Client().Get(srv.URL + "/x?as=" + as)
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		took := time.Since(t0)
+		require.Equal(t, want, resp.StatusCode, as)
+		if want == http.StatusUnauthorized || want == http.StatusForbidden {
+			require.GreaterOrEqual(t, took, 300*time.Millisecond, "%s: held", as)
+		} else {
+			require.Less(t, took, 300*time.Millisecond, "%s: not held", as)
+		}
+	}
 }
