@@ -210,7 +210,10 @@ func TestARefusalsAnswerIsHeld(t *testing.T) {
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/x", nil)
 	require.NoError(t, err)
-	_, err = srv.Client().Do(req)
+	resp, err := srv.Client().Do(req)
+	if err == nil {
+		_ = resp.Body.Close()
+	}
 	require.ErrorIs(t, err, context.DeadlineExceeded, "the client hung up while its refusal was held")
 	require.Eventually(t, func() bool { return r.Rate.Load() == 2 }, time.Second, 10*time.Millisecond, "each refusal counted")
 }
