@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -65,6 +67,17 @@ type env struct {
 // handler (the page test uses it to add an SMS while the page is open).
 func newEnv(t *testing.T, wrap func(echo.HandlerFunc) echo.HandlerFunc) *env {
 	t.Helper()
+	return newEnvOf(t, wrap, nil)
+}
+
+// newEnvWith is newEnv with the gate's view changed by edit before it serves.
+func newEnvWith(t *testing.T, edit func(*httpapi.Gate)) *env {
+	t.Helper()
+	return newEnvOf(t, nil, edit)
+}
+
+func newEnvOf(t *testing.T, wrap func(echo.HandlerFunc) echo.HandlerFunc, edit func(*httpapi.Gate)) *env {
+	t.Helper()
 	pool, _ := testdb.New(t)
 	notifytest.Seed(t, pool,
 		notifytest.Row{Event: notifytest.Event(1, 1, walletevent.Deposit, 10000), Status: gate.StatusSent, Attempts: 1,
@@ -88,6 +101,9 @@ func newEnv(t *testing.T, wrap func(echo.HandlerFunc) echo.HandlerFunc) *env {
 	require.NoError(t, err)
 	view := &httpapi.Gate{Store: g, Lanes: lanes, Inbox: inbox.NewInbox(bad, g, nil, log),
 		DLQBacklog: deadletters.NewPublisher(g, bad, nil, 0, log).Backlog, GapAlertAfter: 5 * time.Minute}
+	if edit != nil {
+		edit(view)
+	}
 	httpapi.Register(e, httpapi.Deps{Log: smslog.NewStore(pool), Operator: deadletters.NewOperator(pool, g, sender), Gate: view,
 		Operators: operators, ReadToken: readToken, Logger: log})
 	srv := httptest.NewServer(e)
@@ -370,4 +386,29 @@ func TestPageIsSelfContained(t *testing.T) {
 		require.Equal(t, "DENY", resp.Header.Get("X-Frame-Options"), "%s may not be framed", p.path)
 		require.Contains(t, resp.Header.Get("Content-Security-Policy"), "frame-ancestors 'none'", p.path)
 	}
+}
+
+// TestTheGateViewIsReadOnceForManyRequests: GET /v1/gate counts whole tables, so concurrent
+// requests share one reading, and requests within Fresh of it share it too; an operator's
+// skip here is seen by the next request at once.
+func TestTheGateViewIsReadOnceForManyRequests(t *testing.T) {
+	t.Parallel()
+	var readings atomic.Int64
+	e := newEnvWith(t, func(g *httpapi.Gate) {
+		backlog := g.DLQBacklog
+		g.DLQBacklog = func(ctx context.Context) (int64, error) { readings.Add(1); return backlog(ctx) }
+		g.Fresh = time.Hour
+	})
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() {
+			st, _ := e.do(t, http.MethodGet, "/v1/gate", "", "")
+			require.Equal(t, http.StatusOK, st)
+		})
+	}
+	wg.Wait()
+	require.EqualValues(t, 1, readings.Load(), "20 requests, one reading")
+	st, _ := e.do(t, http.MethodGet, "/v1/gate", "", "")
+	require.Equal(t, http.StatusOK, st)
+	require.EqualValues(t, 1, readings.Load(), "a request within Fresh shares it")
 }
