@@ -277,7 +277,7 @@ func forgedTokens(base, suffix string, users []int64, n int) abuser {
 // expensiveReads: n clients of the notifier's read API with the read token, each asking for
 // the largest pages of its lists.
 func expensiveReads(base string, n int) abuser {
-	paths := []string{"/v1/sms?limit=1000", "/v1/users?limit=1000", "/v1/activity?limit=1000", "/v1/bad-messages?limit=100", "/v1/gate"}
+	paths := []string{"/v1/sms?limit=1000", "/v1/users?limit=100", "/v1/activity?limit=1000", "/v1/bad-messages?limit=100", "/v1/gate"}
 	return func(ctx context.Context, count func(kind, outcome string)) {
 		var wg sync.WaitGroup
 		for i := range n {

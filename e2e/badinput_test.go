@@ -160,7 +160,7 @@ func notifierCases(user int64) []badinput.Case {
 		{Name: "SMS log of user +5", Method: "GET", Path: "/v1/users/+5/sms", Status: 400, Code: "invalid", Msg: "user id must be a positive integer"},
 		{Name: "SMS feed with limit +3", Method: "GET", Path: "/v1/sms?limit=%2B3", Status: 400, Code: "invalid", Msg: "limit must be a positive integer"},
 		{Name: "SMS feed with an empty limit", Method: "GET", Path: "/v1/sms?limit=", Status: 400, Code: "invalid", Msg: "limit must be a positive integer"},
-		{Name: "users with a limit over 1000", Method: "GET", Path: "/v1/users?limit=1001", Status: 400, Code: "invalid", Msg: "limit must be between 1 and 1000"},
+		{Name: "users with a limit over 100", Method: "GET", Path: "/v1/users?limit=101", Status: 400, Code: "invalid", Msg: "limit must be between 1 and 100"},
 		{Name: "dead letters with SQL in the limit", Method: "GET", Path: "/v1/dead-letters?limit=1%20OR%201=1", Status: 400, Code: "invalid", Msg: "limit must be a positive integer"},
 		{Name: "audit with a negative limit", Method: "GET", Path: "/v1/audit?limit=-1", Status: 400, Code: "invalid", Msg: "limit must be a positive integer"},
 		{Name: "bad messages with a limit over 100", Method: "GET", Path: "/v1/bad-messages?limit=101", Status: 400, Code: "invalid", Msg: "limit must be between 1 and 100"},

@@ -24,9 +24,9 @@ func newServer(cfg config, log *slog.Logger, pool *pgxpool.Pool, gate *httpapi.G
 	refusals := &httpx.Refusals{Hold: httpx.RefusalHold}
 	e.Use(httpx.HoldFailedAuth(refusals))
 	metrics.NewRefusals(reg, refusals)
-	// Probes and scrapes within each client's rate too: a client with the metrics token is
-	// one client, any other its address.
-	limit := httpx.PerClient(float64(cfg.RatePerSecond), cfg.RateBurst, refusals,
+	// Probes and scrapes within a rate of their own (httpx.ProbeRate): a client with the
+	// metrics token is one client, any other its address.
+	limit := httpx.PerClient(httpx.ProbeRate(float64(cfg.RatePerSecond)), httpx.ProbeBurst, refusals,
 		func(token string) bool { return httpx.TokenIs(token, cfg.MetricsToken) })
 	httpx.Probes(e, log, limit, checks...)
 	httpx.Metrics(e, metrics.Handler(reg, log), cfg.MetricsToken, limit)

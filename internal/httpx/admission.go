@@ -142,6 +142,22 @@ func PerClient(perSecond float64, burst int, r *Refusals, known func(token strin
 	})
 }
 
+// ProbeBurst is the burst of ProbeRate.
+const ProbeBurst = 20
+
+// ProbeRate is the rate of /healthz, /readyz and /metrics per client when the API's own is
+// perSecond: at most 10 a second (0, unlimited, when the API is): a load balancer or a
+// kubelet probes a replica about once a second, Prometheus scrapes it every 15 s, and each
+// answer costs an HTTP exchange and, for /metrics, the gathering and encoding of every
+// series (in the abuse bench's flood, scrapers held to the API's 100 a second took a core's
+// worth of the services' CPU between them).
+func ProbeRate(perSecond float64) float64 {
+	if perSecond <= 0 {
+		return 0
+	}
+	return min(perSecond, 10)
+}
+
 // ByCredential sends a request to special when is(its bearer token) holds, and any other
 // request to others: two limits, e.g. one for a backend trusted to act for every user and one
 // for each of its users.
