@@ -29,6 +29,10 @@ type Abuse struct {
 	Alone   AbusePhase `json:"alone"`
 	Scraped AbusePhase `json:"scraped"`
 	Flooded AbusePhase `json:"flooded"`
+	// AloneAgain is deposits alone once more, after the flood: the machine's speed drifts
+	// within a run, so the loaded phases are compared with the mean of the two alone ones
+	// around them (Baseline).
+	AloneAgain AbusePhase `json:"alone_again"`
 	// Refused is walletsaga_http_refused_total of both services at the end, by reason.
 	Refused map[string]float64 `json:"refused"`
 }
@@ -105,6 +109,7 @@ func (b *bench) abuse(ctx context.Context) error {
 	res.Flooded = b.abusePhase(ctx, pr, dbName,
 		forgedTokens(ws.URL, "/wallet", users, 40), forgedTokens(ns.URL, "/sms", users, 10),
 		expensiveReads(ns.URL, 10), scrapers(services, 20), slowClients(ws.URL, 100), slowClients(ns.URL, 100))
+	res.AloneAgain = b.abusePhase(ctx, pr, dbName)
 	res.Refused = map[string]float64{}
 	for _, s := range services {
 		if err := addRefused(ctx, s, res.Refused); err != nil {
@@ -115,7 +120,7 @@ func (b *bench) abuse(ctx context.Context) error {
 	for _, p := range []struct {
 		name string
 		ph   AbusePhase
-	}{{"alone", res.Alone}, {"scraped", res.Scraped}, {"flooded", res.Flooded}} {
+	}{{"alone", res.Alone}, {"scraped", res.Scraped}, {"flooded", res.Flooded}, {"alone again", res.AloneAgain}} {
 		b.log.Info("abuse", "phase", p.name, "deposits/s", p.ph.Deposits.SagasPerS, "api_p99_ms", p.ph.Deposits.API.P99,
 			"failed", p.ph.Deposits.Failed+p.ph.Deposits.Errors+p.ph.Deposits.Timeouts, "max_active_backends", p.ph.MaxActive)
 	}
@@ -384,16 +389,25 @@ func abuseTargets(a *Abuse) []Target {
 	if a == nil || a.Alone.Deposits.API.P99 <= 0 {
 		return nil
 	}
-	alone := a.Alone.Deposits.API.P99
+	alone := a.Baseline()
 	notDone := func(p Phase) float64 { return float64(p.Failed + p.Errors + p.Timeouts) }
 	scraped := round2(a.Scraped.Deposits.API.P99 / alone)
 	flooded := round2(a.Flooded.Deposits.API.P99 / alone)
 	lost := notDone(a.Scraped.Deposits) + notDone(a.Flooded.Deposits) + float64(a.Scraped.Deposits.Undelivered+a.Flooded.Deposits.Undelivered)
-	extra := float64(a.Scraped.MaxActive - a.Alone.MaxActive)
+	extra := float64(a.Scraped.MaxActive - max(a.Alone.MaxActive, a.AloneAgain.MaxActive))
 	return []Target{
-		{What: "abuse: deposit API p99 beside 100 scrapers ÷ alone (8 clients)", Want: "≤ 3", Got: scraped, Reached: scraped <= 3},
-		{What: "abuse: deposit API p99 beside the flood ÷ alone (8 clients)", Want: "≤ 2", Got: flooded, Reached: flooded <= 2},
+		{What: "abuse: deposit API p99 beside 100 scrapers ÷ alone (8 clients; alone: the mean of before and after)", Want: "≤ 3", Got: scraped, Reached: scraped <= 3},
+		{What: "abuse: deposit API p99 beside the flood ÷ alone (8 clients; alone: the mean of before and after)", Want: "≤ 2", Got: flooded, Reached: flooded <= 2},
 		{What: "abuse: deposits not completed, or not texted, beside scrapers and the flood", Want: "= 0", Got: lost, Reached: lost == 0},
 		{What: "abuse: most busy database backends beside 100 scrapers − alone", Want: "≤ 3", Got: extra, Reached: extra <= 3},
 	}
+}
+
+// Baseline is the deposits' API p99 alone: the mean of the phase before the scrapers and the
+// one after the flood (only the first when the second did not run).
+func (a *Abuse) Baseline() float64 {
+	if a.AloneAgain.Deposits.API.P99 <= 0 {
+		return a.Alone.Deposits.API.P99
+	}
+	return (a.Alone.Deposits.API.P99 + a.AloneAgain.Deposits.API.P99) / 2
 }
