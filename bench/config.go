@@ -15,7 +15,7 @@ import (
 )
 
 // partNames are the bench's parts, in the order they run (bench.parts has one entry for each).
-var partNames = []string{"pg", "mq", "product", "retention", "dtm", "notify", "slow", "isolation", "outage", "backlog"}
+var partNames = []string{"pg", "mq", "product", "retention", "dtm", "notify", "slow", "isolation", "outage", "backlog", "abuse"}
 
 type config struct {
 	DatabaseURL, Namesrv, BrokerAddr string

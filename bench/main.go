@@ -4,13 +4,14 @@
 // client) — then the product: walletsvc and notifier started as processes on a database and
 // topic of their own, driven over HTTP with ?wait=true; then the notifier alone draining the
 // raw run's backlog, and the notifier's delivery lanes (a slow provider, a failing user, a
-// provider outage, a large backlog). It prints a table and writes JSON and Markdown under
+// provider outage, a large backlog), and the product under abuse (scrapers and a flood beside
+// its deposits). It prints a table and writes JSON and Markdown under
 // bench/results/.
 //
 // One file per part, in the order the parts run (see parts): ceiling_postgres.go,
 // ceiling_rocketmq.go, product.go (with product_phase.go and durable.go), dtm.go (with
 // dtm_server.go: the peer, DTM, in the same run), notify_drain.go,
-// notify_slow.go, lane_isolation.go, lane_outage.go, lane_backlog.go; and the concerns they
+// notify_slow.go, lane_isolation.go, lane_outage.go, lane_backlog.go, abuse.go; and the concerns they
 // share: config.go, env.go (databases, topics, processes), cpu.go, machine.go, wal.go,
 // results.go (ratios and targets) and report.go (tables, JSON and Markdown).
 package main
@@ -131,7 +132,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // do one of them stops before it measured anything, and a build does not heat the machine
 // between two parts.
 func (b *bench) prepare(ctx context.Context) error {
-	if b.cfg.Parts["product"] || b.cfg.Parts["retention"] || b.cfg.Parts["dtm"] {
+	if b.cfg.Parts["product"] || b.cfg.Parts["retention"] || b.cfg.Parts["dtm"] || b.cfg.Parts["abuse"] {
 		if err := checkStatementsLoaded(ctx, b.admin); err != nil {
 			return err
 		}
@@ -164,6 +165,7 @@ func (b *bench) parts() []part {
 		{"isolation", "isolation", b.isolation},
 		{"outage", "outage", b.outage},
 		{"backlog", "backlog", b.backlog},
+		{"abuse", "abuse", b.abuse},
 	}
 }
 

@@ -30,6 +30,7 @@ type Results struct {
 	NotifyDrain *NotifyDrain  `json:"notifier_drain,omitempty"`
 	Slow        *SlowProvider `json:"slow_provider,omitempty"`
 	Lanes       *LaneBench    `json:"lanes,omitempty"`
+	Abuse       *Abuse        `json:"abuse,omitempty"`
 
 	Ratios   []Ratio  `json:"ratios"`
 	Targets  []Target `json:"targets"`
@@ -162,6 +163,7 @@ func (r *Results) finish() {
 	r.Targets = append(r.Targets, deliveryTargets(r.Phases)...)
 	r.Targets = append(r.Targets, durableTargets(r.Phases)...)
 	r.laneTargets()
+	r.Targets = append(r.Targets, abuseTargets(r.Abuse)...)
 }
 
 // ratioSuffix turns a setting's label into a ratio's name: "durable, commit_delay 500µs

@@ -9,8 +9,8 @@ import (
 
 // startProvider starts the SMS provider the notifier's webhook sender calls (the tests' own,
 // with the contract docs/API.md states): it answers after delay, delivers each
-// Idempotency-Key once (409 to a key it delivered), and fails failPhone's SMS for good (503)
-// when set.
+// Idempotency-Key once (a key it delivered gets its first answer again, replayed), and fails
+// failPhone's SMS for good (503) when set.
 func startProvider(delay time.Duration, failPhone string) *smsprovider.Provider {
 	p := smsprovider.Start()
 	p.SetDelay(delay)

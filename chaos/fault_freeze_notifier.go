@@ -20,7 +20,8 @@ import (
 // the fault's Down, longer than its lane lease, so a replica claims its users, and resumes it
 // with SIGCONT. Its report says when a replica served the users it held, and what its lanes
 // did when they resumed: outcomes refused by the fence, sends refused by the lease check, the
-// provider's 409s for keys it had delivered.
+// provider's replayed answers for keys it had delivered and its 409s for keys it was still
+// delivering.
 var freezeNotifierFault = faultAction{
 	inject: (*chaosRun).freezeNotifier,
 	report: (*chaosRun).reportFrozenNotifier,
@@ -67,13 +68,19 @@ func (r *chaosRun) reportFrozenNotifier(ctx context.Context, e executed) {
 		return
 	}
 	fenced, short := r.countLanesAfterFreeze(e)
-	conflicts := len(r.sms.Calls(func(c smsprovider.Call) bool {
-		return c.Status == http.StatusConflict && !c.At.Before(e.start) && !c.At.After(e.end.Add(laneLease))
-	}))
+	var replayed, inProgress int
+	for _, c := range r.sms.Calls(func(c smsprovider.Call) bool { return !c.At.Before(e.start) && !c.At.After(e.end.Add(laneLease)) }) {
+		switch {
+		case c.Replayed:
+			replayed++
+		case c.Status == http.StatusConflict:
+			inProgress++
+		}
+	}
 	r.printf("      %d users leased by %s when it stopped (lease %s): the SMS it was sending of %d of them recorded by a replica before it resumed, %.1f–%.1fs after it stopped\n",
 		t.Leased, e.Slot, laneLease, t.BeforeResume, t.First.Seconds(), t.Last.Seconds())
-	r.printf("      after it resumed: %d outcomes not recorded (the fence had moved), %d users given back unsent (lease too short); %d SMS answered 409 (already delivered) from its stop to %s after it resumed\n",
-		fenced, short, conflicts, laneLease)
+	r.printf("      after it resumed: %d outcomes not recorded (the fence had moved), %d users given back unsent (lease too short); from its stop to %s after it resumed, %d SMS answered as delivered before (replayed) and %d answered 409 (in progress, asked again)\n",
+		fenced, short, laneLease, replayed, inProgress)
 	r.summary = append(r.summary, fmt.Sprintf("freeze of %s for %.0fs: %d of its %d leased users taken over by a replica before it resumed; then %d outcomes refused by the fence, %d sends refused by the lease check",
 		e.Slot, e.Down.Seconds(), t.BeforeResume, t.Leased, fenced, short))
 }

@@ -16,7 +16,8 @@ import (
 
 // startSMSProvider starts the run's SMS provider, behind the notifiers' webhook sender: the
 // tests' own, with the contract docs/API.md states (one delivery per Idempotency-Key; a key
-// it delivered answers 409). It delivers an SMS by writing it to notify.sms_log, where the
+// it delivered gets its first answer again, replayed; a key still being delivered, 409 in
+// progress). It delivers an SMS by writing it to notify.sms_log, where the
 // audit reads what users got; while that table is away (a Postgres restart) it answers 503
 // and delivers nothing. The phones matching fail always get 503 (users whose SMS always
 // fail); a fault takes it down for everyone or makes it hang (SetOutage, SetHanging), slows
@@ -26,8 +27,9 @@ func startSMSProvider(db *pgxpool.Pool, fail *regexp.Regexp, g *garbler) *smspro
 	p.SetFault(func(c smsprovider.Call) smsprovider.Fault {
 		failing := fail.MatchString(c.Phone)
 		if c.Delivered {
-			// An SMS delivered before (its answer, or its record, was lost) is answered 409,
-			// garbling or not: a provider does not refuse for good what it delivered.
+			// An SMS delivered before (its answer, or its record, was lost) gets its first
+			// answer again (replayed), garbling or not: a provider does not refuse for good
+			// what it delivered.
 			return smsprovider.Fault{}
 		}
 		if status := g.status(c.Key, c.UserID, c.Seq, failing); status != 0 {

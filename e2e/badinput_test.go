@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/walletsaga/walletsaga/internal/httpx"
 	"github.com/walletsaga/walletsaga/internal/pg"
 	"github.com/walletsaga/walletsaga/internal/providersim"
 	"github.com/walletsaga/walletsaga/internal/testutil/badinput"
@@ -20,9 +21,19 @@ import (
 	"github.com/walletsaga/walletsaga/internal/wallet"
 )
 
-// e2eAdminToken is the ADMIN_TOKEN both binaries get here: at least 16 characters and not
-// the service token, as their configuration requires.
-const e2eAdminToken = "e2e-admin-token-0123456789abcdef"
+// The operator alice, as each binary lists her here (OPERATOR_TOKENS): each service has a
+// list of its own, so she has a token for walletsvc and another for the notifier, neither
+// of them another secret of the binary, as their configuration requires.
+const (
+	e2eOperator              = "alice"
+	e2eWalletOperatorToken   = "e2e-alice-walletsvc-token-0123456789"
+	e2eNotifierOperatorToken = "e2e-alice-notifier-token-0123456789"
+)
+
+// operatorEnv is the environment that lists alice with token as a binary's operator.
+func operatorEnv(token string) map[string]string {
+	return map[string]string{"OPERATOR_TOKENS": httpx.OperatorEntry(e2eOperator, token)}
+}
 
 // TestBadInputCorpusChangesNothing replays the bad-input corpus against the real binaries:
 // walletsvc's shared corpus (badinput.Cases, also run in-process by httpapi's tests), the
@@ -34,9 +45,8 @@ func TestBadInputCorpusChangesNothing(t *testing.T) {
 	t.Parallel()
 	start := time.Now()
 	s := newStack(t)
-	env := map[string]string{"ADMIN_TOKEN": e2eAdminToken}
-	w := s.start("walletsvc", env)
-	n := s.start("notifier", env)
+	w := s.start("walletsvc", operatorEnv(e2eWalletOperatorToken))
+	n := s.start("notifier", operatorEnv(e2eNotifierOperatorToken))
 	a := api{t: t, base: func() string { return w.url }}
 
 	// The world the corpus runs against, built through the API where the API can build it.
@@ -52,7 +62,7 @@ func TestBadInputCorpusChangesNothing(t *testing.T) {
 		require.Contains(t, before, table, "the fingerprint covers every table the migrations create")
 	}
 
-	fx := badinput.Fixture{User: user, Other: full, AdminToken: e2eAdminToken, NeedsAttention: attention}
+	fx := badinput.Fixture{User: user, Other: full, Operator: e2eOperator, OperatorToken: e2eWalletOperatorToken, NeedsAttention: attention}
 	walletCases := append(badinput.Cases(fx), liveWalletCases(user, full)...)
 	notifierCases := notifierCases(user)
 	corpusStart := time.Now()
@@ -111,17 +121,18 @@ func liveWalletCases(user, full int64) []badinput.Case {
 	}
 }
 
-// notifierCases are the notifier's operator endpoints without the admin token, with a wrong
-// one (walletsvc's service token among them) and with bad operator names, bodies or ids; its
-// read endpoints without the read token or with a wrong one, and with the read token but
-// injection strings in ids and query parameters.
+// notifierCases are the notifier's operator endpoints without an operator's token, with a
+// wrong one (walletsvc's service token and alice's walletsvc token among them), with an
+// X-Operator header naming someone else, and with bad bodies or ids; its read endpoints
+// without the read token or with a wrong one, and with the read token but injection strings
+// in ids and query parameters.
 func notifierCases(user int64) []badinput.Case {
 	replay := fmt.Sprintf("/v1/dead-letters/%d/1/replay", user)
 	skip := fmt.Sprintf("/v1/gate/%d/skip", user)
 	const reason = `{"reason":"provider outage over"}`
 	const skipBody = `{"seq":1,"reason":"lost in broker failover"}`
 	admin := func(more ...string) []string {
-		return append([]string{"Authorization", "Bearer " + e2eAdminToken, "X-Operator", "alice"}, more...)
+		return append([]string{"Authorization", "Bearer " + e2eNotifierOperatorToken}, more...)
 	}
 	read := []string{"Authorization", "Bearer " + e2eReadToken}
 	reads := []badinput.Case{
@@ -130,7 +141,8 @@ func notifierCases(user int64) []badinput.Case {
 		{Name: "gate with a wrong token", Method: "GET", Path: "/v1/gate", Header: []string{"Authorization", "Bearer wrong-token-wrong-token"}, Status: 403, Code: "forbidden", Msg: "read token is not valid"},
 		{Name: "dead letters with a Basic token", Method: "GET", Path: "/v1/dead-letters", Header: []string{"Authorization", "Basic " + e2eReadToken}, Status: 401, Code: "unauthorized", Msg: "Bearer"},
 		{Name: "audit without a token", Method: "GET", Path: "/v1/audit", Status: 401, Code: "unauthorized", Msg: "a read token is required"},
-		{Name: "replay with the read token", Method: "POST", Path: replay, Body: reason, Header: append(slices.Clone(read), "X-Operator", "alice"), Status: 403, Code: "forbidden", Msg: "admin token is not valid"},
+		{Name: "a bad message without a token", Method: "GET", Path: "/v1/bad-messages/C0A8000100002A9F0000000000000001", Status: 401, Code: "unauthorized", Msg: "a read token is required"},
+		{Name: "replay with the read token", Method: "POST", Path: replay, Body: reason, Header: append(slices.Clone(read), "X-Operator", e2eOperator), Status: 403, Code: "forbidden", Msg: "operator token is not valid"},
 		{Name: "DELETE on the SMS log", Method: "DELETE", Path: fmt.Sprintf("/v1/users/%d/sms", user), Header: read, Status: 405, Code: "method_not_allowed", Msg: "Allow header"},
 	}
 	withRead := func(cs []badinput.Case) []badinput.Case {
@@ -148,18 +160,22 @@ func notifierCases(user int64) []badinput.Case {
 		{Name: "SMS log of user +5", Method: "GET", Path: "/v1/users/+5/sms", Status: 400, Code: "invalid", Msg: "user id must be a positive integer"},
 		{Name: "SMS feed with limit +3", Method: "GET", Path: "/v1/sms?limit=%2B3", Status: 400, Code: "invalid", Msg: "limit must be a positive integer"},
 		{Name: "SMS feed with an empty limit", Method: "GET", Path: "/v1/sms?limit=", Status: 400, Code: "invalid", Msg: "limit must be a positive integer"},
-		{Name: "users with a limit over 1000", Method: "GET", Path: "/v1/users?limit=1001", Status: 400, Code: "invalid", Msg: "limit must be between 1 and 1000"},
+		{Name: "users with a limit over 100", Method: "GET", Path: "/v1/users?limit=101", Status: 400, Code: "invalid", Msg: "limit must be between 1 and 100"},
 		{Name: "dead letters with SQL in the limit", Method: "GET", Path: "/v1/dead-letters?limit=1%20OR%201=1", Status: 400, Code: "invalid", Msg: "limit must be a positive integer"},
 		{Name: "audit with a negative limit", Method: "GET", Path: "/v1/audit?limit=-1", Status: 400, Code: "invalid", Msg: "limit must be a positive integer"},
+		{Name: "bad messages with a limit over 100", Method: "GET", Path: "/v1/bad-messages?limit=101", Status: 400, Code: "invalid", Msg: "limit must be between 1 and 100"},
+		{Name: "a bad message with SQL in its id", Method: "GET", Path: "/v1/bad-messages/1%27%20OR%20%271%27=%271", Status: 400, Code: "invalid", Msg: "msg_id must be"},
 	})...), []badinput.Case{
-		{Name: "replay without a token", Method: "POST", Path: replay, Body: reason, Status: 401, Code: "unauthorized", Msg: "admin token is required"},
-		{Name: "replay with a wrong token", Method: "POST", Path: replay, Body: reason, Header: []string{"Authorization", "Bearer wrong-token-wrong-token", "X-Operator", "alice"}, Status: 403, Code: "forbidden", Msg: "admin token is not valid"},
-		{Name: "replay with walletsvc's service token", Method: "POST", Path: replay, Body: reason, Header: []string{"Authorization", "Bearer " + devServiceToken, "X-Operator", "alice"}, Status: 403, Code: "forbidden", Msg: "admin token is not valid"},
-		{Name: "replay with an empty bearer", Method: "POST", Path: replay, Body: reason, Header: []string{"Authorization", "Bearer "}, Status: 401, Code: "unauthorized", Msg: "admin token is required"},
-		{Name: "skip without a token", Method: "POST", Path: skip, Body: skipBody, Status: 401, Code: "unauthorized", Msg: "admin token is required"},
-		{Name: "skip with a wrong token", Method: "POST", Path: skip, Body: skipBody, Header: []string{"Authorization", "Bearer " + e2eAdminToken + "-not"}, Status: 403, Code: "forbidden", Msg: "admin token is not valid"},
-		{Name: "skip without X-Operator", Method: "POST", Path: skip, Body: skipBody, Header: []string{"Authorization", "Bearer " + e2eAdminToken}, Status: 400, Code: "invalid", Msg: "X-Operator"},
-		{Name: "replay with SQL in X-Operator", Method: "POST", Path: replay, Body: reason, Header: admin("X-Operator", "alice'); DELETE FROM notify.audit;--"), Status: 400, Code: "invalid", Msg: "X-Operator header may hold"},
+		{Name: "replay without a token", Method: "POST", Path: replay, Body: reason, Status: 401, Code: "unauthorized", Msg: "an operator token is required"},
+		{Name: "replay with a wrong token", Method: "POST", Path: replay, Body: reason, Header: []string{"Authorization", "Bearer wrong-token-wrong-token", "X-Operator", e2eOperator}, Status: 403, Code: "forbidden", Msg: "operator token is not valid"},
+		{Name: "replay with walletsvc's service token", Method: "POST", Path: replay, Body: reason, Header: []string{"Authorization", "Bearer " + devServiceToken, "X-Operator", e2eOperator}, Status: 403, Code: "forbidden", Msg: "operator token is not valid"},
+		{Name: "replay with alice's walletsvc token", Method: "POST", Path: replay, Body: reason, Header: []string{"Authorization", "Bearer " + e2eWalletOperatorToken}, Status: 403, Code: "forbidden", Msg: "operator token is not valid"},
+		{Name: "replay with an empty bearer", Method: "POST", Path: replay, Body: reason, Header: []string{"Authorization", "Bearer "}, Status: 401, Code: "unauthorized", Msg: "an operator token is required"},
+		{Name: "skip without a token", Method: "POST", Path: skip, Body: skipBody, Status: 401, Code: "unauthorized", Msg: "an operator token is required"},
+		{Name: "skip with a wrong token", Method: "POST", Path: skip, Body: skipBody, Header: []string{"Authorization", "Bearer " + e2eNotifierOperatorToken + "-not"}, Status: 403, Code: "forbidden", Msg: "operator token is not valid"},
+		{Name: "skip with X-Operator naming someone else", Method: "POST", Path: skip, Body: skipBody, Header: admin("X-Operator", "bob"), Status: 400, Code: "invalid",
+			Msg: "X-Operator header names someone other than the operator whose token this is (alice)"},
+		{Name: "replay with SQL in X-Operator", Method: "POST", Path: replay, Body: reason, Header: admin("X-Operator", "alice'); DELETE FROM notify.audit;--"), Status: 400, Code: "invalid", Msg: "names someone other"},
 		{Name: "replay without a reason", Method: "POST", Path: replay, Body: `{}`, Header: admin(), Status: 400, Code: "invalid", Msg: "reason is required"},
 		{Name: "replay as text/plain", Method: "POST", Path: replay, Body: reason, Header: admin("Content-Type", "text/plain"), Status: 415, Code: "unsupported_media_type", Msg: "application/json"},
 		// Refused by httpx.CheckReason before the action runs; a NUL used to reach Postgres in

@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/walletsaga/walletsaga/internal/httpx"
 	"github.com/walletsaga/walletsaga/internal/testutil/testenv"
 	"github.com/walletsaga/walletsaga/internal/testutil/wait"
 )
@@ -32,8 +33,7 @@ func TestOpenAPIContractHoldsUnderSchemathesis(t *testing.T) {
 	t.Parallel()
 	cli := schemathesisCLI(t)
 	s := newStack(t)
-	env := map[string]string{"ADMIN_TOKEN": e2eAdminToken}
-	w := s.start("walletsvc", env)
+	w := s.start("walletsvc", operatorEnv(e2eWalletOperatorToken))
 	a := api{t: t, base: func() string { return w.url }}
 	// Data for the notifier's lists before its run: a user with SMS, one of them dead-lettered
 	// by the stack's failure switch (4.04). Then the notifier runs without switches, so that
@@ -42,14 +42,14 @@ func TestOpenAPIContractHoldsUnderSchemathesis(t *testing.T) {
 	user := a.createUser("Contract User", okPhone(1))
 	a.depositWait(user, 10000, "")
 	a.depositWait(user, 404, "")
-	seeder := s.start("notifier", env)
+	seeder := s.start("notifier", operatorEnv(e2eNotifierOperatorToken))
 	wait.Until(t, 60*time.Second, "the seeded SMS", s.smsDone)
 	seeder.stop(t)
-	n := s.start("notifier", map[string]string{"ADMIN_TOKEN": e2eAdminToken, "SMS_FAIL_PHONE_PATTERN": "off", "SMS_FAIL_AMOUNT": "0"})
+	n := s.start("notifier", map[string]string{"OPERATOR_TOKENS": httpx.OperatorEntry(e2eOperator, e2eNotifierOperatorToken), "SMS_FAIL_PHONE_PATTERN": "off", "SMS_FAIL_AMOUNT": "0"})
 
 	dir := t.TempDir()
-	walletCfg := writeSchemathesisConfig(t, dir, "walletsvc", walletsvcUnprocessable, map[string]string{"serviceToken": devServiceToken, "adminToken": e2eAdminToken})
-	notifierCfg := writeSchemathesisConfig(t, dir, "notifier", notifierUnprocessable, map[string]string{"readToken": e2eReadToken, "adminToken": e2eAdminToken})
+	walletCfg := writeSchemathesisConfig(t, dir, "walletsvc", walletsvcUnprocessable, map[string]string{"serviceToken": devServiceToken, "operatorToken": e2eWalletOperatorToken})
+	notifierCfg := writeSchemathesisConfig(t, dir, "notifier", notifierUnprocessable, map[string]string{"readToken": e2eReadToken, "operatorToken": e2eNotifierOperatorToken})
 	// Both at once, each with one worker: schemathesis spends most of its time in Python,
 	// whose threads share one core (and Python 3.11's parser is not safe to call from two of
 	// them: schemathesis then fails with "AST constructor recursion depth mismatch"), and the

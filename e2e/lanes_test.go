@@ -15,6 +15,7 @@ import (
 
 	"sync"
 
+	"github.com/walletsaga/walletsaga/internal/httpx"
 	"github.com/walletsaga/walletsaga/internal/notify"
 	"github.com/walletsaga/walletsaga/internal/ordering"
 	"github.com/walletsaga/walletsaga/internal/testutil/rmqtest"
@@ -82,7 +83,7 @@ func TestProviderOutageDelaysButNeverDeadLetters(t *testing.T) {
 
 	r := s.audit()
 	t.Logf("10 s provider outage on broker %s: events=%d dead_lettered=%d provider_calls_during_outage=%d provider_accepted_after=%d",
-		s.broker.BrokerAddr, r.Events, r.DeadLettered, failedDuring, len(p.Calls(func(c smsprovider.Call) bool { return c.Status == 200 })))
+		s.broker.BrokerAddr, r.Events, r.DeadLettered, failedDuring, len(p.Calls(func(c smsprovider.Call) bool { return c.Status == 200 && !c.Replayed })))
 	require.Zero(t, r.DeadLettered, "a provider outage must delay SMS, never dead-letter them")
 	requireAcceptedInOrder(t, p, 40)
 	require.Less(t, failedDuring, 40*3, "the breaker should have stopped the calls during the outage")
@@ -142,8 +143,11 @@ func TestFailingUserNeverHoldsOthers(t *testing.T) {
 }
 
 // TestAnAcceptedSMSWhoseAnswerWasLostIsRecordedSent: the provider accepts an SMS but its
-// answer is lost (a 500). The retry carries the same Idempotency-Key and gets 409: that means
-// "already delivered", so the SMS is recorded sent — not dead-lettered, not sent twice.
+// answer is lost (a 500). The retry carries the same Idempotency-Key and meets 409, as the
+// provider is still finishing the first call: in progress, never delivered, so it is asked
+// again, and then gets the first answer replayed (200, Idempotent-Replayed: true): "already
+// delivered", so the SMS is recorded sent — not dead-lettered, not sent twice, and never
+// recorded sent on the 409 alone.
 func TestAnAcceptedSMSWhoseAnswerWasLostIsRecordedSent(t *testing.T) {
 	t.Parallel()
 	s := newStack(t)
@@ -157,13 +161,22 @@ func TestAnAcceptedSMSWhoseAnswerWasLostIsRecordedSent(t *testing.T) {
 	var epoch int64
 	require.NoError(t, s.pool.QueryRow(context.Background(), `SELECT max(epoch) FROM wallet_epochs`).Scan(&epoch))
 	lost := notify.ProviderKey(dep, user, 1, epoch)
-	var once sync.Once
+	var mu sync.Mutex
+	calls := 0
 	p.SetFault(func(c smsprovider.Call) smsprovider.Fault {
-		f := smsprovider.Fault{}
-		if c.Key == lost {
-			once.Do(func() { f.LoseAnswer = true })
+		if c.Key != lost {
+			return smsprovider.Fault{}
 		}
-		return f
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		switch calls {
+		case 1:
+			return smsprovider.Fault{LoseAnswer: true}
+		case 2:
+			return smsprovider.Fault{Status: http.StatusConflict, Body: smsprovider.InProgressBody}
+		}
+		return smsprovider.Fault{}
 	})
 	a.depositWait(user, 1000, "d1")
 	a.depositWait(user, 2000, "d2")
@@ -171,11 +184,16 @@ func TestAnAcceptedSMSWhoseAnswerWasLostIsRecordedSent(t *testing.T) {
 	r := s.audit()
 	require.Zero(t, r.DeadLettered)
 	requireAcceptedInOrder(t, p, 2)
-	statuses := []int{}
-	for _, c := range p.Calls(func(c smsprovider.Call) bool { return c.Seq == 1 }) {
-		statuses = append(statuses, c.Status)
+	type answer struct {
+		Status   int
+		Replayed bool
 	}
-	require.Equal(t, []int{500, 409}, statuses, "the lost answer, then the retry under the same key")
+	var answers []answer
+	for _, c := range p.Calls(func(c smsprovider.Call) bool { return c.Seq == 1 }) {
+		answers = append(answers, answer{c.Status, c.Replayed})
+	}
+	require.Equal(t, []answer{{500, false}, {409, false}, {200, true}}, answers,
+		"the lost answer, the retry while in progress, then the first answer replayed, all under the same key")
 	require.Equal(t, 2, s.count(`SELECT count(*) FROM notify.notifications WHERE user_id = $1 AND status = 'sent'`, user))
 }
 
@@ -234,7 +252,7 @@ func TestWhereANewGroupStarts(t *testing.T) {
 	last.stop(t)
 
 	firstN := s.start("notifier", map[string]string{"CONSUME_FROM": "first", "GAP_ALERT_AFTER": "1s",
-		"CONSUMER_GROUP": rmqtest.Unique("e2e-from-first"), "ADMIN_TOKEN": "e2e-admin-token-0123456789"})
+		"CONSUMER_GROUP": rmqtest.Unique("e2e-from-first"), "OPERATOR_TOKENS": httpx.OperatorEntry("e2e", "e2e-operator-token-0123456789")})
 	send(gapped, 2)
 	send(gapped, 3)
 	wait.Until(t, 60*time.Second, "the gap alert", func() bool {
@@ -250,13 +268,13 @@ func TestWhereANewGroupStarts(t *testing.T) {
 	req, err := http.NewRequest(http.MethodPost, firstN.url+"/v1/gate/"+strconv.FormatInt(gapped, 10)+"/skip",
 		strings.NewReader(`{"seq":1,"reason":"expired from the broker before the first deploy"}`))
 	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer e2e-admin-token-0123456789")
-	req.Header.Set("X-Operator", "e2e")
+	req.Header.Set("Authorization", "Bearer e2e-operator-token-0123456789")
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, 1, s.count(`SELECT count(*) FROM notify.audit WHERE user_id = $1 AND actor = 'e2e'`, gapped), "the skip is audited as the token's operator")
 	wait.Until(t, 30*time.Second, "the SMS after the skipped gap", func() bool {
 		return s.count(`SELECT count(*) FROM notify.sms_log WHERE user_id = $1`, gapped) == 2
 	})

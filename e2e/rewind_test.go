@@ -55,9 +55,10 @@ func pgRestore(t *testing.T, dbURL, file string) {
 	require.NoError(t, err, "pg_restore: %s", out)
 }
 
-// acceptedOf returns what the provider accepted (200) of user's SMS, in order.
+// acceptedOf returns what the provider accepted (200, not a replayed answer) of user's SMS,
+// in order.
 func acceptedOf(p *smsprovider.Provider, user int64) []smsprovider.Call {
-	return p.Calls(func(c smsprovider.Call) bool { return c.Status == 200 && c.UserID == user })
+	return p.Calls(func(c smsprovider.Call) bool { return c.Status == 200 && !c.Replayed && c.UserID == user })
 }
 
 // seqTexts lists calls as "<seq> <text>".
@@ -173,8 +174,8 @@ func TestARestoredWalletDatabaseSwallowsNoSMS(t *testing.T) {
 // time (scripts/services.sh reset-offsets: mqadmin resetOffsetByTime), start them — every
 // balance change is texted once, in order: those the backup had not yet seen are delivered
 // again, and the provider, which had those it accepted after the backup under the same keys,
-// answers 409 to them instead of sending them twice; the one made while the notifier was down
-// and the one after it go out.
+// answers them with its first answers again (replayed) instead of sending them twice; the one
+// made while the notifier was down and the one after it go out.
 func TestARestoredNotifierDatabaseMissesNoSMS(t *testing.T) {
 	t.Parallel()
 	s := newStackApart(t)
@@ -211,16 +212,16 @@ func TestARestoredNotifierDatabaseMissesNoSMS(t *testing.T) {
 	wait.Until(t, 60*time.Second, "every SMS recorded", s.smsDone)
 
 	require.Equal(t, []int64{1, 2, 3, 4, 5, 6}, p.Delivered()[user], "each SMS delivered once, in order")
-	conflicts := len(p.Calls(func(c smsprovider.Call) bool { return c.UserID == user && c.Status == 409 }))
-	require.Equal(t, 2, conflicts, "seqs 3 and 4, delivered again after the restore, were answered 409: the provider had them")
+	replayed := len(p.Calls(func(c smsprovider.Call) bool { return c.UserID == user && c.Replayed }))
+	require.Equal(t, 2, replayed, "seqs 3 and 4, delivered again after the restore, were answered with their first answers: the provider had them")
 	require.EqualValues(t, 6, s.lastSeq(user))
 }
 
 // TestRestoringBothDatabasesTextsEveryNewBalanceOnce: both databases are restored from backups
 // of the same moment. With the procedure of docs/OPERATIONS.md (the group moved back to the
 // backup's time, walletsvc started, then the notifier), the events of the undone history the
-// broker delivers again reach the provider under the keys it had already (answered 409, not
-// sent twice), and the balance changes made after the restore, which reuse those seqs in a new
+// broker delivers again reach the provider under the keys it had already (answered with their
+// first answers, replayed, not sent twice), and the balance changes made after the restore, which reuse those seqs in a new
 // epoch, are texted in order under keys of their own.
 func TestRestoringBothDatabasesTextsEveryNewBalanceOnce(t *testing.T) {
 	t.Parallel()

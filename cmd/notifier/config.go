@@ -15,6 +15,8 @@ import (
 type config struct {
 	cli.Service
 	Instance string
+	// MaxReadsInFlight bounds the read API's requests served at once (0: unbounded).
+	MaxReadsInFlight int
 
 	Sender          string // log | webhook
 	WebhookURL      string
@@ -36,7 +38,6 @@ type config struct {
 	GapAlertAfter   time.Duration
 	SuspendDelay    time.Duration
 	HandlerTimeout  time.Duration
-	AdminToken      string
 	ReadToken       string
 	Reconcile       bool
 	// Retention windows (0: keep forever).
@@ -97,14 +98,14 @@ func parseConfig(sub string, args []string, getenv func(string) string, stderr i
 	f.Duration(&c.LaneLease, "LANE_LEASE", 30*time.Second, "how long a delivery worker holds a user without recording anything; a notifier that dies leaves its users to the others after that (one restarted under the same CONSUMER_INSTANCE takes them back at once)")
 	f.Duration(&c.LanePoll, "LANE_POLL", 500*time.Millisecond, "how soon idle workers look for due SMS that nothing in this process woke them for (SMS another replica received or gave back); doubled after each look that finds nothing, up to ten times this")
 	f.String(&c.ConsumeFrom, "CONSUME_FROM", "first", "where a NEW consumer group starts, once: its very first start (recorded in the notifier's database) begins the topic's queues at their first message (first: every message they still hold) or at their end (last: only what is published from then on; a user first seen at seq n > 1 in a queue's first batch starts at n, recorded as a baseline in GET /v1/gate). Every later start, of any replica, resumes where the group stopped, and reads a queue without an offset (one added to the topic since) from its first message, whatever this says")
+	f.Int(&c.MaxReadsInFlight, "MAX_READS_IN_FLIGHT", 2, "requests of the read API (the SMS log, the gate, the lists) this replica serves at once; one past it is answered 503 with Retry-After (0: unbounded). Each is a database query of up to a page, so this bounds the connections and CPU the consoles and their scripts can take from delivery")
 	f.Int(&c.ConsumeBatch, "CONSUME_BATCH", 32, "messages of one queue written to the inbox in one transaction, at most")
 	f.Int(&c.ConsumeBuffer, "CONSUME_BUFFER", 2048, "messages the consumer pulls ahead, across its queues (bounds memory while draining a backlog)")
 	f.Duration(&c.ConsumePullWait, "CONSUME_PULL_WAIT", 20*time.Millisecond, "how long a queue waits, after a pull that brought all it held, before it pulls again, so that at moderate rates several messages share a pull (a backlog is pulled without waiting, and a message arriving on an idle queue comes at once); 0 pulls again at once")
 	f.Duration(&c.GapAlertAfter, "GAP_ALERT_AFTER", 2*time.Minute, "a user whose next SMS has not arrived while later ones wait is listed as an alert in GET /v1/gate and /metrics after this long")
 	f.Duration(&c.SuspendDelay, "QUEUE_SUSPEND", time.Second, "pause of a queue whose batch the database could not take")
 	f.Duration(&c.HandlerTimeout, "HANDLER_TIMEOUT", 30*time.Second, "bound on writing one batch to the inbox")
-	f.Secret(&c.AdminToken, "ADMIN_TOKEN", "", "bearer token of the operator endpoints (empty: they are disabled)")
-	f.Secret(&c.ReadToken, "READ_TOKEN", "", "bearer token of the read endpoints (SMS log, feed, dead letters, gate, audit; the page asks for it), which take ADMIN_TOKEN too (empty: only ADMIN_TOKEN; neither: they answer 403)")
+	f.Secret(&c.ReadToken, "READ_TOKEN", "", "bearer token of the read endpoints (SMS log, feed, dead letters, gate, audit; the page asks for it), which take the operators' tokens too (OPERATOR_TOKENS; empty: only theirs; neither: they answer 403)")
 	f.Bool(&c.Reconcile, "DLQ_RECONCILE", true, "read the dead-letter queue and record what the gate did not")
 	c.BindLate(f, spec)
 	if sub == "sms-log" {
@@ -135,6 +136,9 @@ func (c config) validate(p *cli.Problems, serving bool) {
 	c.CheckEarly(p, spec)
 	if c.Instance != "" {
 		p.CheckName("CONSUMER_INSTANCE", c.Instance)
+	}
+	if c.MaxReadsInFlight < 0 {
+		p.Addf("MAX_READS_IN_FLIGHT", "must not be negative, got %d", c.MaxReadsInFlight)
 	}
 	switch c.Sender {
 	case "log":
@@ -212,12 +216,11 @@ func (c config) validate(p *cli.Problems, serving bool) {
 		}
 	}
 	p.CheckToken(c.Mode, "SMS_WEBHOOK_TOKEN", c.WebhookToken, serving && c.Mode == cli.Production && c.Sender == "webhook")
-	p.CheckToken(c.Mode, "ADMIN_TOKEN", c.AdminToken, false)
 	p.CheckToken(c.Mode, "READ_TOKEN", c.ReadToken, false)
 	// Every secret the notifier takes (from readers and operators) or presents (to the SMS
-	// provider, the broker and the database) is another's; no two may be the same.
+	// provider, the broker and the database) is another's; no two may be the same, nor an
+	// operator's token.
 	c.CheckLate(p, spec, serving,
-		cli.NamedSecret{Field: "ADMIN_TOKEN", Value: c.AdminToken},
 		cli.NamedSecret{Field: "READ_TOKEN", Value: c.ReadToken},
 		cli.NamedSecret{Field: "SMS_WEBHOOK_TOKEN", Value: c.WebhookToken},
 	)

@@ -34,7 +34,7 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 		DLQBacklog: deadletters.NewPublisher(g, bad, nil, 0, log).Backlog, GapAlertAfter: time.Minute}
 	e := newServer(config{}, log, pool, view, deadletters.NewOperator(pool, g, senders.NewLogSender(nil)), metrics.NewRegistry())
 
-	binarytest.RequireDocumented(t, e, httpapi.OpenAPI, "internal/notify/httpapi/openapi.yaml", 17)
+	binarytest.RequireDocumented(t, e, httpapi.OpenAPI, "internal/notify/httpapi/openapi.yaml", 18)
 }
 
 // The document's SMS kinds are walletevent's (the one list of them), in its order, and ""

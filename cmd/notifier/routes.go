@@ -21,11 +21,17 @@ func newServer(cfg config, log *slog.Logger, pool *pgxpool.Pool, gate *httpapi.G
 	operator *deadletters.Operator, reg *prometheus.Registry, checks ...httpx.Check,
 ) *echo.Echo {
 	e := httpx.New(httpx.Options{Logger: log})
-	httpx.Probes(e, log, checks...)
-	httpx.Metrics(e, metrics.Handler(reg, log), cfg.MetricsToken)
-	refusals := &httpx.Refusals{}
+	refusals := &httpx.Refusals{Hold: httpx.RefusalHold}
+	e.Use(httpx.HoldFailedAuth(refusals))
 	metrics.NewRefusals(reg, refusals)
-	httpapi.Register(e, httpapi.Deps{Log: smslog.NewStore(pool), Operator: operator, Gate: gate, AdminToken: cfg.AdminToken,
-		ReadToken: cfg.ReadToken, Logger: log, RatePerSecond: float64(cfg.RatePerSecond), RateBurst: cfg.RateBurst, Refusals: refusals})
+	// Probes and scrapes within a rate of their own (httpx.ProbeRate): a client with the
+	// metrics token is one client, any other its address.
+	limit := httpx.PerClient(httpx.ProbeRate(float64(cfg.RatePerSecond)), httpx.ProbeBurst, refusals,
+		func(token string) bool { return httpx.TokenIs(token, cfg.MetricsToken) })
+	httpx.Probes(e, log, limit, checks...)
+	httpx.Metrics(e, metrics.Handler(reg, log), cfg.MetricsToken, limit)
+	httpapi.Register(e, httpapi.Deps{Log: smslog.NewStore(pool), Operator: operator, Gate: gate, Operators: cfg.Operators,
+		ReadToken: cfg.ReadToken, Logger: log, RatePerSecond: float64(cfg.RatePerSecond), RateBurst: cfg.RateBurst, Refusals: refusals,
+		MaxReadsInFlight: cfg.MaxReadsInFlight})
 	return e
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/walletsaga/walletsaga/internal/harness/procs"
+	"github.com/walletsaga/walletsaga/internal/httpx"
 	"github.com/walletsaga/walletsaga/internal/notify/gate"
 	"github.com/walletsaga/walletsaga/internal/notify/inbox"
 	"github.com/walletsaga/walletsaga/internal/notify/senders"
@@ -50,7 +51,7 @@ func TestDefaultsMatchTheDevStack(t *testing.T) {
 	require.Equal(t, spec.DevRocketMQUser, cfg.RocketMQAccessKey, "signs as the dev stack's notifier user")
 	require.Equal(t, "walletsaga-dev-"+spec.DevRocketMQUser+"-secret", cfg.RocketMQSecretKey, "with its documented dev secret")
 	for env, field := range map[string]string{
-		"READ_TOKEN": "short", "ADMIN_TOKEN": "short",
+		"READ_TOKEN": "short", "ADMIN_TOKEN": "Qm8vT2xLp4ZrW9sY3nBc", "OPERATOR_TOKENS": "carol:sha256:abc",
 		"SMS_RETRY_MAX": "1ms", "SMS_WORKERS": "0", "CONSUME_FROM": "middle", "LANE_LEASE": "2s",
 		"SMS_BREAKER_OPEN_MAX": "10ms", "SMS_DEAD_LETTER_AFTER": "-1s", "CONSUME_BUFFER": "1", "CONSUME_PULL_WAIT": "2s",
 		"ROCKETMQ_SECRET_KEY_FILE": "/nonexistent/secret",
@@ -109,7 +110,7 @@ func TestRunAnswersProbesAndStopsGracefully(t *testing.T) {
 	resp, err = http.Post(p.URL+"/v1/gate/1/skip", "application/json", strings.NewReader(`{"seq":1,"reason":"x"}`))
 	require.NoError(t, err)
 	resp.Body.Close()
-	require.Equal(t, http.StatusForbidden, resp.StatusCode, "no ADMIN_TOKEN: operator actions are off")
+	require.Equal(t, http.StatusForbidden, resp.StatusCode, "no OPERATOR_TOKENS: operator actions are off")
 	require.NoError(t, p.Stop(30*time.Second))
 	require.Contains(t, p.Output(), "notifier stopped")
 }
@@ -148,16 +149,23 @@ func TestProductionRefusesUnsafeSettings(t *testing.T) {
 		"failure switches":                {Env: map[string]string{"SMS_FAIL_PHONE_PATTERN": "0000$", "SMS_FAIL_AMOUNT": "404"}, Want: []string{"SMS_FAIL_PHONE_PATTERN: makes SMS fail on purpose", "SMS_FAIL_AMOUNT: makes SMS fail on purpose"}},
 		"plain http to a remote provider": {Env: map[string]string{"SMS_WEBHOOK_URL": "http://sms.example.com/send"}, Want: []string{"SMS_WEBHOOK_URL: must be https"}},
 		"dev tokens":                      {Env: map[string]string{"READ_TOKEN": "walletsaga-demo-read-token", "SMS_WEBHOOK_TOKEN": "walletsaga-dev-sms-token"}, Want: []string{"READ_TOKEN: is a secret the repository documents", "SMS_WEBHOOK_TOKEN: is a secret the repository documents"}},
-		"predictable tokens":              {Env: map[string]string{"ADMIN_TOKEN": "aaaaaaaaaaaaaaaaaaaa", "SMS_WEBHOOK_TOKEN": "1234567890123456"}, Want: []string{"ADMIN_TOKEN: is too predictable", "SMS_WEBHOOK_TOKEN: is too predictable"}},
-		"one token to read and to act":    {Env: map[string]string{"ADMIN_TOKEN": "Qm8vT2xLp4ZrW9sY3nBc", "READ_TOKEN": "Qm8vT2xLp4ZrW9sY3nBc"}, Want: []string{"READ_TOKEN: must differ from ADMIN_TOKEN"}},
+		"predictable tokens":              {Env: map[string]string{"READ_TOKEN": "aaaaaaaaaaaaaaaaaaaa", "SMS_WEBHOOK_TOKEN": "1234567890123456"}, Want: []string{"READ_TOKEN: is too predictable", "SMS_WEBHOOK_TOKEN: is too predictable"}},
+		"one token to read and to act": {Env: map[string]string{"OPERATOR_TOKENS": httpx.OperatorEntry("carol", "Qm8vT2xLp4ZrW9sY3nBc"), "READ_TOKEN": "Qm8vT2xLp4ZrW9sY3nBc"},
+			Want: []string{"OPERATOR_TOKENS: carol's token must differ from READ_TOKEN"}},
+		"the demo's read token to act": {Env: map[string]string{"OPERATOR_TOKENS": httpx.OperatorEntry("carol", "Walletsaga-Demo-Read-Token")},
+			Want: []string{"OPERATOR_TOKENS: carol's token is a secret the repository documents"}},
+		"the shared admin token": {Env: map[string]string{"ADMIN_TOKEN_FILE": "/run/secrets/admin"}, Want: []string{"ADMIN_TOKEN_FILE: is no longer read", "OPERATOR_TOKENS_FILE"}},
 		"the webhook's token as the broker's secret": {Env: map[string]string{"ROCKETMQ_ACCESS_KEY": "notifier-prod", "ROCKETMQ_SECRET_KEY": "Fz7kR2mXw9LqP4tV8cNb",
 			"SMS_WEBHOOK_TOKEN": "Fz7kR2mXw9LqP4tV8cNb"}, Want: []string{"ROCKETMQ_SECRET_KEY: must differ from SMS_WEBHOOK_TOKEN"}},
-		"no broker credentials":                 {Want: []string{"ROCKETMQ_ACCESS_KEY: required in production", "ALLOW_UNSIGNED_BROKER"}},
-		"unsigned broker without a reason":      {Env: map[string]string{"ALLOW_UNSIGNED_BROKER": "true"}, Want: []string{"ALLOW_UNSIGNED_BROKER: must state the reason in words"}},
-		"a remote database in plain text":       {Env: map[string]string{"DATABASE_URL": "postgres://notifier@db.internal:5432/notify?sslmode=disable"}, Want: []string{"NOTIFY_DATABASE_URL: reaches db.internal over the network, so production needs sslmode=verify-full"}},
+		"no broker credentials":                {Want: []string{"ROCKETMQ_ACCESS_KEY: required in production", "ALLOW_UNSIGNED_BROKER"}},
+		"unsigned broker without a reason":     {Env: map[string]string{"ALLOW_UNSIGNED_BROKER": "true"}, Want: []string{"ALLOW_UNSIGNED_BROKER: must state the reason in words"}},
+		"a remote database in plain text":      {Env: map[string]string{"DATABASE_URL": "postgres://notifier@db.internal:5432/notify?sslmode=disable"}, Want: []string{"NOTIFY_DATABASE_URL: reaches db.internal over the network, so production needs sslmode=verify-full"}},
+		"a remote database, server unverified": {Env: map[string]string{"DATABASE_URL": "postgres://notifier@db.internal:5432/notify?sslmode=require"}, Want: []string{"NOTIFY_DATABASE_URL: reaches db.internal over the network with sslmode=require", "production needs sslmode=verify-full", "set ALLOW_UNVERIFIED_DATABASE_TLS to the reason"}},
+		"a needless unverified TLS override": {Env: map[string]string{"NOTIFY_DATABASE_URL": "postgres://notifier@db.internal:5432/notify?sslmode=verify-full", "ALLOW_UNVERIFIED_DATABASE_TLS": "the CA is not deployed yet"},
+			Want: []string{"ALLOW_UNVERIFIED_DATABASE_TLS: is set, but NOTIFY_DATABASE_URL verifies its server (sslmode=verify-full): leave it unset"}},
 		"a database password as a flag":         {Args: []string{"--notify-database-url", "postgres://notifier:a-secret-given-on-the-command-line@db.internal/notify?sslmode=verify-full"}, Want: []string{"NOTIFY_DATABASE_URL: a URL holding a password is not accepted on the command line"}},
 		"a database URL file that is not there": {Env: map[string]string{"NOTIFY_DATABASE_URL_FILE": "/nonexistent/url"}, Want: []string{"NOTIFY_DATABASE_URL_FILE: open /nonexistent/url"}},
-		"a secret as a flag":                    {Args: []string{"--admin-token", "a-secret-given-on-the-command-line"}, Want: []string{"ADMIN_TOKEN: secrets are not accepted on the command line"}},
+		"a secret as a flag":                    {Args: []string{"--read-token", "a-secret-given-on-the-command-line"}, Want: []string{"READ_TOKEN: secrets are not accepted on the command line"}},
 	})
 }
 
@@ -169,7 +177,7 @@ func TestProductionListsEveryProblemInOneMessage(t *testing.T) {
 	env := map[string]string{
 		"ROCKETMQ_NAMESRV": "10.0.0.7:9876", "SMS_WEBHOOK_URL": "https://sms.example/send",
 		"READ_TOKEN": shared, "SMS_WEBHOOK_TOKEN": shared, // one secret for two purposes
-		"ADMIN_TOKEN":         "change-me-at-least-16",                                        // the README's example
+		"OPERATOR_TOKENS":     httpx.OperatorEntry("carol", "change-me-at-least-16"),          // the README's old example
 		"ROCKETMQ_ACCESS_KEY": "notifier-prod", "ROCKETMQ_SECRET_KEY": "aaaaaaaaaaaaaaaaaaaa", // predictable
 		"ALLOW_UNSIGNED_BROKER": "private network, only our hosts", // while signing
 	}
@@ -177,12 +185,20 @@ func TestProductionListsEveryProblemInOneMessage(t *testing.T) {
 	binarytest.RequireOneMessage(t, run, env, args, []string{
 		"NOTIFY_DATABASE_URL: a URL holding a password is not accepted on the command line",
 		"NOTIFY_DATABASE_URL: reaches db.internal over the network",
-		"ADMIN_TOKEN: is a secret the repository documents",
+		"OPERATOR_TOKENS: carol's token is a secret the repository documents",
 		"SMS_WEBHOOK_TOKEN: must differ from READ_TOKEN",
 		"ALLOW_UNSIGNED_BROKER: is set, but ROCKETMQ_ACCESS_KEY signs the requests",
 		"ROCKETMQ_SECRET_KEY: is too predictable",
 		"METRICS_TOKEN: required",
 	}, []string{shared, "a-db-password-of-ours", "aaaaaaaaaaaaaaaaaaaa", "change-me-at-least-16"})
+}
+
+// With ALLOW_UNVERIFIED_DATABASE_TLS stating why, production takes a remote database
+// reached with sslmode=require, and says at start, whatever the subcommand, that the
+// server is not verified.
+func TestProductionWarnsOfAnUnverifiedDatabaseServer(t *testing.T) {
+	t.Parallel()
+	binarytest.RequireUnverifiedDatabaseWarned(t, run, "migrate", "NOTIFY_DATABASE_URL")
 }
 
 // Help exits 0 and lists the commands, and --version prints the build, both in production

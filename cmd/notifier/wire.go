@@ -145,12 +145,12 @@ func build(ctx context.Context, cfg config, log *slog.Logger, pool *pgxpool.Pool
 
 // logSettings says at start which settings leave something open or off.
 func logSettings(cfg config, log *slog.Logger) {
-	cfg.LogStart(log, "documented tokens, the log sender and the failure switches are accepted", cfg.AdminToken, "replay, skip")
+	cfg.LogStart(log, "documented tokens, the log sender and the failure switches are accepted", "replay, skip")
 	switch {
-	case cfg.ReadToken == "" && cfg.AdminToken == "":
-		log.Warn("READ_TOKEN and ADMIN_TOKEN are not set: the SMS log API and the page's data answer 403 (set READ_TOKEN to read them)")
+	case cfg.ReadToken == "" && cfg.Operators.Len() == 0:
+		log.Warn("READ_TOKEN and OPERATOR_TOKENS are not set: the SMS log API and the page's data answer 403 (set READ_TOKEN to read them)")
 	case cfg.ReadToken == "":
-		log.Info("READ_TOKEN is not set: the read endpoints take only the admin token")
+		log.Info("READ_TOKEN is not set: the read endpoints take only the operators' tokens")
 	}
 	if cfg.FailPhone != nil || cfg.FailAmount != 0 {
 		pattern := "off"

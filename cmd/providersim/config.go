@@ -84,7 +84,7 @@ func (c config) validate(p *cli.Problems, serving bool) {
 		p.Addf(cli.ModeEnv, "must be dev: the simulator approves any payment source, so it never serves in %s", c.Mode)
 	}
 	p.CheckHostPort("HTTP_ADDR", c.HTTPAddr, false)
-	p.CheckPostgresURL(c.Mode, "DATABASE_URL", c.DatabaseURL)
+	p.CheckPostgresURL(c.Mode, "DATABASE_URL", c.DatabaseURL, "")
 	if c.FailureRate < 0 || c.FailureRate > 1 {
 		p.Addf("SIM_FAILURE_RATE", "must be between 0 and 1, got %v", c.FailureRate)
 	}

@@ -61,16 +61,18 @@ func TestUserTokenSettings(t *testing.T) {
 	require.Equal(t, ScopeCreateUser, cfg.ServiceTokenScope, "with user tokens the service token only creates users, unless told otherwise")
 	require.Equal(t, 30*time.Second, cfg.JWT.Leeway)
 	require.Equal(t, "sub", cfg.JWT.UserClaim)
+	require.Equal(t, "funding_sources", cfg.JWT.SourcesClaim)
 
 	secretFile := filepath.Join(t.TempDir(), "hmac")
 	require.NoError(t, os.WriteFile(secretFile, []byte("an-hmac-secret-of-32-bytes-or-more!\n"), 0o600))
 	cfg, err = parse(map[string]string{"AUTH_JWT_ISSUER": "https://id.example", "AUTH_JWT_AUDIENCE": "walletsvc", "AUTH_JWT_HMAC_SECRET_FILE": secretFile,
-		"SERVICE_TOKEN_SCOPE": "all", "AUTH_JWT_USER_CLAIM": "wallet_user", "AUTH_JWT_LEEWAY": "5s"}, "--auth-jwt-keys-file", keys)
+		"SERVICE_TOKEN_SCOPE": "all", "AUTH_JWT_USER_CLAIM": "wallet_user", "AUTH_JWT_SOURCES_CLAIM": "https://wallet.example/sources", "AUTH_JWT_LEEWAY": "5s"}, "--auth-jwt-keys-file", keys)
 	require.NoError(t, err)
 	require.Equal(t, "an-hmac-secret-of-32-bytes-or-more!", cfg.JWT.HMACSecret)
 	require.Equal(t, []string{"ES256", "HS256"}, cfg.UserTokens.Algorithms(), "the flag names the keys file beside the secret")
 	require.Equal(t, ScopeAll, cfg.ServiceTokenScope)
 	require.Equal(t, 5*time.Second, cfg.JWT.Leeway)
+	require.Equal(t, "https://wallet.example/sources", cfg.JWT.SourcesClaim)
 
 	_, err = parse(map[string]string{"AUTH_JWT_HMAC_SECRET": "an-hmac-secret-of-32-bytes-or-more!"}, "-h")
 	require.ErrorIs(t, err, flag.ErrHelp)
@@ -117,12 +119,15 @@ func TestUserTokenSettings(t *testing.T) {
 		"create-user, no tokens":  {map[string]string{"SERVICE_TOKEN_SCOPE": "create-user"}, "SERVICE_TOKEN_SCOPE: create-user needs user tokens"},
 		"leeway too large":        {with(map[string]string{"AUTH_JWT_LEEWAY": "1h"}), "AUTH_JWT_LEEWAY: must be 0–2m0s"},
 		"no user claim":           {jwtEnv, "AUTH_JWT_USER_CLAIM: must name a claim"},
+		"no sources claim":        {jwtEnv, "AUTH_JWT_SOURCES_CLAIM: must name a claim"},
+		"sources claim = user's":  {with(map[string]string{"AUTH_JWT_SOURCES_CLAIM": "sub"}), "AUTH_JWT_SOURCES_CLAIM: must name another claim than AUTH_JWT_USER_CLAIM"},
 		"HMAC secret as a flag":   {jwtEnv, "AUTH_JWT_HMAC_SECRET: secrets are not accepted on the command line"},
 		"leeway that is not time": {with(map[string]string{"AUTH_JWT_LEEWAY": "soon"}), "AUTH_JWT_LEEWAY"},
 	} {
 		args := map[string][]string{
 			"HMAC secret as a flag": {"--auth-jwt-hmac-secret", "an-hmac-secret-of-32-bytes-or-more!"},
 			"no user claim":         {"--auth-jwt-user-claim="},
+			"no sources claim":      {"--auth-jwt-sources-claim="},
 		}[name]
 		_, err := parse(tc.env, args...)
 		require.ErrorContains(t, err, tc.want, name)
@@ -161,8 +166,10 @@ func TestServeVerifiesUserTokens(t *testing.T) {
 	key, keys := issuerKeys(t)
 	p := startWithoutBroker(t, map[string]string{
 		"AUTH_JWT_ISSUER": "https://id.example", "AUTH_JWT_AUDIENCE": "walletsvc", "AUTH_JWT_KEYS_FILE": keys,
+		"AUTH_JWT_SOURCES_CLAIM": "https://wallet.example/sources",
 	})
 	require.Contains(t, p.Output(), "user tokens accepted")
+	require.Contains(t, p.Output(), "sources_claim=https://wallet.example/sources")
 	require.Contains(t, p.Output(), "service_token_scope=create-user")
 	call := func(method, path, body, token string) (int, map[string]any) {
 		return binarytest.Call(t, method, p.URL+path, token, body)
@@ -170,6 +177,7 @@ func TestServeVerifiesUserTokens(t *testing.T) {
 	tokenFor := func(user int64) string {
 		s, err := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{
 			"iss": "https://id.example", "aud": "walletsvc", "sub": strconv.FormatInt(user, 10), "exp": time.Now().Add(time.Minute).Unix(),
+			"https://wallet.example/sources": []string{fmt.Sprintf("tok_%d", user)},
 		}).SignedString(key)
 		require.NoError(t, err)
 		return s
@@ -191,4 +199,8 @@ func TestServeVerifiesUserTokens(t *testing.T) {
 	require.Contains(t, body["error"].(map[string]any)["message"], "only creates users")
 	status, body = call(http.MethodGet, annWallet, "", "walletsaga-not-a-token")
 	require.Equal(t, http.StatusUnauthorized, status, "%v", body)
+	// Ann's token deposits from the sources its claim lists, not from Bob's card.
+	status, body = call(http.MethodPost, fmt.Sprintf("/v1/users/%d/deposits", annID), fmt.Sprintf(`{"amount":100,"source":"tok_%d"}`, bobID), tokenFor(annID))
+	require.Equal(t, http.StatusForbidden, status, "%v", body)
+	require.Contains(t, body["error"].(map[string]any)["message"], "is not one of the 1 payment sources this token lists")
 }

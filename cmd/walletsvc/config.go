@@ -23,6 +23,8 @@ type config struct {
 	EpochCheckInterval time.Duration
 	// MaxSagasInFlight bounds the requests that start a saga served at once (0: unbounded).
 	MaxSagasInFlight int
+	// ServiceRatePerSecond limits the service token's requests a second (0: unlimited).
+	ServiceRatePerSecond int
 	// EpochReason is new-epoch's reason, recorded with the epoch.
 	EpochReason string
 	// EventVersion is the version of the balance events the sagas write (wallet.Options).
@@ -37,8 +39,6 @@ type config struct {
 	// them, nil when they are not configured.
 	JWT        jwtConfig
 	UserTokens *jwtauth.Verifier
-	// AdminToken is the bearer token of the operator endpoints (empty: disabled).
-	AdminToken string
 	// GatewayURL and MerchantURL are the remote parties' base URLs (the provider contract,
 	// internal/provider/openapi.yaml); each call carries its token and a timeout.
 	GatewayURL      string
@@ -63,6 +63,8 @@ type jwtConfig struct {
 	HMACSecret string
 	Leeway     time.Duration
 	UserClaim  string
+	// SourcesClaim lists the payment sources a user token's user may deposit from.
+	SourcesClaim string
 }
 
 // enabled reports whether user tokens are configured: a key to verify them with is given.
@@ -114,6 +116,7 @@ func parseConfig(sub string, args []string, getenv func(string) string, stderr i
 	}
 	serving := sub == "serve"
 	f.Int(&c.MaxSagasInFlight, "MAX_SAGAS_IN_FLIGHT", 512, "requests that start a saga (deposits, purchases, withdrawals, transfers) this replica serves at once; one past it is answered 503 with Retry-After (0: unbounded)")
+	f.Int(&c.ServiceRatePerSecond, "SERVICE_RATE_LIMIT", 0, "requests a second the service token may make, past which it is answered 429 with Retry-After (0: unlimited). The backend that holds it acts for every user, so RATE_LIMIT, a limit for one client, does not apply to it; MAX_SAGAS_IN_FLIGHT bounds it still")
 	f.Int(&c.SagaWorkers, "SAGA_WORKERS", 16, "sagas recovered concurrently by this process (requests run their own sagas inline)")
 	f.Duration(&c.SagaRetryWindow, "SAGA_RETRY_WINDOW", 10*time.Minute, "how long a saga step with an uncertain outcome is retried (same key) before it is compensated, and a compensation before an operator is needed")
 	f.Int(&c.RelayBatch, "RELAY_BATCH", 256, "outbox rows the relay reads at a time for one broker queue")
@@ -135,7 +138,7 @@ func parseConfig(sub string, args []string, getenv func(string) string, stderr i
 	f.Secret(&c.JWT.HMACSecret, "AUTH_JWT_HMAC_SECRET", "", "user tokens: HMAC secret (HS256/384/512, at least 32 bytes) shared with one issuer you run (empty: none)")
 	f.Duration(&c.JWT.Leeway, "AUTH_JWT_LEEWAY", 30*time.Second, "user tokens: clock skew allowed on exp, nbf and iat (0–2m)")
 	f.String(&c.JWT.UserClaim, "AUTH_JWT_USER_CLAIM", "sub", "user tokens: the claim holding the wallet user id")
-	f.Secret(&c.AdminToken, "ADMIN_TOKEN", "", "bearer token of the operator endpoints (empty: they are disabled)")
+	f.String(&c.JWT.SourcesClaim, "AUTH_JWT_SOURCES_CLAIM", jwtauth.DefaultSourcesClaim, "user tokens: the claim listing the payment sources (card tokens, an array of strings) the user may deposit from, besides the default source card; any other source a user token names is 403")
 	f.String(&c.QueueHash, "QUEUE_HASH", "java", "how a user id picks its broker queue: java (the Java client's SelectMessageQueueByHash, as a Java producer of the topic does) or fnv (the Go client's own hash selector)")
 	f.Duration(&c.RetentionOutbox, "RETENTION_OUTBOX", retention.DefaultOutbox, "retention: how long a published outbox row is kept after its publication (0: forever; an unpublished one is never pruned)")
 	f.Duration(&c.RetentionSagas, "RETENTION_SAGAS", retention.DefaultSagas, "retention: how long a finished saga (completed, compensated, failed, resolved) and its step history are kept (0: forever; at least RETENTION_IDEMPOTENCY)")
@@ -160,6 +163,9 @@ func (c config) validate(p *cli.Problems, serving bool) {
 	c.CheckEarly(p, spec)
 	if c.MaxSagasInFlight < 0 {
 		p.Addf("MAX_SAGAS_IN_FLIGHT", "must not be negative, got %d", c.MaxSagasInFlight)
+	}
+	if c.ServiceRatePerSecond < 0 {
+		p.Addf("SERVICE_RATE_LIMIT", "must not be negative, got %d", c.ServiceRatePerSecond)
 	}
 	if c.SagaWorkers < 1 || c.SagaWorkers > 1024 {
 		p.Addf("SAGA_WORKERS", "must be 1–1024, got %d", c.SagaWorkers)
@@ -187,12 +193,10 @@ func (c config) validate(p *cli.Problems, serving bool) {
 		p.Addf("PROVIDER_TIMEOUT", "must be 100ms–5m, got %s", c.ProviderTimeout)
 	}
 	p.CheckToken(c.Mode, "SERVICE_TOKEN", c.ServiceToken, serving)
-	p.CheckToken(c.Mode, "ADMIN_TOKEN", c.AdminToken, false)
 	// Every secret walletsvc takes (from callers) or presents (to the providers, the broker
-	// and the database) is another's; no two may be the same.
+	// and the database) is another's; no two may be the same, nor an operator's token.
 	c.CheckLate(p, spec, serving,
 		cli.NamedSecret{Field: "SERVICE_TOKEN", Value: c.ServiceToken},
-		cli.NamedSecret{Field: "ADMIN_TOKEN", Value: c.AdminToken},
 		cli.NamedSecret{Field: "AUTH_JWT_HMAC_SECRET", Value: c.JWT.HMACSecret},
 		cli.NamedSecret{Field: "PAYMENT_GATEWAY_TOKEN", Value: c.GatewayToken},
 		cli.NamedSecret{Field: "MERCHANT_TOKEN", Value: c.MerchantToken},
@@ -241,6 +245,12 @@ func (c *config) userTokens(p *cli.Problems) {
 	if j.UserClaim == "" {
 		p.Addf("AUTH_JWT_USER_CLAIM", "must name a claim (sub by default)")
 	}
+	switch j.SourcesClaim {
+	case "":
+		p.Addf("AUTH_JWT_SOURCES_CLAIM", "must name a claim (%s by default)", jwtauth.DefaultSourcesClaim)
+	case j.UserClaim:
+		p.Addf("AUTH_JWT_SOURCES_CLAIM", "must name another claim than AUTH_JWT_USER_CLAIM (both are %q)", j.UserClaim)
+	}
 	if j.Leeway < 0 || j.Leeway > jwtauth.MaxLeeway {
 		p.Addf("AUTH_JWT_LEEWAY", "must be 0–%s, got %s", jwtauth.MaxLeeway, j.Leeway)
 	}
@@ -265,6 +275,7 @@ func (c *config) userTokens(p *cli.Problems) {
 	}
 	v, err := jwtauth.New(jwtauth.Settings{
 		Issuer: j.Issuer, Audience: j.Audience, HMACSecret: []byte(j.HMACSecret), Keys: keys, Leeway: j.Leeway, UserClaim: j.UserClaim,
+		SourcesClaim: j.SourcesClaim,
 	})
 	if err != nil {
 		p.Addf("AUTH_JWT", "%v", err)

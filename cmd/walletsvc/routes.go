@@ -17,14 +17,20 @@ import (
 // the document against it.
 func newServer(cfg config, log *slog.Logger, svc *wallet.Service, reg *prometheus.Registry, checks ...httpx.Check) *echo.Echo {
 	e := httpx.New(httpx.Options{Logger: log})
-	httpx.Probes(e, log, checks...)
-	httpx.Metrics(e, metrics.Handler(reg, log), cfg.MetricsToken)
-	refusals := &httpx.Refusals{}
+	refusals := &httpx.Refusals{Hold: httpx.RefusalHold}
+	e.Use(httpx.HoldFailedAuth(refusals))
 	metrics.NewRefusals(reg, refusals)
+	// Probes and scrapes within a rate of their own (httpx.ProbeRate): a client with the
+	// metrics token is one client, any other its address.
+	limit := httpx.PerClient(httpx.ProbeRate(float64(cfg.RatePerSecond)), httpx.ProbeBurst, refusals,
+		func(token string) bool { return httpx.TokenIs(token, cfg.MetricsToken) })
+	httpx.Probes(e, log, limit, checks...)
+	httpx.Metrics(e, metrics.Handler(reg, log), cfg.MetricsToken, limit)
 	opts := httpapi.Options{
 		ServiceToken: cfg.ServiceToken, ServiceTokenCreatesUsersOnly: cfg.ServiceTokenScope == ScopeCreateUser,
-		AdminToken: cfg.AdminToken, Logger: log,
+		Operators: cfg.Operators, Logger: log,
 		MaxSagasInFlight: cfg.MaxSagasInFlight, RatePerSecond: float64(cfg.RatePerSecond), RateBurst: cfg.RateBurst, Refusals: refusals,
+		ServiceRatePerSecond: float64(cfg.ServiceRatePerSecond),
 	}
 	if cfg.UserTokens != nil {
 		// Not a nil *Verifier in the interface: without user tokens the field stays nil.

@@ -31,6 +31,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	ordering.RouteClientLogs(log)
+	cfg.LogDatabaseTLS(log)
 	switch sub {
 	case "migrate":
 		return migrate(ctx, cfg, log)

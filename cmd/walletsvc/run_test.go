@@ -21,6 +21,7 @@ import (
 
 	"github.com/walletsaga/walletsaga/internal/cli"
 	"github.com/walletsaga/walletsaga/internal/harness/procs"
+	"github.com/walletsaga/walletsaga/internal/httpx"
 	"github.com/walletsaga/walletsaga/internal/providersim"
 	"github.com/walletsaga/walletsaga/internal/testutil/binarytest"
 	"github.com/walletsaga/walletsaga/internal/testutil/rmqtest"
@@ -37,22 +38,29 @@ func TestConfigValidationNamesTheField(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		"bad url":         {map[string]string{"DATABASE_URL": "mysql://x"}, "DATABASE_URL"},
-		"bad namesrv":     {map[string]string{"ROCKETMQ_NAMESRV": "nohost"}, "ROCKETMQ_NAMESRV"},
-		"bad topic":       {map[string]string{"WALLET_EVENTS_TOPIC": "a b"}, "WALLET_EVENTS_TOPIC"},
-		"bad addr":        {map[string]string{"HTTP_ADDR": "8080"}, "HTTP_ADDR"},
-		"bad bool":        {map[string]string{"MIGRATE_ON_START": "perhaps"}, "MIGRATE_ON_START"},
-		"bad duration":    {map[string]string{"SHUTDOWN_TIMEOUT": "soon"}, "SHUTDOWN_TIMEOUT"},
-		"workers range":   {map[string]string{"SAGA_WORKERS": "0"}, "SAGA_WORKERS"},
-		"bad log format":  {map[string]string{"LOG_FORMAT": "xml"}, "LOG_FORMAT"},
-		"short service":   {map[string]string{"SERVICE_TOKEN": "short"}, "SERVICE_TOKEN"},
-		"short admin":     {map[string]string{"ADMIN_TOKEN": "short"}, "ADMIN_TOKEN"},
-		"same tokens":     {map[string]string{"ADMIN_TOKEN": "same-token-for-both", "SERVICE_TOKEN": "same-token-for-both"}, "ADMIN_TOKEN"},
-		"missing file":    {map[string]string{"SERVICE_TOKEN_FILE": "/nonexistent/token"}, "SERVICE_TOKEN_FILE"},
-		"user, no secret": {map[string]string{"ROCKETMQ_ACCESS_KEY": "wallet-prod"}, "ROCKETMQ_SECRET_KEY"},
-		"no secret file":  {map[string]string{"ROCKETMQ_SECRET_KEY_FILE": "/nonexistent/secret"}, "ROCKETMQ_SECRET_KEY_FILE"},
-		"bad queue hash":  {map[string]string{"QUEUE_HASH": "crc32"}, "QUEUE_HASH"},
-		"event version":   {map[string]string{"EVENT_VERSION": "3"}, "EVENT_VERSION: must be 1 or 2"},
+		"bad url":                {map[string]string{"DATABASE_URL": "mysql://x"}, "DATABASE_URL"},
+		"bad namesrv":            {map[string]string{"ROCKETMQ_NAMESRV": "nohost"}, "ROCKETMQ_NAMESRV"},
+		"bad topic":              {map[string]string{"WALLET_EVENTS_TOPIC": "a b"}, "WALLET_EVENTS_TOPIC"},
+		"bad addr":               {map[string]string{"HTTP_ADDR": "8080"}, "HTTP_ADDR"},
+		"bad bool":               {map[string]string{"MIGRATE_ON_START": "perhaps"}, "MIGRATE_ON_START"},
+		"bad duration":           {map[string]string{"SHUTDOWN_TIMEOUT": "soon"}, "SHUTDOWN_TIMEOUT"},
+		"workers range":          {map[string]string{"SAGA_WORKERS": "0"}, "SAGA_WORKERS"},
+		"bad log format":         {map[string]string{"LOG_FORMAT": "xml"}, "LOG_FORMAT"},
+		"short service":          {map[string]string{"SERVICE_TOKEN": "short"}, "SERVICE_TOKEN"},
+		"the shared admin token": {map[string]string{"ADMIN_TOKEN": "Qm8vT2xLp4ZrW9sY3nBc"}, "ADMIN_TOKEN: is no longer read"},
+		"its file":               {map[string]string{"ADMIN_TOKEN_FILE": "/run/secrets/admin"}, "ADMIN_TOKEN_FILE: is no longer read"},
+		"same tokens": {map[string]string{"OPERATOR_TOKENS": httpx.OperatorEntry("alice", "same-token-for-both"), "SERVICE_TOKEN": "same-token-for-both"},
+			"OPERATOR_TOKENS: alice's token must differ from SERVICE_TOKEN"},
+		"an operator's token itself": {map[string]string{"OPERATOR_TOKENS": "alice:Qm8vT2xLp4ZrW9sY3nBc"}, "OPERATOR_TOKENS: line 1 (alice): the token is given as sha256:"},
+		"no operator":                {map[string]string{"OPERATOR_TOKENS": " , "}, "OPERATOR_TOKENS: is set but lists no operator"},
+		"operators twice": {map[string]string{"OPERATOR_TOKENS": httpx.OperatorEntry("alice", "a-token-of-alices"), "OPERATOR_TOKENS_FILE": "/run/operators"},
+			"OPERATOR_TOKENS: is set, and so is OPERATOR_TOKENS_FILE"},
+		"missing operators file": {map[string]string{"OPERATOR_TOKENS_FILE": "/nonexistent/operators"}, "OPERATOR_TOKENS_FILE: open /nonexistent/operators"},
+		"missing file":           {map[string]string{"SERVICE_TOKEN_FILE": "/nonexistent/token"}, "SERVICE_TOKEN_FILE"},
+		"user, no secret":        {map[string]string{"ROCKETMQ_ACCESS_KEY": "wallet-prod"}, "ROCKETMQ_SECRET_KEY"},
+		"no secret file":         {map[string]string{"ROCKETMQ_SECRET_KEY_FILE": "/nonexistent/secret"}, "ROCKETMQ_SECRET_KEY_FILE"},
+		"bad queue hash":         {map[string]string{"QUEUE_HASH": "crc32"}, "QUEUE_HASH"},
+		"event version":          {map[string]string{"EVENT_VERSION": "3"}, "EVENT_VERSION: must be 1 or 2"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -91,7 +99,7 @@ func TestDefaultsMatchTheDevStack(t *testing.T) {
 	require.Equal(t, DevServiceToken, cfg.ServiceToken, "the documented dev default")
 	require.Equal(t, "java", cfg.QueueHash, "users go where a Java producer of the topic puts them")
 	require.Equal(t, walletevent.Version, cfg.EventVersion, "balance events in the wallet's epoch, unless an upgrade asks for the previous release's")
-	require.Empty(t, cfg.AdminToken, "operator endpoints are off unless configured")
+	require.Zero(t, cfg.Operators.Len(), "operator endpoints are off unless configured")
 	require.Equal(t, spec.DevRocketMQUser, cfg.RocketMQAccessKey, "signs as the dev stack's walletsvc user")
 	require.Equal(t, "walletsaga-dev-"+spec.DevRocketMQUser+"-secret", cfg.RocketMQSecretKey, "with its documented dev secret")
 }
@@ -106,15 +114,19 @@ func TestConfigReference(t *testing.T) {
 func TestTokensComeFromEnvOrFilesAndAreNeverShown(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	file := filepath.Join(dir, "admin")
-	require.NoError(t, os.WriteFile(file, []byte("admin-token-from-a-file\n"), 0o600))
+	file := filepath.Join(dir, "operators")
+	require.NoError(t, os.WriteFile(file, []byte("# walletsvc's operators\n"+httpx.OperatorEntry("alice", "alice-token-from-her-vault")+
+		"\n"+httpx.OperatorEntry("bob", "bob-token-from-his-vault")+" # on call\n"), 0o600))
 	var help bytes.Buffer
 	cfg, _, err := parseConfig("serve", nil, func(k string) string {
-		return binarytest.DevEnv(map[string]string{"SERVICE_TOKEN": "service-token-from-env", "ADMIN_TOKEN_FILE": file})[k]
+		return binarytest.DevEnv(map[string]string{"SERVICE_TOKEN": "service-token-from-env", "OPERATOR_TOKENS_FILE": file})[k]
 	}, &help)
 	require.NoError(t, err)
 	require.Equal(t, "service-token-from-env", cfg.ServiceToken)
-	require.Equal(t, "admin-token-from-a-file", cfg.AdminToken)
+	require.Equal(t, []string{"alice", "bob"}, cfg.Operators.Names())
+	name, ok := cfg.Operators.Identify("bob-token-from-his-vault")
+	require.True(t, ok)
+	require.Equal(t, "bob", name)
 	secret := filepath.Join(dir, "rocketmq")
 	require.NoError(t, os.WriteFile(secret, []byte("rocketmq-secret-from-a-file\n"), 0o600))
 	cfg, _, err = parseConfig("serve", nil, func(k string) string {
@@ -124,13 +136,13 @@ func TestTokensComeFromEnvOrFilesAndAreNeverShown(t *testing.T) {
 	require.Equal(t, "wallet-prod", cfg.RocketMQAccessKey)
 	require.Equal(t, "rocketmq-secret-from-a-file", cfg.RocketMQSecretKey)
 	_, _, err = parseConfig("serve", []string{"-h"}, func(k string) string {
-		return binarytest.DevEnv(map[string]string{"SERVICE_TOKEN": "service-token-from-env", "ADMIN_TOKEN": "admin-token-from-env-0", "ROCKETMQ_SECRET_KEY": "rocketmq-secret-from-env"})[k]
+		return binarytest.DevEnv(map[string]string{"SERVICE_TOKEN": "service-token-from-env", "METRICS_TOKEN": "metrics-token-from-env-0", "ROCKETMQ_SECRET_KEY": "rocketmq-secret-from-env"})[k]
 	}, &help)
 	require.ErrorIs(t, err, flag.ErrHelp)
 	require.Contains(t, help.String(), "SERVICE_TOKEN")
 	require.Contains(t, help.String(), "ROCKETMQ_SECRET_KEY")
 	require.NotContains(t, help.String(), "service-token-from-env")
-	require.NotContains(t, help.String(), "admin-token-from-env-0")
+	require.NotContains(t, help.String(), "metrics-token-from-env-0")
 	require.NotContains(t, help.String(), "rocketmq-secret-from-env")
 }
 
@@ -303,13 +315,21 @@ func TestProviderURLsAreLoggedWithoutCredentials(t *testing.T) {
 func TestProductionRefusesUnsafeSettings(t *testing.T) {
 	t.Parallel()
 	binarytest.RequireRefused(t, run, map[string]binarytest.Refusal{
-		"nothing set":          {Want: []string{"DATABASE_URL: required", "ROCKETMQ_NAMESRV: required", "SERVICE_TOKEN: required", "WALLETSAGA_ENV=dev"}},
-		"short token":          {Env: map[string]string{"SERVICE_TOKEN": "short"}, Want: []string{"SERVICE_TOKEN: must be at least 16"}},
-		"dev token":            {Env: map[string]string{"SERVICE_TOKEN": DevServiceToken, "ADMIN_TOKEN": "walletsaga-demo-admin-token"}, Want: []string{"SERVICE_TOKEN: is a secret the repository documents", "ADMIN_TOKEN: is a secret the repository documents"}},
-		"the README's example": {Env: map[string]string{"ADMIN_TOKEN": "change-me-at-least-16"}, Want: []string{"ADMIN_TOKEN: is a secret the repository documents"}},
-		"predictable tokens":   {Env: map[string]string{"SERVICE_TOKEN": "aaaaaaaaaaaaaaaaaaaa", "MERCHANT_TOKEN": "1234567890123456"}, Want: []string{"SERVICE_TOKEN: is too predictable", "MERCHANT_TOKEN: is too predictable"}},
+		"nothing set": {Want: []string{"DATABASE_URL: required", "ROCKETMQ_NAMESRV: required", "SERVICE_TOKEN: required", "WALLETSAGA_ENV=dev"}},
+		"short token": {Env: map[string]string{"SERVICE_TOKEN": "short"}, Want: []string{"SERVICE_TOKEN: must be at least 16"}},
+		"dev token": {Env: map[string]string{"SERVICE_TOKEN": DevServiceToken, "OPERATOR_TOKENS": httpx.OperatorEntry("alice", "Walletsaga-Dev-Service-Token")},
+			Want: []string{"SERVICE_TOKEN: is a secret the repository documents", "OPERATOR_TOKENS: alice's token is a secret the repository documents"}},
+		"the README's old example": {Env: map[string]string{"OPERATOR_TOKENS": httpx.OperatorEntry("alice", "Qm8vT2xLp4ZrW9sY3nBc") + "," + httpx.OperatorEntry("bob", "CHANGE-ME-AT-LEAST-16")},
+			Want: []string{"OPERATOR_TOKENS: bob's token is a secret the repository documents"}},
+		"the shared admin token": {Env: map[string]string{"ADMIN_TOKEN": "Qm8vT2xLp4ZrW9sY3nBc"}, Want: []string{"ADMIN_TOKEN: is no longer read", "OPERATOR_TOKENS_FILE"}},
+		"predictable tokens":     {Env: map[string]string{"SERVICE_TOKEN": "aaaaaaaaaaaaaaaaaaaa", "MERCHANT_TOKEN": "1234567890123456"}, Want: []string{"SERVICE_TOKEN: is too predictable", "MERCHANT_TOKEN: is too predictable"}},
 		"a secret for two purposes": {Env: map[string]string{"SERVICE_TOKEN": "Qm8vT2xLp4ZrW9sY3nBc", "PAYMENT_GATEWAY_TOKEN": "Qm8vT2xLp4ZrW9sY3nBc",
-			"MERCHANT_TOKEN": "Fz7kR2mXw9LqP4tV8cNb", "AUTH_JWT_HMAC_SECRET": "Fz7kR2mXw9LqP4tV8cNb", "ADMIN_TOKEN": "Fz7kR2mXw9LqP4tV8cNb"}, Want: []string{"PAYMENT_GATEWAY_TOKEN: must differ from SERVICE_TOKEN", "MERCHANT_TOKEN: must differ from ADMIN_TOKEN"}},
+			"MERCHANT_TOKEN": "Fz7kR2mXw9LqP4tV8cNb", "AUTH_JWT_HMAC_SECRET": "Fz7kR2mXw9LqP4tV8cNb", "OPERATOR_TOKENS": httpx.OperatorEntry("carol", "Fz7kR2mXw9LqP4tV8cNb")},
+			Want: []string{"PAYMENT_GATEWAY_TOKEN: must differ from SERVICE_TOKEN", "MERCHANT_TOKEN: must differ from AUTH_JWT_HMAC_SECRET",
+				"OPERATOR_TOKENS: carol's token must differ from AUTH_JWT_HMAC_SECRET", "OPERATOR_TOKENS: carol's token must differ from MERCHANT_TOKEN"}},
+		"an operator's token as the metrics token": {Env: map[string]string{"METRICS_TOKEN": "Jd83kLq0Zp2mXv7RwT5yBn4cGh6sFa1e",
+			"OPERATOR_TOKENS": httpx.OperatorEntry("alice", "Fz7kR2mXw9LqP4tV8cNb") + "\n" + httpx.OperatorEntry("dave", "Jd83kLq0Zp2mXv7RwT5yBn4cGh6sFa1e")},
+			Want: []string{"OPERATOR_TOKENS: dave's token must differ from METRICS_TOKEN"}},
 		"an HMAC secret that is a provider token": {Env: map[string]string{"AUTH_JWT_ISSUER": "https://id.example", "AUTH_JWT_AUDIENCE": "walletsvc",
 			"AUTH_JWT_HMAC_SECRET": "Jd83kLq0Zp2mXv7RwT5yBn4cGh6sFa1e", "PAYMENT_GATEWAY_TOKEN": "Jd83kLq0Zp2mXv7RwT5yBn4cGh6sFa1e"}, Want: []string{"PAYMENT_GATEWAY_TOKEN: must differ from AUTH_JWT_HMAC_SECRET"}},
 		"no broker credentials":                 {Want: []string{"ROCKETMQ_ACCESS_KEY: required in production", "ALLOW_UNSIGNED_BROKER"}},
@@ -317,6 +337,9 @@ func TestProductionRefusesUnsafeSettings(t *testing.T) {
 		"a documented broker secret":            {Env: map[string]string{"ROCKETMQ_ACCESS_KEY": spec.DevRocketMQUser, "ROCKETMQ_SECRET_KEY": cli.DevRocketMQSecret(spec.DevRocketMQUser)}, Want: []string{"ROCKETMQ_SECRET_KEY: is a secret the repository documents"}},
 		"a remote database in plain text":       {Env: map[string]string{"DATABASE_URL": "postgres://wallet@db.internal:5432/wallet?sslmode=disable"}, Want: []string{"DATABASE_URL: reaches db.internal over the network, so production needs sslmode=verify-full"}},
 		"a remote database, TLS if it pleases":  {Env: map[string]string{"DATABASE_URL": "postgres://wallet@db.internal:5432/wallet"}, Want: []string{"DATABASE_URL: reaches db.internal", "got no sslmode"}},
+		"a remote database, server unverified":  {Env: map[string]string{"DATABASE_URL": "postgres://wallet@db.internal:5432/wallet?sslmode=require"}, Want: []string{"DATABASE_URL: reaches db.internal over the network with sslmode=require", "production needs sslmode=verify-full", "set ALLOW_UNVERIFIED_DATABASE_TLS to the reason"}},
+		"a remote database, name unverified":    {Env: map[string]string{"DATABASE_URL": "postgres://wallet@db.internal:5432/wallet?sslmode=verify-ca&sslrootcert=/etc/ca.pem"}, Want: []string{"DATABASE_URL: reaches db.internal over the network with sslmode=verify-ca", "set ALLOW_UNVERIFIED_DATABASE_TLS to the reason"}},
+		"unverified TLS without a reason":       {Env: map[string]string{"ALLOW_UNVERIFIED_DATABASE_TLS": "yes"}, Want: []string{"ALLOW_UNVERIFIED_DATABASE_TLS: must state the reason in words"}},
 		"a database password as a flag":         {Args: []string{"--database-url", "postgres://wallet:a-secret-given-on-the-command-line@db.internal/wallet?sslmode=verify-full"}, Want: []string{"DATABASE_URL: a URL holding a password is not accepted on the command line"}},
 		"the dev stack's database password":     {Env: map[string]string{"DATABASE_URL": cli.DevDatabaseURL}, Want: []string{"DATABASE_URL: holds a password the repository documents"}},
 		"a database URL file that is not there": {Env: map[string]string{"DATABASE_URL_FILE": "/nonexistent/url"}, Want: []string{"DATABASE_URL_FILE: open /nonexistent/url"}},
@@ -338,8 +361,8 @@ func TestProductionListsEveryProblemInOneMessage(t *testing.T) {
 		"ROCKETMQ_NAMESRV":    "10.0.0.7:9876",
 		"PAYMENT_GATEWAY_URL": "https://pay.example", "MERCHANT_URL": "https://shop.example",
 		"SERVICE_TOKEN": shared, "MERCHANT_TOKEN": shared, // one secret for two purposes
-		"ADMIN_TOKEN":           "change-me-at-least-16", // the README's example
-		"PAYMENT_GATEWAY_TOKEN": "1234567890123456",      // predictable
+		"OPERATOR_TOKENS":       httpx.OperatorEntry("alice", "change-me-at-least-16"), // the README's old example
+		"PAYMENT_GATEWAY_TOKEN": "1234567890123456",                                    // predictable
 		// and no ROCKETMQ_ACCESS_KEY, nor ALLOW_UNSIGNED_BROKER
 	}
 	args := []string{"--database-url", "postgres://wallet:a-db-password-of-ours@db.internal:5432/wallet?sslmode=prefer"}
@@ -347,7 +370,7 @@ func TestProductionListsEveryProblemInOneMessage(t *testing.T) {
 		"DATABASE_URL: a URL holding a password is not accepted on the command line",
 		"DATABASE_URL: reaches db.internal over the network",
 		"PAYMENT_GATEWAY_TOKEN: is too predictable",
-		"ADMIN_TOKEN: is a secret the repository documents",
+		"OPERATOR_TOKENS: alice's token is a secret the repository documents",
 		"MERCHANT_TOKEN: must differ from SERVICE_TOKEN",
 		"ROCKETMQ_ACCESS_KEY: required in production",
 		"METRICS_TOKEN: required",
@@ -388,6 +411,14 @@ func TestProductionRefusesADatabaseThatCanLoseCommits(t *testing.T) {
 	p := procs.StartFuncTest(t, "walletsvc", run, nil, env)
 	require.Contains(t, p.Output(), "throwaway test cluster, nothing real in it", "the override is logged with its reason")
 	require.Contains(t, p.Output(), "test name server on loopback, nothing listens behind it", "so is the unsigned broker's")
+}
+
+// With ALLOW_UNVERIFIED_DATABASE_TLS stating why, production takes a remote database
+// reached with sslmode=require, and says at start, whatever the subcommand, that the
+// server is not verified.
+func TestProductionWarnsOfAnUnverifiedDatabaseServer(t *testing.T) {
+	t.Parallel()
+	binarytest.RequireUnverifiedDatabaseWarned(t, run, "migrate", "DATABASE_URL")
 }
 
 // Help exits 0 and lists the commands, and --version prints the build, both in production

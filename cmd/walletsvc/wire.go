@@ -112,8 +112,7 @@ func build(ctx context.Context, cfg config, log *slog.Logger, pool *pgxpool.Pool
 // logSettings says at start which settings leave something open or off, and who may call
 // the wallet API with what.
 func logSettings(cfg config, log *slog.Logger) {
-	cfg.LogStart(log, "documented tokens and simulated providers are accepted; never use it for real money",
-		cfg.AdminToken, "saga retry/resolve")
+	cfg.LogStart(log, "documented tokens and simulated providers are accepted; never use it for real money", "saga retry/resolve")
 	logAuth(cfg, log)
 	if cfg.EventVersion == 1 {
 		log.Warn("EVENT_VERSION=1: balance events are written without the wallet's epoch, as the previous release wrote them; the notifier cannot tell them from a restored history's: restart without it once no replica of the previous release runs")
@@ -127,7 +126,7 @@ func logAuth(cfg config, log *slog.Logger) {
 		return
 	}
 	log.Info("user tokens accepted: each acts for the user it names", "issuer", cfg.JWT.Issuer, "audience", cfg.JWT.Audience,
-		"user_claim", cfg.JWT.UserClaim, "algorithms", strings.Join(cfg.UserTokens.Algorithms(), ","), "keys", len(cfg.UserTokens.Keys()),
+		"user_claim", cfg.JWT.UserClaim, "sources_claim", cfg.JWT.SourcesClaim, "algorithms", strings.Join(cfg.UserTokens.Algorithms(), ","), "keys", len(cfg.UserTokens.Keys()),
 		"service_token_scope", cfg.ServiceTokenScope)
 	if cfg.ServiceTokenScope == ScopeAll {
 		log.Warn("SERVICE_TOKEN_SCOPE=all: beside user tokens, the service token still acts for every user; whoever holds it can move any user's money")

@@ -1,6 +1,7 @@
 package backoff
 
 import (
+	"net/http"
 	"testing"
 	"time"
 
@@ -31,4 +32,35 @@ func TestDelay(t *testing.T) {
 	huge := Policy{Base: time.Second, Max: time.Duration(1<<63 - 1)}
 	require.Positive(t, huge.Delay(200, largest), "no overflow")
 	require.Equal(t, time.Duration(0), Policy{}.Delay(3, largest))
+}
+
+func TestRetryAfter(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	const ceiling = 5 * time.Minute
+	for _, tc := range []struct {
+		v    string
+		want time.Duration
+	}{
+		{"", 0},
+		{"7", 7 * time.Second},
+		{" 7 ", 7 * time.Second},
+		{"0", 0},
+		{"-3", 0},
+		{"soon", 0},
+		{"1.5", 0},
+		{"300", ceiling},
+		{"301", ceiling},
+		{"86400", ceiling},
+		{"9223372036854775807", ceiling},
+		{"99999999999999999999999", ceiling},
+		{"-99999999999999999999999", 0},
+		{now.Add(90 * time.Second).Format(http.TimeFormat), 90 * time.Second},
+		{now.Add(-time.Minute).Format(http.TimeFormat), 0},
+		{now.Add(24 * time.Hour).Format(http.TimeFormat), ceiling},
+	} {
+		require.Equal(t, tc.want, RetryAfter(tc.v, now, ceiling), "Retry-After: %q", tc.v)
+	}
+	require.Equal(t, time.Duration(0), RetryAfter("7", now, 0), "no ceiling: no wait")
+	require.Equal(t, 500*time.Millisecond, RetryAfter("7", now, 500*time.Millisecond))
 }

@@ -98,24 +98,43 @@ func URLPassword(v string) string {
 	return u.Query().Get("password")
 }
 
-// safeSSLModes are the sslmode values under which pgx never talks to the server in plain
-// text: require (encrypted), verify-ca (and the server's certificate checked against
-// sslrootcert) and verify-full (and its name too). The default, prefer, and allow fall back
-// to plain text whenever the server (or whoever is in the middle) declines TLS.
-var safeSSLModes = []string{"require", "verify-ca", "verify-full"}
+// UnverifiedDatabaseTLSEnv names the override of production's rule that a database reached
+// over the network verifies its server (sslmode=verify-full): its value is the operator's
+// reason to take sslmode=require or verify-ca instead, logged at every start.
+const UnverifiedDatabaseTLSEnv = "ALLOW_UNVERIFIED_DATABASE_TLS"
+
+// verifiedSSLMode is the sslmode under which pgx checks who it talks to: the server's
+// certificate against sslrootcert (else the system's roots) and the name in it against the
+// host the URL names. Under any other a server that is not the database can pose as it, and
+// read what the services send it, the password included.
+const verifiedSSLMode = "verify-full"
+
+// unverifiedSSLModes are the sslmode values under which pgx never talks to the server in
+// plain text but does not verify it either (what each leaves unchecked; require with
+// sslrootcert checks the certificate as verify-ca does, never the name): production takes
+// them only with UnverifiedDatabaseTLSEnv. The default, prefer, and allow and disable are
+// never taken: they fall back to plain text whenever the server (or whoever is in the
+// middle) declines TLS.
+var unverifiedSSLModes = map[string]string{
+	"require":   "encrypts but checks neither the server's certificate nor its name, so whoever sits on the path can pose as the server",
+	"verify-ca": "checks that the server's certificate comes from the CA of sslrootcert but not that it was made for this host, so any server holding a certificate of that CA can pose as it",
+}
 
 // writableSessionAttrs are the target_session_attrs under which pgx connects only to a
 // server that takes writes: read-write (transaction_read_only off) and primary (not in
 // recovery).
 var writableSessionAttrs = []string{"read-write", "primary"}
 
-// CheckPostgresURL validates a database URL named field. It may name several hosts (the
+// CheckPostgresURL validates a database URL named field, its parameters read as pgx reads
+// them (pg.URL.Param: the last of a parameter given twice). It may name several hosts (the
 // nodes of a cluster with a standby), and then needs target_session_attrs=read-write (or
 // primary) in the URL itself, so that the service connects to the primary only; no URL may
 // ask for a standby. In production a database reached over the network (any host that is not
-// loopback or a Unix socket) must be reached with an sslmode of safeSSLModes, said in the
-// URL itself, and the URL's password must not be one the repository documents.
-func (p *Problems) CheckPostgresURL(mode Mode, field, v string) {
+// loopback or a Unix socket) must be reached with sslmode=verify-full, said in the URL
+// itself, or, when unverifiedTLS (UnverifiedDatabaseTLSEnv) states the reason, with an
+// sslmode of unverifiedSSLModes; that override is refused where the URL does not need it.
+// The URL's password must not be one the repository documents.
+func (p *Problems) CheckPostgresURL(mode Mode, field, v, unverifiedTLS string) {
 	if v == "" {
 		return // a required setting that is missing is reported as such
 	}
@@ -124,9 +143,9 @@ func (p *Problems) CheckPostgresURL(mode Mode, field, v string) {
 		p.Addf(field, "must be a postgres:// URL with a host, got %q", redact.URL(v))
 		return
 	}
-	tsa := u.Query().Get("target_session_attrs")
+	tsa := u.Param("target_session_attrs")
 	hosts := len(u.Hosts)
-	if h := u.Query().Get("host"); h != "" {
+	if h := u.Param("host"); h != "" {
 		hosts = len(strings.Split(h, ",")) // the parameter overrides the host list
 	}
 	switch {
@@ -141,26 +160,66 @@ func (p *Problems) CheckPostgresURL(mode Mode, field, v string) {
 	if IsDocumentedSecret(u.Password()) {
 		p.Addf(field, "holds a password the repository documents (the dev stack's); production needs one of its own")
 	}
-	remote := remoteHosts(u)
-	if len(remote) == 0 {
-		return
-	}
-	if sslmode := u.Query().Get("sslmode"); !slices.Contains(safeSSLModes, sslmode) {
+	remote, sslmode := remoteHosts(u), u.Param("sslmode")
+	_, unverified := unverifiedSSLModes[sslmode]
+	switch {
+	case len(remote) == 0:
+		if unverifiedTLS != "" {
+			p.Addf(UnverifiedDatabaseTLSEnv, "is set, but %s reaches no host over the network (loopback or a Unix socket only): leave it unset", field)
+		}
+	case sslmode == verifiedSSLMode:
+		if unverifiedTLS != "" {
+			p.Addf(UnverifiedDatabaseTLSEnv, "is set, but %s verifies its server (sslmode=verify-full): leave it unset", field)
+		}
+	case unverified && unverifiedTLS == "":
+		p.Addf(field, "reaches %s over the network with sslmode=%s, which %s and read everything the service sends, the password included: production needs sslmode=verify-full in the URL, with sslrootcert=<the PEM file of the CA that signed the server's certificate> (or sslrootcert=system for a public CA); to run unverified anyway, set %s to the reason in words",
+			strings.Join(remote, ", "), sslmode, unverifiedSSLModes[sslmode], UnverifiedDatabaseTLSEnv)
+	case !unverified:
 		got := "no sslmode (pgx then takes PGSSLMODE, else prefer, which falls back to plain text)"
 		if sslmode != "" {
 			got = "sslmode=" + sslmode
 		}
-		p.Addf(field, "reaches %s over the network, so production needs sslmode=verify-full in the URL (encrypted, the server's certificate and name checked against sslrootcert), or verify-ca (certificate only) or require (encrypted only); got %s",
+		p.Addf(field, "reaches %s over the network, so production needs sslmode=verify-full in the URL (encrypted, the server's certificate checked against sslrootcert and its name against the host); got %s",
 			strings.Join(remote, ", "), got)
 	}
 }
 
+// unverifiedLink returns the hosts of database URL v that are reached over the network and
+// its sslmode, when that sslmode encrypts without verifying the server (unverifiedSSLModes);
+// nil when v reaches none so, or does not parse.
+func unverifiedLink(v string) (remote []string, sslmode string) {
+	u, err := pg.ParseURL(v)
+	if err != nil {
+		return nil, ""
+	}
+	sslmode = u.Param("sslmode")
+	if _, ok := unverifiedSSLModes[sslmode]; !ok {
+		return nil, ""
+	}
+	if remote = remoteHosts(u); len(remote) == 0 {
+		return nil, ""
+	}
+	return remote, sslmode
+}
+
+// LogDatabaseTLS says at start that the database server is not verified, when production
+// runs so, with the reason UnverifiedDatabaseTLS gives (CheckPostgresURL refuses it
+// without). Each binary calls it before its subcommand opens the database.
+func (s Service) LogDatabaseTLS(log *slog.Logger) {
+	remote, sslmode := unverifiedLink(s.DatabaseURL)
+	if s.Mode != Production || remote == nil {
+		return
+	}
+	log.Warn("the database server is not verified: sslmode="+sslmode+" "+unverifiedSSLModes[sslmode]+" and read everything the service sends, the password included; running so as "+UnverifiedDatabaseTLSEnv+" says",
+		"database", redact.URL(s.DatabaseURL), "hosts", strings.Join(remote, ","), "sslmode", sslmode, "reason", s.UnverifiedDatabaseTLS)
+}
+
 // remoteHosts returns the hosts of a database URL that are reached over the network: those
-// of its host list and of its host parameter, less loopback addresses, localhost and Unix
-// socket directories.
+// of its host list and of each host parameter (pgx takes the last), less loopback addresses,
+// localhost and Unix socket directories.
 func remoteHosts(u pg.URL) []string {
 	hosts := u.Names()
-	for _, h := range u.Query()["host"] {
+	for _, h := range u.Params("host") {
 		hosts = append(hosts, strings.Split(h, ",")...)
 	}
 	var remote []string

@@ -91,8 +91,8 @@ func Reference(title string, bind func(getenv func(string) string, out io.Writer
 	return b.String(), nil
 }
 
-// isSecretFile reports whether the flag name is the file of a secret (--admin-token-file of
-// ADMIN_TOKEN).
+// isSecretFile reports whether the flag name is the file of a secret (--read-token-file of
+// READ_TOKEN).
 func isSecretFile(fs *flag.FlagSet, name string) bool {
 	base, ok := strings.CutSuffix(name, "-file")
 	if !ok {

@@ -60,7 +60,8 @@ var DocumentedSecrets = []string{
 	"walletsaga-dev-grafana-admin",    // the compose stack's Grafana admin password
 	"walletsaga-bench-service-token",  // the bench's walletsvc
 	"walletsaga-bench-read-token",     // the bench's notifier
-	"change-me-at-least-16",           // the README's ADMIN_TOKEN example, which deployments may have copied
+	"walletsaga-bench-metrics-token",  // the bench's abuse part: its scrapers
+	"change-me-at-least-16",           // the README's example of the retired ADMIN_TOKEN, which deployments may have copied
 	"walletsaga",                      // the dev stack's and the compose stack's Postgres password
 }
 

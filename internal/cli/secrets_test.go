@@ -73,9 +73,17 @@ func TestDocumentedSecretsAreRefusedInAnyCase(t *testing.T) {
 	})
 	require.Contains(t, got, "SERVICE_TOKEN: is a secret the repository documents")
 	got = problems(func(p *cli.Problems) {
-		p.CheckPostgresURL(cli.Production, "DATABASE_URL", "postgres://walletsaga:WalletSaga@127.0.0.1:55432/walletsaga?sslmode=disable")
+		p.CheckPostgresURL(cli.Production, "DATABASE_URL", "postgres://walletsaga:WalletSaga@127.0.0.1:55432/walletsaga?sslmode=disable", "")
 	})
 	require.Contains(t, got, "DATABASE_URL: holds a password the repository documents")
+	// However the URL hides it from net/url: pgx connects with the last password parameter,
+	// and reads past a '#'.
+	for _, hidden := range []string{"?password=own-secret-1234&password=walletsaga", "?password=own-secret-1234#&password=walletsaga"} {
+		got = problems(func(p *cli.Problems) {
+			p.CheckPostgresURL(cli.Production, "DATABASE_URL", "postgres://walletsaga@127.0.0.1:55432/walletsaga"+hidden, "")
+		})
+		require.Contains(t, got, "DATABASE_URL: holds a password the repository documents", hidden)
+	}
 }
 
 func TestSecretsOfABinaryMustDiffer(t *testing.T) {
@@ -187,16 +195,15 @@ func TestDatabaseURLsComeFromTheEnvironmentOrAFileAndTheirPasswordsNeverFromAFla
 func TestProductionReachesARemoteDatabaseOverTLSOnly(t *testing.T) {
 	t.Parallel()
 	check := func(mode cli.Mode, v string) string {
-		return problems(func(p *cli.Problems) { p.CheckPostgresURL(mode, "DATABASE_URL", v) })
+		return problems(func(p *cli.Problems) { p.CheckPostgresURL(mode, "DATABASE_URL", v, "") })
 	}
 	for _, ok := range []string{
 		"postgres://w:pw-of-ours@127.0.0.1:5432/w?sslmode=disable", // loopback: a sidecar or the same host
 		"postgres://w:pw-of-ours@localhost/w",
 		"postgres://w:pw-of-ours@[::1]:5432/w?sslmode=disable",
 		"postgres://w@localhost/w?host=/var/run/postgresql", // a Unix socket
-		"postgres://w:pw-of-ours@db.internal:5432/w?sslmode=require",
-		"postgresql://w:pw-of-ours@db.internal/w?sslmode=verify-ca&sslrootcert=/etc/ca.pem",
 		"postgres://w:pw-of-ours@10.0.0.5/w?sslmode=verify-full&sslrootcert=/etc/ca.pem",
+		"postgres://w:pw-of-ours@db.internal/w?sslmode=verify-full&sslrootcert=system",
 	} {
 		require.Empty(t, check(cli.Production, ok), ok)
 	}
@@ -206,12 +213,21 @@ func TestProductionReachesARemoteDatabaseOverTLSOnly(t *testing.T) {
 		"postgres://w:pw-of-ours@db.internal/w?sslmode=prefer":       "got sslmode=prefer",
 		"postgres://w:pw-of-ours@localhost/w?host=db.internal":       "db.internal over the network",
 		"postgres://w:pw-of-ours@10.0.0.5/w?sslmode=allow":           "10.0.0.5 over the network",
+		// pgx takes the last of a parameter given twice, and reads the query past a '#'
+		"postgres://w:pw-of-ours@db.internal/w?sslmode=verify-full&sslmode=disable":         "got sslmode=disable",
+		"postgres://w:pw-of-ours@db.internal/w?sslmode=verify-full#&sslmode=prefer":         "got sslmode=prefer",
+		"postgres://w:pw-of-ours@db.internal/w?sslmode=verify-full&ssl%6Dode=allow":         "got sslmode=allow",
+		"postgres://w:pw-of-ours@localhost/w?host=/run/pg&sslmode=disable&host=db.internal": "db.internal over the network",
 	} {
 		got := check(cli.Production, v)
 		require.Contains(t, got, "DATABASE_URL: reaches ", v)
 		require.Contains(t, got, want, v)
 		require.NotContains(t, got, "pw-of-ours", "the password is never echoed")
 		require.Empty(t, check(cli.Dev, v), "dev: %s", v)
+		require.Contains(t, problems(func(p *cli.Problems) {
+			p.CheckPostgresURL(cli.Production, "DATABASE_URL", v, "the override is for TLS that is not verified")
+		}),
+			"DATABASE_URL: reaches ", "no override takes plain text: %s", v)
 	}
 	require.Contains(t, check(cli.Production, "postgres://walletsaga:walletsaga@127.0.0.1:55432/walletsaga?sslmode=disable"),
 		"DATABASE_URL: holds a password the repository documents")
@@ -226,14 +242,14 @@ func TestProductionReachesARemoteDatabaseOverTLSOnly(t *testing.T) {
 func TestADatabaseURLOfSeveralHostsConnectsToThePrimaryOnly(t *testing.T) {
 	t.Parallel()
 	check := func(mode cli.Mode, v string) string {
-		return problems(func(p *cli.Problems) { p.CheckPostgresURL(mode, "DATABASE_URL", v) })
+		return problems(func(p *cli.Problems) { p.CheckPostgresURL(mode, "DATABASE_URL", v, "") })
 	}
 	for _, ok := range []string{
 		"postgres://w:pw-of-ours@127.0.0.1:55442,127.0.0.1:55444/w?sslmode=disable&target_session_attrs=read-write",
 		"postgres://w:pw-of-ours@db1.internal:5432,db2.internal/w?sslmode=verify-full&target_session_attrs=read-write",
 		"postgres://w:pw-of-ours@[::1]:5432,[::1]:5433/w?target_session_attrs=primary",
-		"postgres://w:pw-of-ours@db.internal/w?sslmode=require&target_session_attrs=read-write",
-		"postgres://w:pw-of-ours@db.internal/w?sslmode=require&target_session_attrs=any",
+		"postgres://w:pw-of-ours@db.internal/w?sslmode=verify-full&target_session_attrs=read-write",
+		"postgres://w:pw-of-ours@db.internal/w?sslmode=verify-full&target_session_attrs=any",
 	} {
 		require.Empty(t, check(cli.Production, ok), ok)
 		require.Empty(t, check(cli.Dev, ok), ok)
@@ -247,6 +263,9 @@ func TestADatabaseURLOfSeveralHostsConnectsToThePrimaryOnly(t *testing.T) {
 		"postgres://w:pw-of-ours@127.0.0.1:1,127.0.0.1:2/w?target_session_attrs=read-only":      "target_session_attrs=read-only lets pgx connect to a standby",
 		"postgres://w:pw-of-ours@127.0.0.1:5432x,127.0.0.1:2/w?target_session_attrs=read-write": "must be a postgres:// URL with a host, got \"postgres://w:xxxxx@127.0.0.1:5432x,127.0.0.1:2/w?target_session_attrs=read-write\"",
 		"postgres://w:pw-of-ours@/w?target_session_attrs=read-write":                            "must be a postgres:// URL with a host",
+		// pgx takes the last of a parameter given twice
+		"postgres://w:pw-of-ours@127.0.0.1:1,127.0.0.1:2/w?target_session_attrs=read-write&target_session_attrs=standby":  "target_session_attrs=standby lets pgx connect to a standby",
+		"postgres://w:pw-of-ours@127.0.0.1/w?target_session_attrs=read-write&host=/run/a,/run/b&target_session_attrs=any": "names 2 hosts",
 	} {
 		for _, mode := range []cli.Mode{cli.Dev, cli.Production} {
 			got := check(mode, v)
@@ -257,6 +276,8 @@ func TestADatabaseURLOfSeveralHostsConnectsToThePrimaryOnly(t *testing.T) {
 	}
 	got := check(cli.Production, "postgres://w:pw-of-ours@127.0.0.1:5432,db2.internal:5432/w?sslmode=prefer&target_session_attrs=read-write")
 	require.Contains(t, got, "reaches db2.internal over the network", "every node is held to the rule")
+	got = check(cli.Production, "postgres://w:pw-of-ours@127.0.0.1:5432,db2.internal:5432/w?sslmode=require&target_session_attrs=read-write")
+	require.Contains(t, got, "reaches db2.internal over the network with sslmode=require", "every node is verified")
 	require.Contains(t, check(cli.Production, "postgres://walletsaga:walletsaga@127.0.0.1:55442,127.0.0.1:55444/walletsaga?sslmode=disable&target_session_attrs=read-write"),
 		"holds a password the repository documents")
 	require.Equal(t, "pw-of-ours", cli.URLPassword("postgres://w:pw-of-ours@db1:5432,db2/w"), "net/url refuses this host list; pgx takes it")

@@ -135,14 +135,16 @@ func (s Service) NewPruner(log *slog.Logger, reg prometheus.Registerer, tables .
 }
 
 // LogStart says at start what a service's settings leave open: dev mode (and what it
-// accepts, devAccepts), how it reaches the broker (LogBroker), and, without adminToken, that
-// its operator endpoints (operations) are disabled.
-func (s Service) LogStart(log *slog.Logger, devAccepts, adminToken, operations string) {
+// accepts, devAccepts), how it reaches the broker (LogBroker), and who may call its operator
+// endpoints (operations): the operators by name, or, without any, that they are disabled.
+func (s Service) LogStart(log *slog.Logger, devAccepts, operations string) {
 	if s.Mode == Dev {
 		log.Warn("running in dev mode (WALLETSAGA_ENV=dev): " + devAccepts)
 	}
 	LogBroker(log, s.Mode, s.RocketMQAccessKey, s.UnsignedBroker)
-	if adminToken == "" {
-		log.Info("ADMIN_TOKEN is not set: the operator endpoints (" + operations + ") are disabled")
+	if s.Operators.Len() == 0 {
+		log.Info(OperatorTokensFileEnv + " is not set: the operator endpoints (" + operations + ") are disabled")
+		return
 	}
+	log.Info("the operator endpoints ("+operations+") take these operators' tokens, each recorded by name as who acted", "operators", s.Operators.Names())
 }

@@ -33,7 +33,7 @@ func CheckBearer(c echo.Context, realm, disabled string, tokens ...string) error
 
 // BearerToken returns the token of "Authorization: Bearer <token>". A missing or malformed
 // header is Unauthorized (401) with WWW-Authenticate naming realm, and a message saying that
-// want ("an admin token") is required.
+// want ("an operator token") is required.
 func BearerToken(c echo.Context, realm, want string) (string, error) {
 	h := c.Request().Header.Get(echo.HeaderAuthorization)
 	scheme, given, ok := strings.Cut(strings.TrimSpace(h), " ")
@@ -69,12 +69,36 @@ func InvalidToken(c echo.Context, realm string, err error) error {
 	return err
 }
 
-// article is the indefinite article before word: "an admin token", "a service token".
+// article is the indefinite article before word: "an operator token", "a service token".
 func article(word string) string {
 	if word != "" && strings.ContainsRune("aeiouAEIOU", rune(word[0])) {
 		return "an"
 	}
 	return "a"
+}
+
+// RequireBearerOrOperator is RequireBearer for routes that token or any operator may call
+// (the notifier's read routes: operators look before they act). Every candidate is
+// compared, whichever matches. With neither a token nor an operator, the routes are
+// disabled: Forbidden, with disabled as the message.
+func RequireBearerOrOperator(realm, disabled, token string, ops Operators) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			if token == "" && ops.Len() == 0 {
+				return apperr.New(apperr.Forbidden, "%s", disabled)
+			}
+			given, err := BearerToken(c, realm, article(realm)+" "+realm+" token")
+			if err != nil {
+				return err
+			}
+			isToken := TokenIs(given, token)
+			_, isOperator := ops.Identify(given)
+			if !isToken && !isOperator {
+				return apperr.New(apperr.Forbidden, "the %s token is not valid", realm)
+			}
+			return next(c)
+		}
+	}
 }
 
 // RequireBearer is CheckBearer as middleware.
@@ -89,28 +113,40 @@ func RequireBearer(realm, disabled string, tokens ...string) echo.MiddlewareFunc
 	}
 }
 
-// OperatorHeader names the person behind an operator action; it is recorded as the actor
-// of the audit row (the admin token proves the right to act, this header says who acted).
+// OperatorHeader is the header through which callers once named who acted. The token now
+// does (see Operator): a request that still sends the header is served only when it names
+// the token's own operator, and refused (400) when it names anyone else, rather than
+// recording someone other than the caller expected.
 const OperatorHeader = "X-Operator"
+
+// OperatorRealm is the bearer realm of the operator endpoints (WWW-Authenticate, messages).
+const OperatorRealm = "operator"
 
 // MaxReasonLen bounds the reason an operator gives for an action, in characters.
 const MaxReasonLen = 500
 
-// Operator checks an operator request: the admin bearer token (see CheckBearer), then the
-// X-Operator header (1–64 characters: letters, digits, and . _ @ -), which it returns as the
-// actor to audit.
-func Operator(c echo.Context, adminToken string) (actor string, err error) {
-	if err := CheckBearer(c, "admin", "operator actions are disabled: no admin token is configured", adminToken); err != nil {
+// Operator authenticates an operator request: its bearer token must be one operator's (see
+// Operators.Identify), whose name it returns as the actor to audit. Without operators the
+// endpoints are disabled (403); a missing or malformed Authorization is 401, a token that is
+// no operator's 403. An X-Operator header is not trusted: one that names someone other than
+// the token's operator is refused (400), one that names them is accepted, as is none.
+func Operator(c echo.Context, ops Operators) (actor string, err error) {
+	if ops.Len() == 0 {
+		return "", apperr.New(apperr.Forbidden, "operator endpoints are disabled: no operator is configured (OPERATOR_TOKENS_FILE)")
+	}
+	given, err := BearerToken(c, OperatorRealm, "an operator token")
+	if err != nil {
 		return "", err
 	}
-	actor = strings.TrimSpace(c.Request().Header.Get(OperatorHeader))
-	if actor == "" {
-		return "", apperr.New(apperr.Invalid, "the %s header must name who acts (e.g. %s: alice)", OperatorHeader, OperatorHeader)
+	actor, ok := ops.Identify(given)
+	if !ok {
+		return "", apperr.New(apperr.Forbidden, "the operator token is not valid")
 	}
-	if len(actor) > 64 || strings.IndexFunc(actor, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._@-", r))
-	}) >= 0 {
-		return "", apperr.New(apperr.Invalid, "the %s header may hold 1–64 letters, digits, '.', '_', '@' or '-'", OperatorHeader)
+	for _, claimed := range c.Request().Header.Values(OperatorHeader) {
+		if strings.TrimSpace(claimed) != actor {
+			return "", apperr.New(apperr.Invalid, "the %s header names someone other than the operator whose token this is (%s): "+
+				"the token alone says who acts, and the audit trail records %s; leave the header out", OperatorHeader, actor, actor)
+		}
 	}
 	return actor, nil
 }
@@ -126,12 +162,12 @@ func CheckReason(reason string) error {
 	return freetext.Check("reason", reason, true, MaxReasonLen)
 }
 
-// OperatorRequest is how every operator action starts: the admin token and the X-Operator
-// name (see Operator) are checked before anything is read, then the JSON body is decoded
-// strictly into body, and the reason it carries is checked (see CheckReason). It returns the
-// actor to audit.
-func OperatorRequest(c echo.Context, adminToken string, body any, reason *string) (actor string, err error) {
-	if actor, err = Operator(c, adminToken); err != nil {
+// OperatorRequest is how every operator action starts: the operator is authenticated (see
+// Operator) before anything is read, then the JSON body is decoded strictly into body, and
+// the reason it carries is checked (see CheckReason). It returns the actor to audit: the
+// name of the operator whose token the request bears.
+func OperatorRequest(c echo.Context, ops Operators, body any, reason *string) (actor string, err error) {
+	if actor, err = Operator(c, ops); err != nil {
 		return "", err
 	}
 	if err := DecodeJSON(c, body); err != nil {
@@ -156,11 +192,15 @@ func Handler(e *echo.Echo, path string, h http.Handler, mw ...echo.MiddlewareFun
 }
 
 // Metrics serves h, the Prometheus handler, at GET /metrics: behind token as a bearer token
-// when it is set (METRICS_TOKEN), open otherwise (dev).
-func Metrics(e *echo.Echo, h http.Handler, token string) {
-	if token == "" {
-		Handler(e, "/metrics", h)
-		return
+// when it is set (METRICS_TOKEN), open otherwise (dev); limit, when not nil, admits each
+// request first (a client's rate: PerClient).
+func Metrics(e *echo.Echo, h http.Handler, token string, limit echo.MiddlewareFunc) {
+	var mw []echo.MiddlewareFunc
+	if limit != nil {
+		mw = append(mw, limit)
 	}
-	Handler(e, "/metrics", h, RequireBearer("metrics", "", token))
+	if token != "" {
+		mw = append(mw, RequireBearer("metrics", "", token))
+	}
+	Handler(e, "/metrics", h, mw...)
 }

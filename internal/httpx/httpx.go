@@ -105,7 +105,7 @@ func New(opts Options) *echo.Echo {
 			if v.Status >= 500 {
 				level = slog.LevelError
 			}
-			if isProbe(v.URI) {
+			if isProbe(v.URI) || wasRefused(c) {
 				level = slog.LevelDebug
 			}
 			attrs := []slog.Attr{
@@ -163,7 +163,7 @@ func ErrorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 			err = apperr.Wrap(err, apperr.Unavailable, "request timed out")
 		}
 		status, body := apperr.ToBody(err)
-		if status >= 500 {
+		if status >= 500 && !errors.Is(err, ErrRefused) {
 			log.ErrorContext(c.Request().Context(), "request failed", "err", err, "method", c.Request().Method, "path", c.Path())
 		}
 		if c.Request().Method == http.MethodHead {
@@ -237,11 +237,17 @@ const ProbeFresh = time.Second
 // run at a time, however many probes arrive or hang up, so probes cannot take the database's
 // connections from the requests. Each check is reported as CheckOK or CheckDown; why a check
 // fails is logged to log, once each time its error changes, and its recovery likewise.
-func Probes(e *echo.Echo, log *slog.Logger, checks ...Check) {
+// limit, when not nil, admits each probe first (a client's rate: PerClient), so that a
+// flood of probes is refused before it costs the process more than a 429.
+func Probes(e *echo.Echo, log *slog.Logger, limit echo.MiddlewareFunc, checks ...Check) {
 	if log == nil {
 		log = slog.Default()
 	}
 	p := &probes{checks: checks, log: log, last: map[string]string{}}
+	var mw []echo.MiddlewareFunc
+	if limit != nil {
+		mw = append(mw, limit)
+	}
 	e.GET("/healthz", func(c echo.Context) error {
 		body := map[string]any{"status": "ok"}
 		res, degraded, _ := p.recent(true)
@@ -252,7 +258,7 @@ func Probes(e *echo.Echo, log *slog.Logger, checks ...Check) {
 			body["degraded"] = degraded
 		}
 		return c.JSON(http.StatusOK, body)
-	})
+	}, mw...)
 	e.GET("/readyz", func(c echo.Context) error {
 		res, degraded, ok := p.recent(false)
 		body := map[string]any{"status": "ok", "checks": res}
@@ -264,7 +270,7 @@ func Probes(e *echo.Echo, log *slog.Logger, checks ...Check) {
 			return c.JSON(http.StatusServiceUnavailable, body)
 		}
 		return c.JSON(http.StatusOK, body)
-	})
+	}, mw...)
 }
 
 // probes runs the checks and logs why one fails.

@@ -54,13 +54,6 @@ func newTestServer(t *testing.T) (*httptest.Server, *syncBuf) {
 		log.InfoContext(c.Request().Context(), "handler says hello")
 		return c.String(http.StatusOK, "hi")
 	})
-	e.POST("/op", func(c echo.Context) error {
-		actor, err := httpx.Operator(c, "admin-token-0123456789")
-		if err != nil {
-			return err
-		}
-		return c.String(http.StatusOK, actor)
-	})
 	srv := httptest.NewServer(e)
 	t.Cleanup(srv.Close)
 	return srv, logs
@@ -194,35 +187,9 @@ func TestTheAccessLogMasksPhoneNumbers(t *testing.T) {
 	}
 }
 
-func TestOperatorNeedsTheAdminTokenAndAName(t *testing.T) {
+// An operator's reason is required, free text of at most MaxReasonLen characters.
+func TestOperatorReasonIsCheckedFreeText(t *testing.T) {
 	t.Parallel()
-	srv, _ := newTestServer(t)
-	do := func(auth, operator string) (int, string) {
-		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/op", nil)
-		if auth != "" {
-			req.Header.Set("Authorization", auth)
-		}
-		if operator != "" {
-			req.Header.Set(httpx.OperatorHeader, operator)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
-	st, _ := do("", "alice")
-	require.Equal(t, http.StatusUnauthorized, st)
-	st, _ = do("Bearer nope-nope-nope-nope", "alice")
-	require.Equal(t, http.StatusForbidden, st)
-	st, _ = do("Bearer admin-token-0123456789", "")
-	require.Equal(t, http.StatusBadRequest, st)
-	st, _ = do("Bearer admin-token-0123456789", "bad name!")
-	require.Equal(t, http.StatusBadRequest, st)
-	st, body := do("Bearer admin-token-0123456789", "alice@ops")
-	require.Equal(t, http.StatusOK, st)
-	require.Equal(t, "alice@ops", body)
-
 	require.ErrorContains(t, httpx.CheckReason(""), "reason is required")
 	require.ErrorContains(t, httpx.CheckReason(strings.Repeat("x", httpx.MaxReasonLen+1)), "at most 500 characters")
 	for bad, msg := range map[string]string{
@@ -278,8 +245,8 @@ func TestBearerTakesAnyOfItsTokens(t *testing.T) {
 	t.Parallel()
 	e := httpx.New(httpx.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	ok := func(c echo.Context) error { return c.NoContent(http.StatusNoContent) }
-	e.GET("/read", ok, httpx.RequireBearer("read", "reads are disabled", "read-token-0123456789", "", "admin-token-0123456789"))
-	e.GET("/admin", ok, httpx.RequireBearer("admin", "admin is disabled", "admin-token-0123456789"))
+	e.GET("/read", ok, httpx.RequireBearer("read", "reads are disabled", "read-token-0123456789", "", "other-token-0123456789"))
+	e.GET("/metrics", ok, httpx.RequireBearer("metrics", "metrics are disabled", "metrics-token-0123456789"))
 	e.GET("/off", ok, httpx.RequireBearer("read", "reads are disabled: no token is configured", "", ""))
 	srv := httptest.NewServer(e)
 	t.Cleanup(srv.Close)
@@ -302,12 +269,12 @@ func TestBearerTakesAnyOfItsTokens(t *testing.T) {
 		msg        string
 	}{
 		{"/read", "Bearer read-token-0123456789", http.StatusNoContent, ""},
-		{"/read", "bearer admin-token-0123456789", http.StatusNoContent, ""},
+		{"/read", "bearer other-token-0123456789", http.StatusNoContent, ""},
 		{"/read", "Bearer read-token-01234567890", http.StatusForbidden, "the read token is not valid"},
 		{"/read", "", http.StatusUnauthorized, "a read token is required"},
 		{"/read", "Basic read-token-0123456789", http.StatusUnauthorized, "a read token is required"},
-		{"/admin", "", http.StatusUnauthorized, "an admin token is required"},
-		{"/admin", "Bearer read-token-0123456789", http.StatusForbidden, "the admin token is not valid"},
+		{"/metrics", "", http.StatusUnauthorized, "a metrics token is required"},
+		{"/metrics", "Bearer read-token-0123456789", http.StatusForbidden, "the metrics token is not valid"},
 		{"/off", "Bearer anything-at-all-here", http.StatusForbidden, "reads are disabled: no token is configured"},
 	} {
 		status, body := do(c.path, c.auth)
@@ -326,7 +293,7 @@ func TestProbesSayWhichDependencyIsDownAndLogWhy(t *testing.T) {
 	dbErr := errors.New(`failed to connect to user=walletsaga database=wallets host=db-7.internal port=5432: connection refused`)
 	brokerErr := errors.New("dial tcp 10.0.3.4:9876: i/o timeout")
 	e := httpx.New(httpx.Options{Logger: log})
-	httpx.Probes(e, log,
+	httpx.Probes(e, log, nil,
 		httpx.Check{Name: "postgres", Fn: func(context.Context) error { mu.Lock(); defer mu.Unlock(); return dbErr }},
 		httpx.Check{Name: "rocketmq", Fn: func(context.Context) error { return brokerErr }, Degraded: "events wait in the outbox"},
 	)
@@ -362,7 +329,7 @@ func TestProbesSayWhichDependencyIsDownAndLogWhy(t *testing.T) {
 }
 
 // No page of ours may be framed by another site's (clickjacking an operator who holds the
-// admin token): the console's page says so in its policy and in X-Frame-Options, and so does
+// operator token): the console's page says so in its policy and in X-Frame-Options, and so does
 // every other answer, errors included.
 func TestNothingMayBeFramed(t *testing.T) {
 	t.Parallel()
@@ -400,7 +367,7 @@ func TestAFloodOfProbesRunsTheChecksOnce(t *testing.T) {
 	var runs atomic.Int32
 	release := make(chan struct{})
 	e := httpx.New(httpx.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	httpx.Probes(e, nil, httpx.Check{Name: "postgres", Fn: func(ctx context.Context) error {
+	httpx.Probes(e, nil, nil, httpx.Check{Name: "postgres", Fn: func(ctx context.Context) error {
 		runs.Add(1)
 		select {
 		case <-release:
@@ -440,7 +407,7 @@ func TestMetricsAreServedOnlyWithTheirToken(t *testing.T) {
 	t.Parallel()
 	e := httpx.New(httpx.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	httpx.Metrics(e, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "walletsaga_up 1\n") }),
-		"a-metrics-token-of-our-own")
+		"a-metrics-token-of-our-own", nil)
 	srv := httptest.NewServer(e)
 	t.Cleanup(srv.Close)
 	get := func(auth string) int {
@@ -457,4 +424,41 @@ func TestMetricsAreServedOnlyWithTheirToken(t *testing.T) {
 	require.Equal(t, http.StatusUnauthorized, get(""))
 	require.Equal(t, http.StatusForbidden, get("Bearer another-token-of-someone"))
 	require.Equal(t, http.StatusOK, get("Bearer a-metrics-token-of-our-own"))
+}
+
+// TestProbesAndScrapesKeepToTheirClientsRate: a flood of probes and scrapes from one address
+// is refused 429 past its rate, before it costs a check run or a gathering of the metrics;
+// the metrics token is a client of its own, so Prometheus keeps scraping meanwhile.
+func TestProbesAndScrapesKeepToTheirClientsRate(t *testing.T) {
+	t.Parallel()
+	e := httpx.New(httpx.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	var r httpx.Refusals
+	const token = "a-metrics-token-of-our-own"
+	limit := httpx.PerClient(0.001, 2, &r, func(t string) bool { return httpx.TokenIs(t, token) })
+	var checks, gathers atomic.Int64
+	httpx.Probes(e, nil, limit, httpx.Check{Name: "postgres", Fn: func(context.Context) error { checks.Add(1); return nil }})
+	httpx.Metrics(e, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		gathers.Add(1)
+		_, _ = io.WriteString(w, "walletsaga_up 1\n")
+	}), token, limit)
+	srv := httptest.NewServer(e)
+	t.Cleanup(srv.Close)
+	get := func(path, auth string) int {
+		req, err := http.NewRequest(http.MethodGet, srv.URL+path, nil)
+		require.NoError(t, err)
+		if auth != "" {
+			req.Header.Set("Authorization", "Bearer "+auth)
+		}
+		resp, err := srv.Client().Do(req)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+	require.Equal(t, []int{http.StatusOK, http.StatusOK, http.StatusTooManyRequests, http.StatusTooManyRequests, http.StatusTooManyRequests},
+		[]int{get("/readyz", ""), get("/healthz", ""), get("/readyz", ""), get("/metrics", "a-made-up-token"), get("/metrics", "")})
+	require.Equal(t, http.StatusOK, get("/metrics", token), "the metrics token is a client of its own")
+	require.EqualValues(t, 1, gathers.Load(), "refused scrapes gathered nothing")
+	require.LessOrEqual(t, checks.Load(), int64(1), "refused probes ran no check")
+	require.EqualValues(t, 3, r.Rate.Load())
 }

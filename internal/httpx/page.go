@@ -12,7 +12,7 @@ import (
 
 // PageCSP is the page's Content-Security-Policy: it loads and calls only its own origin, and
 // no page may frame it (a frame under another site's page could trick an operator holding
-// the admin token into clicks: retry, resolve, replay, skip).
+// an operator token into clicks: retry, resolve, replay, skip).
 const PageCSP = "default-src 'self'; style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'"
 
 // Page serves a self-contained page from fsys: index.html at GET / (allowed to load only its

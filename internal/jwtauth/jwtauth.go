@@ -52,14 +52,34 @@ type Settings struct {
 	Leeway time.Duration
 	// UserClaim names the claim that holds the wallet user id (empty: "sub").
 	UserClaim string
+	// SourcesClaim names the claim that lists the payment sources (card tokens) the user may
+	// deposit from, an array of strings (empty: DefaultSourcesClaim).
+	SourcesClaim string
+}
+
+// DefaultSourcesClaim is the claim that lists a user's payment sources unless Settings say
+// another.
+const DefaultSourcesClaim = "funding_sources"
+
+// Claims is what a verified token says the wallet needs: whom it acts for, and from which
+// payment sources that user may deposit.
+type Claims struct {
+	// User is the value of the user claim: a string, or an integer written as its decimal
+	// digits; "" when the token has none (the caller decides what a token naming no user
+	// may do).
+	User string
+	// Sources are the payment sources the sources claim lists, in its order; none when the
+	// token has no such claim.
+	Sources []string
 }
 
 // Verifier checks user tokens. It is safe for concurrent use.
 type Verifier struct {
-	parser    *jwt.Parser
-	keys      []Key
-	algs      []string
-	userClaim string
+	parser       *jwt.Parser
+	keys         []Key
+	algs         []string
+	userClaim    string
+	sourcesClaim string
 }
 
 // New returns a Verifier for s, or an error naming what is wrong with s.
@@ -103,6 +123,12 @@ func New(s Settings) (*Verifier, error) {
 	if s.UserClaim == "" {
 		s.UserClaim = "sub"
 	}
+	if s.SourcesClaim == "" {
+		s.SourcesClaim = DefaultSourcesClaim
+	}
+	if s.SourcesClaim == s.UserClaim {
+		return nil, fmt.Errorf("the sources claim and the user claim are both %q: name two claims", s.UserClaim)
+	}
 	return &Verifier{
 		parser: jwt.NewParser(
 			jwt.WithValidMethods(algs),
@@ -114,7 +140,7 @@ func New(s Settings) (*Verifier, error) {
 			jwt.WithJSONNumber(),
 			jwt.WithStrictDecoding(),
 		),
-		keys: keys, algs: algs, userClaim: s.UserClaim,
+		keys: keys, algs: algs, userClaim: s.UserClaim, sourcesClaim: s.SourcesClaim,
 	}, nil
 }
 
@@ -124,25 +150,48 @@ func (v *Verifier) Algorithms() []string { return slices.Clone(v.algs) }
 // Keys lists the keys the verifier holds.
 func (v *Verifier) Keys() []Key { return slices.Clone(v.keys) }
 
-// Verify checks token — signature, exp (required), nbf, iat, iss, aud — and returns the value
-// of its user claim: a string, or an integer written as its decimal digits; "" when the token
-// has none (the caller decides what a token naming no user may do). An invalid token is an
+// Verify checks token — signature, exp (required), nbf, iat, iss, aud — and returns its
+// claims: the user claim's value, and the payment sources its sources claim lists. An
+// invalid token, or one whose sources claim is not an array of non-empty strings, is an
 // apperr.Unauthorized error saying why, with the library's error as its cause.
-func (v *Verifier) Verify(token string) (string, error) {
+func (v *Verifier) Verify(token string) (Claims, error) {
 	claims := jwt.MapClaims{}
 	t, err := v.parser.ParseWithClaims(token, claims, v.keyFor)
 	if err != nil {
-		return "", apperr.Wrap(err, apperr.Unauthorized, "%s", v.reason(t, err))
+		return Claims{}, apperr.Wrap(err, apperr.Unauthorized, "%s", v.reason(t, err))
 	}
+	var out Claims
 	switch u := claims[v.userClaim].(type) {
 	case string:
-		return u, nil
+		out.User = u
 	case json.Number:
 		if _, err := u.Int64(); err == nil {
-			return u.String(), nil
+			out.User = u.String()
 		}
 	}
-	return "", nil
+	if raw, ok := claims[v.sourcesClaim]; ok {
+		if out.Sources, ok = sourceList(raw); !ok {
+			return Claims{}, apperr.New(apperr.Unauthorized, "the token's %q claim must be an array of payment sources (non-empty strings)", v.sourcesClaim)
+		}
+	}
+	return out, nil
+}
+
+// sourceList returns raw as a list of non-empty strings, or false when it is not one.
+func sourceList(raw any) ([]string, bool) {
+	list, ok := raw.([]any)
+	if !ok {
+		return nil, false
+	}
+	out := make([]string, 0, len(list))
+	for _, e := range list {
+		s, ok := e.(string)
+		if !ok || s == "" {
+			return nil, false
+		}
+		out = append(out, s)
+	}
+	return out, true
 }
 
 // keyFor is the jwt.Keyfunc: the keys that may verify the token's algorithm, narrowed to

@@ -120,9 +120,9 @@ func verifier(t *testing.T, s jwtauth.Settings) *jwtauth.Verifier {
 // refused requires Verify to refuse token as Unauthorized with a message containing want.
 func refused(t *testing.T, v *jwtauth.Verifier, token, want string) {
 	t.Helper()
-	user, err := v.Verify(token)
+	got, err := v.Verify(token)
 	require.Error(t, err)
-	require.Empty(t, user)
+	require.Zero(t, got)
 	var e *apperr.Error
 	require.ErrorAs(t, err, &e)
 	require.Equal(t, apperr.Unauthorized, e.Code, "%v", err)
@@ -154,9 +154,9 @@ func TestATokenSignedByATrustedKeyNamesItsUser(t *testing.T) {
 		"sub as a number":       sign(t, jwt.SigningMethodRS256, k.rsa, "", claims(func(c jwt.MapClaims) { c["sub"] = 42 })),
 		"no iat (optional)":     sign(t, jwt.SigningMethodRS256, k.rsa, "", claims(func(c jwt.MapClaims) { delete(c, "iat") })),
 	} {
-		user, err := v.Verify(token)
+		got, err := v.Verify(token)
 		require.NoError(t, err, name)
-		require.Equal(t, "42", user, name)
+		require.Equal(t, "42", got.User, name)
 	}
 }
 
@@ -223,9 +223,9 @@ func TestATokenCannotChooseHowItIsChecked(t *testing.T) {
 		sign(t, jwt.SigningMethodRS256, k.rsa, "", claims(nil)),
 		sign(t, jwt.SigningMethodES256, k.ec, "ec-1", claims(nil)),
 	} {
-		user, err := j.Verify(token)
+		got, err := j.Verify(token)
 		require.NoError(t, err)
-		require.Equal(t, "42", user)
+		require.Equal(t, "42", got.User)
 	}
 	refused(t, j, sign(t, jwt.SigningMethodPS256, k.rsa, "rsa-1", claims(nil)), `signed with "PS256"`)
 	refused(t, j, sign(t, jwt.SigningMethodRS256, k.rsa, "ec-1", claims(nil)), "names no key")
@@ -242,17 +242,57 @@ func TestTheUserClaim(t *testing.T) {
 		"7":     claims(func(c jwt.MapClaims) { c["sub"] = 7 }),
 		"-1":    claims(func(c jwt.MapClaims) { c["sub"] = -1 }),
 	} {
-		user, err := v.Verify(sign(t, jwt.SigningMethodRS256, k.rsa, "", c))
+		got, err := v.Verify(sign(t, jwt.SigningMethodRS256, k.rsa, "", c))
 		require.NoError(t, err)
-		require.Equal(t, want, user)
+		require.Equal(t, want, got.User)
 	}
 	custom := verifier(t, jwtauth.Settings{Keys: pemOf(t, k.rsa.Public()), UserClaim: "wallet_user"})
-	user, err := custom.Verify(sign(t, jwt.SigningMethodRS256, k.rsa, "", claims(func(c jwt.MapClaims) { c["wallet_user"] = 9; c["sub"] = "auth0|abc" })))
+	got, err := custom.Verify(sign(t, jwt.SigningMethodRS256, k.rsa, "", claims(func(c jwt.MapClaims) { c["wallet_user"] = 9; c["sub"] = "auth0|abc" })))
 	require.NoError(t, err)
-	require.Equal(t, "9", user)
-	user, err = custom.Verify(sign(t, jwt.SigningMethodRS256, k.rsa, "", claims(func(c jwt.MapClaims) { c["wallet_user"] = 9.5 })))
+	require.Equal(t, "9", got.User)
+	got, err = custom.Verify(sign(t, jwt.SigningMethodRS256, k.rsa, "", claims(func(c jwt.MapClaims) { c["wallet_user"] = 9.5 })))
 	require.NoError(t, err)
-	require.Empty(t, user, "a number that is no integer names nobody")
+	require.Empty(t, got.User, "a number that is no integer names nobody")
+}
+
+// The sources claim lists the payment sources the user may deposit from: an array of
+// non-empty strings, or absent (none). Anything else makes the token invalid: the identity
+// provider wrote what the wallet cannot read, and guessing could widen what it allows.
+func TestTheSourcesClaim(t *testing.T) {
+	t.Parallel()
+	k := testKeys()
+	v := everything(t)
+	token := func(edit func(jwt.MapClaims)) string { return sign(t, jwt.SigningMethodRS256, k.rsa, "", claims(edit)) }
+	got, err := v.Verify(token(nil))
+	require.NoError(t, err)
+	require.Empty(t, got.Sources, "no claim, no sources")
+	got, err = v.Verify(token(func(c jwt.MapClaims) { c[jwtauth.DefaultSourcesClaim] = []string{"tok_visa_4242", "tok_mc_4444"} }))
+	require.NoError(t, err)
+	require.Equal(t, jwtauth.Claims{User: "42", Sources: []string{"tok_visa_4242", "tok_mc_4444"}}, got)
+	got, err = v.Verify(token(func(c jwt.MapClaims) { c[jwtauth.DefaultSourcesClaim] = []string{} }))
+	require.NoError(t, err)
+	require.Empty(t, got.Sources)
+	for name, bad := range map[string]any{
+		"a string":         "tok_visa_4242",
+		"a number in it":   []any{"tok_visa_4242", 7},
+		"an empty string":  []string{""},
+		"an object":        map[string]any{"card": "tok_visa_4242"},
+		"null":             nil,
+		"a list in a list": []any{[]string{"tok_visa_4242"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			refused(t, v, token(func(c jwt.MapClaims) { c[jwtauth.DefaultSourcesClaim] = bad }), `"funding_sources" claim must be an array`)
+		})
+	}
+	custom := verifier(t, jwtauth.Settings{Keys: pemOf(t, k.rsa.Public()), SourcesClaim: "https://wallet.example/sources"})
+	got, err = custom.Verify(token(func(c jwt.MapClaims) {
+		c["https://wallet.example/sources"] = []string{"tok_a"}
+		c[jwtauth.DefaultSourcesClaim] = []string{"tok_b"}
+	}))
+	require.NoError(t, err)
+	require.Equal(t, []string{"tok_a"}, got.Sources, "only the configured claim counts")
+	_, err = jwtauth.New(jwtauth.Settings{Issuer: issuer, Audience: audience, Keys: pemOf(t, k.rsa.Public()), SourcesClaim: "sub"})
+	require.ErrorContains(t, err, "name two claims")
 }
 
 func TestKeysFiles(t *testing.T) {

@@ -25,7 +25,11 @@ type SMS struct {
 	Locale string // "zh-CN" or "en"
 	Kind   string // walletevent.Kind
 	Amount int64  // signed minor units of the event (for the failure switch)
-	Text   string
+	// Currency and BalanceAfter are the event's: with Kind and Amount, what a provider's
+	// template takes (Template).
+	Currency     string
+	BalanceAfter int64
+	Text         string
 	// Epoch is the wallet epoch of the event (0: not said): a seq the wallet handed out again
 	// after a restore is another SMS, under another key.
 	Epoch int64
@@ -58,19 +62,60 @@ func ProviderKey(deployment string, userID, seq, epoch int64) string {
 // dead-lettered at once. Wrap it: fmt.Errorf("...: %w", ErrPermanent).
 var ErrPermanent = errors.New("notify: permanent send failure")
 
-// ErrAlreadyDelivered means the provider has this SMS already under its idempotency key (a
-// 409 to a repeated key): it counts as delivered.
+// ErrAlreadyDelivered means the provider has this SMS already under its idempotency key: it
+// answered a repeated key with its first answer, marked as a replay (a 2xx with
+// Idempotent-Replayed: true). It counts as delivered.
 var ErrAlreadyDelivered = errors.New("notify: the provider already has this SMS")
+
+// ErrInProgress means the provider holds a send under this SMS's idempotency key whose
+// outcome it does not know yet (a 409): not delivered as far as anyone knows, and never
+// counted as delivered. It is retried like any failure, under the same key, so the provider
+// delivers the SMS once however many times it is asked; it is not a failure of the provider
+// as a whole (the provider answered).
+var ErrInProgress = errors.New("notify: the provider is still processing this SMS")
 
 // ErrProviderUnavailable marks a failure of the provider as a whole rather than of one SMS:
 // a 5xx, 408 or 429, a timeout, a refused or broken connection. It is retried like any
 // failure, and the provider breaker counts it.
 var ErrProviderUnavailable = errors.New("notify: SMS provider unavailable")
 
+// RetryAfterError is a failed send whose provider said how long to wait before asking again
+// (a Retry-After header): the SMS's next attempt waits at least After (the retry policy
+// bounds it by its longest backoff). Make one with RetryLater; read it with RetryAfter.
+type RetryAfterError struct {
+	Err   error
+	After time.Duration
+}
+
+func (e *RetryAfterError) Error() string { return e.Err.Error() }
+
+func (e *RetryAfterError) Unwrap() error { return e.Err }
+
+// RetryLater returns err, asking that the SMS's next attempt wait at least d; err itself when d
+// is not positive.
+func RetryLater(err error, d time.Duration) error {
+	if err == nil || d <= 0 {
+		return err
+	}
+	return &RetryAfterError{Err: err, After: d}
+}
+
+// RetryAfter is the least wait err asks for before the SMS's next attempt (RetryLater), 0
+// when none.
+func RetryAfter(err error) time.Duration {
+	var ra *RetryAfterError
+	if errors.As(err, &ra) {
+		return max(ra.After, 0)
+	}
+	return 0
+}
+
 // Sender delivers one SMS to a provider, which deduplicates on m.IdempotencyKey (its
 // ProviderKey): sending the same SMS again delivers it once. Errors: ErrAlreadyDelivered (delivered
-// before), ErrPermanent (retrying cannot help), ErrProviderUnavailable (the provider is
-// failing), anything else (this SMS failed; retry). The lanes call Send for one user at a
+// before), ErrInProgress (a send under the key is still being processed; retry), ErrPermanent
+// (retrying cannot help), ErrProviderUnavailable (the provider is failing), anything else
+// (this SMS failed; retry). Any of the retried ones may carry the least wait the provider
+// asked for (RetryLater). The lanes call Send for one user at a
 // time, in seq order, and only once the user's previous SMS is recorded.
 type Sender interface {
 	Send(ctx context.Context, m SMS) error

@@ -82,15 +82,17 @@ func render(e walletevent.Event, table map[string]map[walletevent.Kind]string) (
 // IdempotencyKey is left to the caller, as Render's is.
 func Compose(e walletevent.Event, text string) SMS {
 	return SMS{
-		UserID:     e.UserID,
-		Seq:        e.Seq,
-		Phone:      e.Phone,
-		Locale:     ResolveLocale(e.Locale),
-		Kind:       string(e.Kind),
-		Amount:     e.Amount,
-		Text:       text,
-		OccurredAt: e.OccurredAt,
-		Epoch:      e.Epoch,
+		UserID:       e.UserID,
+		Seq:          e.Seq,
+		Phone:        e.Phone,
+		Locale:       ResolveLocale(e.Locale),
+		Kind:         string(e.Kind),
+		Amount:       e.Amount,
+		Currency:     e.Currency,
+		BalanceAfter: e.BalanceAfter,
+		Text:         text,
+		OccurredAt:   e.OccurredAt,
+		Epoch:        e.Epoch,
 	}
 }
 
@@ -133,11 +135,38 @@ func ResolveLocale(locale string) string {
 // FormatMoney writes minor units as an absolute amount with two decimals and the currency:
 // FormatMoney(-5050, "CNY") == "50.50 CNY". The sign is left to the words around it.
 func FormatMoney(minor int64, currency string) string {
+	return FormatAmount(minor) + " " + currency
+}
+
+// FormatAmount writes minor units as an absolute amount with two decimals, without the
+// currency: FormatAmount(-5050) == "50.50".
+func FormatAmount(minor int64) string {
 	u := uint64(minor) //nolint:gosec // G115: two's complement on purpose, negated below, so math.MinInt64 formats too
 	if minor < 0 {
 		u = -u // two's complement: also right for math.MinInt64
 	}
 	whole, cents := u/100, u%100
-	s := strconv.FormatUint(whole, 10) + "." + strconv.FormatUint(cents/10, 10) + strconv.FormatUint(cents%10, 10)
-	return s + " " + currency
+	return strconv.FormatUint(whole, 10) + "." + strconv.FormatUint(cents/10, 10) + strconv.FormatUint(cents%10, 10)
+}
+
+// TemplateParams are the parameters of an SMS's provider template (Template), named as the
+// event's fields: what the text says, for a provider that sends only templates approved
+// beforehand and fills in their parameters (as mainland China's SMS providers do). Every value
+// is a string, as such providers take them.
+type TemplateParams struct {
+	// Amount is the change, absolute, with two decimals ("50.00"): the template's words say
+	// which way it went, as the text's do.
+	Amount string `json:"amount"`
+	// Currency is the wallet's ISO 4217 code ("CNY").
+	Currency string `json:"currency"`
+	// BalanceAfter is the balance once the change applied, with two decimals ("150.00").
+	BalanceAfter string `json:"balance_after"`
+}
+
+// Template returns the id of the SMS's provider template and its parameters. The id is the
+// event's kind (walletevent.Kinds: "deposit", "purchase", …): one template per kind, in each
+// locale, saying what the notifier's text for it says (Render); the SMS's Locale picks the
+// language and Late marks an operator's replay.
+func (m SMS) Template() (string, TemplateParams) {
+	return m.Kind, TemplateParams{Amount: FormatAmount(m.Amount), Currency: m.Currency, BalanceAfter: FormatAmount(m.BalanceAfter)}
 }

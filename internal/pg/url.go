@@ -19,6 +19,9 @@ type URL struct {
 	// rest is the URL with the host list replaced by standIn.
 	rest   *url.URL
 	scheme string
+	// rawQuery is what follows the first '?' after the host list, as pgx reads it: to the
+	// end, a '#' included (net/url would end the query there).
+	rawQuery string
 }
 
 // standIn takes the host list's place in the URL net/url parses.
@@ -54,7 +57,11 @@ func ParseURL(v string) (URL, error) {
 		}
 		return URL{}, err
 	}
-	return URL{Hosts: hosts, rest: u, scheme: scheme}, nil
+	rawQuery := ""
+	if _, q, ok := strings.Cut(rest[end:], "?"); ok {
+		rawQuery = q
+	}
+	return URL{Hosts: hosts, rest: u, scheme: scheme, rawQuery: rawQuery}, nil
 }
 
 // checkHost checks one host[:port] of a host list: a name or IPv4 address, or an IPv6
@@ -104,14 +111,76 @@ func (u URL) Names() []string {
 	return names
 }
 
-// Query returns the URL's parameters.
+// Query returns the URL's parameters as net/url reads them. A setting the checks rely on is
+// read with Param or Params, as pgx reads it.
 func (u URL) Query() url.Values { return u.rest.Query() }
 
-// Password returns the password the URL holds, in its user part or as its password
-// parameter ("" for none).
-func (u URL) Password() string {
-	if pw, ok := u.rest.User.Password(); ok && pw != "" {
-		return pw
+// Params returns every value of the URL's parameter key, in the order written, read as pgx
+// (and libpq) read the query: everything after the first '?', a '#' included, split at '&',
+// each key and value percent-decoded once its surrounding spaces are trimmed. net/url reads
+// some URLs otherwise (it ends the query at '#', keeps the spaces), and its Get takes the
+// first value where pgx takes the last.
+func (u URL) Params(key string) []string {
+	var out []string
+	for _, p := range u.params() {
+		if p[0] == key {
+			out = append(out, p[1])
+		}
 	}
-	return u.Query().Get("password")
+	return out
+}
+
+// Param returns the value pgx takes for the URL's parameter key: the last one written, ""
+// for none. For sslmode it applies the alias pgx takes from JDBC: ssl=true, when it is the
+// last ssl value and comes after the last sslmode, is sslmode=require.
+func (u URL) Param(key string) string {
+	var v, ssl string
+	sslLast := false
+	for _, p := range u.params() {
+		switch {
+		case p[0] == key:
+			v, sslLast = p[1], false
+		case key == "sslmode" && p[0] == "ssl":
+			ssl, sslLast = p[1], true
+		}
+	}
+	if ssl == "true" && sslLast {
+		return "require"
+	}
+	return v
+}
+
+// params are the URL's parameters as pgx reads them (see Params), key and value each.
+func (u URL) params() [][2]string {
+	var out [][2]string
+	for pair := range strings.SplitSeq(u.rawQuery, "&") {
+		if pair == "" {
+			continue
+		}
+		k, v, _ := strings.Cut(pair, "=")
+		out = append(out, [2]string{decodeParam(k), decodeParam(v)})
+	}
+	return out
+}
+
+// decodeParam decodes a key or value of the query as pgx does: the spaces around it trimmed,
+// then each %XX decoded; what pgx refuses (a bad %XX, a space inside) is kept as written,
+// since pgx then refuses the whole URL at connect.
+func decodeParam(s string) string {
+	s = strings.Trim(s, " ")
+	if d, err := url.PathUnescape(s); err == nil {
+		return d
+	}
+	return s
+}
+
+// Password returns the password pgx connects with from the URL ("" for none): its password
+// parameter (the last one written, read as Param reads it) when it has one, which pgx lets
+// override the user part, else the user part's.
+func (u URL) Password() string {
+	if pws := u.Params("password"); len(pws) > 0 {
+		return pws[len(pws)-1]
+	}
+	pw, _ := u.rest.User.Password()
+	return pw
 }

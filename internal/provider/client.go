@@ -10,10 +10,9 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strconv"
-	"strings"
 	"time"
 
+	"github.com/walletsaga/walletsaga/internal/backoff"
 	"github.com/walletsaga/walletsaga/internal/redact"
 	"github.com/walletsaga/walletsaga/internal/telemetry"
 	"github.com/walletsaga/walletsaga/internal/wallet"
@@ -197,21 +196,5 @@ func errorDetail(body []byte) (ErrorDetail, bool) {
 // parseRetryAfter reads a Retry-After header: seconds, or an HTTP date. Unreadable, absent
 // or in the past is 0 (the engine's own backoff); beyond MaxRetryAfter is MaxRetryAfter.
 func parseRetryAfter(v string, now time.Time) time.Duration {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0
-	}
-	var d time.Duration
-	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
-		if secs <= 0 {
-			return 0
-		}
-		if secs > int64(MaxRetryAfter/time.Second) {
-			return MaxRetryAfter
-		}
-		d = time.Duration(secs) * time.Second
-	} else if at, err := http.ParseTime(v); err == nil {
-		d = at.Sub(now)
-	}
-	return min(max(d, 0), MaxRetryAfter)
+	return backoff.RetryAfter(v, now, MaxRetryAfter)
 }

@@ -52,8 +52,9 @@ func (s *Simulator) Handler() http.Handler {
 type operation func(ctx context.Context, key string, body []byte) (a answer, done bool)
 
 // contract wraps an operation of target with what every call goes through, in order: the
-// target's outage, the bearer token, the Idempotency-Key, the latency, the injected failure
-// before the work, and the injected lost response after it.
+// target's outage, the bearer token, the Idempotency-Key, the key held while the call is
+// processed (another call under it meanwhile is 409 in_progress), the latency, the injected
+// failure before the work, and the injected lost response after it.
 func (s *Simulator) contract(target string, op operation) http.HandlerFunc {
 	return s.authorizedAfterOutage(target, func(w http.ResponseWriter, r *http.Request) {
 		key := r.Header.Get(provider.HeaderIdempotencyKey)
@@ -66,6 +67,15 @@ func (s *Simulator) contract(target string, op operation) http.HandlerFunc {
 			writeJSON(w, refusal(http.StatusBadRequest, provider.CodeInvalidRequest, "body: %v", err))
 			return
 		}
+		release, held := s.hold(r.URL.Path, key)
+		if !held {
+			// The one meaning of 409: known, not finished. A finished call's key is answered
+			// with its result, by the store, never so.
+			writeJSON(w, refusal(http.StatusConflict, provider.CodeInProgress,
+				"a call with this %s is still being processed; ask again later", provider.HeaderIdempotencyKey))
+			return
+		}
+		defer release()
 		if !s.wait(r.Context()) {
 			writeJSON(w, refusal(http.StatusServiceUnavailable, provider.CodeUnavailable, "simulated %s: gave up waiting", target))
 			return

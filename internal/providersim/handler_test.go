@@ -184,6 +184,49 @@ func TestInjectedFailuresLoseResponsesAfterTheWork(t *testing.T) {
 	require.Len(t, cs, lost, "a lost answer's charge was made; a failure before made none")
 }
 
+// 409 means one thing: a call under the same key is still being processed. Of two calls
+// under one key at once, one is processed and the other answered 409 in_progress; asked
+// again once the first finished, the key gets its result (the same charge), never 409.
+func TestACallUnderAKeyInProgressIs409(t *testing.T) {
+	t.Parallel()
+	sim, srv := serve(t, providersim.Options{Latency: time.Second})
+	const body = `{"user_id":1,"amount":5,"currency":"CNY","source":"card"}`
+	type answer struct {
+		status int
+		code   string
+	}
+	answers := make(chan answer, 2)
+	for range 2 {
+		go func() {
+			req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL+provider.PathCharges, strings.NewReader(body))
+			if err != nil {
+				answers <- answer{code: err.Error()}
+				return
+			}
+			req.Header.Set("Authorization", "Bearer "+providersim.DevToken)
+			req.Header.Set(provider.HeaderIdempotencyKey, "7:charge")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				answers <- answer{code: err.Error()}
+				return
+			}
+			defer resp.Body.Close()
+			var e provider.ErrorBody
+			_ = json.NewDecoder(resp.Body).Decode(&e)
+			answers <- answer{resp.StatusCode, e.Error.Code}
+		}()
+	}
+	got := []answer{<-answers, <-answers}
+	require.ElementsMatch(t, []answer{{http.StatusOK, ""}, {http.StatusConflict, provider.CodeInProgress}}, got)
+	status, _ := post(t, srv.URL+provider.PathCharges, providersim.DevToken, "7:charge", body)
+	require.Equal(t, http.StatusOK, status, "a finished call's key gets its result again")
+	cs, err := sim.Store().Charges(t.Context())
+	require.NoError(t, err)
+	require.Len(t, cs, 1)
+	status, _ = post(t, srv.URL+provider.PathOrders, providersim.DevToken, "7:charge", `{"merchant":"m","reference":"r","amount":1,"currency":"CNY"}`)
+	require.Equal(t, http.StatusOK, status, "another operation's key is another key")
+}
+
 func TestNewRefusesBadOptions(t *testing.T) {
 	t.Parallel()
 	_, err := providersim.New(nil, providersim.Options{})

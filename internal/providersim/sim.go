@@ -6,9 +6,11 @@
 // Deterministic hooks: the source DeclinedSource is declined; a merchant reference starting
 // with RejectPrefix is rejected, one starting with FlakyPrefix answers 503 to its first
 // FlakyFailures calls per key and is then placed; a payout's destination likewise (refused
-// for good, or failing FlakyFailures times and then paid). Options add latency and random failures
-// (half before doing anything, half after, the response then lost: the connection is
-// closed unanswered). An outage switch (SetOutage, or POST /sim/outages) makes every call
+// for good, or failing FlakyFailures times and then paid). A call under an Idempotency-Key
+// another call to the same operation is still processing is answered 409 in_progress, the one
+// meaning of 409 in the contract; a finished call's key gets its result again. Options add
+// latency and random failures (half before doing anything, half after, the response then
+// lost: the connection is closed unanswered). An outage switch (SetOutage, or POST /sim/outages) makes every call
 // of the gateway or the merchant fail at once (503) or hang until the caller gives up.
 // What it holds lives in a Store: MemoryStore, or PostgresStore in a schema of its own.
 package providersim
@@ -80,6 +82,8 @@ type Simulator struct {
 
 	mu      sync.Mutex
 	outages map[string]outage
+	// inflight holds the calls being processed, by path and Idempotency-Key.
+	inflight map[[2]string]bool
 
 	closed    chan struct{}
 	closeOnce sync.Once
@@ -107,7 +111,7 @@ func New(store Store, o Options) (*Simulator, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Simulator{store: store, opts: o, outages: map[string]outage{}, closed: make(chan struct{})}, nil
+	return &Simulator{store: store, opts: o, outages: map[string]outage{}, inflight: map[[2]string]bool{}, closed: make(chan struct{})}, nil
 }
 
 // Store returns the simulator's store (for tests and audits that count charges and orders).
@@ -164,6 +168,24 @@ func (s *Simulator) outageOf(target string) outage {
 		return outage{}
 	}
 	return o
+}
+
+// hold marks the call to path under key as being processed until release; held is false
+// when another call under them is (the caller answers 409 in_progress). It is this process's
+// view: the store, not hold, keeps one operation per key.
+func (s *Simulator) hold(path, key string) (release func(), held bool) {
+	k := [2]string{path, key}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inflight[k] {
+		return nil, false
+	}
+	s.inflight[k] = true
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		delete(s.inflight, k)
+	}, true
 }
 
 // injected is what a call draws: a failure before it does anything, after (a lost

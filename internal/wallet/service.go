@@ -310,50 +310,84 @@ func (s *Service) WaitSaga(ctx context.Context, id int64) (Operation, error) {
 	return s.GetSaga(rctx, id)
 }
 
-// userChunk is how many of a user's operations ListSagas reads at a time when it filters
-// them by state.
+// ListScanBudget is the most sagas one ListSagas call reads, whatever it is asked: with a
+// user, that many of the user's operations (each read walks the user's two indexes, as payer
+// and as payee, to at most the rows it asks for); without, that many of the engine's sagas.
+// A page is full when enough of those match; when the budget runs out first, the page holds
+// what matched so far (fewer than the limit, perhaps none) and its NextCursor is where the
+// scan stopped, so that a client that follows it goes on from there. A user with a million
+// completed sagas asking for its failed ones thus costs each request at most this many rows,
+// not the million; the client pages through instead.
+const ListScanBudget = 1000
+
+// userChunk is how many of a user's operations ListSagas reads first when it filters them by
+// state (a state other than the common one may be rare among them); every later read of the
+// same call takes twice as many as the one before, up to maxScanBatch, within the budget.
 const userChunk = 200
+
+// maxScanBatch bounds the reads after the first of one ListSagas call that skips rows (their
+// state is not the one asked for, or they are not the wallet's): each takes twice as many
+// rows as the one before, up to this many (or the first read's size, when larger), so that a
+// page of 1 that has to skip many rows takes a few round trips, not hundreds.
+const maxScanBatch = 200
 
 // ListSagas returns a page of the wallet's sagas, newest first. Errors: Invalid (bad
 // filter), NotFound (no such user).
 //
 // The sagas' states are the engine's (saga.Engine.List), the rest is the wallet's own rows:
-// without a user, the engine lists the newest sagas of the wallet's kinds in the state asked
-// for, and their rows are read by id; with a user, the wallet reads the user's rows, newest
-// first, and the engine keeps those in the state asked for, a chunk at a time until the page
-// is full.
+// without a user, the engine lists the newest sagas in the state asked for, and their rows
+// are read by id (a saga without the wallet's row is not the wallet's: skipped); with a
+// user, the wallet reads the user's rows, newest first, and the engine keeps those in the
+// state asked for. Either way it reads in batches until the page is full or the history
+// ends, and at most ListScanBudget rows: a page may then hold fewer than Limit sagas, even
+// none, with NextCursor set; only a page without NextCursor is the last.
 func (s *Service) ListSagas(ctx context.Context, f SagaFilter) (SagaPage, error) {
+	page, _, err := s.listSagas(ctx, f, userChunk, ListScanBudget)
+	return page, err
+}
+
+// listSagas is ListSagas reading first chunk of a user's operations when it filters them by
+// state, and at most budget rows in all; it also returns how many rows it read.
+func (s *Service) listSagas(ctx context.Context, f SagaFilter, chunk, budget int) (SagaPage, int, error) {
 	switch {
 	case f.Limit == 0:
 		f.Limit = 20
 	case f.Limit < 1 || f.Limit > 100:
-		return SagaPage{}, apperr.New(apperr.Invalid, "limit must be between 1 and 100, got %d", f.Limit)
+		return SagaPage{}, 0, apperr.New(apperr.Invalid, "limit must be between 1 and 100, got %d", f.Limit)
 	}
 	if f.Cursor < 0 {
-		return SagaPage{}, apperr.New(apperr.Invalid, "cursor must be a positive integer, got %d", f.Cursor)
+		return SagaPage{}, 0, apperr.New(apperr.Invalid, "cursor must be a positive integer, got %d", f.Cursor)
 	}
 	if f.State != "" && !validState(f.State) {
-		return SagaPage{}, apperr.New(apperr.Invalid,
+		return SagaPage{}, 0, apperr.New(apperr.Invalid,
 			"state must be one of running, compensating, completed, compensated, failed, needs_attention, resolved; got %q", f.State)
 	}
 	if f.UserID != 0 {
 		if _, err := s.GetUser(ctx, f.UserID); err != nil {
-			return SagaPage{}, err
+			return SagaPage{}, 0, err
 		}
-		chunk := f.Limit + 1
+		first := f.Limit + 1
 		if f.State != "" {
-			chunk = max(chunk, userChunk)
+			first = max(first, chunk)
 		}
-		return s.listUserSagas(ctx, f, chunk)
+		return s.listUserSagas(ctx, f, first, budget)
 	}
-	// One more than the page tells whether there is a next page. A saga without the
-	// wallet's row (started on the engine by someone else) is not the wallet's: skipped.
+	// The first read asks for one more than the page, which tells whether there is a next
+	// page. Every saga the engine returns counts against the budget, of whichever kind:
+	// the wallet's row is what makes a saga the wallet's (the engine's own kind filter
+	// would skip other kinds' sagas in the index without a bound).
+	sc := newScan(f.Limit+1, budget)
 	var found []Operation
 	for before := f.Cursor; len(found) <= f.Limit; {
-		snaps, err := s.engine.List(ctx, saga.ListFilter{Kinds: Kinds(), State: f.State, Before: before, Limit: f.Limit + 1})
-		if err != nil {
-			return SagaPage{}, fmt.Errorf("wallet: list sagas: %w", err)
+		n := sc.next()
+		if n == 0 {
+			return SagaPage{Items: found, NextCursor: before}, sc.read, nil
 		}
+		snaps, err := s.engine.List(ctx, saga.ListFilter{State: f.State, Before: before, Limit: n})
+		if err != nil {
+			return SagaPage{}, sc.read, fmt.Errorf("wallet: list sagas: %w", err)
+		}
+		sc.read += len(snaps)
 		if len(snaps) == 0 {
 			break
 		}
@@ -363,19 +397,37 @@ func (s *Service) ListSagas(ctx context.Context, f SagaFilter) (SagaPage, error)
 		}
 		rows, err := getOperations(ctx, s.pool, ids)
 		if err != nil {
-			return SagaPage{}, err
+			return SagaPage{}, sc.read, err
 		}
 		for _, snap := range snaps {
 			if row, ok := rows[snap.ID]; ok {
 				found = append(found, row.operation(snap))
 			}
 		}
-		if len(snaps) <= f.Limit {
+		if len(snaps) < n {
 			break
 		}
 		before = snaps[len(snaps)-1].ID
 	}
-	return pageOf(found, f.Limit), nil
+	return pageOf(found, f.Limit), sc.read, nil
+}
+
+// scan counts the rows one ListSagas call reads against its budget, and sizes its reads:
+// the first as asked, each later one twice the one before (at most maxScanBatch, or the
+// first's size when larger), none beyond the budget.
+type scan struct {
+	batch, maxBatch, read, budget int
+}
+
+func newScan(first, budget int) *scan {
+	return &scan{batch: first, maxBatch: max(first, maxScanBatch), budget: budget}
+}
+
+// next returns how many rows the next read takes: 0 once the budget is spent.
+func (s *scan) next() int {
+	n := min(s.batch, s.budget-s.read)
+	s.batch = min(2*s.batch, s.maxBatch)
+	return max(n, 0)
 }
 
 // pageOf cuts found, newest first, to a page of limit (found holds one more when there is a
@@ -389,15 +441,21 @@ func pageOf(found []Operation, limit int) SagaPage {
 	return page
 }
 
-// listUserSagas is ListSagas for one user's sagas, reading chunk of the user's operations
-// at a time.
-func (s *Service) listUserSagas(ctx context.Context, f SagaFilter, chunk int) (SagaPage, error) {
+// listUserSagas is ListSagas for one user's sagas, reading first of the user's operations,
+// then more in growing batches (see scan), at most budget in all.
+func (s *Service) listUserSagas(ctx context.Context, f SagaFilter, first, budget int) (SagaPage, int, error) {
+	sc := newScan(first, budget)
 	var found []Operation
 	for before := f.Cursor; len(found) <= f.Limit; {
-		rows, err := listUserOperations(ctx, s.pool, f.UserID, before, chunk)
-		if err != nil {
-			return SagaPage{}, err
+		n := sc.next()
+		if n == 0 {
+			return SagaPage{Items: found, NextCursor: before}, sc.read, nil
 		}
+		rows, err := listUserOperations(ctx, s.pool, f.UserID, before, n)
+		if err != nil {
+			return SagaPage{}, sc.read, err
+		}
+		sc.read += len(rows)
 		if len(rows) == 0 {
 			break
 		}
@@ -407,7 +465,7 @@ func (s *Service) listUserSagas(ctx context.Context, f SagaFilter, chunk int) (S
 		}
 		snaps, err := s.engine.List(ctx, saga.ListFilter{IDs: ids, State: f.State, Limit: len(ids)})
 		if err != nil {
-			return SagaPage{}, fmt.Errorf("wallet: list sagas: %w", err)
+			return SagaPage{}, sc.read, fmt.Errorf("wallet: list sagas: %w", err)
 		}
 		byID := make(map[int64]saga.Snapshot, len(snaps))
 		for _, snap := range snaps {
@@ -418,12 +476,12 @@ func (s *Service) listUserSagas(ctx context.Context, f SagaFilter, chunk int) (S
 				found = append(found, r.operation(snap))
 			}
 		}
-		if len(rows) < chunk {
+		if len(rows) < n {
 			break
 		}
 		before = rows[len(rows)-1].SagaID
 	}
-	return pageOf(found, f.Limit), nil
+	return pageOf(found, f.Limit), sc.read, nil
 }
 
 func validState(st saga.State) bool {

@@ -102,10 +102,13 @@ type SagaFilter struct {
 	Cursor int64      // only sagas with an id below this (the previous page's NextCursor)
 }
 
-// SagaPage is one page of ListSagas, newest first.
+// SagaPage is one page of ListSagas, newest first. It may hold fewer than the filter's Limit
+// sagas, even none, while NextCursor is set: the call read its ListScanBudget of rows before
+// the page was full.
 type SagaPage struct {
-	Items      []Operation // without Steps
-	NextCursor int64       // 0 when there is no further page
+	Items []Operation // without Steps
+	// NextCursor is the Cursor of the next page: 0 only when there is no further page.
+	NextCursor int64
 }
 
 // DefaultEventPage is how many events ListEvents returns when the filter sets no limit.

@@ -98,6 +98,26 @@ func TestWhatTheEncoderWritesFollowsTheDocument(t *testing.T) {
 	}
 }
 
+// TestTheDocumentRequiresNoProperty: the notifier takes an event from its body alone, so the
+// headers schema requires no property: a message with none (what the Java client's orderly
+// send publishes) follows it, as do the broker's own properties; a property walletsvc sets
+// is still held to its shape when present.
+func TestTheDocumentRequiresNoProperty(t *testing.T) {
+	t.Parallel()
+	c := eventschema.Load(t, asyncAPI)
+	require.NoError(t, c.ValidateProperties(map[string]string{}))
+	require.NoError(t, c.ValidateProperties(map[string]string{"UNIQ_KEY": "7F00000100002A9F0000000000000001", "WAIT": "true"}))
+	require.NoError(t, c.ValidateProperties(map[string]string{"TAGS": "deposit"}))
+	require.NoError(t, c.ValidateProperties(map[string]string{"KEYS": "41"}), "keys of the producer's own")
+	for name, props := range map[string]map[string]string{
+		"a tag that is no kind":        {"TAGS": "balance"},
+		"a sharding key not a user id": {"SHARDING_KEY": "user-7"},
+		"a malformed traceparent":      {"traceparent": "00-xyz"},
+	} {
+		require.Error(t, c.ValidateProperties(props), name)
+	}
+}
+
 // schemaAccepts lists the malformed bodies the payload schema cannot refuse: what makes
 // most of them malformed is the JSON text itself, which a JSON Schema never sees (it validates the
 // value a parser made of it), and the notifier's decoder refuses them on that text.

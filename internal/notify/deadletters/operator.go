@@ -75,8 +75,9 @@ type ReplayResult struct {
 // stored event, and records an audit row (actor, ActionReplay, reason); with a journaled
 // sender (the log sender) the late SMS log row is written with the audit row. A provider
 // that had the SMS already says so (notify.ErrAlreadyDelivered): the replay is recorded
-// with AlreadyDelivered and nothing is delivered twice. The notification keeps its
-// dead_lettered status.
+// with AlreadyDelivered and nothing is delivered twice. A provider still processing a send
+// under the key (notify.ErrInProgress) records nothing: the operator asks again later. The
+// notification keeps its dead_lettered status.
 //
 // The provider is called with no transaction open and no row locked: the replay claims the
 // dead letter by reading it with the number of replays recorded so far, its fence; sends;
@@ -145,6 +146,11 @@ func (o *Operator) Replay(ctx context.Context, actor string, userID, seq int64, 
 			res.AlreadyDelivered = true
 		case errors.Is(err, notify.ErrPermanent):
 			return ReplayResult{}, apperr.Wrap(err, apperr.Unprocessable, "the SMS provider refused the replay of user %d seq %d", userID, seq)
+		case errors.Is(err, notify.ErrInProgress):
+			// Nothing is recorded: the provider's outcome is not known yet. Asked again, under
+			// the same key, it answers that outcome.
+			return ReplayResult{}, apperr.Wrap(err, apperr.Unavailable,
+				"the SMS provider is still processing a send of user %d seq %d under its key; try again later", userID, seq)
 		case err != nil:
 			return ReplayResult{}, apperr.Wrap(err, apperr.Unavailable, "sending the replay of user %d seq %d failed; try again", userID, seq)
 		}

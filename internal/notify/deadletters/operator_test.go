@@ -128,13 +128,19 @@ func TestReplayErrors(t *testing.T) {
 	require.Equal(t, apperr.Unavailable, apperr.CodeOf(err))
 	_, err = operator(pool, failingSender{errors.Join(errors.New("400"), notify.ErrPermanent)}).Replay(ctx, "admin", 1, 2, "")
 	require.Equal(t, apperr.Unprocessable, apperr.CodeOf(err))
+	// A 409: a send under the key is still in progress. Not delivered as far as anyone
+	// knows: nothing is recorded, and the operator is told to ask again.
+	_, err = operator(pool, failingSender{errors.Join(errors.New("409"), notify.ErrInProgress)}).Replay(ctx, "admin", 1, 2, "")
+	require.Equal(t, apperr.Unavailable, apperr.CodeOf(err))
+	require.Contains(t, err.Error(), "still processing")
 
 	var audits int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM notify.audit`).Scan(&audits))
 	require.Zero(t, audits, "a failed replay leaves no audit row")
 
-	// A provider that had the SMS already (a 409) makes the replay a recorded no-op.
-	res, err := operator(pool, failingSender{errors.Join(errors.New("409"), notify.ErrAlreadyDelivered)}).Replay(ctx, "admin", 1, 2, "")
+	// A provider that had the SMS already (its first answer, replayed) makes the replay a
+	// recorded no-op.
+	res, err := operator(pool, failingSender{errors.Join(errors.New("200 replayed"), notify.ErrAlreadyDelivered)}).Replay(ctx, "admin", 1, 2, "")
 	require.NoError(t, err)
 	require.Equal(t, notify.ProviderKey(deployment(t, pool), 1, 2, notifytest.Epoch), res.IdempotencyKey)
 	require.True(t, res.AlreadyDelivered)
@@ -175,7 +181,7 @@ func TestReplaySendsWithNoRowLockedUnderAFence(t *testing.T) {
 	probe.during = func() {
 		octx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		overtaking, overtakingErr = operator(pool, failingSender{errors.Join(errors.New("409"), notify.ErrAlreadyDelivered)}).Replay(octx, "bob", 1, 2, "overtakes")
+		overtaking, overtakingErr = operator(pool, failingSender{errors.Join(errors.New("200 replayed"), notify.ErrAlreadyDelivered)}).Replay(octx, "bob", 1, 2, "overtakes")
 	}
 
 	_, err := operator(pool, probe).Replay(ctx, "alice", 1, 2, "first")

@@ -82,7 +82,7 @@ func TestAStaleFenceCannotRecord(t *testing.T) {
 	wait.Until(t, 10*time.Second, "the stale worker's outcome to be fenced off", func() bool { return old.Stats().Fenced == 1 })
 	require.Zero(t, count(t, pool, `SELECT count(*) FROM notify.notifications WHERE status <> 'pending'`), "the stale worker recorded")
 
-	fresh.answer <- fmt.Errorf("409: %w", notify.ErrAlreadyDelivered)
+	fresh.answer <- fmt.Errorf("200 replayed: %w", notify.ErrAlreadyDelivered)
 	wait.On(t, 10*time.Second, "the new claim's record", recordedBy(s).Next, func() bool {
 		return count(t, pool, `SELECT count(*) FROM notify.notifications WHERE user_id = 1 AND seq = 1 AND status = 'sent'`) == 1
 	})
@@ -382,4 +382,93 @@ func TestAHangingRecordIsCutOffAndTheUserGivenBack(t *testing.T) {
 	})
 	require.GreaterOrEqual(t, len(p.callsOf(firstKey(t, pool, 1))), 2, "sent again after the give-back")
 	p.requireInOrder(t, map[int64]int{1: 1})
+}
+
+// TestASendInProgressIsAskedAgainNeverTakenForDelivered: the provider answers 409 (a send
+// under the key is still in progress) to a user's first SMS, twice, then delivers it. A 409
+// is no delivery: the SMS is asked for again under the same key after a backoff, delivered
+// once, recorded sent (not dead-lettered, though the policy's attempts are spent by then, as
+// its window is not), and only then does the user's next SMS go.
+func TestASendInProgressIsAskedAgainNeverTakenForDelivered(t *testing.T) {
+	t.Parallel()
+	pool, _ := testdb.New(t)
+	s := NewStore(pool)
+	p := newProvider(t, pool)
+	var mu sync.Mutex
+	busy := 0
+	p.SetFault(func(c smsprovider.Call) smsprovider.Fault {
+		mu.Lock()
+		defer mu.Unlock()
+		if c.UserID == 1 && c.Seq == 1 && busy < 2 {
+			busy++
+			return smsprovider.Fault{Status: http.StatusConflict, Body: smsprovider.InProgressBody}
+		}
+		return smsprovider.Fault{}
+	})
+	policy := RetryPolicy{Base: 30 * time.Millisecond, Max: 60 * time.Millisecond, MaxAttempts: 2, DeadLetterAfter: time.Minute}
+	startLanes(t, s, LaneConfig{Workers: 2, Sender: p.sender, Policy: policy})
+	receive(t, s, false, inbound(t, 1, 1, 100), inbound(t, 1, 2, 200))
+	wait.On(t, 10*time.Second, "both SMS recorded", recordedBy(s).Next, func() bool {
+		return count(t, pool, `SELECT count(*) FROM notify.notifications WHERE user_id = 1 AND status = 'sent'`) == 2
+	})
+	var statuses []int
+	for _, c := range p.callsOf(firstKey(t, pool, 1)) {
+		statuses = append(statuses, c.Status)
+	}
+	require.Equal(t, []int{http.StatusConflict, http.StatusConflict, http.StatusOK}, statuses, "asked again under the same key until delivered")
+	var attempts int
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT attempts FROM notify.notifications WHERE user_id = 1 AND seq = 1`).Scan(&attempts))
+	require.Equal(t, 3, attempts)
+	p.requireInOrder(t, map[int64]int{1: 2})
+	require.Zero(t, count(t, pool, `SELECT count(*) FROM notify.notifications WHERE status = 'dead_lettered'`))
+}
+
+// TestTheProvidersRetryAfterDelaysTheUsersNextAttempt: a provider answering 429 with
+// Retry-After: 1 (the policy's own backoff being 20 ms) is asked again for that SMS no
+// sooner than a second later, and then delivers it and the user's next; a 409 with
+// Retry-After is waited for the same way. A Retry-After past the policy's longest backoff
+// (1.5 s here) is cut to it: asked for an hour, the SMS is tried again after 1.5 s.
+func TestTheProvidersRetryAfterDelaysTheUsersNextAttempt(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, retryAfter string
+		status           int
+		least, most      time.Duration
+	}{
+		{"429 waited", "1", http.StatusTooManyRequests, time.Second, 10 * time.Second},
+		{"409 waited", "1", http.StatusConflict, time.Second, 10 * time.Second},
+		{"an hour is cut to the longest backoff", "3600", http.StatusServiceUnavailable, 1500 * time.Millisecond, 10 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			pool, _ := testdb.New(t)
+			s := NewStore(pool)
+			p := newProvider(t, pool)
+			var mu sync.Mutex
+			refused := false
+			p.SetFault(func(c smsprovider.Call) smsprovider.Fault {
+				mu.Lock()
+				defer mu.Unlock()
+				if c.UserID == 1 && c.Seq == 1 && !refused {
+					refused = true
+					return smsprovider.Fault{Status: tc.status, RetryAfter: tc.retryAfter}
+				}
+				return smsprovider.Fault{}
+			})
+			policy := RetryPolicy{Base: 20 * time.Millisecond, Max: 1500 * time.Millisecond, MaxAttempts: 5, DeadLetterAfter: time.Minute}
+			startLanes(t, s, LaneConfig{Workers: 1, Sender: p.sender, Policy: policy})
+			receive(t, s, false, inbound(t, 1, 1, 100), inbound(t, 1, 2, 200))
+			wait.On(t, 20*time.Second, "both SMS recorded", recordedBy(s).Next, func() bool {
+				return count(t, pool, `SELECT count(*) FROM notify.notifications WHERE user_id = 1 AND status = 'sent'`) == 2
+			})
+			calls := p.callsOf(firstKey(t, pool, 1))
+			require.Len(t, calls, 2)
+			require.Equal(t, tc.status, calls[0].Status)
+			require.Equal(t, http.StatusOK, calls[1].Status)
+			gap := calls[1].At.Sub(calls[0].At)
+			require.GreaterOrEqual(t, gap, tc.least, "asked again after %s", gap)
+			require.Less(t, gap, tc.most, "asked again after %s", gap)
+			p.requireInOrder(t, map[int64]int{1: 2})
+		})
+	}
 }

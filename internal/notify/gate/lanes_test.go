@@ -321,7 +321,7 @@ func TestPlan(t *testing.T) {
 			require.Equal(t, tc.text, m.Text)
 			require.Contains(t, reason, tc.reason)
 			if s == stepSend {
-				require.Equal(t, notify.SMS{UserID: 7, Seq: 1, Phone: "+8613800001234", Locale: notify.LocaleEN, Kind: "deposit", Amount: 10000,
+				require.Equal(t, notify.SMS{UserID: 7, Seq: 1, Phone: "+8613800001234", Locale: notify.LocaleEN, Kind: "deposit", Amount: 10000, Currency: "CNY", BalanceAfter: 10000,
 					Text: tc.text, OccurredAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}, m, "the rest from the stored event")
 			}
 		})
@@ -353,6 +353,10 @@ func TestTheLanesSendTheTextRenderedOnArrival(t *testing.T) {
 		calls := p.callsOf(firstKey(t, pool, 8))
 		require.Len(t, calls, 1)
 		require.Equal(t, stored, calls[0].Text)
+		// Its template and parameters come from the stored event, beside the stored text.
+		require.Equal(t, "deposit", calls[0].Template)
+		require.Equal(t, "en", calls[0].Locale)
+		require.Equal(t, map[string]string{"amount": "1.00", "currency": "CNY", "balance_after": "101.00"}, calls[0].Params)
 		var text string
 		require.NoError(t, pool.QueryRow(ctx, `SELECT text FROM notify.notifications WHERE user_id = 8 AND seq = 1`).Scan(&text))
 		require.Equal(t, stored, text)

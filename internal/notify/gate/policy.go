@@ -106,7 +106,13 @@ type Decision struct {
 //   - notify.ErrPermanent: DeadLettered at once;
 //   - held back by the breaker: Postponed for Held, no attempt spent;
 //   - any other failure: Retry after Backoff, or DeadLettered once both MaxAttempts and
-//     DeadLetterAfter are reached.
+//     DeadLetterAfter are reached. notify.ErrInProgress (a 409: the provider has not finished
+//     a send under the key) is one of them, never Sent: the SMS is asked for again under the
+//     same key, as after a timeout, and the provider delivers it once.
+//
+// A failure that carries the provider's Retry-After (notify.RetryAfter) waits at least that
+// long, Retry or Postponed, but never longer than Max: a provider asking for an hour is asked
+// again after the policy's longest backoff.
 func (p RetryPolicy) Decide(a Attempt, jitter func(int64) int64) Decision {
 	n := a.Prior + 1
 	switch {
@@ -115,10 +121,16 @@ func (p RetryPolicy) Decide(a Attempt, jitter func(int64) int64) Decision {
 	case errors.Is(a.Err, notify.ErrPermanent):
 		return Decision{Verdict: DeadLettered, Attempts: n, Reason: "permanent failure: " + a.Err.Error()}
 	case a.Held > 0:
-		return Decision{Verdict: Postponed, Attempts: a.Prior, Delay: a.Held, Reason: a.Err.Error()}
+		return Decision{Verdict: Postponed, Attempts: a.Prior, Delay: p.atLeastAsked(a.Held, a.Err), Reason: a.Err.Error()}
 	case n >= p.MaxAttempts && a.Age >= p.DeadLetterAfter:
 		return Decision{Verdict: DeadLettered, Attempts: n,
 			Reason: fmt.Sprintf("gave up after %d attempts over %s: %s", n, a.Age.Round(time.Millisecond), a.Err)}
 	}
-	return Decision{Verdict: Retry, Attempts: n, Delay: p.Backoff(n, jitter), Reason: a.Err.Error()}
+	return Decision{Verdict: Retry, Attempts: n, Delay: p.atLeastAsked(p.Backoff(n, jitter), a.Err), Reason: a.Err.Error()}
+}
+
+// atLeastAsked is delay, or the wait err's provider asked for (its Retry-After) when that is
+// longer, at most Max.
+func (p RetryPolicy) atLeastAsked(delay time.Duration, err error) time.Duration {
+	return max(delay, min(notify.RetryAfter(err), p.Max))
 }

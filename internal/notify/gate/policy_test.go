@@ -32,7 +32,11 @@ func TestDecide(t *testing.T) {
 	boom := errors.New("boom")
 	down := fmt.Errorf("503: %w", notify.ErrProviderUnavailable)
 	refused := fmt.Errorf("400 bad number: %w", notify.ErrPermanent)
-	had := fmt.Errorf("409: %w", notify.ErrAlreadyDelivered)
+	had := fmt.Errorf("200 replayed: %w", notify.ErrAlreadyDelivered)
+	busy := fmt.Errorf("409 in_progress: %w", notify.ErrInProgress)
+	limited := notify.RetryLater(fmt.Errorf("429: %w", notify.ErrProviderUnavailable), 10*time.Second)
+	greedy := notify.RetryLater(fmt.Errorf("503: %w", notify.ErrProviderUnavailable), time.Hour)
+	busyLater := notify.RetryLater(busy, 5*time.Second)
 	for _, tc := range []struct {
 		name string
 		a    Attempt
@@ -41,6 +45,12 @@ func TestDecide(t *testing.T) {
 		{"accepted", Attempt{Prior: 0}, Decision{Verdict: Sent, Attempts: 1}},
 		{"accepted after failures", Attempt{Prior: 5, Age: time.Hour}, Decision{Verdict: Sent, Attempts: 6}},
 		{"already delivered is delivered", Attempt{Prior: 1, Err: had}, Decision{Verdict: Sent, Attempts: 2}},
+		{"in progress is never delivered: retry under the same key", Attempt{Prior: 0, Err: busy},
+			Decision{Verdict: Retry, Attempts: 1, Delay: time.Second, Reason: busy.Error()}},
+		{"in progress with attempts spent but the window not: retry", Attempt{Prior: 9, Age: 9 * time.Minute, Err: busy},
+			Decision{Verdict: Retry, Attempts: 10, Delay: time.Minute, Reason: busy.Error()}},
+		{"in progress past both: dead-lettered like any failure", Attempt{Prior: 2, Age: 10 * time.Minute, Err: busy},
+			Decision{Verdict: DeadLettered, Attempts: 3, Reason: "gave up after 3 attempts over 10m0s: " + busy.Error()}},
 		{"a permanent failure dead-letters at once", Attempt{Prior: 0, Err: refused},
 			Decision{Verdict: DeadLettered, Attempts: 1, Reason: "permanent failure: " + refused.Error()}},
 		{"first failure retries after the base", Attempt{Prior: 0, Err: boom}, Decision{Verdict: Retry, Attempts: 1, Delay: time.Second, Reason: "boom"}},
@@ -55,6 +65,18 @@ func TestDecide(t *testing.T) {
 			Decision{Verdict: Postponed, Attempts: 2, Delay: 3 * time.Second, Reason: down.Error()}},
 		{"a permanent failure is permanent even while held", Attempt{Prior: 0, Err: refused, Held: time.Second},
 			Decision{Verdict: DeadLettered, Attempts: 1, Reason: "permanent failure: " + refused.Error()}},
+		{"Retry-After longer than the backoff: waited", Attempt{Prior: 0, Err: limited},
+			Decision{Verdict: Retry, Attempts: 1, Delay: 10 * time.Second, Reason: limited.Error()}},
+		{"Retry-After shorter than the backoff: the backoff", Attempt{Prior: 5, Age: time.Minute, Err: limited},
+			Decision{Verdict: Retry, Attempts: 6, Delay: 32 * time.Second, Reason: limited.Error()}},
+		{"Retry-After beyond the longest backoff: the longest backoff", Attempt{Prior: 0, Err: greedy},
+			Decision{Verdict: Retry, Attempts: 1, Delay: time.Minute, Reason: greedy.Error()}},
+		{"Retry-After on a 409: waited", Attempt{Prior: 0, Err: busyLater},
+			Decision{Verdict: Retry, Attempts: 1, Delay: 5 * time.Second, Reason: busyLater.Error()}},
+		{"Retry-After while held: the longer of the two", Attempt{Prior: 1, Err: limited, Held: 3 * time.Second},
+			Decision{Verdict: Postponed, Attempts: 1, Delay: 10 * time.Second, Reason: limited.Error()}},
+		{"Retry-After past both: dead-lettered", Attempt{Prior: 2, Age: 10 * time.Minute, Err: limited},
+			Decision{Verdict: DeadLettered, Attempts: 3, Reason: "gave up after 3 attempts over 10m0s: " + limited.Error()}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

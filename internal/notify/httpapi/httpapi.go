@@ -3,11 +3,12 @@
 // letter, skip a lost seq) and the live page. Errors
 // go out as {"error":{"code","message"}} through apperr's one code→status table (see httpx).
 //
-// Authentication: the read routes (the SMS log, the feed, dead letters, bad messages, the
-// audit trail, the gate) need the read token or the admin token (Authorization: Bearer); the
-// page and its assets are open, hold no data, and ask for the token. With neither token
-// configured the read routes answer 403: the SMS log is never open by default. The operator
-// routes need the admin token and an X-Operator header (see httpx.Operator).
+// Authentication: the read routes (the SMS log, the feed, dead letters, bad messages and
+// one bad message whole, the audit trail, the gate) need the read token or an operator's
+// token (Authorization: Bearer); the page and its assets are open, hold no data, and ask for
+// the token. With neither configured the read routes answer 403: the SMS log is never open
+// by default. The operator routes need an operator's own token, which names who acts (see
+// httpx.Operator).
 package httpapi
 
 import (
@@ -17,9 +18,11 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/walletsaga/walletsaga/internal/apperr"
 	"github.com/walletsaga/walletsaga/internal/httpx"
@@ -45,19 +48,23 @@ type Deps struct {
 	Operator *deadletters.Operator
 	// Gate serves GET /v1/gate and the skip action; nil leaves both out.
 	Gate *Gate
-	// AdminToken guards the operator endpoints (Authorization: Bearer <token>). Empty
-	// disables them: every request is refused with 403. The read endpoints take it too.
-	AdminToken string
-	// ReadToken guards the read endpoints, which also take AdminToken. With both empty they
-	// answer 403.
+	// Operators may call the operator endpoints, each with their own bearer token, which
+	// names the actor of the audit rows. None disables them: every request is refused with
+	// 403. The read endpoints take their tokens too.
+	Operators httpx.Operators
+	// ReadToken guards the read endpoints, which also take the operators' tokens. With
+	// neither they answer 403.
 	ReadToken string
 	Logger    *slog.Logger // slog.Default() when nil
-	// RatePerSecond and RateBurst limit each client of the read routes (its bearer token,
-	// else its address) to so many requests a second: one past it is 429 with Retry-After
+	// RatePerSecond and RateBurst limit each client of the read routes (its valid bearer
+	// token, else its address) to so many requests a second: one past it is 429 with Retry-After
 	// (0: unlimited). Refusals counts those refused (nil: counted nowhere).
 	RatePerSecond float64
 	RateBurst     int
 	Refusals      *httpx.Refusals
+	// MaxReadsInFlight bounds the read routes' requests served at once: one past it is 503
+	// with Retry-After, counted in Refusals (0: unbounded).
+	MaxReadsInFlight int
 }
 
 // Gate is the notifier's delivery as GET /v1/gate shows it.
@@ -70,6 +77,79 @@ type Gate struct {
 	DLQBacklog func(context.Context) (int64, error)
 	// GapAlertAfter is how old a gap is before it is listed as an alert.
 	GapAlertAfter time.Duration
+	// Fresh is how old, at most, the counts GET /v1/gate answers with are (0: ViewFresh).
+	Fresh time.Duration
+
+	cache viewCache
+}
+
+// ViewFresh is how old, at most, the gate's counts are that GET /v1/gate answers with: they
+// count whole tables (the inbox's pending rows, the users due), so requests within it of the
+// last reading share it, and concurrent ones share one reading, however many there are or
+// hang up. Without it each request counted anew: 15 console reads in the abuse bench's
+// flood took 2.6 s of the database's CPU each.
+const ViewFresh = 2 * time.Second
+
+// viewCache holds the last reading of the gate's counts.
+type viewCache struct {
+	mu   sync.Mutex
+	at   time.Time
+	last viewReading
+	runs singleflight.Group
+}
+
+// viewReading is one reading of what GET /v1/gate shows from the database.
+type viewReading struct {
+	view    gate.View
+	backlog int64
+}
+
+// forget drops the last reading, so that the next request reads anew (after an operator's
+// action here, which the operator looks for next).
+func (g *Gate) forget() {
+	if g == nil {
+		return
+	}
+	g.cache.mu.Lock()
+	g.cache.at = time.Time{}
+	g.cache.mu.Unlock()
+}
+
+// read returns a reading at most g.Fresh old: the last one, or a new one on a context of its
+// own (a request that hangs up does not cancel the reading others wait for).
+func (g *Gate) read(ctx context.Context) (viewReading, error) {
+	fresh := g.Fresh
+	if fresh <= 0 {
+		fresh = ViewFresh
+	}
+	g.cache.mu.Lock()
+	if !g.cache.at.IsZero() && time.Since(g.cache.at) < fresh {
+		r := g.cache.last
+		g.cache.mu.Unlock()
+		return r, nil
+	}
+	g.cache.mu.Unlock()
+	r, err, _ := g.cache.runs.Do("view", func() (any, error) {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		view, err := g.Store.View(rctx, 100, g.GapAlertAfter)
+		if err != nil {
+			return nil, err
+		}
+		backlog, err := g.DLQBacklog(rctx)
+		if err != nil {
+			return nil, err
+		}
+		r := viewReading{view: view, backlog: backlog}
+		g.cache.mu.Lock()
+		g.cache.at, g.cache.last = time.Now(), r
+		g.cache.mu.Unlock()
+		return r, nil
+	})
+	if err != nil {
+		return viewReading{}, err
+	}
+	return r.(viewReading), nil
 }
 
 // Register adds every route of the notifier's API and page to e. This is the one list.
@@ -80,10 +160,18 @@ func Register(e *echo.Echo, d Deps) {
 	if d.Refusals == nil {
 		d.Refusals = &httpx.Refusals{}
 	}
-	// Every read route within its client's rate, then the read token.
-	read := []echo.MiddlewareFunc{httpx.PerClient(d.RatePerSecond, d.RateBurst, d.Refusals),
-		httpx.RequireBearer("read", "the SMS log API is disabled: the notifier has no READ_TOKEN (nor ADMIN_TOKEN) configured",
-			d.ReadToken, d.AdminToken)}
+	// Every read route within its client's rate, then the read token or an operator's, then
+	// within the replica's bound on reads in flight: a request that is not the reader's or an
+	// operator's takes no slot.
+	valid := func(token string) bool {
+		isReader := httpx.TokenIs(token, d.ReadToken)
+		_, isOperator := d.Operators.Identify(token)
+		return isReader || isOperator
+	}
+	read := []echo.MiddlewareFunc{httpx.PerClient(d.RatePerSecond, d.RateBurst, d.Refusals, valid),
+		httpx.RequireBearerOrOperator("read", "the SMS log API is disabled: the notifier has no READ_TOKEN (nor OPERATOR_TOKENS) configured",
+			d.ReadToken, d.Operators),
+		httpx.InFlight(d.MaxReadsInFlight, d.Refusals)}
 	type route struct {
 		method, path string
 		handler      echo.HandlerFunc
@@ -99,8 +187,9 @@ func Register(e *echo.Echo, d Deps) {
 		{http.MethodGet, "/v1/activity", noStore(listPage(d.Log.Activity)), read},
 		{http.MethodGet, "/v1/dead-letters", listPage(d.Log.DeadLetters), read},
 		{http.MethodGet, "/v1/bad-messages", listPage(d.Log.BadMessages), read},
+		{http.MethodGet, "/v1/bad-messages/:msg_id", badMessage(d.Log), read},
 		{http.MethodGet, "/v1/audit", listPage(d.Log.Audit), read},
-		// Operator actions: admin token + X-Operator, checked in the handler.
+		// Operator actions: an operator's token, which names who acts, checked in the handler.
 		{http.MethodPost, "/v1/dead-letters/:user_id/:seq/replay", replay(d), nil},
 	}
 	if d.Gate != nil {
@@ -170,6 +259,18 @@ func listPage[P any](fetch func(ctx context.Context, limit int, cursor string) (
 	}
 }
 
+// badMessage serves GET /v1/bad-messages/{msg_id}: one bad message, its body whole (a page of
+// the list carries only each body's start).
+func badMessage(s *smslog.Store) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		m, err := s.BadMessage(c.Request().Context(), c.Param("msg_id"))
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, m)
+	}
+}
+
 // noStore marks a response as not cacheable (the page's live feed).
 func noStore(h echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
@@ -188,7 +289,7 @@ type replayRequest struct {
 func replay(d Deps) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		var req replayRequest
-		actor, err := httpx.OperatorRequest(c, d.AdminToken, &req, &req.Reason)
+		actor, err := httpx.OperatorRequest(c, d.Operators, &req, &req.Reason)
 		if err != nil {
 			return err
 		}
@@ -206,6 +307,7 @@ func replay(d Deps) echo.HandlerFunc {
 		}
 		d.Logger.InfoContext(c.Request().Context(), "dead letter replayed", "user_id", userID, "seq", seq, "replay", res.Replay,
 			"idempotency_key", res.IdempotencyKey, "actor", actor, "reason", req.Reason)
+		d.Gate.forget() // the operator's next look shows the replay
 		return c.JSON(http.StatusOK, res)
 	}
 }
@@ -221,7 +323,7 @@ func (r *skipRequest) seq() int64 { return r.Seq }
 // user of the path, and the seq the body names (seq, read once req is decoded), which must
 // be positive (else an Invalid error saying what).
 func skipOf(c echo.Context, d Deps, req any, reason *string, seq func() int64, what string) (actor string, userID int64, err error) {
-	if actor, err = httpx.OperatorRequest(c, d.AdminToken, req, reason); err != nil {
+	if actor, err = httpx.OperatorRequest(c, d.Operators, req, reason); err != nil {
 		return "", 0, err
 	}
 	if userID, err = positiveInt(c.Param("user_id"), "user id"); err != nil {
@@ -255,6 +357,7 @@ func skip(d Deps) echo.HandlerFunc {
 		}
 		d.Logger.WarnContext(ctx, "missing seq skipped", "user_id", userID, "seq", req.Seq, "last_seq", last, "actor", actor, "reason", req.Reason)
 		d.Gate.Lanes.Wake()
+		d.Gate.forget() // the operator's next look shows the skip
 		return c.JSON(http.StatusOK, map[string]any{"user_id": userID, "skipped_seq": req.Seq, "last_seq": last})
 	}
 }
@@ -292,6 +395,7 @@ func skipThrough(d Deps) echo.HandlerFunc {
 		d.Logger.WarnContext(ctx, "missing seqs skipped", "user_id", userID, "from_seq", r.From, "through_seq", r.Through, "skipped", r.Skipped,
 			"last_seq", r.LastSeq, "actor", actor, "reason", req.Reason)
 		d.Gate.Lanes.Wake()
+		d.Gate.forget() // the operator's next look shows the skip
 		return c.JSON(http.StatusOK, map[string]any{"user_id": userID, "from_seq": r.From, "through_seq": r.Through, "skipped": r.Skipped, "last_seq": r.LastSeq})
 	}
 }
@@ -321,18 +425,13 @@ type retryBody struct {
 // marked) and users that started at a baseline, and the retry policy.
 func gateState(g *Gate) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		ctx := c.Request().Context()
-		view, err := g.Store.View(ctx, 100, g.GapAlertAfter)
-		if err != nil {
-			return err
-		}
-		backlog, err := g.DLQBacklog(ctx)
+		r, err := g.read(c.Request().Context())
 		if err != nil {
 			return err
 		}
 		p := g.Lanes.Policy()
 		return c.JSON(http.StatusOK, gateBody{
-			View: view, DLQUnpublished: backlog, Breaker: g.Lanes.Breaker().State(), Workers: g.Lanes.Workers(), Busy: g.Lanes.Busy(),
+			View: r.view, DLQUnpublished: r.backlog, Breaker: g.Lanes.Breaker().State(), Workers: g.Lanes.Workers(), Busy: g.Lanes.Busy(),
 			Lanes: g.Lanes.Stats(), Inbox: g.Inbox.Stats(), GapAlertAfter: g.GapAlertAfter.String(),
 			Retry: retryBody{Base: p.Base.String(), Max: p.Max.String(), MaxAttempts: p.MaxAttempts, DeadLetterAfter: p.DeadLetterAfter.String()},
 		})

@@ -10,9 +10,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
 	"github.com/stretchr/testify/require"
@@ -36,9 +39,20 @@ func TestMain(m *testing.M) {
 }
 
 const (
-	adminToken = "s3cret-admin-token"
-	readToken  = "s3cret-read-token-0123"
+	readToken = "s3cret-read-token-0123"
+	// testerToken and carolToken are the tokens of the operators tester and carol.
+	testerToken = "s3cret-tester-token-0123"
+	carolToken  = "s3cret-carol-token-0123"
 )
+
+// operators are the notifier's operators in these tests, as OPERATOR_TOKENS lists them.
+var operators = func() httpx.Operators {
+	ops, err := httpx.ParseOperators(httpx.OperatorEntry("tester", testerToken) + "\n" + httpx.OperatorEntry("carol", carolToken))
+	if err != nil {
+		panic(err)
+	}
+	return ops
+}()
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
@@ -52,6 +66,17 @@ type env struct {
 // seq 2 dead-lettered, seq 3 sent; and user 2: seq 1 sent. wrap, when set, wraps the echo
 // handler (the page test uses it to add an SMS while the page is open).
 func newEnv(t *testing.T, wrap func(echo.HandlerFunc) echo.HandlerFunc) *env {
+	t.Helper()
+	return newEnvOf(t, wrap, nil)
+}
+
+// newEnvWith is newEnv with the gate's view changed by edit before it serves.
+func newEnvWith(t *testing.T, edit func(*httpapi.Gate)) *env {
+	t.Helper()
+	return newEnvOf(t, nil, edit)
+}
+
+func newEnvOf(t *testing.T, wrap func(echo.HandlerFunc) echo.HandlerFunc, edit func(*httpapi.Gate)) *env {
 	t.Helper()
 	pool, _ := testdb.New(t)
 	notifytest.Seed(t, pool,
@@ -76,24 +101,24 @@ func newEnv(t *testing.T, wrap func(echo.HandlerFunc) echo.HandlerFunc) *env {
 	require.NoError(t, err)
 	view := &httpapi.Gate{Store: g, Lanes: lanes, Inbox: inbox.NewInbox(bad, g, nil, log),
 		DLQBacklog: deadletters.NewPublisher(g, bad, nil, 0, log).Backlog, GapAlertAfter: 5 * time.Minute}
+	if edit != nil {
+		edit(view)
+	}
 	httpapi.Register(e, httpapi.Deps{Log: smslog.NewStore(pool), Operator: deadletters.NewOperator(pool, g, sender), Gate: view,
-		AdminToken: adminToken, ReadToken: readToken, Logger: log})
+		Operators: operators, ReadToken: readToken, Logger: log})
 	srv := httptest.NewServer(e)
 	t.Cleanup(srv.Close)
 	return &env{pool: pool, srv: srv, out: out}
 }
 
-// do sends a request; with auth set it names the operator "tester" (X-Operator). A GET
-// without auth sends the read token; auth "-" sends no Authorization header at all.
+// do sends a request with the Authorization auth. A GET without auth sends the read token;
+// auth "-" sends no Authorization header at all.
 func (e *env) do(t *testing.T, method, path, auth, body string) (int, map[string]any) {
 	t.Helper()
-	operator := ""
-	if auth != "" && auth != "-" {
-		operator = "tester"
-	}
-	return e.doAs(t, method, path, auth, operator, body)
+	return e.doAs(t, method, path, auth, "", body)
 }
 
+// doAs is do with an X-Operator header naming operator (none when empty).
 func (e *env) doAs(t *testing.T, method, path, auth, operator, body string) (int, map[string]any) {
 	t.Helper()
 	var rd io.Reader
@@ -249,7 +274,7 @@ func TestReplayEndpoint(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, st)
 	require.Equal(t, "forbidden", errCode(v))
 
-	auth := "Bearer " + adminToken
+	auth := "Bearer " + testerToken
 	st, v = e.do(t, http.MethodPost, path, auth, `{"reason":"provider outage"}`)
 	require.Equal(t, http.StatusOK, st, "%v", v)
 	var dep string
@@ -263,19 +288,19 @@ func TestReplayEndpoint(t *testing.T) {
 	require.Equal(t, http.StatusUnsupportedMediaType, st, "a body with a reason is required: %v", v)
 	st, v = e.do(t, http.MethodPost, path, auth, `{"reason":" "}`)
 	require.Equal(t, http.StatusBadRequest, st, "the reason is required: %v", v)
-	st, v = e.doAs(t, http.MethodPost, path, auth, "", `{"reason":"again"}`)
-	require.Equal(t, http.StatusBadRequest, st, "X-Operator is required: %v", v)
 	st, v = e.doAs(t, http.MethodPost, path, auth, "carol", `{"reason":"again"}`)
+	require.Equal(t, http.StatusBadRequest, st, "tester's token cannot act as carol: %v", v)
+	st, v = e.doAs(t, http.MethodPost, path, "Bearer "+carolToken, "carol", `{"reason":"again"}`)
 	require.Equal(t, http.StatusOK, st, "%v", v)
 	require.Equal(t, 2.0, v["replay"])
 	require.Equal(t, true, v["already_delivered"], "the second replay finds it delivered")
 	require.Equal(t, 1, strings.Count(e.out.String(), "late=true"), "and sends nothing")
 
-	var reason, actor string
-	require.NoError(t, e.pool.QueryRow(context.Background(),
-		`SELECT reason, actor FROM notify.audit WHERE action = 'replay_dead_letter' ORDER BY id LIMIT 1`).Scan(&reason, &actor))
-	require.Equal(t, "provider outage", reason)
-	require.Equal(t, "tester", actor)
+	rows, err := e.pool.Query(context.Background(), `SELECT actor || ': ' || reason FROM notify.audit WHERE action = 'replay_dead_letter' ORDER BY id`)
+	require.NoError(t, err)
+	audited, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, []string{"tester: provider outage", "carol: again"}, audited, "each replay by the operator whose token it bore")
 
 	st, v = e.do(t, http.MethodPost, "/v1/dead-letters/1/9/replay", auth, `{"reason":"r"}`)
 	require.Equal(t, http.StatusNotFound, st)
@@ -305,12 +330,12 @@ func TestReplayDisabledWithoutToken(t *testing.T) {
 	rec := httptest.NewRecorder()
 	e.ServeHTTP(rec, req)
 	require.Equal(t, http.StatusForbidden, rec.Code)
-	require.Contains(t, rec.Body.String(), "no admin token is configured")
+	require.Contains(t, rec.Body.String(), "operator endpoints are disabled: no operator is configured")
 }
 
-// The read endpoints take the read token or the admin token, and nothing else; with neither
-// configured they are disabled. The page, its assets, and the document stay open.
-func TestReadEndpointsNeedTheReadOrAdminToken(t *testing.T) {
+// The read endpoints take the read token or an operator's token, and nothing else; with
+// neither configured they are disabled. The page, its assets, and the document stay open.
+func TestReadEndpointsNeedTheReadOrAnOperatorsToken(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
 	for _, path := range []string{"/v1/users", "/v1/users/1/sms", "/v1/sms", "/v1/activity", "/v1/dead-letters", "/v1/bad-messages", "/v1/audit", "/v1/gate"} {
@@ -320,8 +345,8 @@ func TestReadEndpointsNeedTheReadOrAdminToken(t *testing.T) {
 		st, v = e.do(t, http.MethodGet, path, "Bearer not-the-read-token", "")
 		require.Equal(t, http.StatusForbidden, st, path)
 		require.Equal(t, "forbidden", errCode(v), path)
-		st, _ = e.do(t, http.MethodGet, path, "Bearer "+adminToken, "")
-		require.Equal(t, http.StatusOK, st, "%s with the admin token", path)
+		st, _ = e.do(t, http.MethodGet, path, "Bearer "+carolToken, "")
+		require.Equal(t, http.StatusOK, st, "%s with an operator's token", path)
 		st, _ = e.do(t, http.MethodGet, path, "", "")
 		require.Equal(t, http.StatusOK, st, "%s with the read token", path)
 	}
@@ -340,7 +365,7 @@ func TestReadEndpointsNeedTheReadOrAdminToken(t *testing.T) {
 	rec := httptest.NewRecorder()
 	off.ServeHTTP(rec, req)
 	require.Equal(t, http.StatusForbidden, rec.Code)
-	require.Contains(t, rec.Body.String(), "no READ_TOKEN (nor ADMIN_TOKEN) configured")
+	require.Contains(t, rec.Body.String(), "no READ_TOKEN (nor OPERATOR_TOKENS) configured")
 }
 
 func TestPageIsSelfContained(t *testing.T) {
@@ -361,4 +386,29 @@ func TestPageIsSelfContained(t *testing.T) {
 		require.Equal(t, "DENY", resp.Header.Get("X-Frame-Options"), "%s may not be framed", p.path)
 		require.Contains(t, resp.Header.Get("Content-Security-Policy"), "frame-ancestors 'none'", p.path)
 	}
+}
+
+// TestTheGateViewIsReadOnceForManyRequests: GET /v1/gate counts whole tables, so concurrent
+// requests share one reading, and requests within Fresh of it share it too; an operator's
+// skip here is seen by the next request at once.
+func TestTheGateViewIsReadOnceForManyRequests(t *testing.T) {
+	t.Parallel()
+	var readings atomic.Int64
+	e := newEnvWith(t, func(g *httpapi.Gate) {
+		backlog := g.DLQBacklog
+		g.DLQBacklog = func(ctx context.Context) (int64, error) { readings.Add(1); return backlog(ctx) }
+		g.Fresh = time.Hour
+	})
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() {
+			st, _ := e.do(t, http.MethodGet, "/v1/gate", "", "")
+			require.Equal(t, http.StatusOK, st)
+		})
+	}
+	wg.Wait()
+	require.EqualValues(t, 1, readings.Load(), "20 requests, one reading")
+	st, _ := e.do(t, http.MethodGet, "/v1/gate", "", "")
+	require.Equal(t, http.StatusOK, st)
+	require.EqualValues(t, 1, readings.Load(), "a request within Fresh shares it")
 }

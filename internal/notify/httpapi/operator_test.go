@@ -26,7 +26,7 @@ func TestSkipALostSeqAdvancesTheUserWithAnAuditRow(t *testing.T) {
 		INSERT INTO notify.notifications (user_id, seq, status, attempts) VALUES
 			(5, 1, 'sent', 1), (5, 3, 'pending', 0), (6, 1, 'sent', 1), (6, 2, 'pending', 1), (6, 3, 'pending', 0)`)
 	require.NoError(t, err)
-	auth := "Bearer " + adminToken
+	auth := "Bearer " + testerToken
 	body := `{"seq":2,"reason":"lost in a broker failover, INC-12"}`
 
 	st, v := e.do(t, http.MethodGet, "/v1/gate", "", "")
@@ -47,10 +47,12 @@ func TestSkipALostSeqAdvancesTheUserWithAnAuditRow(t *testing.T) {
 
 	st, _ = e.do(t, http.MethodPost, "/v1/gate/5/skip", "", body)
 	require.Equal(t, http.StatusUnauthorized, st)
-	st, _ = e.do(t, http.MethodPost, "/v1/gate/5/skip", "Bearer not-the-admin-token", body)
+	st, _ = e.do(t, http.MethodPost, "/v1/gate/5/skip", "Bearer not-an-operators-token", body)
 	require.Equal(t, http.StatusForbidden, st)
-	st, _ = e.doAs(t, http.MethodPost, "/v1/gate/5/skip", auth, "", body)
-	require.Equal(t, http.StatusBadRequest, st, "X-Operator is required")
+	st, _ = e.do(t, http.MethodPost, "/v1/gate/5/skip", "Bearer "+readToken, body)
+	require.Equal(t, http.StatusForbidden, st, "the read token only reads")
+	st, _ = e.doAs(t, http.MethodPost, "/v1/gate/5/skip", auth, "carol", body)
+	require.Equal(t, http.StatusBadRequest, st, "X-Operator cannot name another operator")
 	st, _ = e.do(t, http.MethodPost, "/v1/gate/5/skip", auth, `{"seq":2}`)
 	require.Equal(t, http.StatusBadRequest, st, "a reason is required")
 	st, _ = e.do(t, http.MethodPost, "/v1/gate/5/skip", auth, `{"reason":"x"}`)
@@ -96,6 +98,44 @@ func TestSkipALostSeqAdvancesTheUserWithAnAuditRow(t *testing.T) {
 	require.Equal(t, "skipped_by_operator", v["items"].([]any)[1].(map[string]any)["status"])
 }
 
+// The audit row names the operator whose token acted, never whom an X-Operator header names:
+// carol's token with a header naming tester is refused (400) and sends and records nothing;
+// carol's token alone replays and skips as carol.
+func TestTheAuditNamesTheTokensOperatorNotTheHeaders(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	_, err := e.pool.Exec(ctx, `
+		INSERT INTO notify.progress (user_id, last_seq, gap_since) VALUES (5, 1, now());
+		INSERT INTO notify.notifications (user_id, seq, status, attempts) VALUES (5, 1, 'sent', 1), (5, 3, 'pending', 0)`)
+	require.NoError(t, err)
+	carol := "Bearer " + carolToken
+	const replay, skip = "/v1/dead-letters/1/2/replay", "/v1/gate/5/skip"
+
+	st, v := e.doAs(t, http.MethodPost, replay, carol, "tester", `{"reason":"provider outage"}`)
+	require.Equal(t, http.StatusBadRequest, st, "%v", v)
+	require.Contains(t, v["error"].(map[string]any)["message"], "names someone other than the operator whose token this is (carol)")
+	st, v = e.doAs(t, http.MethodPost, skip, carol, "tester", `{"seq":2,"reason":"lost in a broker failover"}`)
+	require.Equal(t, http.StatusBadRequest, st, "%v", v)
+	require.NotContains(t, e.out.String(), "late=true", "the refused replay sent nothing")
+
+	st, v = e.do(t, http.MethodPost, replay, carol, `{"reason":"provider outage"}`)
+	require.Equal(t, http.StatusOK, st, "%v", v)
+	st, v = e.doAs(t, http.MethodPost, skip, carol, "carol", `{"seq":2,"reason":"lost in a broker failover"}`)
+	require.Equal(t, http.StatusOK, st, "a header naming the token's own operator is accepted: %v", v)
+
+	rows, err := e.pool.Query(ctx, `SELECT actor || ' ' || action FROM notify.audit ORDER BY id`)
+	require.NoError(t, err)
+	audited, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, []string{"carol replay_dead_letter", "carol skip_missing_seq"}, audited)
+	st, v = e.do(t, http.MethodGet, "/v1/audit", "", "")
+	require.Equal(t, http.StatusOK, st, "%v", v)
+	for _, item := range v["items"].([]any) {
+		require.Equal(t, "carol", item.(map[string]any)["actor"])
+	}
+}
+
 func TestThePageListsTheOperatorActions(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
@@ -105,9 +145,10 @@ func TestThePageListsTheOperatorActions(t *testing.T) {
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	for _, want := range []string{"/v1/dead-letters/{user_id}/{seq}/replay", "/v1/gate/{user_id}/skip", "/v1/gate/{user_id}/skip-through",
-		"/v1/sagas/{id}/retry", "/v1/sagas/{id}/resolve", "X-Operator", "/v1/audit"} {
+		"/v1/sagas/{id}/retry", "/v1/sagas/{id}/resolve", "OPERATOR_TOKENS", "/v1/audit"} {
 		require.Contains(t, string(b), want)
 	}
+	require.NotContains(t, string(b), "X-Operator", "the token names the operator")
 }
 
 // TestSkipThroughMovesAUserPastARangeInOneAuditedStep: user 7 got seqs 1 and 2; 3–5 and 7
@@ -124,7 +165,7 @@ func TestSkipThroughMovesAUserPastARangeInOneAuditedStep(t *testing.T) {
 		INSERT INTO notify.notifications (user_id, seq, status, attempts) VALUES
 			(7, 1, 'sent', 1), (7, 2, 'sent', 1), (7, 6, 'pending', 0), (7, 8, 'pending', 0)`)
 	require.NoError(t, err)
-	auth := "Bearer " + adminToken
+	auth := "Bearer " + testerToken
 	skip := func(body string) (int, map[string]any) {
 		return e.do(t, http.MethodPost, "/v1/gate/7/skip-through", auth, body)
 	}

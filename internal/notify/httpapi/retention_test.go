@@ -26,7 +26,7 @@ func TestAReplayOfAPrunedSMSIsGone(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 4, n, "the seeded rows finished long ago")
 
-	auth := "Bearer " + adminToken
+	auth := "Bearer " + testerToken
 	st, v := e.do(t, http.MethodPost, "/v1/dead-letters/1/2/replay", auth, `{"reason":"customer asked"}`)
 	require.Equal(t, http.StatusGone, st, "%v", v)
 	require.Equal(t, "gone", errCode(v))

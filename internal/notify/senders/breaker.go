@@ -96,21 +96,28 @@ func NewBreaker(cfg BreakerConfig) *Breaker {
 		MaxRequests: 1,
 		Timeout:     cfg.Open,
 		ReadyToTrip: func(c gobreaker.Counts) bool { return int(c.ConsecutiveFailures) >= cfg.Failures },
-		// A provider that answers, even "no" (a permanent 4xx) or "I have it already", is up.
-		IsSuccessful: func(err error) bool {
-			return err == nil || errors.Is(err, notify.ErrPermanent) || errors.Is(err, notify.ErrAlreadyDelivered)
-		},
+		// A provider that answers, even "no" (a permanent 4xx), "I have it already" or "still
+		// working on it" (a 409), is up.
+		IsSuccessful:  answered,
 		IsExcluded:    b.excluded,
 		OnStateChange: b.onStateChange,
 	})
 	return b
 }
 
+// answered reports whether a send's outcome shows the provider up: it accepted the SMS, or
+// answered for it, even "no" (notify.ErrPermanent), "I have it already"
+// (notify.ErrAlreadyDelivered) or "still working on it" (notify.ErrInProgress).
+func answered(err error) bool {
+	return err == nil || errors.Is(err, notify.ErrPermanent) || errors.Is(err, notify.ErrAlreadyDelivered) ||
+		errors.Is(err, notify.ErrInProgress)
+}
+
 // excluded leaves out of the count what says nothing about the provider as a whole: a
 // failure that is not provider-wide, and a second failure of a user already counted in the
 // current run. It runs under gobreaker's lock.
 func (b *Breaker) excluded(err error) bool {
-	if err == nil || errors.Is(err, notify.ErrPermanent) || errors.Is(err, notify.ErrAlreadyDelivered) {
+	if answered(err) {
 		return false
 	}
 	if !errors.Is(err, notify.ErrProviderUnavailable) {
@@ -170,7 +177,7 @@ func (b *Breaker) Allow(user int64) (done func(error), counted bool, hold time.D
 		return nil, false, b.Hold(), ErrBreakerOpen
 	}
 	return func(err error) {
-		if err == nil || errors.Is(err, notify.ErrAlreadyDelivered) || errors.Is(err, notify.ErrPermanent) {
+		if answered(err) {
 			b.mu.Lock()
 			clear(b.streak)
 			b.mu.Unlock()

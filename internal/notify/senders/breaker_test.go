@@ -65,6 +65,23 @@ func TestBreakerOpensOnlyForManyUsers(t *testing.T) {
 	require.False(t, allowed, "open: nothing goes")
 }
 
+// A 409 (a send under the key still in progress) is an answer: the provider is up. It
+// restarts the count of provider-wide failures, like a success, and never opens the breaker.
+func TestBreakerTakesInProgressForAnAnswer(t *testing.T) {
+	t.Parallel()
+	errBusy := fmt.Errorf("409: %w", notify.ErrInProgress)
+	b := NewBreaker(BreakerConfig{Failures: 2, Open: time.Minute, OpenMax: time.Minute})
+	for u := int64(1); u <= 10; u++ {
+		send(t, b, u, errDown)
+		send(t, b, u+100, errBusy)
+	}
+	require.Equal(t, "closed", b.State().State, "each 409 between the failures showed the provider up")
+	for u := int64(200); u < 210; u++ {
+		send(t, b, u, errBusy)
+	}
+	require.Equal(t, "closed", b.State().State)
+}
+
 func TestBreakerProbesWithGrowingPausesThenCloses(t *testing.T) {
 	t.Parallel()
 	b := NewBreaker(BreakerConfig{Failures: 2, Open: 20 * time.Millisecond, OpenMax: 50 * time.Millisecond})

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/walletsaga/walletsaga/internal/apperr"
+	"github.com/walletsaga/walletsaga/internal/backoff"
 	"github.com/walletsaga/walletsaga/internal/freetext"
 	"github.com/walletsaga/walletsaga/internal/notify"
 	"github.com/walletsaga/walletsaga/internal/redact"
@@ -63,16 +64,31 @@ func (s *LogSender) Send(_ context.Context, m notify.SMS) error {
 // DefaultWebhookTimeout bounds one webhook request when WebhookSender.Timeout is zero.
 const DefaultWebhookTimeout = 5 * time.Second
 
-// WebhookSender POSTs each SMS as JSON {user_id, seq, phone, text, late} to URL with the
-// header Idempotency-Key set to the SMS's key (its ProviderKey, kept by an operator's
-// replay, which sets late), and Authorization: Bearer Token when Token is set. The provider
-// must deduplicate on that key and answer 409 to a key it accepted before: "already accepted
-// with this key". A 2xx is success; 409 is notify.ErrAlreadyDelivered; 5xx, 408, 429,
-// timeouts, connection errors, 401 and 403, and every redirect wrap
+// HeaderReplayed marks a provider's answer to a key it finished before: its first answer,
+// given again (the IETF httpapi Idempotency-Key draft's convention, which the wallet API
+// follows too). Its value is "true".
+const HeaderReplayed = "Idempotent-Replayed"
+
+// WebhookSender POSTs each SMS as JSON {user_id, seq, phone, text, late, locale, template,
+// params} to URL with the header Idempotency-Key set to the SMS's key (its ProviderKey, kept
+// by an operator's replay, which sets late), and Authorization: Bearer Token when Token is
+// set. text is the SMS rendered, for a provider that sends text; template and params
+// (notify.SMS.Template) are the same SMS for a provider that sends only templates approved
+// beforehand, in the language locale names. The provider
+// must deduplicate on that key, and 409 means one thing, as in every provider contract of
+// walletsaga: "a send under this key is known and not finished: ask again later". A key it
+// finished is answered with its first answer (a 2xx) again, marked Idempotent-Replayed: true.
+//
+// So a 2xx is success, and with Idempotent-Replayed: true it is notify.ErrAlreadyDelivered
+// (delivered before: recorded sent, nothing sent twice); 409 is notify.ErrInProgress (never
+// delivered as far as anyone knows: retried under the same key, which the provider delivers
+// once); 5xx, 408, 429, timeouts, connection errors, 401 and 403, and every redirect wrap
 // notify.ErrProviderUnavailable (retried, and counted by the provider breaker: a refused token
 // or a redirect is the provider refusing every SMS until an operator fixes the credentials
 // or the URL, which must delay SMS, never dead-letter them); any other 4xx wraps
-// notify.ErrPermanent.
+// notify.ErrPermanent. A 409, 429 or 503 with a Retry-After header (seconds, or an HTTP
+// date) asks for that wait before the SMS's next attempt (notify.RetryLater), read up to
+// MaxRetryAfter; the retry policy bounds it again by its longest backoff.
 //
 // A redirect is never followed, whatever Client says: the token, the phone number and the
 // text go to URL and nowhere else (a redirect may name another host, or plain http).
@@ -114,12 +130,20 @@ func NewWebhookSender(rawURL string, timeout time.Duration, client *http.Client)
 	return &WebhookSender{URL: rawURL, Timeout: timeout, Client: client}, nil
 }
 
+// MaxRetryAfter is the longest wait a provider's Retry-After is read as: a longer one, or one
+// that is no number a Duration holds, is this much (the retry policy then bounds it by its
+// own longest backoff, SMS_RETRY_MAX).
+const MaxRetryAfter = time.Hour
+
 type webhookBody struct {
-	UserID int64  `json:"user_id"`
-	Seq    int64  `json:"seq"`
-	Phone  string `json:"phone"`
-	Text   string `json:"text"`
-	Late   bool   `json:"late"`
+	UserID   int64                 `json:"user_id"`
+	Seq      int64                 `json:"seq"`
+	Phone    string                `json:"phone"`
+	Text     string                `json:"text"`
+	Late     bool                  `json:"late"`
+	Locale   string                `json:"locale"`
+	Template string                `json:"template"`
+	Params   notify.TemplateParams `json:"params"`
 }
 
 // Send posts m.
@@ -139,7 +163,9 @@ func (s *WebhookSender) Send(ctx context.Context, m notify.SMS) error {
 		// A key the provider could confuse with another deployment's is worse than no send.
 		return fmt.Errorf("webhook: SMS %d:%d has no idempotency key", m.UserID, m.Seq)
 	}
-	body, err := json.Marshal(webhookBody{UserID: m.UserID, Seq: m.Seq, Phone: m.Phone, Text: m.Text, Late: m.Late})
+	template, params := m.Template()
+	body, err := json.Marshal(webhookBody{UserID: m.UserID, Seq: m.Seq, Phone: m.Phone, Text: m.Text, Late: m.Late,
+		Locale: m.Locale, Template: template, Params: params})
 	if err != nil {
 		return fmt.Errorf("webhook: encode SMS %s: %w", key, err)
 	}
@@ -162,6 +188,10 @@ func (s *WebhookSender) Send(ctx context.Context, m notify.SMS) error {
 	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // let the connection be reused
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		if strings.EqualFold(strings.TrimSpace(resp.Header.Get(HeaderReplayed)), "true") {
+			return fmt.Errorf("webhook: SMS %s: provider answered %s, %s: it had the SMS under this key: %w",
+				key, freetext.Clip(resp.Status, 100), HeaderReplayed, notify.ErrAlreadyDelivered)
+		}
 		return nil
 	}
 	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
@@ -173,12 +203,23 @@ func (s *WebhookSender) Send(ctx context.Context, m notify.SMS) error {
 	// character, a NUL), it must be text Postgres takes.
 	msg := fmt.Sprintf("webhook: SMS %s: provider answered %s: %s", key, freetext.Clip(resp.Status, 100),
 		freetext.Clip(strings.TrimSpace(string(snippet)), 300))
+	// The wait a 409 ("ask again later"), 429 or 503 asks for, the payment adapters' way
+	// (internal/provider): 0 when none, unreadable or gone by.
+	var later time.Duration
+	switch resp.StatusCode {
+	case http.StatusConflict, http.StatusTooManyRequests, http.StatusServiceUnavailable:
+		later = backoff.RetryAfter(resp.Header.Get("Retry-After"), time.Now(), MaxRetryAfter)
+		if later > 0 {
+			msg += fmt.Sprintf(" (retry after %s)", later)
+		}
+	}
 	switch {
 	case resp.StatusCode == http.StatusConflict:
-		return fmt.Errorf("%s: %w", msg, notify.ErrAlreadyDelivered)
+		// In progress, never delivered: a send under this key is not finished.
+		return notify.RetryLater(fmt.Errorf("%s: %w", msg, notify.ErrInProgress), later)
 	case resp.StatusCode == http.StatusRequestTimeout, resp.StatusCode == http.StatusTooManyRequests, resp.StatusCode >= 500,
 		resp.StatusCode == http.StatusUnauthorized, resp.StatusCode == http.StatusForbidden:
-		return fmt.Errorf("%s: %w", msg, notify.ErrProviderUnavailable)
+		return notify.RetryLater(fmt.Errorf("%s: %w", msg, notify.ErrProviderUnavailable), later)
 	case resp.StatusCode >= 400:
 		return fmt.Errorf("%s: %w", msg, notify.ErrPermanent)
 	default: // 1xx: not an answer we understand; try again

@@ -21,10 +21,11 @@ import (
 	"github.com/walletsaga/walletsaga/internal/apperr"
 	"github.com/walletsaga/walletsaga/internal/notify"
 	"github.com/walletsaga/walletsaga/internal/notify/senders"
+	"github.com/walletsaga/walletsaga/internal/walletevent"
 )
 
 func sms(user, seq int64, phone string, amount int64) notify.SMS {
-	return notify.SMS{UserID: user, Seq: seq, Phone: phone, Locale: "en", Kind: "deposit", Amount: amount,
+	return notify.SMS{UserID: user, Seq: seq, Phone: phone, Locale: "en", Kind: "deposit", Amount: amount, Currency: "CNY", BalanceAfter: 100,
 		Text: "You topped up 1.00 CNY. Balance: 1.00 CNY.", IdempotencyKey: "1:1"}
 }
 
@@ -62,21 +63,26 @@ func (c *capture) add(r *http.Request) {
 func TestWebhookSender(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name   string
-		status int
-		want   error // nil: success; else the class the error must wrap
+		name     string
+		status   int
+		replayed string // the Idempotent-Replayed header's value ("": none)
+		want     error  // nil: success; else the class the error must wrap
 	}{
-		{"200 ok", http.StatusOK, nil},
-		{"202 ok", http.StatusAccepted, nil},
-		{"409 on a repeated key: delivered already", http.StatusConflict, notify.ErrAlreadyDelivered},
-		{"500 provider-wide", http.StatusInternalServerError, notify.ErrProviderUnavailable},
-		{"503 provider-wide", http.StatusServiceUnavailable, notify.ErrProviderUnavailable},
-		{"408 provider-wide", http.StatusRequestTimeout, notify.ErrProviderUnavailable},
-		{"429 provider-wide", http.StatusTooManyRequests, notify.ErrProviderUnavailable},
-		{"401 provider-wide: our token refused", http.StatusUnauthorized, notify.ErrProviderUnavailable},
-		{"403 provider-wide: our token refused", http.StatusForbidden, notify.ErrProviderUnavailable},
-		{"400 permanent", http.StatusBadRequest, notify.ErrPermanent},
-		{"422 permanent", http.StatusUnprocessableEntity, notify.ErrPermanent},
+		{"200 ok", http.StatusOK, "", nil},
+		{"202 ok", http.StatusAccepted, "", nil},
+		{"200 replayed: delivered already", http.StatusOK, "true", notify.ErrAlreadyDelivered},
+		{"201 replayed, spelled otherwise", http.StatusCreated, " TRUE", notify.ErrAlreadyDelivered},
+		{"200 not replayed", http.StatusOK, "false", nil},
+		{"409: a send under the key is in progress, never delivered", http.StatusConflict, "", notify.ErrInProgress},
+		{"409 replayed is still 409", http.StatusConflict, "true", notify.ErrInProgress},
+		{"500 provider-wide", http.StatusInternalServerError, "", notify.ErrProviderUnavailable},
+		{"503 provider-wide", http.StatusServiceUnavailable, "", notify.ErrProviderUnavailable},
+		{"408 provider-wide", http.StatusRequestTimeout, "", notify.ErrProviderUnavailable},
+		{"429 provider-wide", http.StatusTooManyRequests, "", notify.ErrProviderUnavailable},
+		{"401 provider-wide: our token refused", http.StatusUnauthorized, "", notify.ErrProviderUnavailable},
+		{"403 provider-wide: our token refused", http.StatusForbidden, "", notify.ErrProviderUnavailable},
+		{"400 permanent", http.StatusBadRequest, "", notify.ErrPermanent},
+		{"422 permanent", http.StatusUnprocessableEntity, "", notify.ErrPermanent},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -84,6 +90,9 @@ func TestWebhookSender(t *testing.T) {
 			var c capture
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				c.add(r)
+				if tc.replayed != "" {
+					w.Header().Set(senders.HeaderReplayed, tc.replayed)
+				}
 				w.WriteHeader(tc.status)
 				_, _ = io.WriteString(w, "provider says hi")
 			}))
@@ -97,12 +106,14 @@ func TestWebhookSender(t *testing.T) {
 				require.NoError(t, err)
 			} else {
 				require.ErrorIs(t, err, tc.want)
-				for _, other := range []error{notify.ErrAlreadyDelivered, notify.ErrProviderUnavailable, notify.ErrPermanent} {
+				for _, other := range []error{notify.ErrAlreadyDelivered, notify.ErrInProgress, notify.ErrProviderUnavailable, notify.ErrPermanent} {
 					if !errors.Is(other, tc.want) {
 						require.NotErrorIs(t, err, other)
 					}
 				}
-				require.Contains(t, err.Error(), "provider says hi")
+				if !errors.Is(tc.want, notify.ErrAlreadyDelivered) {
+					require.Contains(t, err.Error(), "provider says hi")
+				}
 				require.Contains(t, err.Error(), "42:7")
 			}
 			require.Len(t, c.reqs, 1)
@@ -113,7 +124,9 @@ func TestWebhookSender(t *testing.T) {
 			require.Equal(t, "application/json", r.Header.Get("Content-Type"))
 			var body map[string]any
 			require.NoError(t, json.Unmarshal(c.body[0], &body))
-			require.Equal(t, map[string]any{"user_id": 42.0, "seq": 7.0, "phone": "+8613800001234", "text": m.Text, "late": false}, body)
+			require.Equal(t, map[string]any{"user_id": 42.0, "seq": 7.0, "phone": "+8613800001234", "text": m.Text, "late": false,
+				"locale": "en", "template": "deposit", "params": map[string]any{"amount": "1.00", "currency": "CNY", "balance_after": "1.00"}}, body)
+			require.Zero(t, notify.RetryAfter(err), "no Retry-After: the policy's own backoff")
 		})
 	}
 }
@@ -226,6 +239,7 @@ func TestWebhookSenderRefusesRedirects(t *testing.T) {
 				require.ErrorIs(t, err, notify.ErrProviderUnavailable)
 				require.NotErrorIs(t, err, notify.ErrPermanent)
 				require.NotErrorIs(t, err, notify.ErrAlreadyDelivered)
+				require.NotErrorIs(t, err, notify.ErrInProgress)
 				require.Contains(t, err.Error(), "redirect")
 				require.Contains(t, err.Error(), target.Listener.Addr().String(), "it says where the provider pointed")
 				for _, secret := range []string{token, "pw", "loc-secret", "13800009999"} {
@@ -380,4 +394,78 @@ func TestParsePhonePattern(t *testing.T) {
 	require.Error(t, err)
 	require.Equal(t, apperr.Invalid, apperr.CodeOf(err))
 	require.Contains(t, err.Error(), `"(["`)
+}
+
+// TestWebhookSenderCarriesTheTemplate: beside the text, the body names the provider template
+// of the SMS (its kind), its language and its parameters, for a provider that sends only
+// templates approved beforehand; a replay keeps them, marked late.
+func TestWebhookSenderCarriesTheTemplate(t *testing.T) {
+	t.Parallel()
+	var c capture
+	srv := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { c.add(r) }))
+	t.Cleanup(srv.Close)
+	s, err := senders.NewWebhookSender(srv.URL, 0, srv.Client())
+	require.NoError(t, err)
+	ev := walletevent.Event{V: walletevent.Version, EventID: 41, UserID: 7, Seq: 3, Kind: walletevent.Purchase, Amount: -5000,
+		Currency: "CNY", BalanceAfter: 1234567, SagaID: 12, Phone: "+8613800001234", Locale: "zh_CN", Epoch: 1, EpochSince: 1}
+	m, err := notify.Render(ev)
+	require.NoError(t, err)
+	m.IdempotencyKey = "d:7:3:1"
+	require.NoError(t, s.Send(context.Background(), m))
+	require.NoError(t, s.Send(context.Background(), notify.MarkLate(m)))
+	require.Len(t, c.body, 2)
+	for i, late := range []bool{false, true} {
+		var body map[string]any
+		require.NoError(t, json.Unmarshal(c.body[i], &body))
+		require.Equal(t, "purchase", body["template"])
+		require.Equal(t, "zh-CN", body["locale"], "the language the text is in")
+		require.Equal(t, map[string]any{"amount": "50.00", "currency": "CNY", "balance_after": "12345.67"}, body["params"])
+		require.Equal(t, late, body["late"])
+		require.Contains(t, body["text"], "50.00 CNY", "the text is still there")
+	}
+}
+
+// TestWebhookSenderReadsRetryAfter: a 409, 429 or 503 with Retry-After asks for that wait
+// before the next attempt (seconds or a date), read up to MaxRetryAfter however large or
+// long; an unreadable one, one gone by, or one on another status asks for none.
+func TestWebhookSenderReadsRetryAfter(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name       string
+		status     int
+		retryAfter string
+		want       time.Duration
+		class      error
+	}{
+		{"429 seconds", http.StatusTooManyRequests, "7", 7 * time.Second, notify.ErrProviderUnavailable},
+		{"503 seconds", http.StatusServiceUnavailable, "3", 3 * time.Second, notify.ErrProviderUnavailable},
+		{"409 in progress: ask again later", http.StatusConflict, "2", 2 * time.Second, notify.ErrInProgress},
+		{"429 a date", http.StatusTooManyRequests, time.Now().Add(time.Hour / 2).UTC().Format(http.TimeFormat), 30 * time.Minute, notify.ErrProviderUnavailable},
+		{"429 a date gone by", http.StatusTooManyRequests, time.Now().Add(-time.Hour).UTC().Format(http.TimeFormat), 0, notify.ErrProviderUnavailable},
+		{"429 huge", http.StatusTooManyRequests, "31536000", senders.MaxRetryAfter, notify.ErrProviderUnavailable},
+		{"429 past int64", http.StatusTooManyRequests, "999999999999999999999999", senders.MaxRetryAfter, notify.ErrProviderUnavailable},
+		{"429 malformed", http.StatusTooManyRequests, "in a bit", 0, notify.ErrProviderUnavailable},
+		{"503 negative", http.StatusServiceUnavailable, "-5", 0, notify.ErrProviderUnavailable},
+		{"500 ignores it", http.StatusInternalServerError, "7", 0, notify.ErrProviderUnavailable},
+		{"400 is permanent whatever it says", http.StatusBadRequest, "7", 0, notify.ErrPermanent},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set("Retry-After", tc.retryAfter)
+				w.WriteHeader(tc.status)
+			}))
+			t.Cleanup(srv.Close)
+			s, err := senders.NewWebhookSender(srv.URL, time.Second, srv.Client())
+			require.NoError(t, err)
+			err = s.Send(context.Background(), sms(1, 1, "+8613800001234", 100))
+			require.ErrorIs(t, err, tc.class)
+			got := notify.RetryAfter(err)
+			if tc.want >= time.Minute {
+				require.InDelta(t, tc.want.Seconds(), got.Seconds(), 2, "a date is read against the clock")
+			} else {
+				require.Equal(t, tc.want, got)
+			}
+		})
+	}
 }

@@ -6,14 +6,18 @@ import (
 	"context"
 	_ "embed"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"math"
+	"regexp"
 	"time"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/walletsaga/walletsaga/internal/apperr"
+	"github.com/walletsaga/walletsaga/internal/freetext"
 	"github.com/walletsaga/walletsaga/internal/notify/deadletters"
 	"github.com/walletsaga/walletsaga/internal/pg"
 )
@@ -23,6 +27,8 @@ var (
 	deadLettersSQL string
 	//go:embed sql/bad_messages.sql
 	badMessagesSQL string
+	//go:embed sql/bad_message.sql
+	badMessageSQL string
 	//go:embed sql/audit.sql
 	auditSQL string
 	//go:embed sql/dlq_depth.sql
@@ -85,15 +91,67 @@ func (s *Store) DeadLetters(ctx context.Context, limit int, cursor string) (Dead
 	return page, nil
 }
 
-// BadMessage is a broker message the notifier could not decode.
+// Bounds of the bad messages' list: a bad message's body is kept up to inbox.MaxBadBody
+// bytes (64 KiB; rows an older release wrote may hold a whole broker message, up to 4 MiB),
+// so a page of them carries an excerpt of each body and holds at most MaxBadMessagePage; GET
+// /v1/bad-messages/{msg_id} (Store.BadMessage) has one whole. A page thus builds at most
+// about MaxBadMessagePage × BadBodyExcerpt bytes of bodies (a few times that as JSON escapes
+// or base64), whatever the bodies.
+const (
+	// MaxBadMessagePage is the most bad messages a page holds (its limit's bound).
+	MaxBadMessagePage = 100
+	// BadBodyExcerpt is how many bytes of each body a page carries, at most: the body's
+	// start, cut in the database (substring) so that Postgres never sends the rest.
+	BadBodyExcerpt = 4 << 10
+)
+
+// BadMessage is a broker message the notifier could not decode. In a page of them (Store.BadMessages)
+// Body or BodyBase64 is an excerpt, the body's first BadBodyExcerpt bytes at most
+// (BodyTruncated when cut); Store.BadMessage has the body whole.
 type BadMessage struct {
-	MsgID       string    `json:"msg_id"`
-	Queue       string    `json:"queue"`
-	QueueOffset int64     `json:"queue_offset"`
-	Body        string    `json:"body,omitempty"`        // when valid UTF-8
-	BodyBase64  string    `json:"body_base64,omitempty"` // otherwise
-	Reason      string    `json:"reason"`
-	ReceivedAt  time.Time `json:"received_at"`
+	MsgID       string `json:"msg_id"`
+	Queue       string `json:"queue"`
+	QueueOffset int64  `json:"queue_offset"`
+	Body        string `json:"body,omitempty"`        // when valid UTF-8
+	BodyBase64  string `json:"body_base64,omitempty"` // otherwise
+	// BodyBytes is the size of the body as stored, in bytes, whether or not Body holds all of
+	// it. (The inbox keeps at most inbox.MaxBadBody bytes of a message: a longer one's stored
+	// body ends with a marker giving the message's whole length.)
+	BodyBytes int64 `json:"body_bytes"`
+	// BodyTruncated says that Body (or BodyBase64) holds only the body's start: GET
+	// /v1/bad-messages/{msg_id} has the whole of it.
+	BodyTruncated bool      `json:"body_truncated"`
+	Reason        string    `json:"reason"`
+	ReceivedAt    time.Time `json:"received_at"`
+}
+
+// setBody sets b's body from raw, the start of a body of size bytes (all of it when as long).
+// A body cut inside a UTF-8 character loses that character's first bytes from Body, so that
+// a text body reads as text; one that is not UTF-8 goes as base64, every byte of raw.
+func (b *BadMessage) setBody(raw []byte, size int64) {
+	b.BodyBytes, b.BodyTruncated = size, int64(len(raw)) < size
+	text := raw
+	if b.BodyTruncated {
+		text = withoutPartialRune(raw)
+	}
+	if utf8.Valid(text) {
+		b.Body = string(text)
+	} else {
+		b.BodyBase64 = base64.StdEncoding.EncodeToString(raw)
+	}
+}
+
+// withoutPartialRune returns b without the incomplete UTF-8 character it may end with.
+func withoutPartialRune(b []byte) []byte {
+	for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(b[i]) {
+			if !utf8.FullRune(b[i:]) {
+				return b[:i]
+			}
+			break
+		}
+	}
+	return b
 }
 
 // BadMessagePage is a page of undecodable messages, newest first.
@@ -102,10 +160,23 @@ type BadMessagePage struct {
 	NextCursor string       `json:"next_cursor,omitempty"`
 }
 
-// BadMessages lists undecodable messages newest first, by (received_at, msg_id) descending.
-// It returns an apperr.Invalid error for a bad limit or cursor.
+// scanBadMessage reads a row of bad_messages.sql or bad_message.sql.
+func scanBadMessage(r pgx.CollectableRow) (BadMessage, error) {
+	var b BadMessage
+	var body []byte
+	var size int64
+	if err := r.Scan(&b.MsgID, &b.Queue, &b.QueueOffset, &body, &size, &b.Reason, &b.ReceivedAt); err != nil {
+		return b, err
+	}
+	b.setBody(body, size)
+	return b, nil
+}
+
+// BadMessages lists undecodable messages newest first, by (received_at, msg_id) descending,
+// at most MaxBadMessagePage a page, each with at most BadBodyExcerpt bytes of its body. It
+// returns an apperr.Invalid error for a bad limit or cursor.
 func (s *Store) BadMessages(ctx context.Context, limit int, cursor string) (BadMessagePage, error) {
-	limit, err := checkLimit(limit)
+	limit, err := checkLimitUpTo(limit, MaxBadMessagePage)
 	if err != nil {
 		return BadMessagePage{}, err
 	}
@@ -113,21 +184,12 @@ func (s *Store) BadMessages(ctx context.Context, limit int, cursor string) (BadM
 	if err != nil {
 		return BadMessagePage{}, err
 	}
-	rows, err := s.db.Query(ctx, badMessagesSQL, pg.Args{"before_at": c.timeOr(pgtype.Infinity), "before_msg_id": c.M, "limit": limit + 1})
+	rows, err := s.db.Query(ctx, badMessagesSQL, pg.Args{"before_at": c.timeOr(pgtype.Infinity), "before_msg_id": c.M, "limit": limit + 1,
+		"excerpt": BadBodyExcerpt})
 	if err != nil {
 		return BadMessagePage{}, fmt.Errorf("list bad messages: %w", err)
 	}
-	items, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (BadMessage, error) {
-		var b BadMessage
-		var body []byte
-		err := r.Scan(&b.MsgID, &b.Queue, &b.QueueOffset, &body, &b.Reason, &b.ReceivedAt)
-		if utf8.Valid(body) {
-			b.Body = string(body)
-		} else {
-			b.BodyBase64 = base64.StdEncoding.EncodeToString(body)
-		}
-		return b, err
-	})
+	items, err := pgx.CollectRows(rows, scanBadMessage)
 	if err != nil {
 		return BadMessagePage{}, fmt.Errorf("list bad messages: %w", err)
 	}
@@ -138,6 +200,34 @@ func (s *Store) BadMessages(ctx context.Context, limit int, cursor string) (BadM
 		page.NextCursor = encodeCursor(cursorKey{T: last.ReceivedAt.UnixMicro(), HasT: true, M: last.MsgID})
 	}
 	return page, nil
+}
+
+// MsgIDPattern is the form of a message id GET /v1/bad-messages/{msg_id} takes, as a regular
+// expression: a RocketMQ message id is hex digits, and the list's cursor carries one in this
+// form (CursorPattern).
+const MsgIDPattern = `^[0-9A-Za-z_-]{1,128}$`
+
+var msgIDRE = regexp.MustCompile(MsgIDPattern)
+
+// BadMessage returns the bad message msgID (notify.bad_messages' primary key) with its body
+// whole. It returns an apperr.Invalid error for an id not of MsgIDPattern's form, and
+// apperr.NotFound for one the table does not hold (never recorded, or pruned).
+func (s *Store) BadMessage(ctx context.Context, msgID string) (BadMessage, error) {
+	if !msgIDRE.MatchString(msgID) {
+		return BadMessage{}, apperr.New(apperr.Invalid, "msg_id must be 1 to 128 letters, digits, _ or -, got %q", freetext.Clip(msgID, 140))
+	}
+	rows, err := s.db.Query(ctx, badMessageSQL, pg.Args{"msg_id": msgID})
+	if err != nil {
+		return BadMessage{}, fmt.Errorf("get bad message: %w", err)
+	}
+	b, err := pgx.CollectExactlyOneRow(rows, scanBadMessage)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return BadMessage{}, apperr.New(apperr.NotFound, "no bad message %q (never recorded, or pruned: RETENTION_BAD_MESSAGES)", msgID)
+	}
+	if err != nil {
+		return BadMessage{}, fmt.Errorf("get bad message: %w", err)
+	}
+	return b, nil
 }
 
 // AuditEntry is one recorded operator action.

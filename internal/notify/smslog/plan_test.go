@@ -76,7 +76,7 @@ ANALYZE notify.bad_messages; ANALYZE notify.audit`)
 		{"users", pg.Args{"ids": seq(7001, 7050)}, "notifications_pkey", 50*perUser + 50*perUser},
 		{"user_sms", pg.Args{"user": 4242, "after_seq": 5, "limit": page, "replay": deadletters.ActionReplay}, "notifications_pkey", 3 * perUser},
 		{"dead_letters", pg.Args{"before_at": inf, "before_user": 0, "before_seq": 0, "limit": page, "replay": deadletters.ActionReplay}, "notifications_dead", 51 * 3},
-		{"bad_messages", pg.Args{"before_at": inf, "before_msg_id": "", "limit": page}, "bad_messages_received", 51},
+		{"bad_messages", pg.Args{"before_at": inf, "before_msg_id": "", "limit": page, "excerpt": smslog.BadBodyExcerpt}, "bad_messages_received", 51},
 		{"audit", pg.Args{"before_id": int64(math.MaxInt64), "limit": page}, "audit_pkey", 51},
 		{"changes", pg.Args{"after_at": midAt, "after_user": 5000, "after_seq": 10, "limit": 50, "lag_us": int64(10_000_000)}, "notifications_changes", 50},
 	}

@@ -66,11 +66,17 @@ func fillFromEvent(kind, text string, event []byte) (string, string) {
 // --- pagination ---
 
 func checkLimit(limit int) (int, error) {
+	return checkLimitUpTo(limit, MaxPageSize)
+}
+
+// checkLimitUpTo is checkLimit for a list whose pages hold at most most items: 0 is
+// DefaultPageSize (or most, when smaller).
+func checkLimitUpTo(limit, most int) (int, error) {
 	if limit == 0 {
-		return DefaultPageSize, nil
+		return min(DefaultPageSize, most), nil
 	}
-	if limit < 0 || limit > MaxPageSize {
-		return 0, apperr.New(apperr.Invalid, "limit must be between 1 and %d, got %d", MaxPageSize, limit)
+	if limit < 0 || limit > most {
+		return 0, apperr.New(apperr.Invalid, "limit must be between 1 and %d, got %d", most, limit)
 	}
 	return limit, nil
 }

@@ -6,11 +6,12 @@
 // Next and back move by cursor: the page keeps the cursors of the pages before, never their
 // rows. No framework, no CDN.
 //
-// The read endpoints need the notifier's read token (or its admin token): the page asks for
-// it once, keeps it in the tab's session storage and sends it as Authorization: Bearer. A
-// link may carry it in its fragment (/#token=…), which browsers never send to the server;
-// the page stores it and takes it out of the address bar. Replay and skip need the admin
-// token and an operator name, asked for in the operator form and kept likewise.
+// The read endpoints need the notifier's read token (or an operator's token): the page asks
+// for it once, keeps it in the tab's session storage and sends it as Authorization: Bearer.
+// A link may carry it in its fragment (/#token=…), which browsers never send to the server;
+// the page stores it and takes it out of the address bar. Replay and skip need the
+// operator's own token (one of the notifier's OPERATOR_TOKENS), which also says who acts:
+// it is asked for in the operator form and kept likewise; the page sends no name.
 "use strict";
 
 performance.mark("console-start");
@@ -19,8 +20,7 @@ const POLL_MS = 2000;
 const RETRY_MS = 2000;
 const PAGE = 50;
 const TOKEN_KEY = "walletsaga.notifier.token";
-const ADMIN_KEY = "walletsaga.notifier.admin";
-const OPERATOR_KEY = "walletsaga.notifier.operator";
+const OPERATOR_TOKEN_KEY = "walletsaga.notifier.operator-token";
 // Each start of the polls gets a new generation; a poll of an older one stops, so that asking
 // for the token again never leaves two loops running.
 let generation = 0;
@@ -68,19 +68,18 @@ async function getJSON(url) {
   return r.json();
 }
 
-// operate POSTs an operator action with the admin token and operator name of the operator
-// form, and reports the outcome there.
+// operate POSTs an operator action with the operator token of the operator form (whose
+// operator the audit trail records), and reports the outcome there.
 async function operate(path, body) {
-  const admin = sessionStorage.getItem(ADMIN_KEY) || "";
-  const who = sessionStorage.getItem(OPERATOR_KEY) || "";
+  const token = sessionStorage.getItem(OPERATOR_TOKEN_KEY) || "";
   const out = $("op-result");
-  if (!admin || !who || !body.reason) {
-    out.textContent = "Fill in the admin token, your name and a reason first.";
+  if (!token || !body.reason) {
+    out.textContent = "Fill in your operator token and a reason first.";
     return false;
   }
   const r = await fetch(path, {
     method: "POST",
-    headers: { "Content-Type": "application/json", Accept: "application/json", Authorization: "Bearer " + admin, "X-Operator": who },
+    headers: { "Content-Type": "application/json", Accept: "application/json", Authorization: "Bearer " + token },
     body: JSON.stringify(body),
   });
   let msg = "done";
@@ -327,10 +326,9 @@ $("search").addEventListener("submit", (ev) => {
 
 $("operator-form").addEventListener("submit", (ev) => {
   ev.preventDefault();
-  sessionStorage.setItem(ADMIN_KEY, $("op-token").value.trim());
-  sessionStorage.setItem(OPERATOR_KEY, $("op-name").value.trim());
+  sessionStorage.setItem(OPERATOR_TOKEN_KEY, $("op-token").value.trim());
   $("op-token").value = "";
-  $("op-result").textContent = "Operator actions will be sent as " + $("op-name").value.trim() + ".";
+  $("op-result").textContent = "Operator actions will be sent with your token; the audit trail records its operator.";
 });
 
 takeTokenFromFragment();

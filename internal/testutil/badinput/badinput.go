@@ -40,11 +40,12 @@ type Case struct {
 type Fixture struct {
 	// User and Other are two users with wallets.
 	User, Other int64
-	// AdminToken is walletsvc's ADMIN_TOKEN.
-	AdminToken string
+	// Operator is the name of one of walletsvc's operators (OPERATOR_TOKENS), and
+	// OperatorToken that operator's token.
+	Operator, OperatorToken string
 	// NeedsAttention is a saga in needs_attention: an operator action on it with a valid
-	// token, X-Operator and reason would go through, so the bad part of the request is the
-	// only thing in its way.
+	// token and reason would go through, so the bad part of the request is the only thing in
+	// its way.
 	NeedsAttention int64
 }
 
@@ -290,25 +291,30 @@ func keyCases(f Fixture) []Case {
 	}
 }
 
-// operatorCases: walletsvc's operator endpoints without the admin token, with a wrong one,
-// and with the right one but a bad operator name, reason or saga id.
+// operatorCases: walletsvc's operator endpoints without an operator's token, with a wrong
+// one, and with the right one but an X-Operator header naming someone else, a bad reason or
+// a bad saga id.
 func operatorCases(f Fixture) []Case {
 	saga := fmt.Sprintf("/v1/sagas/%d", f.NeedsAttention)
 	admin := func(more ...string) []string {
-		return append([]string{"Authorization", "Bearer " + f.AdminToken, "X-Operator", "alice"}, more...)
+		return append([]string{"Authorization", "Bearer " + f.OperatorToken}, more...)
 	}
 	const reason = `{"reason":"refund API is back"}`
 	return []Case{
-		{Name: "retry without a token", Method: "POST", Path: saga + "/retry", Body: reason, Header: []string{"Authorization", ""}, Status: 401, Code: "unauthorized", Msg: "admin token is required"},
+		{Name: "retry without a token", Method: "POST", Path: saga + "/retry", Body: reason, Header: []string{"Authorization", ""}, Status: 401, Code: "unauthorized", Msg: "operator token is required"},
 		{Name: "retry with a wrong token", Method: "POST", Path: saga + "/retry", Body: reason, Header: []string{"Authorization", "Bearer wrong-token-wrong-token"}, Status: 403, Code: "forbidden", Msg: "not valid"},
-		{Name: "retry with the service token", Method: "POST", Path: saga + "/retry", Body: reason, Status: 403, Code: "forbidden", Msg: "admin token is not valid"},
-		{Name: "retry with a Basic token", Method: "POST", Path: saga + "/retry", Body: reason, Header: []string{"Authorization", "Basic " + f.AdminToken}, Status: 401, Code: "unauthorized", Msg: "Bearer"},
-		{Name: "resolve without a token", Method: "POST", Path: saga + "/resolve", Body: reason, Header: []string{"Authorization", ""}, Status: 401, Code: "unauthorized", Msg: "admin token is required"},
-		{Name: "resolve with a wrong token", Method: "POST", Path: saga + "/resolve", Body: reason, Header: []string{"Authorization", "Bearer " + f.AdminToken + "x"}, Status: 403, Code: "forbidden", Msg: "not valid"},
-		{Name: "audit without a token", Method: "GET", Path: saga + "/audit", Header: []string{"Authorization", ""}, Status: 401, Code: "unauthorized", Msg: "admin token is required"},
+		{Name: "retry with the service token", Method: "POST", Path: saga + "/retry", Body: reason, Status: 403, Code: "forbidden", Msg: "operator token is not valid"},
+		{Name: "retry with a Basic token", Method: "POST", Path: saga + "/retry", Body: reason, Header: []string{"Authorization", "Basic " + f.OperatorToken}, Status: 401, Code: "unauthorized", Msg: "Bearer"},
+		{Name: "resolve without a token", Method: "POST", Path: saga + "/resolve", Body: reason, Header: []string{"Authorization", ""}, Status: 401, Code: "unauthorized", Msg: "operator token is required"},
+		{Name: "resolve with a wrong token", Method: "POST", Path: saga + "/resolve", Body: reason, Header: []string{"Authorization", "Bearer " + f.OperatorToken + "x"}, Status: 403, Code: "forbidden", Msg: "not valid"},
+		{Name: "audit without a token", Method: "GET", Path: saga + "/audit", Header: []string{"Authorization", ""}, Status: 401, Code: "unauthorized", Msg: "operator token is required"},
 		{Name: "audit with a wrong token", Method: "GET", Path: saga + "/audit", Header: []string{"Authorization", "Bearer wrong-token-wrong-token"}, Status: 403, Code: "forbidden", Msg: "not valid"},
-		{Name: "retry without X-Operator", Method: "POST", Path: saga + "/retry", Body: reason, Header: []string{"Authorization", "Bearer " + f.AdminToken}, Status: 400, Code: "invalid", Msg: "X-Operator"},
-		{Name: "retry with SQL in X-Operator", Method: "POST", Path: saga + "/retry", Body: reason, Header: admin("X-Operator", "alice'; DROP TABLE audit;--"), Status: 400, Code: "invalid", Msg: "X-Operator header may hold"},
+		{Name: "retry with X-Operator naming another operator", Method: "POST", Path: saga + "/retry", Body: reason, Header: admin("X-Operator", f.Operator+"-not"), Status: 400, Code: "invalid",
+			Msg: "X-Operator header names someone other than the operator whose token this is (" + f.Operator + ")"},
+		{Name: "resolve with a wrong token and X-Operator naming the operator", Method: "POST", Path: saga + "/resolve", Body: reason,
+			Header: []string{"Authorization", "Bearer wrong-token-wrong-token", "X-Operator", f.Operator}, Status: 403, Code: "forbidden", Msg: "operator token is not valid"},
+		{Name: "retry with SQL in X-Operator", Method: "POST", Path: saga + "/retry", Body: reason, Header: admin("X-Operator", "alice'; DROP TABLE audit;--"), Status: 400, Code: "invalid", Msg: "names someone other"},
+		{Name: "audit with X-Operator naming another operator", Method: "GET", Path: saga + "/audit", Header: admin("X-Operator", f.Operator+"-not"), Status: 400, Code: "invalid", Msg: "leave the header out"},
 		{Name: "retry without a reason", Method: "POST", Path: saga + "/retry", Body: `{}`, Header: admin(), Status: 400, Code: "invalid", Msg: "reason is required"},
 		{Name: "retry with NUL in the reason", Method: "POST", Path: saga + "/retry", Body: `{"reason":"refund\u0000 API is back"}`, Header: admin(), Status: 400, Code: "invalid", Msg: "U+0000"},
 		{Name: "resolve with invalid UTF-8 in the reason", Method: "POST", Path: saga + "/resolve", Body: "{\"reason\":\"refunded by hand \xff\"}", Header: admin(), Status: 400, Code: "invalid", Msg: "UTF-8"},
@@ -317,13 +323,13 @@ func operatorCases(f Fixture) []Case {
 		{Name: "retry with an unknown field", Method: "POST", Path: saga + "/retry", Body: `{"reason":"x","force":true}`, Header: admin(), Status: 400, Code: "invalid", Msg: "unknown field"},
 		{Name: "retry with SQL in the saga id", Method: "POST", Path: "/v1/sagas/1;DROP%20TABLE%20audit/retry", Body: reason, Header: admin(), Status: 400, Code: "invalid", Msg: "saga id"},
 		{Name: "resolve an unknown saga", Method: "POST", Path: "/v1/sagas/424242/resolve", Body: reason, Header: admin(), Status: 404, Code: "not_found", Msg: "saga 424242"},
-		{Name: "operator list without a token", Method: "GET", Path: "/v1/operator/sagas", Header: []string{"Authorization", ""}, Status: 401, Code: "unauthorized", Msg: "admin token is required"},
-		{Name: "operator list with the service token", Method: "GET", Path: "/v1/operator/sagas", Status: 403, Code: "forbidden", Msg: "admin token is not valid"},
+		{Name: "operator list without a token", Method: "GET", Path: "/v1/operator/sagas", Header: []string{"Authorization", ""}, Status: 401, Code: "unauthorized", Msg: "operator token is required"},
+		{Name: "operator list with the service token", Method: "GET", Path: "/v1/operator/sagas", Status: 403, Code: "forbidden", Msg: "operator token is not valid"},
 		{Name: "operator list limit too big", Method: "GET", Path: "/v1/operator/sagas?limit=101", Header: admin(), Status: 400, Code: "invalid", Msg: "limit"},
 		{Name: "operator list bad cursor", Method: "GET", Path: "/v1/operator/sagas?cursor=abc", Header: admin(), Status: 400, Code: "invalid", Msg: "cursor"},
 		{Name: "operator list bad state", Method: "GET", Path: "/v1/operator/sagas?state=done", Header: admin(), Status: 400, Code: "invalid", Msg: "state must be one of"},
-		{Name: "operator saga without a token", Method: "GET", Path: "/v1/operator/sagas/" + fmt.Sprint(f.NeedsAttention), Header: []string{"Authorization", ""}, Status: 401, Code: "unauthorized", Msg: "admin token is required"},
-		{Name: "operator saga with the service token", Method: "GET", Path: "/v1/operator/sagas/" + fmt.Sprint(f.NeedsAttention), Status: 403, Code: "forbidden", Msg: "admin token is not valid"},
+		{Name: "operator saga without a token", Method: "GET", Path: "/v1/operator/sagas/" + fmt.Sprint(f.NeedsAttention), Header: []string{"Authorization", ""}, Status: 401, Code: "unauthorized", Msg: "operator token is required"},
+		{Name: "operator saga with the service token", Method: "GET", Path: "/v1/operator/sagas/" + fmt.Sprint(f.NeedsAttention), Status: 403, Code: "forbidden", Msg: "operator token is not valid"},
 		{Name: "operator saga with SQL in the id", Method: "GET", Path: "/v1/operator/sagas/1;DROP%20TABLE%20sagas", Header: admin(), Status: 400, Code: "invalid", Msg: "saga id"},
 		{Name: "operator saga unknown", Method: "GET", Path: "/v1/operator/sagas/424242", Header: admin(), Status: 404, Code: "not_found", Msg: "saga 424242"},
 		{Name: "console with a malformed query", Method: "GET", Path: "/?q=%zz", Status: 400, Code: "invalid", Msg: "query string is malformed"},

@@ -115,6 +115,38 @@ func RequireOneMessage(t *testing.T, run cli.Run, env map[string]string, args, w
 	}
 }
 
+// RequireUnverifiedDatabaseWarned runs sub, a subcommand that opens the database (migrate),
+// in production on a database that databaseEnv names over the network with sslmode=require,
+// with cli.UnverifiedDatabaseTLSEnv stating why, on a context already cancelled: the
+// configuration is taken, and the run warns, before it opens the database, that the server
+// is not verified, with the reason and without the password.
+func RequireUnverifiedDatabaseWarned(t *testing.T, run cli.Run, sub, databaseEnv string) {
+	t.Helper()
+	const reason = "the provider's CA bundle is on order; private subnet meanwhile"
+	env := map[string]string{ //nolint:gosec // G101: a made-up password, which the log must not show
+		databaseEnv:                  "postgres://wallet:a-db-password-of-ours@db.internal:5432/wallet?sslmode=require&connect_timeout=1",
+		cli.UnverifiedDatabaseTLSEnv: reason,
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var out bytes.Buffer
+	err := run(ctx, []string{sub}, Getenv(env), &out, &out)
+	require.Error(t, err, "the database is never reached")
+	require.NotContains(t, err.Error(), "invalid configuration", "the override takes the URL")
+	var warned map[string]any
+	for line := range strings.Lines(out.String()) {
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) == nil && strings.HasPrefix(rec["msg"].(string), "the database server is not verified: sslmode=require ") {
+			warned = rec
+		}
+	}
+	require.NotNil(t, warned, "the run warns that the server is not verified: %s", out.String())
+	require.Equal(t, "WARN", warned["level"])
+	require.Equal(t, reason, warned["reason"])
+	require.Equal(t, "db.internal", warned["hosts"])
+	require.NotContains(t, out.String(), "a-db-password-of-ours", "the password is never logged")
+}
+
 // RequireHelpAndVersion checks, in production with nothing set, that help (-h or --help)
 // exits 0 and prints a usage that lists --version and each of want, and that --version and
 // -version print program's build.

@@ -1,13 +1,18 @@
 // Package smsprovider is the one fake SMS provider of the tests, e2e, the bench and chaos. It
 // speaks the contract the notifier's webhook sender calls (POST JSON {user_id, seq, phone,
-// text, late} with the header Idempotency-Key): it delivers each key once and answers 409 to
-// a key it delivered before, and on demand it is slow, down for everyone, hanging, or fails,
-// hangs or garbles chosen calls. It notes every call, so a test can say what users got.
+// text, late, locale, template, params} with the header Idempotency-Key; docs/API.md),
+// refusing a body with any other field or without a template: it delivers each key once and
+// answers 200 {"message_id"}; a key it delivered before gets that answer again, marked
+// Idempotent-Replayed: true; a key whose first call it is still processing gets 409
+// in_progress (never "delivered"). On demand it is slow, down for everyone, hanging, or
+// fails, hangs or garbles chosen calls. It notes every call, so a test can say what users
+// got.
 package smsprovider
 
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -24,14 +29,32 @@ type Call struct {
 	Phone  string
 	Text   string
 	Late   bool
-	Status int       // what the provider answered
-	At     time.Time // when it answered
+	// Locale, Template and Params are the SMS as a provider of templates takes it.
+	Locale   string
+	Template string
+	Params   map[string]string
+	Status   int       // what the provider answered
+	At       time.Time // when it answered
 	// Traceparent is the W3C traceparent header the call carried, "" when none.
 	Traceparent string
 	// Delivered tells the fault hook that the key was delivered before: a provider that
-	// keeps its contract answers it 409, whatever else its fault does to new SMS.
+	// keeps its contract answers it with its first answer again, whatever else its fault
+	// does to new SMS.
 	Delivered bool
+	// Replayed: the call was answered with the first answer to its key again (200,
+	// Idempotent-Replayed: true): delivered before, not now.
+	Replayed bool
+	// MessageID is the id of the delivered SMS a 200 answered with ("" otherwise).
+	MessageID string
 }
+
+// The answers of the contract that carry a body of their own.
+const (
+	// HeaderReplayed marks the first answer to a key, given again.
+	HeaderReplayed = "Idempotent-Replayed"
+	// InProgressBody is the body of a 409: a call under the same key is still processed.
+	InProgressBody = `{"error":{"code":"in_progress","message":"a send under this Idempotency-Key is still being processed; ask again later"}}`
+)
 
 // Fault is what the provider does with a call instead of delivering it; the zero Fault
 // delivers.
@@ -45,6 +68,8 @@ type Fault struct {
 	Body string
 	// LoseAnswer delivers the SMS, then answers 500: the caller never learns it went.
 	LoseAnswer bool
+	// RetryAfter, when set, is sent as the Retry-After header of the answer.
+	RetryAfter string
 }
 
 // Provider is a running fake SMS provider. It is safe for concurrent use.
@@ -59,16 +84,17 @@ type Provider struct {
 	deliver   func(context.Context, Call) error
 	onCall    func(Call)
 	delivered map[string]Call // key → the call that delivered it
+	inflight  map[string]bool // keys a call is delivering now
 	byUserSeq map[[2]int64]time.Time
 	order     map[int64][]int64 // user → seqs in the order they were delivered
 	times     []time.Time       // delivery times, in order
 	calls     []Call
-	repeats   int // 409s: calls for a key delivered before
+	repeats   int // replayed answers: calls for a key delivered before
 }
 
 // Start serves a provider on a loopback port until Close.
 func Start() *Provider {
-	p := &Provider{delivered: map[string]Call{}, byUserSeq: map[[2]int64]time.Time{}, order: map[int64][]int64{}}
+	p := &Provider{delivered: map[string]Call{}, inflight: map[string]bool{}, byUserSeq: map[[2]int64]time.Time{}, order: map[int64][]int64{}}
 	p.srv = httptest.NewServer(http.HandlerFunc(p.serve))
 	return p
 }
@@ -130,33 +156,52 @@ func (p *Provider) OnCall(f func(Call)) {
 
 func (p *Provider) serve(w http.ResponseWriter, r *http.Request) {
 	var body struct {
-		UserID int64  `json:"user_id"`
-		Seq    int64  `json:"seq"`
-		Phone  string `json:"phone"`
-		Text   string `json:"text"`
-		Late   bool   `json:"late"`
+		UserID   int64             `json:"user_id"`
+		Seq      int64             `json:"seq"`
+		Phone    string            `json:"phone"`
+		Text     string            `json:"text"`
+		Late     bool              `json:"late"`
+		Locale   string            `json:"locale"`
+		Template string            `json:"template"`
+		Params   map[string]string `json:"params"`
 	}
-	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&body); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	// Read to the end, so that the server notices a caller that hangs up.
+	_, _ = io.Copy(io.Discard, r.Body)
 	c := Call{Key: r.Header.Get("Idempotency-Key"), UserID: body.UserID, Seq: body.Seq, Phone: body.Phone, Text: body.Text, Late: body.Late,
-		Traceparent: r.Header.Get("Traceparent")}
+		Locale: body.Locale, Template: body.Template, Params: body.Params, Traceparent: r.Header.Get("Traceparent")}
 	if c.Key == "" {
 		http.Error(w, "an Idempotency-Key header is required", http.StatusBadRequest)
 		return
 	}
+	if c.Template == "" || c.Locale == "" || c.Params == nil {
+		http.Error(w, "a template, its locale and its params are required", http.StatusBadRequest)
+		return
+	}
 	p.mu.Lock()
 	delay, onCall, deliver := p.delay, p.onCall, p.deliver
+	_, c.Delivered = p.delivered[c.Key]
 	var f Fault
 	switch {
 	case p.outage:
 		f = Fault{Status: http.StatusServiceUnavailable}
 	case p.hanging:
 		f = Fault{Hang: time.Hour}
+	case !c.Delivered && p.inflight[c.Key]:
+		// Another call is delivering this key: its outcome is not known yet.
+		f = Fault{Status: http.StatusConflict, Body: InProgressBody}
 	case p.fault != nil:
-		_, c.Delivered = p.delivered[c.Key]
 		f = p.fault(c)
+	}
+	// A call that goes on to deliver holds its key from now until it answers.
+	claimed := f.Status == 0 && f.Hang == 0 && !c.Delivered
+	if claimed {
+		p.inflight[c.Key] = true
 	}
 	p.mu.Unlock()
 	if onCall != nil {
@@ -174,52 +219,83 @@ func (p *Provider) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	c.Status = f.Status
+	answer, isJSON := f.Body, f.Body == InProgressBody
 	if c.Status == 0 {
-		c.Status = p.deliverOnce(r.Context(), c, deliver, f.LoseAnswer)
+		c = p.deliverOnce(r.Context(), c, deliver, f.LoseAnswer, claimed)
+		if c.Status == http.StatusOK {
+			answer, isJSON = `{"message_id":"`+c.MessageID+`"}`, true
+		}
 	}
 	p.mu.Lock()
 	c.At = time.Now()
 	p.calls = append(p.calls, c)
 	p.mu.Unlock()
+	if isJSON {
+		w.Header().Set("Content-Type", "application/json")
+	}
+	if c.Replayed {
+		w.Header().Set(HeaderReplayed, "true")
+	}
+	if f.RetryAfter != "" && c.Status == f.Status {
+		w.Header().Set("Retry-After", f.RetryAfter)
+	}
 	w.WriteHeader(c.Status)
-	if f.Body != "" {
-		_, _ = io.WriteString(w, f.Body)
+	if answer != "" {
+		_, _ = io.WriteString(w, answer)
 	}
 }
 
-// deliverOnce delivers c unless its key was delivered before, and returns the answer.
-func (p *Provider) deliverOnce(ctx context.Context, c Call, deliver func(context.Context, Call) error, loseAnswer bool) int {
+// deliverOnce delivers c unless its key was delivered before (then it answers with the first
+// answer again, replayed), and returns c with its answer; claimed says c holds its key in
+// flight, which it gives back.
+func (p *Provider) deliverOnce(ctx context.Context, c Call, deliver func(context.Context, Call) error, loseAnswer, claimed bool) Call {
+	release := func() {
+		if claimed {
+			delete(p.inflight, c.Key)
+		}
+	}
 	p.mu.Lock()
-	_, seen := p.delivered[c.Key]
+	first, seen := p.delivered[c.Key]
 	if seen {
 		p.repeats++
+		release()
 	}
 	p.mu.Unlock()
 	if seen {
-		return http.StatusConflict
+		c.Status, c.Replayed, c.MessageID = http.StatusOK, true, first.MessageID
+		return c
 	}
 	if deliver != nil {
 		if err := deliver(ctx, c); err != nil {
-			return http.StatusServiceUnavailable
+			p.mu.Lock()
+			release()
+			p.mu.Unlock()
+			c.Status = http.StatusServiceUnavailable
+			return c
 		}
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if _, seen := p.delivered[c.Key]; seen {
+	release()
+	if first, seen := p.delivered[c.Key]; seen {
 		// Delivered by a call of the same key that was faster: this one is its repeat.
 		p.repeats++
-		return http.StatusConflict
+		c.Status, c.Replayed, c.MessageID = http.StatusOK, true, first.MessageID
+		return c
 	}
 	now := time.Now()
 	c.At = now
+	c.MessageID = fmt.Sprintf("msg-%d", len(p.delivered)+1)
 	p.delivered[c.Key] = c
 	p.byUserSeq[[2]int64{c.UserID, c.Seq}] = now
 	p.order[c.UserID] = append(p.order[c.UserID], c.Seq)
 	p.times = append(p.times, now)
 	if loseAnswer {
-		return http.StatusInternalServerError
+		c.Status = http.StatusInternalServerError
+		return c
 	}
-	return http.StatusOK
+	c.Status = http.StatusOK
+	return c
 }
 
 // Calls returns the calls answered so far that filter keeps (nil keeps all), in the order
@@ -270,7 +346,8 @@ func (p *Provider) DeliveredBetween(from, to time.Time) int {
 	return hi - lo
 }
 
-// Repeats counts the calls for a key delivered before (answered 409).
+// Repeats counts the calls for a key delivered before (answered with the first answer
+// again, Idempotent-Replayed).
 func (p *Provider) Repeats() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"slices"
 	"strconv"
 
 	"github.com/labstack/echo/v4"
@@ -8,13 +9,16 @@ import (
 	"github.com/walletsaga/walletsaga/internal/apperr"
 	"github.com/walletsaga/walletsaga/internal/freetext"
 	"github.com/walletsaga/walletsaga/internal/httpx"
+	"github.com/walletsaga/walletsaga/internal/jwtauth"
+	"github.com/walletsaga/walletsaga/internal/wallet"
 )
 
 // UserTokens verifies the bearer tokens that name one user (walletsvc: internal/jwtauth).
 type UserTokens interface {
-	// Verify returns the value of the token's user claim ("" when it has none), or an
-	// apperr.Unauthorized error saying why the token is not valid.
-	Verify(token string) (user string, err error)
+	// Verify returns the token's claims: its user claim's value ("" when it has none) and
+	// the payment sources its user may deposit from; or an apperr.Unauthorized error saying
+	// why the token is not valid.
+	Verify(token string) (jwtauth.Claims, error)
 }
 
 // caller is who a request to a user-facing route acts as: the service token (a backend
@@ -30,6 +34,9 @@ type caller struct {
 	user int64
 	// claim is the user claim as the token has it, for messages.
 	claim string
+	// sources are the payment sources a user token lets its user deposit from, besides the
+	// default source (see authorizeSource).
+	sources []string
 }
 
 // accessKind is what a request asks to do.
@@ -70,6 +77,8 @@ type access struct {
 //     a party of a saga (its user, or the payee of a transfer), the user_id of a saga list
 //     (an unfiltered list is confined to the user: see sagaListUser).
 //   - A user token that names no user (no claim, or no user id in it) may do nothing.
+//
+// Which source a deposit may charge is authorizeSource's to decide.
 func authorize(who caller, what access) error {
 	if who.service {
 		if what.kind == mayCreateUser || who.forAll {
@@ -106,6 +115,28 @@ func authorize(who caller, what access) error {
 		return apperr.New(apperr.Forbidden, "this token acts for user %d: it lists that user's sagas, not user %d's", who.user, what.user)
 	}
 	return apperr.New(apperr.Forbidden, "no user token may do this")
+}
+
+// authorizeSource decides whether who may charge source for a deposit to a wallet it may
+// act for (authorize has allowed that): nil, or a Forbidden error saying why.
+//
+//   - The service token charges any source: the backend behind it checked the source is the
+//     user's before it asked.
+//   - A user token charges the default source, wallet.DefaultSource (named, or implied by
+//     leaving source out), which names the user's own source on file at the gateway (the
+//     charge carries the user's id, and the gateway resolves it by that id), and the sources
+//     its sources claim lists (the identity provider's word that they are the user's). Any
+//     other is someone's card token the client chose: refused before anything is written.
+func authorizeSource(who caller, source string) error {
+	if who.service || source == "" || source == wallet.DefaultSource || slices.Contains(who.sources, source) {
+		return nil
+	}
+	if len(who.sources) == 0 {
+		return apperr.New(apperr.Forbidden, "this token lists no payment source of user %d: it deposits from the default source %q only, not %q",
+			who.user, wallet.DefaultSource, freetext.Clip(source, 64))
+	}
+	return apperr.New(apperr.Forbidden, "source %q is not one of the %d payment sources this token lists for user %d (nor the default source %q)",
+		freetext.Clip(source, 64), len(who.sources), who.user, wallet.DefaultSource)
 }
 
 // sagaListUser is the user_id a saga list is filtered by: the one asked for, or, for a user
@@ -149,29 +180,49 @@ func (a authenticator) caller(c echo.Context) (caller, error) {
 	if a.users == nil {
 		return caller{}, apperr.New(apperr.Forbidden, "the service token is not valid")
 	}
-	claim, err := a.users.Verify(token)
+	claims, err := a.users.Verify(token)
 	if err != nil {
 		return caller{}, httpx.InvalidToken(c, realm, err)
 	}
-	who := caller{claim: claim}
+	who := caller{claim: claims.User, sources: claims.Sources}
 	// Only the canonical spelling names a user: "007" is no user id.
-	if id, ok := httpx.Digits(claim); ok && id > 0 && strconv.FormatInt(id, 10) == claim {
+	if id, ok := httpx.Digits(claims.User); ok && id > 0 && strconv.FormatInt(id, 10) == claims.User {
 		who.user = id
 	}
 	return who, nil
+}
+
+// isService reports whether token is the service token: the backend acting for every user,
+// held to its own rate (Options.ServiceRatePerSecond).
+func (a authenticator) isService(token string) bool { return httpx.TokenIs(token, a.serviceToken) }
+
+// validUser reports whether token is a user token that verifies: a client of its own for
+// the rate limit (httpx.PerClient), where any other token counts against its address.
+func (a authenticator) validUser(token string) bool {
+	if a.users == nil {
+		return false
+	}
+	_, err := a.users.Verify(token)
+	return err == nil
 }
 
 // userHandler serves a user-facing route for who; it calls authorize once it knows what the
 // request asks (the path's user, the payer, the saga's parties).
 type userHandler func(c echo.Context, who caller) error
 
-// route makes h an echo handler that first establishes who calls.
-func (a authenticator) route(h userHandler) echo.HandlerFunc {
+// route makes h an echo handler that first establishes who calls, then runs h behind the
+// middleware of after (e.g. the bound on sagas in flight), which thus admits only requests
+// of a known caller.
+func (a authenticator) route(h userHandler, after ...echo.MiddlewareFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		who, err := a.caller(c)
 		if err != nil {
 			return err
 		}
-		return h(c, who)
+		next := func(c echo.Context) error { return h(c, who) }
+		for i := len(after) - 1; i >= 0; i-- {
+			next = after[i](next)
+		}
+		return next(c)
 	}
 }

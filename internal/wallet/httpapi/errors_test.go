@@ -44,7 +44,7 @@ func TestAProvidersAddressInAStepErrorNeverReachesTheUser(t *testing.T) {
 		Steps: wallet.StepTuning{Window: 300 * time.Millisecond, BackoffBase: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond}})
 	require.NoError(t, err)
 	e := httpx.New(httpx.Options{Logger: log})
-	httpapi.Register(e, svc, httpapi.Options{ServiceToken: serviceToken, AdminToken: adminToken, Logger: log})
+	httpapi.Register(e, svc, httpapi.Options{ServiceToken: serviceToken, Operators: operators, Logger: log})
 	ts := httptest.NewServer(e)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	require.NoError(t, eng.Recovery().Start(ctx))
@@ -95,7 +95,7 @@ func TestAProvidersAddressInAStepErrorNeverReachesTheUser(t *testing.T) {
 	require.Len(t, res.body["items"], 1)
 
 	// The operator reads it as stored, on the operator routes.
-	admin := []string{"Authorization", "Bearer " + adminToken}
+	admin := []string{"Authorization", "Bearer " + aliceToken}
 	res = s.do(t, http.MethodGet, fmt.Sprintf("/v1/operator/sagas/%d", id), "", admin...)
 	require.Equal(t, http.StatusOK, res.status, res.raw)
 	require.Contains(t, res.raw, addr)

@@ -31,21 +31,33 @@ import (
 
 const (
 	serviceToken = "test-service-token-0123"
-	adminToken   = "test-admin-token-0123456"
+	// aliceToken and bobToken are the tokens of the operators alice and bob@ops.
+	aliceToken = "test-alice-token-0123456"
+	bobToken   = "test-bob-token-0123456789"
 )
+
+// operators are walletsvc's operators in these tests, as OPERATOR_TOKENS lists them.
+var operators = func() httpx.Operators {
+	ops, err := httpx.ParseOperators(httpx.OperatorEntry("alice", aliceToken) + "\n" + httpx.OperatorEntry("bob@ops", bobToken))
+	if err != nil {
+		panic(err)
+	}
+	return ops
+}()
 
 type server struct {
 	url  string
 	pool *pgxpool.Pool
 	ctx  context.Context
 	echo *echo.Echo
+	prov *simtest.Provider // the gateway and merchant the sagas call
 }
 
 // newServer serves the wallet API on a database of its own; requests run their sagas inline
 // (or in the background without ?wait=true), and runSagas also runs recovery.
 func newServer(t *testing.T, runSagas bool) *server {
 	t.Helper()
-	return newServerWith(t, runSagas, httpapi.Options{ServiceToken: serviceToken, AdminToken: adminToken})
+	return newServerWith(t, runSagas, httpapi.Options{ServiceToken: serviceToken, Operators: operators})
 }
 
 // newServerWith is newServer with opts (its logger is set here).
@@ -77,7 +89,7 @@ func newServerOn(t *testing.T, pool *pgxpool.Pool, runSagas bool, opts httpapi.O
 		require.NoError(t, eng.Recovery().Stop(context.Background()))
 		cancel()
 	})
-	return &server{url: ts.URL, pool: pool, ctx: ctx, echo: e}
+	return &server{url: ts.URL, pool: pool, ctx: ctx, echo: e, prov: prov}
 }
 
 type response struct {
@@ -188,7 +200,7 @@ func TestBadRequestsChangeNothing(t *testing.T) {
 	v := s.createUser(t)
 	attention, err := strconv.ParseInt(s.needsAttention(t, u), 10, 64)
 	require.NoError(t, err)
-	cases := badinput.Cases(badinput.Fixture{User: u, Other: v, AdminToken: adminToken, NeedsAttention: attention})
+	cases := badinput.Cases(badinput.Fixture{User: u, Other: v, Operator: "alice", OperatorToken: aliceToken, NeedsAttention: attention})
 	before := badinput.Fingerprint(t, s.ctx, s.pool)
 	badinput.Run(t, http.DefaultClient, s.url, serviceToken, cases)
 	require.Equal(t, before, badinput.Fingerprint(t, s.ctx, s.pool), "bad requests changed the database")
@@ -353,8 +365,8 @@ func TestTheBadInputCorpusCoversEveryRoute(t *testing.T) {
 	svc, err := wallet.NewService(pool, saga.New(pool, saga.Options{Logger: log}), prov.Gateway, prov.Merchant, wallet.Options{Logger: log})
 	require.NoError(t, err)
 	e := httpx.New(httpx.Options{Logger: log})
-	httpapi.Register(e, svc, httpapi.Options{ServiceToken: serviceToken, AdminToken: adminToken, Logger: log})
-	cases := badinput.Cases(badinput.Fixture{User: 1, Other: 2, AdminToken: adminToken, NeedsAttention: 3})
+	httpapi.Register(e, svc, httpapi.Options{ServiceToken: serviceToken, Operators: operators, Logger: log})
+	cases := badinput.Cases(badinput.Fixture{User: 1, Other: 2, Operator: "alice", OperatorToken: aliceToken, NeedsAttention: 3})
 	param := regexp.MustCompile(`:[a-z_]+`)
 	for _, r := range e.Routes() {
 		if r.Path == "/openapi.yaml" {

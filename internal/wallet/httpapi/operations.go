@@ -75,6 +75,9 @@ func deposit(svc *wallet.Service) userHandler {
 		if err != nil {
 			return err
 		}
+		if err := authorizeSource(who, source); err != nil {
+			return err
+		}
 		op, err := svc.Deposit(c.Request().Context(), wallet.DepositRequest{UserID: id, Amount: amount, Source: source, IdempotencyKey: key, Background: !wait})
 		return answerOperation(c, svc, op, wait, err)
 	}

@@ -11,11 +11,11 @@ import (
 )
 
 // operatorSagas serves GET /v1/operator/sagas, the operator console's list: every user's
-// sagas in one state (or all), newest first, a page at a time, with the admin token; their
-// errors as stored.
-func operatorSagas(svc *wallet.Service, adminToken string) echo.HandlerFunc {
+// sagas in one state (or all), newest first, a page at a time, to an operator; their errors
+// as stored.
+func operatorSagas(svc *wallet.Service, ops httpx.Operators) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if err := httpx.CheckBearer(c, "admin", "operator endpoints are disabled: no admin token is configured", adminToken); err != nil {
+		if _, err := httpx.Operator(c, ops); err != nil {
 			return err
 		}
 		return answerSagaPage(c, svc, wallet.SagaFilter{}, forOperator)
@@ -23,10 +23,10 @@ func operatorSagas(svc *wallet.Service, adminToken string) echo.HandlerFunc {
 }
 
 // operatorSaga serves GET /v1/operator/sagas/{id}: a saga with its step history and every
-// error as stored (the remote party's words, its address), with the admin token.
-func operatorSaga(svc *wallet.Service, adminToken string) echo.HandlerFunc {
+// error as stored (the remote party's words, its address), to an operator.
+func operatorSaga(svc *wallet.Service, ops httpx.Operators) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if err := httpx.CheckBearer(c, "admin", "operator endpoints are disabled: no admin token is configured", adminToken); err != nil {
+		if _, err := httpx.Operator(c, ops); err != nil {
 			return err
 		}
 		id, err := pathID(c, "saga id")
@@ -45,14 +45,14 @@ type operatorRequest struct {
 	Reason string `json:"reason"`
 }
 
-// operatorAction serves POST /v1/sagas/{id}/retry and /resolve: admin token, X-Operator,
-// a required reason; the action and its audit row commit together.
-func operatorAction(adminToken string,
+// operatorAction serves POST /v1/sagas/{id}/retry and /resolve: an operator's token, which
+// names the actor, and a required reason; the action and its audit row commit together.
+func operatorAction(ops httpx.Operators,
 	act func(context.Context, int64, wallet.OperatorAction) (wallet.Operation, error),
 ) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		var req operatorRequest
-		actor, err := httpx.OperatorRequest(c, adminToken, &req, &req.Reason)
+		actor, err := httpx.OperatorRequest(c, ops, &req, &req.Reason)
 		if err != nil {
 			return err
 		}
@@ -68,10 +68,11 @@ func operatorAction(adminToken string,
 	}
 }
 
-// sagaAudit serves GET /v1/sagas/{id}/audit: the operator actions recorded on a saga.
-func sagaAudit(svc *wallet.Service, adminToken string) echo.HandlerFunc {
+// sagaAudit serves GET /v1/sagas/{id}/audit: the operator actions recorded on a saga, to an
+// operator.
+func sagaAudit(svc *wallet.Service, ops httpx.Operators) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if err := httpx.CheckBearer(c, "admin", "operator endpoints are disabled: no admin token is configured", adminToken); err != nil {
+		if _, err := httpx.Operator(c, ops); err != nil {
 			return err
 		}
 		id, err := pathID(c, "saga id")

@@ -17,8 +17,8 @@ func TestUserFacingRoutesNeedTheServiceToken(t *testing.T) {
 	require.Equal(t, http.StatusUnauthorized, res.status, res.raw)
 	require.Equal(t, "unauthorized", res.body["error"].(map[string]any)["code"])
 	require.Contains(t, res.header.Get("WWW-Authenticate"), "Bearer")
-	res = s.do(t, http.MethodGet, "/v1/sagas", "", "Authorization", "Bearer "+adminToken)
-	require.Equal(t, http.StatusForbidden, res.status, "the admin token is not the service token")
+	res = s.do(t, http.MethodGet, "/v1/sagas", "", "Authorization", "Bearer "+aliceToken)
+	require.Equal(t, http.StatusForbidden, res.status, "an operator's token is not the service token")
 	res = s.do(t, http.MethodGet, "/v1/sagas", "", "Authorization", "Bearer wrong-token-wrong-token")
 	require.Equal(t, http.StatusForbidden, res.status)
 	require.Equal(t, before, s.counts(t), "nothing was written")
@@ -49,15 +49,14 @@ func TestOperatorRetriesAndResolvesSagasWithAnAuditTrail(t *testing.T) {
 	s := newServer(t, false)
 	user := s.createUser(t)
 	first, second := s.needsAttention(t, user), s.needsAttention(t, user)
-	admin := []string{"Authorization", "Bearer " + adminToken, "X-Operator", "alice"}
+	admin := []string{"Authorization", "Bearer " + aliceToken}
 
 	// Who may act.
 	res := s.do(t, http.MethodPost, "/v1/sagas/"+first+"/retry", `{"reason":"refund API is back"}`)
 	require.Equal(t, http.StatusForbidden, res.status, "the service token is not enough: %s", res.raw)
 	res = s.do(t, http.MethodPost, "/v1/sagas/"+first+"/retry", `{"reason":"refund API is back"}`, "Authorization", "")
 	require.Equal(t, http.StatusUnauthorized, res.status)
-	res = s.do(t, http.MethodPost, "/v1/sagas/"+first+"/retry", `{"reason":"refund API is back"}`, "Authorization", "Bearer "+adminToken)
-	require.Equal(t, http.StatusBadRequest, res.status, "X-Operator is required: %s", res.raw)
+	require.Equal(t, `Bearer realm="operator"`, res.header.Get("WWW-Authenticate"))
 	res = s.do(t, http.MethodPost, "/v1/sagas/"+first+"/retry", `{"reason":"  "}`, admin...)
 	require.Equal(t, http.StatusBadRequest, res.status, "a reason is required: %s", res.raw)
 	res = s.do(t, http.MethodPost, "/v1/sagas/"+first+"/retry", `{}`, admin...)
@@ -74,7 +73,7 @@ func TestOperatorRetriesAndResolvesSagasWithAnAuditTrail(t *testing.T) {
 
 	// Resolve: terminal, audited, listed by state.
 	res = s.do(t, http.MethodPost, "/v1/sagas/"+second+"/resolve", `{"reason":"refunded by hand, ticket OPS-7"}`,
-		"Authorization", "Bearer "+adminToken, "X-Operator", "bob@ops")
+		"Authorization", "Bearer "+bobToken, "X-Operator", "bob@ops") // a header naming the token's own operator is accepted
 	require.Equal(t, http.StatusOK, res.status, res.raw)
 	require.Equal(t, "resolved", res.body["state"])
 	res = s.do(t, http.MethodGet, "/v1/sagas?state=resolved", "")
@@ -98,13 +97,51 @@ func TestOperatorRetriesAndResolvesSagasWithAnAuditTrail(t *testing.T) {
 		"bob@ops|resolve_saga|" + second + "|refunded by hand, ticket OPS-7",
 	}, rows, "one audit row per action that happened, none for refused ones")
 
-	res = s.do(t, http.MethodGet, "/v1/sagas/"+second+"/audit", "", "Authorization", "Bearer "+adminToken)
+	res = s.do(t, http.MethodGet, "/v1/sagas/"+second+"/audit", "", "Authorization", "Bearer "+aliceToken)
 	require.Equal(t, http.StatusOK, res.status, res.raw)
 	items := res.body["items"].([]any)
 	require.Len(t, items, 1)
 	require.Equal(t, "bob@ops", items[0].(map[string]any)["actor"])
 	res = s.do(t, http.MethodGet, "/v1/sagas/"+second+"/audit", "")
 	require.Equal(t, http.StatusForbidden, res.status, "the audit trail is for operators")
+}
+
+// The audit row names the operator whose token acted, never whom an X-Operator header names:
+// a header naming someone else is refused (400) and writes nothing, whatever the token; the
+// token alone, with or without a header naming its own operator, writes its operator.
+func TestTheAuditNamesTheTokensOperatorNotTheHeaders(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, false)
+	user := s.createUser(t)
+	first, second := s.needsAttention(t, user), s.needsAttention(t, user)
+
+	res := s.do(t, http.MethodPost, "/v1/sagas/"+first+"/resolve", `{"reason":"refunded by hand, OPS-9"}`,
+		"Authorization", "Bearer "+bobToken, "X-Operator", "alice")
+	require.Equal(t, http.StatusBadRequest, res.status, "bob's token cannot act as alice: %s", res.raw)
+	require.Equal(t, "invalid", res.body["error"].(map[string]any)["code"])
+	require.Contains(t, res.raw, "names someone other than the operator whose token this is (bob@ops)")
+	res = s.do(t, http.MethodGet, "/v1/operator/sagas/"+first, "", "Authorization", "Bearer "+bobToken)
+	require.Equal(t, "needs_attention", res.body["state"], "the refused action did nothing: %s", res.raw)
+
+	res = s.do(t, http.MethodPost, "/v1/sagas/"+first+"/resolve", `{"reason":"refunded by hand, OPS-9"}`, "Authorization", "Bearer "+bobToken)
+	require.Equal(t, http.StatusOK, res.status, res.raw)
+	res = s.do(t, http.MethodPost, "/v1/sagas/"+second+"/retry", `{"reason":"refund API is back"}`,
+		"Authorization", "Bearer "+aliceToken, "X-Operator", "alice")
+	require.Equal(t, http.StatusOK, res.status, res.raw)
+
+	var actors []string
+	r, err := s.pool.Query(s.ctx, `SELECT actor || ' ' || action || ' ' || saga_id FROM audit ORDER BY id`)
+	require.NoError(t, err)
+	for r.Next() {
+		var a string
+		require.NoError(t, r.Scan(&a))
+		actors = append(actors, a)
+	}
+	require.NoError(t, r.Err())
+	require.Equal(t, []string{"bob@ops resolve_saga " + first, "alice retry_saga " + second}, actors)
+	res = s.do(t, http.MethodGet, "/v1/sagas/"+first+"/audit", "", "Authorization", "Bearer "+aliceToken)
+	require.Equal(t, http.StatusOK, res.status, res.raw)
+	require.Equal(t, "bob@ops", res.body["items"].([]any)[0].(map[string]any)["actor"])
 }
 
 func TestAPhoneNeverReachesTheLog(t *testing.T) {
@@ -125,13 +162,13 @@ func TestOperatorListsSagasByStateAPageAtATime(t *testing.T) {
 	}
 	done := s.do(t, http.MethodPost, "/v1/users/"+strconv.FormatInt(user, 10)+"/deposits?wait=true", `{"amount":700}`)
 	require.Equal(t, http.StatusOK, done.status, done.raw)
-	admin := []string{"Authorization", "Bearer " + adminToken}
+	admin := []string{"Authorization", "Bearer " + bobToken}
 
-	// Only the admin token reads it.
+	// Only an operator reads it.
 	res := s.do(t, http.MethodGet, "/v1/operator/sagas", "", "Authorization", "")
 	require.Equal(t, http.StatusUnauthorized, res.status, res.raw)
 	res = s.do(t, http.MethodGet, "/v1/operator/sagas", "")
-	require.Equal(t, http.StatusForbidden, res.status, "the service token is not the admin token: %s", res.raw)
+	require.Equal(t, http.StatusForbidden, res.status, "the service token is no operator's: %s", res.raw)
 
 	// needs_attention, newest first, two at a time: the pages hold each saga once.
 	res = s.do(t, http.MethodGet, "/v1/operator/sagas?state=needs_attention&limit=2", "", admin...)
@@ -159,7 +196,7 @@ func TestOperatorListsSagasByStateAPageAtATime(t *testing.T) {
 	}
 }
 
-// The saga console is open (it holds no data and asks for the admin token), loads nothing
+// The saga console is open (it holds no data and asks for an operator's token), loads nothing
 // from elsewhere, and reads the operator list and actions.
 func TestConsoleIsSelfContained(t *testing.T) {
 	t.Parallel()
@@ -179,9 +216,10 @@ func TestConsoleIsSelfContained(t *testing.T) {
 		require.Equal(t, "DENY", resp.Header.Get("X-Frame-Options"), "%s may not be framed", p.path)
 		require.Contains(t, resp.Header.Get("Content-Security-Policy"), "frame-ancestors 'none'", p.path)
 		if p.path == "/assets/app.js" {
-			for _, want := range []string{"/v1/operator/sagas", "needs_attention", `"retry"`, `"resolve"`, "X-Operator"} {
+			for _, want := range []string{"/v1/operator/sagas", "needs_attention", `"retry"`, `"resolve"`, "Authorization"} {
 				require.Contains(t, string(b), want)
 			}
+			require.NotContains(t, string(b), "X-Operator", "the token names the operator; the page sends no name")
 		}
 	}
 	resp, err := http.Get(s.url + "/assets/index.html")

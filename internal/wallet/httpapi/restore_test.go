@@ -32,7 +32,7 @@ func (s *server) signUp(t *testing.T, name, phone string) int64 {
 // her money and her token's access.
 func TestATokenFromLostHistoryReachesNoOneElse(t *testing.T) {
 	t.Parallel()
-	opts := httpapi.Options{ServiceToken: serviceToken, AdminToken: adminToken, UserTokens: userTokens(t)}
+	opts := httpapi.Options{ServiceToken: serviceToken, Operators: operators, UserTokens: userTokens(t)}
 	pool, dbURL := testdb.New(t)
 	lost := newServerOn(t, pool, false, opts)
 	ann := lost.signUp(t, "Ann Kept", "+8613800000011")

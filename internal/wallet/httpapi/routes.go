@@ -4,7 +4,7 @@
 // Authentication: the user-facing routes take the service token (Authorization: Bearer
 // <SERVICE_TOKEN>), a backend trusted to act for every user; with user tokens configured
 // (Options.UserTokens), also a token that names one user, which acts for that user only (see
-// authorize). The operator routes need the admin token and an X-Operator header (see
+// authorize). The operator routes need an operator's own token, which names who acts (see
 // httpx.Operator). /openapi.yaml, like the probes and /metrics the binary adds, is open.
 package httpapi
 
@@ -38,18 +38,23 @@ type Options struct {
 	// UserTokens, when not nil, verifies bearer tokens that name one user; such a token acts
 	// for that user only, and never creates users.
 	UserTokens UserTokens
-	// AdminToken is the bearer token of the operator routes. Empty disables them (403).
-	AdminToken string
-	Logger     *slog.Logger // slog.Default() when nil
+	// Operators may call the operator routes, each with their own bearer token, which names
+	// the actor of the audit rows. None disables the routes (403).
+	Operators httpx.Operators
+	Logger    *slog.Logger // slog.Default() when nil
 	// MaxSagasInFlight bounds the requests that start a saga (deposits, purchases,
 	// withdrawals, transfers) served at once by this replica: one past it is 503 with
 	// Retry-After (0: unbounded).
 	MaxSagasInFlight int
-	// RatePerSecond and RateBurst limit each client of the user-facing routes (its bearer
-	// token, else its address) to so many requests a second: one past it is 429 with
+	// RatePerSecond and RateBurst limit each client of the user-facing routes (its valid
+	// bearer token, else its address) to so many requests a second: one past it is 429 with
 	// Retry-After (0: unlimited).
 	RatePerSecond float64
 	RateBurst     int
+	// ServiceRatePerSecond limits the service token's requests a second the same way, in
+	// bursts of RateBurst (0: unlimited): the backend that holds it acts for every user, so
+	// RatePerSecond, a limit for one client, does not apply to it.
+	ServiceRatePerSecond float64
 	// Refusals counts the requests refused by either (nil: counted nowhere).
 	Refusals *httpx.Refusals
 }
@@ -66,8 +71,12 @@ func Register(e *echo.Echo, svc *wallet.Service, opts Options) {
 	page, asset := httpx.Page(web.FS)
 	// Admission (internal/httpx): every user-facing route within its client's rate, and the
 	// routes that start a saga within the replica's bound on them in flight as well.
-	rated := []echo.MiddlewareFunc{httpx.PerClient(opts.RatePerSecond, opts.RateBurst, opts.Refusals)}
-	saga := []echo.MiddlewareFunc{rated[0], httpx.InFlight(opts.MaxSagasInFlight, opts.Refusals)}
+	rated := []echo.MiddlewareFunc{httpx.ByCredential(users.isService,
+		httpx.PerClient(opts.ServiceRatePerSecond, opts.RateBurst, opts.Refusals, users.isService),
+		httpx.PerClient(opts.RatePerSecond, opts.RateBurst, opts.Refusals, users.validUser))}
+	// A saga's slot is taken once the caller is known (users.route): a request with a token
+	// that does not verify is refused without taking one.
+	inFlight := httpx.InFlight(opts.MaxSagasInFlight, opts.Refusals)
 	routes := []struct {
 		method, path string
 		handler      echo.HandlerFunc
@@ -78,19 +87,19 @@ func Register(e *echo.Echo, svc *wallet.Service, opts Options) {
 		{http.MethodPost, "/v1/users", users.route(createUser(svc)), rated},
 		{http.MethodGet, "/v1/users/:id/wallet", users.route(getWallet(svc)), rated},
 		{http.MethodGet, "/v1/users/:id/events", users.route(listEvents(svc)), rated},
-		{http.MethodPost, "/v1/users/:id/deposits", users.route(deposit(svc)), saga},
-		{http.MethodPost, "/v1/users/:id/purchases", users.route(purchase(svc)), saga},
-		{http.MethodPost, "/v1/users/:id/withdrawals", users.route(withdraw(svc)), saga},
-		{http.MethodPost, "/v1/transfers", users.route(transfer(svc)), saga},
+		{http.MethodPost, "/v1/users/:id/deposits", users.route(deposit(svc), inFlight), rated},
+		{http.MethodPost, "/v1/users/:id/purchases", users.route(purchase(svc), inFlight), rated},
+		{http.MethodPost, "/v1/users/:id/withdrawals", users.route(withdraw(svc), inFlight), rated},
+		{http.MethodPost, "/v1/transfers", users.route(transfer(svc), inFlight), rated},
 		{http.MethodGet, "/v1/sagas", users.route(listSagas(svc)), rated},
 		{http.MethodGet, "/v1/sagas/:id", users.route(getSaga(svc)), rated},
-		// Operator actions: admin token + X-Operator, checked in the handler.
-		{http.MethodPost, "/v1/sagas/:id/retry", operatorAction(opts.AdminToken, svc.RetrySaga), nil},
-		{http.MethodPost, "/v1/sagas/:id/resolve", operatorAction(opts.AdminToken, svc.ResolveSaga), nil},
-		{http.MethodGet, "/v1/sagas/:id/audit", sagaAudit(svc, opts.AdminToken), nil},
-		{http.MethodGet, "/v1/operator/sagas", operatorSagas(svc, opts.AdminToken), nil},
-		{http.MethodGet, "/v1/operator/sagas/:id", operatorSaga(svc, opts.AdminToken), nil},
-		// The operator console: open, it holds no data and asks for the admin token.
+		// Operator routes: an operator's token, which names who acts, checked in the handler.
+		{http.MethodPost, "/v1/sagas/:id/retry", operatorAction(opts.Operators, svc.RetrySaga), nil},
+		{http.MethodPost, "/v1/sagas/:id/resolve", operatorAction(opts.Operators, svc.ResolveSaga), nil},
+		{http.MethodGet, "/v1/sagas/:id/audit", sagaAudit(svc, opts.Operators), nil},
+		{http.MethodGet, "/v1/operator/sagas", operatorSagas(svc, opts.Operators), nil},
+		{http.MethodGet, "/v1/operator/sagas/:id", operatorSaga(svc, opts.Operators), nil},
+		// The operator console: open, it holds no data and asks for the operator's token.
 		{http.MethodGet, "/", page, nil},
 		{http.MethodGet, "/assets/:name", asset, nil},
 	}

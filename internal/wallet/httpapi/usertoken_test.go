@@ -57,7 +57,7 @@ func userTokens(t *testing.T) *jwtauth.Verifier {
 func newTokenServer(t *testing.T, createOnly bool) *server {
 	t.Helper()
 	return newServerWith(t, false, httpapi.Options{
-		ServiceToken: serviceToken, AdminToken: adminToken, UserTokens: userTokens(t), ServiceTokenCreatesUsersOnly: createOnly,
+		ServiceToken: serviceToken, Operators: operators, UserTokens: userTokens(t), ServiceTokenCreatesUsersOnly: createOnly,
 	})
 }
 
@@ -146,6 +146,80 @@ func TestAUserTokenActsForItsUserOnly(t *testing.T) {
 	// The service token still acts for everyone here (ServiceTokenCreatesUsersOnly is off).
 	res = s.do(t, http.MethodGet, "/v1/users/"+vs+"/wallet", "")
 	require.Equal(t, http.StatusOK, res.status, res.raw)
+}
+
+// A user token deposits from the default source and from the payment sources its
+// funding_sources claim lists, and from nothing else: another user's card token is 403, and
+// nothing is written (no saga, no charge, no Idempotency-Key, no balance change). The
+// service token, a backend that checked the source itself, deposits from any.
+func TestAUserTokenDepositsOnlyFromItsOwnSources(t *testing.T) {
+	t.Parallel()
+	s := newTokenServer(t, false)
+	u, v := s.createUser(t), s.createUser(t)
+	us := strconv.FormatInt(u, 10)
+	deposits := "/v1/users/" + us + "/deposits?wait=true"
+	sources := func(list ...string) func(jwt.MapClaims) {
+		return func(c jwt.MapClaims) { c["funding_sources"] = list }
+	}
+	ann := as(userToken(t, u, sources("tok_ann_visa", "tok_ann_mc")))
+	bare := as(userToken(t, u, nil)) // Ann's, listing no source
+	bob := as(userToken(t, v, sources("tok_bob_visa")))
+
+	before := s.counts(t)
+	charges := len(s.prov.Charges(t))
+	for _, r := range []struct {
+		name, body string
+		headers    []string
+		want       string
+	}{
+		{"Bob's card", `{"amount":100,"source":"tok_bob_visa"}`, ann, `source "tok_bob_visa" is not one of the 2 payment sources this token lists for user ` + us},
+		{"Bob's card, with a key", `{"amount":100,"source":"tok_bob_visa"}`, append(slices.Clone(ann), "Idempotency-Key", "ann-1"), "is not one of"},
+		{"a source that differs in case", `{"amount":100,"source":"TOK_ANN_VISA"}`, ann, "is not one of"},
+		{"any card, from a token listing none", `{"amount":100,"source":"tok_ann_visa"}`, bare, "lists no payment source of user " + us},
+	} {
+		requireRefused(t, s.do(t, http.MethodPost, deposits, r.body, r.headers...), http.StatusForbidden, "forbidden", r.want)
+	}
+	require.Equal(t, before, s.counts(t), "a refused deposit wrote nothing: no saga, no operation, no key, no balance")
+	require.Len(t, s.prov.Charges(t), charges, "and charged nothing")
+
+	// The key of the refused request is free: the same key with Ann's own card is a new deposit.
+	res := s.do(t, http.MethodPost, deposits, `{"amount":100,"source":"tok_ann_visa"}`, append(slices.Clone(ann), "Idempotency-Key", "ann-1")...)
+	require.Equal(t, http.StatusOK, res.status, res.raw)
+	require.Equal(t, "completed", res.body["state"], res.raw)
+	require.Empty(t, res.header.Get("Idempotent-Replayed"))
+	for _, body := range []string{
+		`{"amount":100,"source":"tok_ann_mc"}`,
+		`{"amount":100}`,                 // the default source: Ann's own card on file at the gateway
+		`{"amount":100,"source":"card"}`, // the same, named
+	} {
+		res := s.do(t, http.MethodPost, deposits, body, ann...)
+		require.Equal(t, http.StatusOK, res.status, res.raw)
+	}
+	res = s.do(t, http.MethodPost, deposits, `{"amount":100}`, bare...)
+	require.Equal(t, http.StatusOK, res.status, "a token listing no source deposits from the default one: %s", res.raw)
+	// The backend's service token: it checked the source before it asked.
+	res = s.do(t, http.MethodPost, deposits, `{"amount":100,"source":"tok_bob_visa"}`)
+	require.Equal(t, http.StatusOK, res.status, res.raw)
+	res = s.do(t, http.MethodGet, "/v1/users/"+us+"/wallet", "", ann...)
+	require.Equal(t, float64(600), res.body["balance"], res.raw)
+	// Bob's card is Bob's: his token deposits from it.
+	res = s.do(t, http.MethodPost, "/v1/users/"+strconv.FormatInt(v, 10)+"/deposits?wait=true", `{"amount":100,"source":"tok_bob_visa"}`, bob...)
+	require.Equal(t, http.StatusOK, res.status, res.raw)
+	var got []string
+	for _, c := range s.prov.Charges(t) {
+		got = append(got, c.Source)
+	}
+	require.ElementsMatch(t, []string{"tok_ann_visa", "tok_ann_mc", "card", "card", "card", "tok_bob_visa", "tok_bob_visa"}, got)
+}
+
+// A token whose funding_sources claim the wallet cannot read is not valid: 401.
+func TestAnUnreadableSourcesClaimIs401(t *testing.T) {
+	t.Parallel()
+	s := newTokenServer(t, false)
+	u := s.createUser(t)
+	token := userToken(t, u, func(c jwt.MapClaims) { c["funding_sources"] = "tok_ann_visa" })
+	res := s.do(t, http.MethodPost, "/v1/users/"+strconv.FormatInt(u, 10)+"/deposits", `{"amount":100,"source":"tok_ann_visa"}`, as(token)...)
+	requireRefused(t, res, http.StatusUnauthorized, "unauthorized", `"funding_sources" claim must be an array`)
 }
 
 // A token that does not verify is 401 with RFC 6750's invalid_token; one that verifies but
@@ -282,4 +356,63 @@ func TestWithoutUserTokensNothingChanges(t *testing.T) {
 	require.Empty(t, res.header.Get("WWW-Authenticate"))
 	res = s.do(t, http.MethodGet, "/v1/sagas", "", "Authorization", "")
 	requireRefused(t, res, http.StatusUnauthorized, "unauthorized", "a service token is required")
+}
+
+// TestATokenThatDoesNotVerifyCountsAgainstItsAddress: a client flooding the API with a new
+// forged user token on each request is one client, its address, and is held to its rate; a
+// user whose token verifies is a client of its own and is served meanwhile.
+func TestATokenThatDoesNotVerifyCountsAgainstItsAddress(t *testing.T) {
+	t.Parallel()
+	s := newServerWith(t, false, httpapi.Options{
+		ServiceToken: serviceToken, Operators: operators, UserTokens: userTokens(t), RatePerSecond: 0.001, RateBurst: 3,
+	})
+	u := s.createUser(t) // the service token's first request
+	us := strconv.FormatInt(u, 10)
+	forger, err := rsa.GenerateKey(rand.Reader, 2048)
+	require.NoError(t, err)
+	var statuses []int
+	for i := range 5 {
+		c := jwt.MapClaims{"iss": tokenIssuer, "aud": tokenAudience, "sub": strconv.Itoa(1000 + i), "exp": time.Now().Add(time.Minute).Unix()}
+		forged, err := jwt.NewWithClaims(jwt.SigningMethodRS256, c).SignedString(forger)
+		require.NoError(t, err)
+		statuses = append(statuses, s.do(t, http.MethodGet, "/v1/users/"+us+"/wallet", "", as(forged)...).status)
+	}
+	require.Equal(t, []int{http.StatusUnauthorized, http.StatusUnauthorized, http.StatusUnauthorized,
+		http.StatusTooManyRequests, http.StatusTooManyRequests}, statuses, "forged tokens share their address's bucket")
+	res := s.do(t, http.MethodGet, "/v1/users/"+us+"/wallet", "", as(userToken(t, u, nil))...)
+	require.Equal(t, http.StatusOK, res.status, res.raw)
+}
+
+// TestTheServiceTokenKeepsToItsOwnRate: the service token, the backend acting for every
+// user, is held to ServiceRatePerSecond, not to the one-client RatePerSecond its users are
+// held to; unset, it is not limited at all.
+func TestTheServiceTokenKeepsToItsOwnRate(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name        string
+		serviceRate float64
+		want        []int
+	}{
+		{"unlimited", 0, []int{http.StatusOK, http.StatusOK, http.StatusOK, http.StatusOK}},
+		{"its own rate", 0.001, []int{http.StatusOK, http.StatusOK, http.StatusTooManyRequests, http.StatusTooManyRequests}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := newServerWith(t, false, httpapi.Options{
+				ServiceToken: serviceToken, Operators: operators, UserTokens: userTokens(t),
+				RatePerSecond: 0.001, RateBurst: 2, ServiceRatePerSecond: tc.serviceRate,
+			})
+			u := s.createUser(t) // the service token's first request
+			us := strconv.FormatInt(u, 10)
+			var statuses []int
+			for range 3 {
+				statuses = append(statuses, s.do(t, http.MethodGet, "/v1/users/"+us+"/wallet", "", as(serviceToken)...).status)
+			}
+			require.Equal(t, tc.want, append([]int{http.StatusOK}, statuses...))
+			ann := as(userToken(t, u, nil))
+			require.Equal(t, http.StatusOK, s.do(t, http.MethodGet, "/v1/users/"+us+"/wallet", "", ann...).status)
+			require.Equal(t, http.StatusOK, s.do(t, http.MethodGet, "/v1/users/"+us+"/wallet", "", ann...).status)
+			require.Equal(t, http.StatusTooManyRequests, s.do(t, http.MethodGet, "/v1/users/"+us+"/wallet", "", ann...).status, "the user at RatePerSecond")
+		})
+	}
 }

@@ -1,20 +1,24 @@
 // walletsvc's operator console: the sagas that need attention first, then the sagas of a
-// chosen state, each one page of GET /v1/operator/sagas (newest first, cursor-paginated);
+// chosen state, each one page of GET /v1/operator/sagas (newest first, cursor-paginated; a
+// page may be short, even empty, and still have a next one: see Pager.load);
 // the page keeps the cursors of the pages before the one shown (to go back), never their
 // rows. A saga that needs attention is retried or resolved with POST /v1/sagas/{id}/retry or
 // /resolve. No framework, no CDN.
 //
-// All of it needs walletsvc's admin token and an operator name (X-Operator): the page asks
-// for both once and keeps them in the tab's session storage. A link may carry the token in
-// its fragment (/#token=…), which browsers never send to the server; the page stores it and
-// takes it out of the address bar.
+// All of it needs the operator's own token (one of walletsvc's OPERATOR_TOKENS), which also
+// says who acts: the audit trail records the token's operator, so the page asks for no name.
+// It asks for the token once and keeps it in the tab's session storage. A link may carry the
+// token in its fragment (/#token=…), which browsers never send to the server; the page
+// stores it and takes it out of the address bar.
 "use strict";
 
 performance.mark("console-start");
 
 const PAGE = 20;
-const TOKEN_KEY = "walletsaga.wallet.admin";
-const OPERATOR_KEY = "walletsaga.wallet.operator";
+// FOLLOW_EMPTY is how many empty pages in a row (each one request's stretch of sagas, see
+// Pager.load) the console follows by itself before it shows one.
+const FOLLOW_EMPTY = 5;
+const TOKEN_KEY = "walletsaga.wallet.operator-token";
 
 class TokenRefused extends Error {}
 
@@ -32,8 +36,7 @@ function askForToken(message) {
   $("login-error").textContent = message || "";
   $("login").hidden = false;
   $("console").hidden = true;
-  $("operator").value = sessionStorage.getItem(OPERATOR_KEY) || "";
-  setStatus("locked", "waiting for the admin token");
+  setStatus("locked", "waiting for your operator token");
 }
 
 function setStatus(state, text) {
@@ -45,7 +48,6 @@ function headers() {
   return {
     Accept: "application/json",
     Authorization: "Bearer " + (sessionStorage.getItem(TOKEN_KEY) || ""),
-    "X-Operator": sessionStorage.getItem(OPERATOR_KEY) || "",
   };
 }
 
@@ -122,12 +124,21 @@ class Pager {
     this.root.querySelector(".prev").addEventListener("click", () => this.backward());
   }
 
+  // load shows the page at cursor. The server reads a bounded stretch of sagas a request,
+  // so a page can come back short, even empty, with a next_cursor: an empty one is followed
+  // at once, up to FOLLOW_EMPTY times, so that the panel does not say "none" while older
+  // sagas remain; a page still empty after that says so, and Older reads on.
   async load(cursor) {
-    const page = await getJSON(this.url(cursor));
+    let page = await getJSON(this.url(cursor));
+    for (let hops = 0; page.items.length === 0 && page.next_cursor && hops < FOLLOW_EMPTY; hops++) {
+      cursor = page.next_cursor;
+      page = await getJSON(this.url(cursor));
+    }
     this.cursor = cursor;
     this.next = page.next_cursor || "";
     this.root.querySelector(".list").replaceChildren(...page.items.map(sagaItem));
-    this.root.querySelector(".empty").hidden = page.items.length > 0;
+    this.root.querySelector(".empty").hidden = page.items.length > 0 || this.next !== "";
+    this.root.querySelector(".more").hidden = page.items.length > 0 || this.next === "";
     this.root.querySelector(".next").disabled = !this.next;
     this.root.querySelector(".prev").disabled = this.back.length === 0;
     this.root.querySelector(".page-no").textContent = "page " + (this.back.length + 1);
@@ -182,17 +193,13 @@ $("state").addEventListener("change", () => byState.first().catch(report));
 $("login").addEventListener("submit", (ev) => {
   ev.preventDefault();
   sessionStorage.setItem(TOKEN_KEY, $("token").value.trim());
-  sessionStorage.setItem(OPERATOR_KEY, $("operator").value.trim());
   $("token").value = "";
   start();
 });
 
 takeTokenFromFragment();
-if (sessionStorage.getItem(TOKEN_KEY) && sessionStorage.getItem(OPERATOR_KEY)) start();
+if (sessionStorage.getItem(TOKEN_KEY)) start();
 else {
-  // Ask for what is missing; a token from the link stays in the form.
-  $("token").value = sessionStorage.getItem(TOKEN_KEY) || "";
-  $("operator").value = sessionStorage.getItem(OPERATOR_KEY) || "";
   $("login").hidden = false;
-  setStatus("locked", "waiting for the admin token and your name");
+  setStatus("locked", "waiting for your operator token");
 }
