@@ -65,14 +65,13 @@ lint: ## golangci-lint (the version pinned in go.mod; its first build takes minu
 vulncheck: ## govulncheck (pinned in go.mod) on a database built offline from golang.org/x/vulndb@VULNDB_VERSION; fails on a reachable vulnerability not in scripts/vulncheck/exceptions.txt
 	GO=$(GO) $(GO) run $(GOFLAGS) ./scripts/vulncheck -vulndb $(VULNDB_VERSION)
 
-test: tools services vet lint vulncheck ## start the services if needed, vet, lint, scan for known vulnerabilities, run every test with -race, fuzz each target for FUZZ_SHORT, then run the compose stack (test-compose)
+test: tools services vet lint vulncheck ## start the services if needed, vet, lint, scan for known vulnerabilities, run every test with -race, then fuzz each target for FUZZ_SHORT
 	@mkdir -p .run
 	WALLETSAGA_REQUIRE_SERVICES=1 $(GO) test $(GOFLAGS) -race -count=1 -timeout 20m -v $(PKGS) 2>&1 \
 		| tee .run/test.log | { $(TEST_FILTER); }
 	$(GO) -C $(CLIENT) test $(GOFLAGS) -race -count=1 ./... 2>&1 | tee -a .run/test.log
 	@echo "make test: full log in .run/test.log"
 	WALLETSAGA_REQUIRE_SERVICES=1 GO=$(GO) scripts/fuzz.sh $(FUZZ_SHORT)
-	scripts/compose-test.sh
 
 test-compose: ## docker-compose.yml for real, on an engine of its own (scripts/compose-test.sh; root; ~7 min, more the first time)
 	scripts/compose-test.sh

@@ -9,6 +9,8 @@ package deploy
 // Prometheus scrapes them where they listen.
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"net/url"
 	"slices"
 	"strconv"
@@ -243,11 +245,13 @@ func TestComposeDemoRunner(t *testing.T) {
 		"NOTIFIER_LINK_URL":  "http://127.0.0.1:8081",
 		"DEMO_TRACES_URL":    "http://traces:" + httpPort(t, "traces"),
 		"READ_TOKEN":         n["READ_TOKEN"],
-		"ADMIN_TOKEN":        n["ADMIN_TOKEN"],
+		"OPERATOR_TOKEN":     e["OPERATOR_TOKEN"],
 		"DEMO_EXIT":          "1",
 	}, e)
-	assert.Equal(t, n["ADMIN_TOKEN"], env(t, "walletsvc")["ADMIN_TOKEN"], "one operators' token for both consoles")
-	assert.NotEmpty(t, n["ADMIN_TOKEN"], "the consoles' operator actions work out of the box in dev")
+	assert.Equal(t, n["OPERATOR_TOKENS"], env(t, "walletsvc")["OPERATOR_TOKENS"], "one operator for both consoles")
+	digest := sha256.Sum256([]byte(e["OPERATOR_TOKEN"]))
+	assert.Equal(t, "dev-operator:sha256:"+hex.EncodeToString(digest[:]), n["OPERATOR_TOKENS"],
+		"the consoles' operator actions work out of the box in dev, with the token the demo prints")
 	for _, name := range []string{"walletsvc", "notifier"} {
 		assert.Equal(t, "http://traces:"+httpPort(t, "traces"), env(t, name)["OTEL_EXPORTER_OTLP_ENDPOINT"], "%s exports its spans to the stack's receiver", name)
 	}

@@ -127,7 +127,7 @@ topics_pid=$!
 host_demo() { # name: play the story against the published ports
 	WALLETSVC_URL="http://127.0.0.1:$WALLETSVC_PORT" NOTIFIER_URL="http://127.0.0.1:$NOTIFIER_PORT" \
 		DEMO_TRACES_URL="http://127.0.0.1:$TRACES_PORT" READ_TOKEN=walletsaga-demo-read-token \
-		ADMIN_TOKEN=walletsaga-dev-admin-token DEMO_EXIT=1 "$OUT/demo" >"$OUT/$1.log" 2>&1
+		OPERATOR_TOKEN=walletsaga-dev-operator-token DEMO_EXIT=1 "$OUT/demo" >"$OUT/$1.log" 2>&1
 }
 say "the story, from the host"
 host_demo story-host || { cat "$OUT/story-host.log" >&2; die "the story from the host is not as expected"; }
@@ -138,7 +138,7 @@ grep '^OK:' "$OUT/story-host.log"
 say "docker compose run --rm demo"
 compose run --rm demo >"$OUT/story-compose.log" 2>&1 || { cat "$OUT/story-compose.log" >&2; die "docker compose run --rm demo failed"; }
 for want in "http://127.0.0.1:$NOTIFIER_PORT/#token=walletsaga-demo-read-token" \
-	"http://127.0.0.1:$WALLETSVC_PORT/#token=walletsaga-dev-admin-token" "sms.send [notifier]" "OK: A got 22 SMS in order"; do
+	"http://127.0.0.1:$WALLETSVC_PORT/#token=walletsaga-dev-operator-token" "sms.send [notifier]" "OK: A got 22 SMS in order"; do
 	grep -qF -- "$want" "$OUT/story-compose.log" || { cat "$OUT/story-compose.log" >&2; die "the compose demo's output has no $want"; }
 done
 ! sed -n '/^Open the live SMS page/,$p' "$OUT/story-compose.log" | grep -Eq 'http://(walletsvc|notifier|traces):' ||

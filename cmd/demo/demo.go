@@ -223,13 +223,13 @@ func printLinks(out io.Writer, cfg config, c *client, aID, bID int64) {
 		readToken, page = demoReadToken, notifier+"/#token="+demoReadToken
 	}
 	fmt.Fprintf(out, "Open the live SMS page:   %s\n", page)
-	switch cfg.AdminToken {
-	case devAdminToken:
-		fmt.Fprintf(out, "Saga console (operator):  %s/#token=%s\n", wallet, devAdminToken)
-		fmt.Fprintf(out, "SMS console (operator):   %s/#token=%s (replay, skip)\n", notifier, devAdminToken)
+	switch cfg.OperatorToken {
+	case devOperatorToken:
+		fmt.Fprintf(out, "Saga console (operator):  %s/#token=%s\n", wallet, devOperatorToken)
+		fmt.Fprintf(out, "SMS console (operator):   %s/#token=%s (replay, skip)\n", notifier, devOperatorToken)
 	case "":
 	default:
-		fmt.Fprintf(out, "Saga console (operator):  %s/ (it asks for the ADMIN_TOKEN)\n", wallet)
+		fmt.Fprintf(out, "Saga console (operator):  %s/ (it asks for an operator's token)\n", wallet)
 	}
 	fmt.Fprintf(out, "SMS log API:              curl -H 'Authorization: Bearer %s' %s/v1/users/%d/sms\n", readToken, notifier, bID)
 	fmt.Fprintf(out, "Dead letters:             curl -H 'Authorization: Bearer %s' %s/v1/dead-letters\n", readToken, notifier)

@@ -31,10 +31,10 @@ type config struct {
 	NotifierLinkURL  string
 	ServiceToken     string
 	ReadToken        string
-	// AdminToken is the operators' token the services run with, printed in the consoles'
+	// OperatorToken is an operator's token of the services, printed in the consoles'
 	// links when it is the documented dev one.
-	AdminToken string
-	Exit       bool
+	OperatorToken string
+	Exit          bool
 	// TracesURL is the demo's OTLP receiver (bin/demo otlp-sink), from which it prints the
 	// trace of a deposit; "" when the services export elsewhere.
 	TracesURL string
@@ -46,8 +46,9 @@ const devServiceToken = "walletsaga-dev-service-token" //nolint:gosec // G101: t
 // demoReadToken is the notifier's READ_TOKEN that make demo and the compose file configure.
 const demoReadToken = "walletsaga-demo-read-token"
 
-// devAdminToken is the ADMIN_TOKEN the compose stack gives walletsvc and the notifier.
-const devAdminToken = "walletsaga-dev-admin-token" //nolint:gosec // G101: the documented dev token, not a secret
+// devOperatorToken is the token of the compose stack's one operator (whose SHA-256 its
+// OPERATOR_TOKENS gives walletsvc and the notifier).
+const devOperatorToken = "walletsaga-dev-operator-token" //nolint:gosec // G101: the documented dev token, not a secret
 
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
 	var c config
@@ -59,7 +60,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	f.String(&c.NotifierLinkURL, "NOTIFIER_LINK_URL", "", "the notifier's base URL in the printed links, where a browser opens it (empty: NOTIFIER_URL)")
 	f.Secret(&c.ServiceToken, "SERVICE_TOKEN", devServiceToken, "walletsvc's service token (default: the dev token)")
 	f.Secret(&c.ReadToken, "READ_TOKEN", "", "the notifier's read token, to read the SMS logs (required; make demo sets "+demoReadToken+")")
-	f.Secret(&c.AdminToken, "ADMIN_TOKEN", "", "the services' operator token: the consoles' links carry it when it is the dev one ("+devAdminToken+")")
+	f.Secret(&c.OperatorToken, "OPERATOR_TOKEN", "", "an operator's token of the services: the consoles' links carry it when it is the compose stack's dev one ("+devOperatorToken+")")
 	f.Bool(&c.Exit, "DEMO_EXIT", false, "exit when done: status 0 only if the SMS logs are as expected")
 	f.String(&c.TracesURL, "DEMO_TRACES_URL", "", "the OTLP receiver both services export to (bin/demo otlp-sink): print a deposit's trace from it")
 	if err := f.Parse(args); err != nil {

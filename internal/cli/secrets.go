@@ -56,6 +56,7 @@ var DocumentedSecrets = []string{
 	"walletsaga-dev-walletsvc-secret", // the dev broker's walletsvc user
 	"walletsaga-dev-notifier-secret",  // the dev broker's notifier user
 	"walletsaga-dev-admin-secret",     // the dev broker's admin (mqadmin, tests, bench)
+	"walletsaga-dev-operator-token",   // the compose stack's one operator (dev-operator)
 	"walletsaga-demo-read-token",      // the notifier's READ_TOKEN in the demo and the compose stack
 	"walletsaga-dev-grafana-admin",    // the compose stack's Grafana admin password
 	"walletsaga-bench-service-token",  // the bench's walletsvc

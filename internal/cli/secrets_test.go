@@ -292,7 +292,7 @@ var (
 	familyValue   = regexp.MustCompile(`\bwalletsaga-(?:dev|demo|bench)-[A-Za-z0-9-]*[A-Za-z0-9]|\bchange-me[A-Za-z0-9-]*`)
 	secretName    = `[A-Za-z0-9_]*(?i:token|secret|password|secret_?key|passwd)`
 	assignedValue = []*regexp.Regexp{
-		regexp.MustCompile(`\b` + secretName + `=["']?([^\s"'$<>{}()…;]+)(?:["'\s;]|$)`),              // NAME=value
+		regexp.MustCompile(`\b` + secretName + "=[\"']?([^\\s\"'$<>{}()…;`]+)(?:[\"'\\s;`]|$)"),       // NAME=value (a backtick ends a Markdown code span)
 		regexp.MustCompile(`(?m)^\s*` + secretName + `:\s*["']?([^\s"'$<>{}()…#]+)["']?\s*(?:#.*)?$`), // NAME: value (YAML)
 		regexp.MustCompile(`"` + secretName + `"\s*:\s*"([^"$]+)"`),                                   // "password":"value"
 		regexp.MustCompile(`\$\{` + secretName + `:-([^}$]+)\}`),                                      // ${NAME:-value}
