@@ -37,6 +37,13 @@ export SERVICE_TOKEN="${SERVICE_TOKEN:-walletsaga-dev-service-token}"
 # The notifier's read API and page need a read token (none by default): the demo gives the
 # notifier one and reads with it, unless READ_TOKEN is set.
 export READ_TOKEN="${READ_TOKEN:-walletsaga-demo-read-token}"
+# The consoles' operator actions (retry, resolve, replay, skip) need an operator: unless
+# OPERATOR_TOKENS is set, both services get the compose stack's one dev operator (the SHA-256
+# of its documented token) and the demo prints the consoles' links with its token.
+if [ -z "${OPERATOR_TOKENS:-}" ]; then
+	export OPERATOR_TOKEN=walletsaga-dev-operator-token
+	export OPERATOR_TOKENS="dev-operator:sha256:$(printf %s "$OPERATOR_TOKEN" | sha256sum | cut -d' ' -f1)"
+fi
 say() { printf 'demo: %s\n' "$*"; }
 
 # The stack's own messages go to a log; the demo shows the few that matter, and stops at once
