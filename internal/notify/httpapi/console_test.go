@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/walletsaga/walletsaga/internal/testutil/notifytest"
+	"github.com/walletsaga/walletsaga/internal/testutil/testenv"
 	"github.com/walletsaga/walletsaga/internal/testutil/wait"
 )
 
@@ -25,7 +26,7 @@ import (
 // after paging the tab's JS heap and DOM stay small: the page holds one page, never the log.
 func TestConsoleScalesInChromium(t *testing.T) {
 	t.Parallel()
-	bin := chromium(t)
+	bin := testenv.Chromium(t)
 	e := newEnv(t, nil)
 	_, err := e.pool.Exec(context.Background(), `DELETE FROM notify.notifications`)
 	require.NoError(t, err)

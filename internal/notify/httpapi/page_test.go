@@ -24,23 +24,6 @@ import (
 	"github.com/walletsaga/walletsaga/internal/walletevent"
 )
 
-// chromium returns the path of Debian's chromium, or fails (CI, make test) or skips the test.
-func chromium(t *testing.T) string {
-	t.Helper()
-	testenv.SkipIfShort(t, "Chromium")
-	for _, name := range []string{"chromium", "chromium-browser"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	msg := "chromium not found: install it with `apt-get install -y --no-install-recommends chromium`"
-	if testenv.Required() {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-	return ""
-}
-
 // dumpDOM loads url in headless Chromium and returns the DOM once the page's scripts have
 // run for budget of virtual time (Chromium fast-forwards timers and waits for fetches).
 func dumpDOM(t *testing.T, bin, url string, budget time.Duration) string {
@@ -85,7 +68,7 @@ func panelItems(t *testing.T, dom string, panel string) []pageItem {
 
 func TestPageInChromium(t *testing.T) {
 	t.Parallel()
-	bin := chromium(t)
+	bin := testenv.Chromium(t)
 
 	// Once the page has read the recent activity once, a new SMS arrives (user 1 seq 4) and a
 	// new user appears: the final DOM must show both, so the page updates live.

@@ -11,6 +11,7 @@ package testenv
 
 import (
 	"os"
+	"os/exec"
 	"testing"
 )
 
@@ -60,4 +61,22 @@ func Namesrv() string {
 		return v
 	}
 	return DefaultNamesrv
+}
+
+// Chromium returns the path of headless Chromium (make tools installs Debian's), or fails the
+// test (CI, make test) or skips it, as for a missing service.
+func Chromium(t testing.TB) string {
+	t.Helper()
+	SkipIfShort(t, "Chromium")
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	msg := "chromium not found: install it with `apt-get install -y --no-install-recommends chromium`"
+	if Required() {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+	return ""
 }

@@ -2,7 +2,6 @@ package httpapi_test
 
 import (
 	"context"
-	"os/exec"
 	"strconv"
 	"testing"
 	"time"
@@ -14,24 +13,6 @@ import (
 	"github.com/walletsaga/walletsaga/internal/testutil/wait"
 )
 
-// chromium returns the path of headless Chromium (make tools installs it), or skips the test
-// (fails it when the environment requires every service).
-func chromium(t *testing.T) string {
-	t.Helper()
-	testenv.SkipIfShort(t, "Chromium")
-	for _, name := range []string{"chromium", "chromium-browser"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	msg := "chromium not found: install it with `apt-get install -y --no-install-recommends chromium`"
-	if testenv.Required() {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-	return ""
-}
-
 // The saga console follows a page that came back empty with a next_cursor (the list read its
 // budget of sagas without finding one of the wallet's): 6,500 failed sagas without the
 // wallet's row, newer than the one failed saga of the wallet's, make the console's first
@@ -41,7 +22,7 @@ func chromium(t *testing.T) string {
 // attention, with none, says so.
 func TestTheConsoleFollowsShortPages(t *testing.T) {
 	t.Parallel()
-	bin := chromium(t)
+	bin := testenv.Chromium(t)
 	s := newServer(t, false)
 	user := s.createUser(t)
 	var failed int64
@@ -89,7 +70,7 @@ SELECT id, 'deposit', $1, 1, 'CNY', 'card' FROM g RETURNING saga_id`, user).Scan
 // it with the reason typed; the audit row names bob, the token's operator.
 func TestConsoleActsAsTheTokensOperatorInChromium(t *testing.T) {
 	t.Parallel()
-	bin := chromium(t)
+	bin := testenv.Chromium(t)
 	s := newServer(t, false)
 	id := s.needsAttention(t, s.createUser(t))
 
